@@ -1,0 +1,135 @@
+/* nbdstripe: the RAID-0 layout, pure arithmetic.
+ *
+ * A layout maps a logical byte range of the volume onto (member, member
+ * offset) pieces.  It does no I/O and knows nothing of files or nbdkit.
+ *
+ * What a caller may rely on:
+ * - Each member's usable size is its size rounded down to whole chunks.
+ * - Members of equal size: logical chunk k lives on member k mod N at member
+ *   offset (k div N) * chunk, exactly as Linux md raid0 and dm-stripe.
+ * - Members of different sizes are used fully through zones (as md raid0):
+ *   zone 0 stripes over all members up to the smallest size, each later zone
+ *   over the members that still have room, in member order.  Inside a zone
+ *   the mapping is zone-relative: md's RAID0_ALT_MULTIZONE_LAYOUT.
+ * - The pieces of one request that fall on one member are in increasing
+ *   member offset and contiguous on that member, so a request touches each
+ *   member in ONE contiguous member range (layout_spans).
+ * - Volume size = sum of the rounded member sizes.
+ * - LAYOUT_ID_RAID0_ALT names this mapping; it is what member headers record.
+ *   A different mapping must get a new identifier, never change this one.
+ */
+#ifndef NBDSTRIPE_LAYOUT_H
+#define NBDSTRIPE_LAYOUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LAYOUT_ID_RAID0_ALT   1u        /* md raid0 alternate multi-zone */
+#define LAYOUT_MAX_MEMBERS    64
+#define LAYOUT_CHUNK_ALIGN    4096u     /* chunk must be a multiple of this */
+#define LAYOUT_DEFAULT_CHUNK  (128u * 1024)
+
+struct layout_zone {
+  uint64_t start;               /* first logical byte of the zone */
+  uint64_t end;                 /* one past its last logical byte */
+  uint64_t dev_start;           /* member offset where the zone begins */
+  unsigned nr_devs;             /* members striped in this zone */
+  unsigned devs[LAYOUT_MAX_MEMBERS]; /* their indices, increasing */
+};
+
+struct layout {
+  uint32_t id;                  /* LAYOUT_ID_* */
+  uint64_t chunk;               /* bytes */
+  unsigned nr_members;
+  uint64_t member_size[LAYOUT_MAX_MEMBERS]; /* usable bytes (whole chunks) */
+  unsigned nr_zones;
+  struct layout_zone zones[LAYOUT_MAX_MEMBERS];
+  uint64_t size;                /* logical size of the volume */
+};
+
+/* One piece of a request: bytes that are contiguous both logically and on
+ * one member, never crossing a chunk boundary.
+ */
+struct layout_piece {
+  uint64_t offset;              /* logical offset */
+  uint64_t length;
+  unsigned member;
+  uint64_t member_offset;
+};
+
+/* The contiguous range of one member touched by a request. */
+struct layout_span {
+  bool touched;
+  uint64_t member_offset;
+  uint64_t length;
+  unsigned nr_pieces;
+};
+
+/* Why layout_init refused. */
+enum layout_error {
+  LAYOUT_OK = 0,
+  LAYOUT_ERR_NO_MEMBERS,        /* nr_members == 0 */
+  LAYOUT_ERR_TOO_MANY_MEMBERS,  /* nr_members > LAYOUT_MAX_MEMBERS */
+  LAYOUT_ERR_CHUNK,             /* chunk zero or not a multiple of 4 KiB */
+  LAYOUT_ERR_MEMBER_TOO_SMALL,  /* a member is smaller than one chunk */
+  LAYOUT_ERR_TOO_BIG,           /* total size overflows */
+};
+
+/* Build the layout.  On error returns the reason and, for
+ * LAYOUT_ERR_MEMBER_TOO_SMALL, sets *bad_member (may be NULL).
+ */
+extern enum layout_error layout_init (struct layout *l, uint64_t chunk,
+                                      unsigned nr_members,
+                                      const uint64_t *member_sizes,
+                                      unsigned *bad_member);
+
+/* A short English description of an error, for messages. */
+extern const char *layout_strerror (enum layout_error err);
+
+/* Map the logical range [offset, offset + count) -- which must lie inside
+ * the volume and have count > 0 -- to the first piece of it.
+ */
+extern void layout_map (const struct layout *l, uint64_t offset,
+                        uint64_t count, struct layout_piece *piece);
+
+/* Iterate over the pieces of a request, in logical order. */
+struct layout_iter {
+  const struct layout *l;
+  uint64_t offset;
+  uint64_t end;
+};
+
+static inline void
+layout_iter_init (struct layout_iter *it, const struct layout *l,
+                  uint64_t offset, uint64_t count)
+{
+  it->l = l;
+  it->offset = offset;
+  it->end = offset + count;
+}
+
+/* Returns false when the request is exhausted. */
+static inline bool
+layout_iter_next (struct layout_iter *it, struct layout_piece *piece)
+{
+  if (it->offset >= it->end)
+    return false;
+  layout_map (it->l, it->offset, it->end - it->offset, piece);
+  it->offset += piece->length;
+  return true;
+}
+
+/* For each member, the one contiguous member range the request touches.
+ * spans must have l->nr_members entries.  Returns how many members are
+ * touched.
+ */
+extern unsigned layout_spans (const struct layout *l, uint64_t offset,
+                              uint64_t count, struct layout_span *spans);
+
+/* Map a member offset back to a logical offset.  Returns false when the
+ * member offset is beyond the member's usable size.
+ */
+extern bool layout_unmap (const struct layout *l, unsigned member,
+                          uint64_t member_offset, uint64_t *offset);
+
+#endif /* NBDSTRIPE_LAYOUT_H */
