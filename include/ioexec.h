@@ -1,0 +1,46 @@
+/* nbdstripe: running one request's member operations at the same time.
+ *
+ * The volume hands over one operation per touched member; ioexec_run puts
+ * them all in flight at once on the calling thread's io_uring (one ring per
+ * thread, created lazily in that thread, because threads do not survive
+ * nbdkit's fork) and waits for every one.  Without io_uring (ENOSYS, EPERM
+ * under seccomp, or switched off with ioexec_use_uring = false) it runs
+ * them one after another with the portable calls: correct, not concurrent.
+ *
+ * Short transfers are continued; end of file on a member is EIO.  Errors
+ * are logged naming the member, and each op records its own errno.
+ */
+#ifndef NBDSTRIPE_IOEXEC_H
+#define NBDSTRIPE_IOEXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "member.h"
+
+enum op_kind { OP_READ, OP_WRITE, OP_FLUSH };
+
+struct member_op {
+  struct member *m;
+  enum op_kind kind;
+  uint64_t offset;              /* member offset (read, write) */
+  uint64_t length;              /* bytes (read, write) */
+  const struct iovec *iov;
+  unsigned nr_iov;
+  bool fua;                     /* write: durable before completion */
+  int err;                      /* out: 0 or errno */
+};
+
+/* false forces the portable path (the -D stripe.io_uring=0 debug flag). */
+extern bool ioexec_use_uring;
+
+/* Whether this kernel lets us create a ring at all (for --dump-plugin). */
+extern bool ioexec_uring_available (void);
+
+/* Run all ops; return 0 if all succeeded, else -1 with errno set to the
+ * error of the first failed op (in array order).
+ */
+extern int ioexec_run (struct member_op *ops, unsigned nr);
+
+#endif /* NBDSTRIPE_IOEXEC_H */

@@ -1,0 +1,96 @@
+/* nbdstripe: one backing store (a regular file or a block device).
+ *
+ * A member knows its own fd, size and what it can do; it knows nothing of
+ * the layout or of other members.  Capabilities that can only be learnt by
+ * trying are tri-state (CAP_UNKNOWN until the first try) and are switched
+ * off, with a debug line, the first time the kernel says ENOTSUP.  Worker
+ * threads share members, so capabilities are atomics.
+ *
+ * All offsets are member offsets in bytes.  Every function returns 0 on
+ * success or -1 with errno set, and logs errors naming the member.
+ */
+#ifndef NBDSTRIPE_MEMBER_H
+#define NBDSTRIPE_MEMBER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+enum cap { CAP_NO = 0, CAP_YES = 1, CAP_UNKNOWN = 2 };
+
+struct member {
+  unsigned index;
+  char *path;                   /* as the user gave it (owned) */
+  int fd;
+  bool is_block;
+  bool readonly;                /* opened O_RDONLY */
+  dev_t st_dev;                 /* identity, to refuse the same member twice */
+  ino_t st_ino;
+  dev_t st_rdev;
+  uint64_t size;                /* raw size in bytes */
+  uint32_t logical_block;       /* BLKSSZGET; 512 for files */
+  uint32_t physical_block;      /* BLKPBSZGET; 4096 for files */
+  _Atomic int can_punch;        /* files: PUNCH_HOLE; blockdev: unmap-zero */
+  _Atomic int can_zero_range;   /* files: FALLOC_FL_ZERO_RANGE */
+  _Atomic int can_discard;      /* blockdev: BLKDISCARD */
+  _Atomic int can_zeroout;      /* blockdev: BLKZEROOUT */
+  _Atomic int can_seek_data;    /* SEEK_DATA / SEEK_HOLE */
+};
+
+/* Open a member.  With readonly, open O_RDONLY.  Without, a member that
+ * cannot be opened for writing is an error saying so (EROFS/EACCES/EPERM
+ * are kept in errno so that the caller can explain -r).
+ */
+extern int member_open (struct member *m, unsigned index, const char *path,
+                        bool readonly);
+extern void member_close (struct member *m);
+
+/* true if a and b are the same file or the same block device. */
+extern bool member_same (const struct member *a, const struct member *b);
+
+/* Synchronous vectored I/O of exactly the iovec's total length: short
+ * transfers are continued; end of file is EIO, logged.  With dsync the
+ * write is durable when it returns (RWF_DSYNC, or fdatasync after).
+ */
+extern int member_preadv (struct member *m, const struct iovec *iov,
+                          unsigned nr_iov, uint64_t offset);
+extern int member_pwritev (struct member *m, const struct iovec *iov,
+                           unsigned nr_iov, uint64_t offset, bool dsync);
+extern int member_flush (struct member *m);
+
+/* Advisory: a member that cannot discard returns 0 and does nothing (with
+ * a debug line the first time).  Only EIO and EPERM are reported.
+ */
+extern int member_discard (struct member *m, uint64_t offset, uint64_t len);
+
+/* Make the range read as zeroes without writing data.  may_trim allows
+ * deallocation.  With fast, only methods that never write data blocks are
+ * used.  Returns -1 with errno = EOPNOTSUPP when no such method works, so
+ * that the caller can fall back to writing zeroes.
+ */
+extern int member_zero (struct member *m, uint64_t offset, uint64_t len,
+                        bool may_trim, bool fast);
+
+/* Whether member_zero with these flags is known NOT to work (without
+ * trying).  Used to refuse a fast zero before touching any member.
+ */
+extern bool member_zero_known_unsupported (const struct member *m,
+                                           uint64_t offset, uint64_t len,
+                                           bool may_trim, bool fast);
+
+/* Data/hole map.  On return *is_data tells whether offset is data, and
+ * *end is where that run ends (<= limit).  Members that cannot tell report
+ * all data.
+ */
+extern int member_extent (struct member *m, uint64_t offset, uint64_t limit,
+                          bool *is_data, uint64_t *end);
+
+/* Log an I/O error on this member: "member N (PATH): WHAT at member offset
+ * OFF: strerror(err)".  Keeps errno = err.
+ */
+extern void member_io_error (const struct member *m, const char *what,
+                             uint64_t offset, int err);
+
+#endif /* NBDSTRIPE_MEMBER_H */

@@ -1,0 +1,55 @@
+/* nbdstripe: a volume = members + layout.
+ *
+ * Turns one request into per-member work (one operation per touched
+ * member), runs it concurrently through ioexec, and gathers the result:
+ * errno of the first failure goes back to the caller.  Knows nothing of
+ * nbdkit; the plugin translates callbacks and flags into these calls.
+ *
+ * volume_open checks everything before the volume is usable and writes
+ * nothing: members exist, are files or block devices, are distinct, are at
+ * least one chunk, the chunk is valid.
+ */
+#ifndef NBDSTRIPE_VOLUME_H
+#define NBDSTRIPE_VOLUME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "member.h"
+
+struct volume {
+  struct layout layout;
+  unsigned nr_members;
+  struct member members[LAYOUT_MAX_MEMBERS];
+  bool readonly;
+  uint32_t min_block;           /* largest logical block among members */
+  uint32_t preferred_block;     /* avoids read-modify-write on members */
+};
+
+extern int volume_open (struct volume *v, unsigned nr_members,
+                        const char *const *paths, uint64_t chunk,
+                        bool readonly);
+extern void volume_close (struct volume *v);
+
+extern int volume_pread (struct volume *v, void *buf, uint64_t count,
+                         uint64_t offset);
+extern int volume_pwrite (struct volume *v, const void *buf, uint64_t count,
+                          uint64_t offset, bool fua);
+extern int volume_flush (struct volume *v);
+extern int volume_trim (struct volume *v, uint64_t count, uint64_t offset,
+                        bool fua);
+extern int volume_zero (struct volume *v, uint64_t count, uint64_t offset,
+                        bool may_trim, bool fast, bool fua);
+
+/* Report data/hole runs of [offset, offset + count) in order through add
+ * (which may merge adjacent runs of the same type); stops early after the
+ * first run when req_one.  A logical range is a hole only where its member
+ * range is a hole.
+ */
+typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
+                                 uint64_t length, bool is_hole);
+extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
+                           bool req_one, volume_extent_fn add, void *opaque);
+
+#endif /* NBDSTRIPE_VOLUME_H */

@@ -1,0 +1,461 @@
+/* nbdstripe: one member, a regular file or a block device.
+ * See include/member.h for the contract.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "log.h"
+#include "member.h"
+
+void
+member_io_error (const struct member *m, const char *what, uint64_t offset,
+                 int err)
+{
+  errno = err;
+  stripe_error ("member %u (%s): %s at member offset %" PRIu64 ": %m",
+                m->index, m->path, what, offset);
+  errno = err;
+}
+
+/* Read a number from the block queue's sysfs attributes.  Partitions have
+ * no queue/ of their own: it is the parent's, one level up.
+ */
+static int64_t
+read_queue_attr (dev_t rdev, const char *attr)
+{
+  static const char *const fmts[] = {
+    "/sys/dev/block/%u:%u/queue/%s",
+    "/sys/dev/block/%u:%u/../queue/%s",
+  };
+  for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; ++i) {
+    char path[256];
+    long long v;
+    FILE *fp;
+
+    snprintf (path, sizeof path, fmts[i], major (rdev), minor (rdev), attr);
+    fp = fopen (path, "re");
+    if (fp == NULL)
+      continue;
+    if (fscanf (fp, "%lld", &v) == 1) {
+      fclose (fp);
+      return v;
+    }
+    fclose (fp);
+  }
+  return -1;
+}
+
+int
+member_open (struct member *m, unsigned index, const char *path,
+             bool readonly)
+{
+  struct stat st;
+
+  memset (m, 0, sizeof *m);
+  m->index = index;
+  m->fd = -1;
+  m->path = strdup (path);
+  if (m->path == NULL) {
+    stripe_error ("member %u (%s): strdup: %m", index, path);
+    return -1;
+  }
+  m->readonly = readonly;
+
+  m->fd = open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (m->fd == -1) {
+    int err = errno;
+    if (!readonly && (err == EROFS || err == EACCES || err == EPERM)
+        && access (path, R_OK) == 0)
+      stripe_error ("member %u (%s): cannot be opened for writing: %m "
+                    "(serve the volume read-only with nbdkit -r)",
+                    index, path);
+    else
+      stripe_error ("member %u (%s): open: %m", index, path);
+    errno = err;
+    return -1;
+  }
+  if (fstat (m->fd, &st) == -1) {
+    stripe_error ("member %u (%s): fstat: %m", index, path);
+    return -1;
+  }
+  m->st_dev = st.st_dev;
+  m->st_ino = st.st_ino;
+  m->st_rdev = st.st_rdev;
+  m->can_seek_data = CAP_UNKNOWN;
+
+  if (S_ISREG (st.st_mode)) {
+    m->size = st.st_size;
+    m->logical_block = 512;
+    m->physical_block = 4096;
+    m->can_punch = CAP_UNKNOWN;
+    m->can_zero_range = CAP_UNKNOWN;
+    m->can_discard = CAP_NO;
+    m->can_zeroout = CAP_NO;
+  }
+  else if (S_ISBLK (st.st_mode)) {
+    uint64_t size;
+    int lbs = 512;
+    unsigned int pbs = 4096;
+
+    m->is_block = true;
+    if (ioctl (m->fd, BLKGETSIZE64, &size) == -1) {
+      stripe_error ("member %u (%s): BLKGETSIZE64: %m", index, path);
+      return -1;
+    }
+    m->size = size;
+    if (ioctl (m->fd, BLKSSZGET, &lbs) == -1 || lbs <= 0)
+      lbs = 512;
+    if (ioctl (m->fd, BLKPBSZGET, &pbs) == -1 || pbs == 0)
+      pbs = lbs;
+    m->logical_block = lbs;
+    m->physical_block = pbs;
+    /* Ask the queue up front so that a fast zero can be refused before
+     * any member is touched.  Unknown (no sysfs) means: try and learn.
+     */
+    int64_t discard = read_queue_attr (st.st_rdev, "discard_max_bytes");
+    int64_t wzeroes = read_queue_attr (st.st_rdev, "write_zeroes_max_bytes");
+    m->can_discard = discard < 0 ? CAP_UNKNOWN : discard > 0;
+    m->can_punch = wzeroes < 0 ? CAP_UNKNOWN : wzeroes > 0;
+    m->can_zero_range = CAP_NO;
+    m->can_zeroout = CAP_YES;
+    m->can_seek_data = CAP_NO;
+  }
+  else {
+    stripe_error ("member %u (%s): not a regular file or a block device",
+                  index, path);
+    errno = EINVAL;
+    return -1;
+  }
+  stripe_debug ("member %u (%s): %s, %" PRIu64 " bytes, "
+                "logical block %" PRIu32 ", physical block %" PRIu32,
+                index, path, m->is_block ? "block device" : "file",
+                m->size, m->logical_block, m->physical_block);
+  return 0;
+}
+
+void
+member_close (struct member *m)
+{
+  if (m->fd >= 0)
+    close (m->fd);
+  m->fd = -1;
+  free (m->path);
+  m->path = NULL;
+}
+
+bool
+member_same (const struct member *a, const struct member *b)
+{
+  if (a->is_block && b->is_block)
+    return a->st_rdev == b->st_rdev;
+  if (!a->is_block && !b->is_block)
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+  return false;
+}
+
+/* Drop n transferred bytes from the front of an iovec (a private copy). */
+static void
+iov_advance (struct iovec **iov, unsigned *nr, size_t n)
+{
+  while (n > 0 && *nr > 0) {
+    if (n >= (*iov)->iov_len) {
+      n -= (*iov)->iov_len;
+      (*iov)++;
+      (*nr)--;
+    }
+    else {
+      (*iov)->iov_base = (char *) (*iov)->iov_base + n;
+      (*iov)->iov_len -= n;
+      n = 0;
+    }
+  }
+}
+
+static int
+rw_full (struct member *m, bool write, const struct iovec *iov_in,
+         unsigned nr_in, uint64_t offset, bool dsync)
+{
+  struct iovec *copy, *iov;
+  unsigned nr = nr_in;
+  bool use_dsync = dsync;
+  int r = -1;
+
+  copy = malloc (nr_in * sizeof *copy);
+  if (copy == NULL) {
+    member_io_error (m, "malloc", offset, ENOMEM);
+    return -1;
+  }
+  memcpy (copy, iov_in, nr_in * sizeof *copy);
+  iov = copy;
+
+  while (nr > 0) {
+    int cnt = nr > IOV_MAX ? IOV_MAX : (int) nr;
+    ssize_t n;
+
+    if (!write)
+      n = preadv (m->fd, iov, cnt, offset);
+    else if (use_dsync) {
+      n = pwritev2 (m->fd, iov, cnt, offset, RWF_DSYNC);
+      if (n == -1 && (errno == EOPNOTSUPP || errno == EINVAL)) {
+        use_dsync = false;      /* old kernel: fdatasync at the end */
+        continue;
+      }
+    }
+    else
+      n = pwritev (m->fd, iov, cnt, offset);
+    if (n == -1) {
+      if (errno == EINTR)
+        continue;
+      member_io_error (m, write ? "pwrite" : "pread", offset, errno);
+      goto out;
+    }
+    if (n == 0) {
+      member_io_error (m, write ? "pwrite (no progress)"
+                       : "pread (unexpected end of file)", offset, EIO);
+      goto out;
+    }
+    offset += n;
+    iov_advance (&iov, &nr, n);
+  }
+  if (dsync && !use_dsync && fdatasync (m->fd) == -1) {
+    member_io_error (m, "fdatasync", offset, errno);
+    goto out;
+  }
+  r = 0;
+ out:
+  free (copy);
+  return r;
+}
+
+int
+member_preadv (struct member *m, const struct iovec *iov, unsigned nr_iov,
+               uint64_t offset)
+{
+  return rw_full (m, false, iov, nr_iov, offset, false);
+}
+
+int
+member_pwritev (struct member *m, const struct iovec *iov, unsigned nr_iov,
+                uint64_t offset, bool dsync)
+{
+  return rw_full (m, true, iov, nr_iov, offset, dsync);
+}
+
+int
+member_flush (struct member *m)
+{
+  if (fdatasync (m->fd) == -1) {
+    member_io_error (m, "fdatasync", 0, errno);
+    return -1;
+  }
+  return 0;
+}
+
+/* ENOTSUP-like answers: the method does not exist here.  A block device's
+ * fallocate says ENODEV or EINVAL when the driver cannot do it.
+ */
+static bool
+is_unsupported (int err, bool is_block)
+{
+  return err == EOPNOTSUPP || err == ENOSYS || err == ENOTTY
+    || (is_block && (err == ENODEV || err == EINVAL));
+}
+
+static void
+switch_off (struct member *m, _Atomic int *cap, const char *what)
+{
+  if (atomic_exchange (cap, CAP_NO) != CAP_NO)
+    stripe_debug ("member %u (%s): %s not supported, switched off",
+                  m->index, m->path, what);
+}
+
+static int
+try_fallocate (struct member *m, _Atomic int *cap, int mode,
+               uint64_t offset, uint64_t len, const char *what)
+{
+  if (atomic_load (cap) == CAP_NO) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
+  if (fallocate (m->fd, mode, offset, len) == 0) {
+    atomic_store (cap, CAP_YES);
+    return 0;
+  }
+  if (is_unsupported (errno, m->is_block)) {
+    switch_off (m, cap, what);
+    errno = EOPNOTSUPP;
+  }
+  return -1;
+}
+
+static int
+try_blk_ioctl (struct member *m, _Atomic int *cap, unsigned long req,
+               uint64_t offset, uint64_t len, const char *what)
+{
+  uint64_t range[2] = { offset, len };
+
+  if (atomic_load (cap) == CAP_NO) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
+  if (ioctl (m->fd, req, range) == 0) {
+    atomic_store (cap, CAP_YES);
+    return 0;
+  }
+  if (is_unsupported (errno, true)) {
+    switch_off (m, cap, what);
+    errno = EOPNOTSUPP;
+  }
+  return -1;
+}
+
+int
+member_discard (struct member *m, uint64_t offset, uint64_t len)
+{
+  int r;
+
+  if (m->is_block) {
+    /* BLKDISCARD wants whole logical blocks: discard only those inside. */
+    uint64_t b = m->logical_block;
+    uint64_t start = (offset + b - 1) / b * b;
+    uint64_t end = (offset + len) / b * b;
+    if (end <= start)
+      return 0;
+    r = try_blk_ioctl (m, &m->can_discard, BLKDISCARD, start, end - start,
+                       "BLKDISCARD");
+  }
+  else
+    r = try_fallocate (m, &m->can_punch,
+                       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       offset, len, "punch hole");
+  if (r == -1) {
+    if (errno == EIO || errno == EPERM) {
+      member_io_error (m, "trim", offset, errno);
+      return -1;
+    }
+    stripe_debug ("member %u (%s): trim at member offset %" PRIu64
+                  " ignored: %m", m->index, m->path, offset);
+  }
+  return 0;
+}
+
+bool
+member_zero_known_unsupported (const struct member *m, uint64_t offset,
+                               uint64_t len, bool may_trim, bool fast)
+{
+  if (m->is_block) {
+    uint64_t b = m->logical_block;
+    if (offset % b || len % b)
+      return true;
+    if (fast)
+      return m->can_punch == CAP_NO;
+    return false;               /* BLKZEROOUT always works */
+  }
+  return (!may_trim || m->can_punch == CAP_NO)
+    && m->can_zero_range == CAP_NO;
+}
+
+int
+member_zero (struct member *m, uint64_t offset, uint64_t len,
+             bool may_trim, bool fast)
+{
+  if (m->is_block) {
+    uint64_t b = m->logical_block;
+    if (offset % b || len % b) {
+      errno = EOPNOTSUPP;       /* nbdkit writes the zeroes instead */
+      return -1;
+    }
+    /* On a block device, fallocate(PUNCH_HOLE) is a zero-out that may
+     * unmap and never falls back to writing zeroes: the fast method.
+     */
+    if (may_trim || fast) {
+      if (try_fallocate (m, &m->can_punch,
+                         FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         offset, len, "zero-out with unmap") == 0)
+        return 0;
+      if (errno != EOPNOTSUPP)
+        goto err;
+      if (fast)
+        return -1;
+    }
+    if (try_blk_ioctl (m, &m->can_zeroout, BLKZEROOUT, offset, len,
+                       "BLKZEROOUT") == 0)
+      return 0;
+    if (errno != EOPNOTSUPP)
+      goto err;
+    return -1;
+  }
+
+  if (may_trim) {
+    if (try_fallocate (m, &m->can_punch,
+                       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       offset, len, "punch hole") == 0)
+      return 0;
+    if (errno != EOPNOTSUPP)
+      goto err;
+  }
+  if (try_fallocate (m, &m->can_zero_range,
+                     FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                     offset, len, "zero range") == 0)
+    return 0;
+  if (errno != EOPNOTSUPP)
+    goto err;
+  return -1;
+
+ err:
+  member_io_error (m, "zero", offset, errno);
+  return -1;
+}
+
+int
+member_extent (struct member *m, uint64_t offset, uint64_t limit,
+               bool *is_data, uint64_t *end)
+{
+  off_t pos;
+
+  *is_data = true;
+  *end = limit;
+  if (atomic_load (&m->can_seek_data) == CAP_NO)
+    return 0;
+
+  pos = lseek (m->fd, offset, SEEK_DATA);
+  if (pos == -1) {
+    if (errno == ENXIO) {       /* only a hole up to end of file */
+      *is_data = false;
+      return 0;
+    }
+    if (errno == EINVAL || errno == EOPNOTSUPP) {
+      switch_off (m, &m->can_seek_data, "SEEK_DATA");
+      return 0;
+    }
+    member_io_error (m, "lseek (SEEK_DATA)", offset, errno);
+    return -1;
+  }
+  atomic_store (&m->can_seek_data, CAP_YES);
+  if ((uint64_t) pos > offset) {
+    *is_data = false;
+    if ((uint64_t) pos < limit)
+      *end = pos;
+    return 0;
+  }
+  pos = lseek (m->fd, offset, SEEK_HOLE);
+  if (pos == -1) {
+    member_io_error (m, "lseek (SEEK_HOLE)", offset, errno);
+    return -1;
+  }
+  if ((uint64_t) pos < limit)
+    *end = pos;
+  return 0;
+}

@@ -1,0 +1,305 @@
+/* nbdkit-stripe-plugin: a RAID-0 volume over N files or block devices.
+ *
+ * Thin glue: parameters and nbdkit callbacks in, volume calls out.  The
+ * striping itself lives in layout.c / plan.c / volume.c / ioexec.c.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include "ioexec.h"
+#include "layout.h"
+#include "log.h"
+#include "volume.h"
+
+/* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
+NBDKIT_DLL_PUBLIC int stripe_debug_io_uring = 1;
+
+static const char *paths[LAYOUT_MAX_MEMBERS];
+static unsigned nr_paths;
+static bool too_many_paths;
+static uint64_t chunk = LAYOUT_DEFAULT_CHUNK;
+static struct volume volume;
+static bool volume_opened;
+
+static void
+stripe_load (void)
+{
+  stripe_log_verror = nbdkit_verror;
+  stripe_log_vdebug = nbdkit_vdebug;
+}
+
+static void
+stripe_unload (void)
+{
+  if (volume_opened)
+    volume_close (&volume);
+  volume_opened = false;
+}
+
+static int
+stripe_config (const char *key, const char *value)
+{
+  if (strcmp (key, "file") == 0) {
+    if (nr_paths == LAYOUT_MAX_MEMBERS) {
+      too_many_paths = true;
+      return 0;
+    }
+    paths[nr_paths++] = value;  /* nbdkit keeps argv alive */
+  }
+  else if (strcmp (key, "chunk") == 0) {
+    int64_t r = nbdkit_parse_size (value);
+    if (r == -1)
+      return -1;
+    if (r == 0 || r % LAYOUT_CHUNK_ALIGN != 0) {
+      nbdkit_error ("chunk=%s: %s", value,
+                    layout_strerror (LAYOUT_ERR_CHUNK));
+      return -1;
+    }
+    chunk = r;
+  }
+  else {
+    nbdkit_error ("unknown parameter '%s' (see nbdkit stripe --help)", key);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+stripe_config_complete (void)
+{
+  if (nr_paths == 0) {
+    nbdkit_error ("no members: give at least one file=PATH");
+    return -1;
+  }
+  if (too_many_paths) {
+    nbdkit_error ("too many file= parameters: at most %d members",
+                  LAYOUT_MAX_MEMBERS);
+    return -1;
+  }
+  return 0;
+}
+
+/* nbdkit gives a plugin no way to know whether it runs with -r, yet a
+ * read-only member is fine with -r and an error without.  So read our own
+ * command line, up to the plugin name, as nbdkit's getopt would.
+ */
+static bool
+nbdkit_is_readonly (void)
+{
+  static const char *const long_with_arg[] = {
+    "--debug", "--exportname", "--filter", "--group", "--ipaddr", "--log",
+    "--mask-handshake", "--pidfile", "--port", "--run", "--selinux-label",
+    "--threads", "--tls", "--tls-certificates", "--tls-psk", "--unix",
+    "--user", NULL
+  };
+  char buf[65536];
+  size_t len;
+  bool ro = false;
+  FILE *fp = fopen ("/proc/self/cmdline", "re");
+
+  if (fp == NULL)
+    return false;
+  len = fread (buf, 1, sizeof buf - 1, fp);
+  fclose (fp);
+  buf[len] = '\0';
+
+  /* argv[0] is nbdkit itself. */
+  for (size_t i = strlen (buf) + 1; i < len; ) {
+    const char *arg = &buf[i];
+    bool skip_next = false;
+
+    i += strlen (arg) + 1;
+    if (strcmp (arg, "--") == 0 || arg[0] != '-' || arg[1] == '\0')
+      break;                    /* the plugin name: options end */
+    if (arg[1] == '-') {
+      if (strcmp (arg, "--readonly") == 0 || strcmp (arg, "--read-only") == 0)
+        ro = true;
+      for (size_t k = 0; long_with_arg[k]; ++k)
+        if (strcmp (arg, long_with_arg[k]) == 0)
+          skip_next = true;
+    }
+    else {
+      for (const char *c = arg + 1; *c; ++c) {
+        if (*c == 'r')
+          ro = true;
+        if (strchr ("DegiPptUu", *c)) {
+          skip_next = c[1] == '\0';
+          break;
+        }
+      }
+    }
+    if (skip_next && i < len)
+      i += strlen (&buf[i]) + 1;
+  }
+  return ro;
+}
+
+/* Open and check every member before nbdkit forks or serves anything:
+ * any problem makes nbdkit exit non-zero, and nothing has been written.
+ */
+static int
+stripe_get_ready (void)
+{
+  ioexec_use_uring = stripe_debug_io_uring != 0;
+  if (!ioexec_use_uring)
+    nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
+  if (volume_open (&volume, nr_paths, paths, chunk,
+                   nbdkit_is_readonly ()) == -1)
+    return -1;
+  volume_opened = true;
+  return 0;
+}
+
+static void *
+stripe_open (int readonly)
+{
+  if (!readonly && volume.readonly) {
+    nbdkit_error ("the members were opened read-only: serve with -r");
+    return NULL;
+  }
+  return NBDKIT_HANDLE_NOT_NEEDED;
+}
+
+static int64_t
+stripe_get_size (void *handle)
+{
+  return volume.layout.size;
+}
+
+static int
+stripe_block_size (void *handle,
+                   uint32_t *minimum, uint32_t *preferred, uint32_t *maximum)
+{
+  *minimum = volume.min_block;
+  *preferred = volume.preferred_block;
+  *maximum = 0xffffffff;
+  return 0;
+}
+
+static int
+stripe_can_write (void *handle)
+{
+  return !volume.readonly;
+}
+
+static int
+stripe_can_true (void *handle)
+{
+  return 1;
+}
+
+static int
+stripe_can_fua (void *handle)
+{
+  return NBDKIT_FUA_NATIVE;
+}
+
+static int
+stripe_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+              uint32_t flags)
+{
+  return volume_pread (&volume, buf, count, offset);
+}
+
+static int
+stripe_pwrite (void *handle, const void *buf, uint32_t count,
+               uint64_t offset, uint32_t flags)
+{
+  return volume_pwrite (&volume, buf, count, offset,
+                        flags & NBDKIT_FLAG_FUA);
+}
+
+static int
+stripe_flush (void *handle, uint32_t flags)
+{
+  return volume_flush (&volume);
+}
+
+static int
+stripe_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return volume_trim (&volume, count, offset, flags & NBDKIT_FLAG_FUA);
+}
+
+static int
+stripe_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return volume_zero (&volume, count, offset,
+                      flags & NBDKIT_FLAG_MAY_TRIM,
+                      flags & NBDKIT_FLAG_FAST_ZERO,
+                      flags & NBDKIT_FLAG_FUA);
+}
+
+static int
+add_extent (void *opaque, uint64_t offset, uint64_t length, bool is_hole)
+{
+  return nbdkit_add_extent (opaque, offset, length,
+                            is_hole ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO
+                            : 0);
+}
+
+static int
+stripe_extents (void *handle, uint32_t count, uint64_t offset,
+                uint32_t flags, struct nbdkit_extents *extents)
+{
+  return volume_extents (&volume, count, offset, flags & NBDKIT_FLAG_REQ_ONE,
+                         add_extent, extents);
+}
+
+static void
+stripe_dump_plugin (void)
+{
+  printf ("stripe_io_uring=%s\n", ioexec_uring_available () ? "yes" : "no");
+  printf ("stripe_layout=%u\n", LAYOUT_ID_RAID0_ALT);
+  printf ("stripe_max_members=%d\n", LAYOUT_MAX_MEMBERS);
+  printf ("stripe_default_chunk=%u\n", LAYOUT_DEFAULT_CHUNK);
+}
+
+#define stripe_config_help \
+  "file=<PATH>     (required, repeat) A member: file or block device.\n" \
+  "                The order of file= parameters is the member order.\n" \
+  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K)."
+
+static struct nbdkit_plugin plugin = {
+  .name              = "stripe",
+  .longname          = "nbdkit RAID-0 stripe plugin",
+  .version           = PACKAGE_VERSION,
+  .load              = stripe_load,
+  .unload            = stripe_unload,
+  .config            = stripe_config,
+  .config_complete   = stripe_config_complete,
+  .config_help       = stripe_config_help,
+  .magic_config_key  = "file",
+  .get_ready         = stripe_get_ready,
+  .dump_plugin       = stripe_dump_plugin,
+  .open              = stripe_open,
+  .get_size          = stripe_get_size,
+  .block_size        = stripe_block_size,
+  .can_write         = stripe_can_write,
+  .can_flush         = stripe_can_true,
+  .can_fua           = stripe_can_fua,
+  .can_trim          = stripe_can_true,
+  .can_zero          = stripe_can_true,
+  .can_fast_zero     = stripe_can_true,
+  .can_extents       = stripe_can_true,
+  .can_multi_conn    = stripe_can_true,
+  .pread             = stripe_pread,
+  .pwrite            = stripe_pwrite,
+  .flush             = stripe_flush,
+  .trim              = stripe_trim,
+  .zero              = stripe_zero,
+  .extents           = stripe_extents,
+  .errno_is_preserved = 1,
+};
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+NBDKIT_REGISTER_PLUGIN (plugin)
