@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs what is needed, builds twice (plain with
+# -Werror, and with AddressSanitizer + UndefinedBehaviorSanitizer) and runs
+# every test in both builds.  Exit status 0 only if everything passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+run_suite () {
+  local dir=$1; shift
+  echo "== build $dir $*"
+  .ci/setup "$dir" "$@"
+  echo "== tests in $dir"
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 || status=1
+}
+
+run_suite build
+run_suite build-asan -DNBDSTRIPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+exit $status
