@@ -9,6 +9,11 @@
  *
  * Short transfers are continued; end of file on a member is EIO.  Errors
  * are logged naming the member, and each op records its own errno.
+ *
+ * Members opened for O_DIRECT (cache=direct) get aligned reads and writes
+ * through a per-thread bounce buffer (nbdkit's request buffers are not
+ * aligned); an unaligned request goes through the member's buffered
+ * descriptor instead, which Linux keeps coherent with direct I/O.
  */
 #ifndef NBDSTRIPE_IOEXEC_H
 #define NBDSTRIPE_IOEXEC_H
@@ -30,6 +35,9 @@ struct member_op {
   unsigned nr_iov;
   bool fua;                     /* write: durable before completion */
   int err;                      /* out: 0 or errno */
+  /* Private to ioexec: an aligned bounce buffer for O_DIRECT. */
+  bool direct;
+  struct iovec bounce;
 };
 
 /* false forces the portable path (the -D stripe.io_uring=0 debug flag). */

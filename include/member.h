@@ -23,7 +23,9 @@ enum cap { CAP_NO = 0, CAP_YES = 1, CAP_UNKNOWN = 2 };
 struct member {
   unsigned index;
   char *path;                   /* as the user gave it (owned) */
-  int fd;
+  int fd;                       /* buffered I/O, trim, zero, sync */
+  int fd_direct;                /* O_DIRECT, or -1 (cache=direct only) */
+  uint32_t direct_align;        /* offset/length/memory alignment for it */
   bool is_block;
   bool readonly;                /* opened O_RDONLY */
   dev_t st_dev;                 /* identity, to refuse the same member twice */
@@ -39,12 +41,13 @@ struct member {
   _Atomic int can_seek_data;    /* SEEK_DATA / SEEK_HOLE */
 };
 
-/* Open a member.  With readonly, open O_RDONLY.  Without, a member that
+/* Open a member.  With readonly, open O_RDONLY.  With direct, also open
+ * an O_DIRECT descriptor for aligned reads and writes.  Without, a member that
  * cannot be opened for writing is an error saying so (EROFS/EACCES/EPERM
  * are kept in errno so that the caller can explain -r).
  */
 extern int member_open (struct member *m, unsigned index, const char *path,
-                        bool readonly);
+                        bool readonly, bool direct);
 extern void member_close (struct member *m);
 
 /* true if a and b are the same file or the same block device. */
@@ -53,11 +56,14 @@ extern bool member_same (const struct member *a, const struct member *b);
 /* Synchronous vectored I/O of exactly the iovec's total length: short
  * transfers are continued; end of file is EIO, logged.  With dsync the
  * write is durable when it returns (RWF_DSYNC, or fdatasync after).
+ * direct selects fd_direct: the caller guarantees the alignment.
  */
-extern int member_preadv (struct member *m, const struct iovec *iov,
-                          unsigned nr_iov, uint64_t offset);
-extern int member_pwritev (struct member *m, const struct iovec *iov,
-                           unsigned nr_iov, uint64_t offset, bool dsync);
+extern int member_preadv (struct member *m, bool direct,
+                          const struct iovec *iov, unsigned nr_iov,
+                          uint64_t offset);
+extern int member_pwritev (struct member *m, bool direct,
+                           const struct iovec *iov, unsigned nr_iov,
+                           uint64_t offset, bool dsync);
 extern int member_flush (struct member *m);
 
 /* Advisory: a member that cannot discard returns 0 and does nothing (with

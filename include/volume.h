@@ -18,18 +18,29 @@
 #include "layout.h"
 #include "member.h"
 
+/* How members are written, as qemu's cache modes.  writeback: page cache,
+ * durable on FLUSH/FUA.  writethrough: every write durable before it is
+ * acknowledged.  direct: O_DIRECT, no page cache (durable on FLUSH/FUA).
+ */
+enum cache_mode { CACHE_WRITEBACK, CACHE_WRITETHROUGH, CACHE_DIRECT };
+
+extern const char *cache_mode_name (enum cache_mode mode);
+/* Returns -1 for an unknown name. */
+extern int cache_mode_parse (const char *name, enum cache_mode *mode);
+
 struct volume {
   struct layout layout;
   unsigned nr_members;
   struct member members[LAYOUT_MAX_MEMBERS];
   bool readonly;
+  enum cache_mode cache;
   uint32_t min_block;           /* largest logical block among members */
   uint32_t preferred_block;     /* avoids read-modify-write on members */
 };
 
 extern int volume_open (struct volume *v, unsigned nr_members,
                         const char *const *paths, uint64_t chunk,
-                        bool readonly);
+                        enum cache_mode cache, bool readonly);
 extern void volume_close (struct volume *v);
 
 extern int volume_pread (struct volume *v, void *buf, uint64_t count,

@@ -18,63 +18,144 @@
 
 bool ioexec_use_uring = true;
 
-struct thread_ring {
+/* Everything a worker thread keeps between requests.  Created on first
+ * use in that thread; freed by the key's destructor when it exits.
+ */
+struct thread_state {
   struct io_uring ring;
+  bool ring_ok;
+  void *arena;                  /* bounce buffers for O_DIRECT */
+  size_t arena_size;
 };
 
-static pthread_key_t ring_key;
-static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
-static __thread struct thread_ring *tls_ring;
-static __thread bool tls_ring_failed;
+static pthread_key_t state_key;
+static pthread_once_t state_key_once = PTHREAD_ONCE_INIT;
+static __thread struct thread_state *tls_state;
 
 static void
-ring_destroy (void *p)
+state_destroy (void *p)
 {
-  struct thread_ring *r = p;
+  struct thread_state *t = p;
 
-  io_uring_queue_exit (&r->ring);
-  free (r);
+  if (t->ring_ok)
+    io_uring_queue_exit (&t->ring);
+  free (t->arena);
+  free (t);
 }
 
 static void
-make_ring_key (void)
+make_state_key (void)
 {
-  pthread_key_create (&ring_key, ring_destroy);
+  pthread_key_create (&state_key, state_destroy);
 }
 
-/* The calling thread's ring, created on first use; NULL means use the
- * portable path.  Rings are torn down by the key destructor when the
- * thread exits.
- */
-static struct io_uring *
-thread_ring (void)
+static struct thread_state *
+thread_state (void)
 {
-  struct thread_ring *r;
+  struct thread_state *t = tls_state;
   int e;
 
-  if (!ioexec_use_uring || tls_ring_failed)
+  if (t)
+    return t;
+  pthread_once (&state_key_once, make_state_key);
+  t = calloc (1, sizeof *t);
+  if (t == NULL)
     return NULL;
-  if (tls_ring)
-    return &tls_ring->ring;
+  if (ioexec_use_uring) {
+    e = io_uring_queue_init (RING_ENTRIES, &t->ring, 0);
+    if (e < 0) {
+      errno = -e;
+      stripe_debug ("io_uring unavailable in this thread (%m): "
+                    "using the portable I/O path");
+    }
+    else
+      t->ring_ok = true;
+  }
+  pthread_setspecific (state_key, t);
+  tls_state = t;
+  return t;
+}
 
-  pthread_once (&ring_key_once, make_ring_key);
-  r = malloc (sizeof *r);
-  if (r == NULL) {
-    tls_ring_failed = true;
-    return NULL;
+/* Give every O_DIRECT-eligible op a slice of the thread's aligned arena,
+ * and fill it for writes.  Ops that are not aligned stay buffered.
+ */
+static int
+setup_bounce (struct thread_state *t, struct member_op *ops, unsigned nr)
+{
+  size_t need = 0;
+
+  for (unsigned i = 0; i < nr; ++i) {
+    struct member_op *op = &ops[i];
+    const struct member *m = op->m;
+
+    op->direct = m->fd_direct >= 0 && op->kind != OP_FLUSH
+      && op->offset % m->direct_align == 0
+      && op->length % m->direct_align == 0;
+    if (op->direct)
+      need += (op->length + 4095) / 4096 * 4096;
   }
-  e = io_uring_queue_init (RING_ENTRIES, &r->ring, 0);
-  if (e < 0) {
-    errno = -e;
-    stripe_debug ("io_uring unavailable in this thread (%m): "
-                  "using the portable I/O path");
-    free (r);
-    tls_ring_failed = true;
-    return NULL;
+  if (need == 0)
+    return 0;
+  if (t == NULL) {
+    errno = ENOMEM;
+    return -1;
   }
-  pthread_setspecific (ring_key, r);
-  tls_ring = r;
-  return &r->ring;
+  if (need > t->arena_size) {
+    void *p;
+    free (t->arena);
+    t->arena = NULL;
+    t->arena_size = 0;
+    if (posix_memalign (&p, 4096, need) != 0) {
+      errno = ENOMEM;
+      return -1;
+    }
+    t->arena = p;
+    t->arena_size = need;
+  }
+
+  char *pos = t->arena;
+  for (unsigned i = 0; i < nr; ++i) {
+    struct member_op *op = &ops[i];
+    if (!op->direct)
+      continue;
+    op->bounce = (struct iovec) { pos, op->length };
+    pos += (op->length + 4095) / 4096 * 4096;
+    if (op->kind == OP_WRITE) {
+      char *p = op->bounce.iov_base;
+      for (unsigned k = 0; k < op->nr_iov; ++k) {
+        memcpy (p, op->iov[k].iov_base, op->iov[k].iov_len);
+        p += op->iov[k].iov_len;
+      }
+    }
+  }
+  return 0;
+}
+
+static void
+finish_bounce (struct member_op *ops, unsigned nr)
+{
+  for (unsigned i = 0; i < nr; ++i) {
+    struct member_op *op = &ops[i];
+    if (!op->direct || op->kind != OP_READ || op->err)
+      continue;
+    const char *p = op->bounce.iov_base;
+    for (unsigned k = 0; k < op->nr_iov; ++k) {
+      memcpy (op->iov[k].iov_base, p, op->iov[k].iov_len);
+      p += op->iov[k].iov_len;
+    }
+  }
+}
+
+/* The iovec an op actually transfers. */
+static inline const struct iovec *
+op_iov (const struct member_op *op, unsigned *nr)
+{
+  if (op->direct) {
+    *nr = 1;
+    return &op->bounce;
+  }
+  *nr = op->nr_iov;
+  return op->iov;
 }
 
 bool
@@ -91,14 +172,18 @@ ioexec_uring_available (void)
 static void
 run_portable (struct member_op *op)
 {
+  const struct iovec *iov;
+  unsigned nr;
   int r = 0;
 
   switch (op->kind) {
   case OP_READ:
-    r = member_preadv (op->m, op->iov, op->nr_iov, op->offset);
+    iov = op_iov (op, &nr);
+    r = member_preadv (op->m, op->direct, iov, nr, op->offset);
     break;
   case OP_WRITE:
-    r = member_pwritev (op->m, op->iov, op->nr_iov, op->offset, op->fua);
+    iov = op_iov (op, &nr);
+    r = member_pwritev (op->m, op->direct, iov, nr, op->offset, op->fua);
     break;
   case OP_FLUSH:
     r = member_flush (op->m);
@@ -121,13 +206,14 @@ static void
 prep_subop (struct io_uring_sqe *sqe, struct subop *s)
 {
   struct member_op *op = s->op;
+  int fd = op->direct ? op->m->fd_direct : op->m->fd;
 
   switch (op->kind) {
   case OP_READ:
-    io_uring_prep_readv (sqe, op->m->fd, s->iov, s->nr_iov, s->offset);
+    io_uring_prep_readv (sqe, fd, s->iov, s->nr_iov, s->offset);
     break;
   case OP_WRITE:
-    io_uring_prep_writev2 (sqe, op->m->fd, s->iov, s->nr_iov, s->offset,
+    io_uring_prep_writev2 (sqe, fd, s->iov, s->nr_iov, s->offset,
                            op->fua ? RWF_DSYNC : 0);
     break;
   case OP_FLUSH:
@@ -194,9 +280,10 @@ complete_subop (struct subop *s, int res)
     }
   }
   if (op->kind == OP_READ)
-    r = member_preadv (op->m, iov, nr, s->offset + res);
+    r = member_preadv (op->m, op->direct, iov, nr, s->offset + res);
   else
-    r = member_pwritev (op->m, iov, nr, s->offset + res, op->fua);
+    r = member_pwritev (op->m, op->direct, iov, nr, s->offset + res,
+                        op->fua);
   if (r == -1 && op->err == 0)
     op->err = errno;
   free (copy);
@@ -208,9 +295,11 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
   struct subop inline_subs[64], *subs = inline_subs;
   unsigned nsub = 0, next = 0, inflight = 0;
 
-  for (unsigned i = 0; i < nr; ++i)
-    nsub += ops[i].kind == OP_FLUSH ? 1
-      : (ops[i].nr_iov + IOV_MAX - 1) / IOV_MAX;
+  for (unsigned i = 0; i < nr; ++i) {
+    unsigned n;
+    op_iov (&ops[i], &n);
+    nsub += ops[i].kind == OP_FLUSH ? 1 : (n + IOV_MAX - 1) / IOV_MAX;
+  }
   if (nsub > sizeof inline_subs / sizeof inline_subs[0]) {
     subs = malloc (nsub * sizeof *subs);
     if (subs == NULL)
@@ -220,16 +309,18 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
   for (unsigned i = 0; i < nr; ++i) {
     struct member_op *op = &ops[i];
     uint64_t offset = op->offset;
+    unsigned n;
+    const struct iovec *iov = op_iov (op, &n);
 
     if (op->kind == OP_FLUSH) {
       subs[nsub++] = (struct subop) { .op = op };
       continue;
     }
-    for (unsigned j = 0; j < op->nr_iov; j += IOV_MAX) {
+    for (unsigned j = 0; j < n; j += IOV_MAX) {
       struct subop *s = &subs[nsub++];
       s->op = op;
-      s->iov = &op->iov[j];
-      s->nr_iov = op->nr_iov - j < IOV_MAX ? op->nr_iov - j : IOV_MAX;
+      s->iov = &iov[j];
+      s->nr_iov = n - j < IOV_MAX ? n - j : IOV_MAX;
       s->offset = offset;
       s->length = 0;
       for (unsigned k = 0; k < s->nr_iov; ++k)
@@ -273,18 +364,24 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
 int
 ioexec_run (struct member_op *ops, unsigned nr)
 {
+  struct thread_state *t = nr > 0 ? thread_state () : NULL;
   /* One operation gains nothing from a ring: the plain system call is one
    * syscall too, and cheaper.
    */
-  struct io_uring *ring = nr > 1 ? thread_ring () : NULL;
+  struct io_uring *ring = nr > 1 && t && t->ring_ok ? &t->ring : NULL;
 
   for (unsigned i = 0; i < nr; ++i)
     ops[i].err = 0;
+  if (setup_bounce (t, ops, nr) == -1) {
+    stripe_error ("cannot allocate an O_DIRECT bounce buffer: %m");
+    return -1;
+  }
 
   if (ring == NULL || run_uring (ring, ops, nr) == -1) {
     for (unsigned i = 0; i < nr; ++i)
       run_portable (&ops[i]);
   }
+  finish_bounce (ops, nr);
 
   for (unsigned i = 0; i < nr; ++i)
     if (ops[i].err) {

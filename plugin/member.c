@@ -59,13 +59,14 @@ read_queue_attr (dev_t rdev, const char *attr)
 
 int
 member_open (struct member *m, unsigned index, const char *path,
-             bool readonly)
+             bool readonly, bool direct)
 {
   struct stat st;
 
   memset (m, 0, sizeof *m);
   m->index = index;
   m->fd = -1;
+  m->fd_direct = -1;
   m->path = strdup (path);
   if (m->path == NULL) {
     stripe_error ("member %u (%s): strdup: %m", index, path);
@@ -138,6 +139,17 @@ member_open (struct member *m, unsigned index, const char *path,
     errno = EINVAL;
     return -1;
   }
+  if (direct) {
+    m->fd_direct = open (path, (readonly ? O_RDONLY : O_RDWR)
+                         | O_CLOEXEC | O_DIRECT);
+    if (m->fd_direct == -1) {
+      stripe_error ("member %u (%s): open with O_DIRECT (cache=direct): %m",
+                    index, path);
+      return -1;
+    }
+    /* Files: a page is always enough.  Block devices: the logical block. */
+    m->direct_align = m->is_block ? m->logical_block : 4096;
+  }
   stripe_debug ("member %u (%s): %s, %" PRIu64 " bytes, "
                 "logical block %" PRIu32 ", physical block %" PRIu32,
                 index, path, m->is_block ? "block device" : "file",
@@ -148,9 +160,11 @@ member_open (struct member *m, unsigned index, const char *path,
 void
 member_close (struct member *m)
 {
+  if (m->fd_direct >= 0)
+    close (m->fd_direct);
   if (m->fd >= 0)
     close (m->fd);
-  m->fd = -1;
+  m->fd = m->fd_direct = -1;
   free (m->path);
   m->path = NULL;
 }
@@ -184,9 +198,11 @@ iov_advance (struct iovec **iov, unsigned *nr, size_t n)
 }
 
 static int
-rw_full (struct member *m, bool write, const struct iovec *iov_in,
-         unsigned nr_in, uint64_t offset, bool dsync)
+rw_full (struct member *m, bool direct, bool write,
+         const struct iovec *iov_in, unsigned nr_in, uint64_t offset,
+         bool dsync)
 {
+  int fd = direct ? m->fd_direct : m->fd;
   struct iovec *copy, *iov;
   unsigned nr = nr_in;
   bool use_dsync = dsync;
@@ -205,16 +221,16 @@ rw_full (struct member *m, bool write, const struct iovec *iov_in,
     ssize_t n;
 
     if (!write)
-      n = preadv (m->fd, iov, cnt, offset);
+      n = preadv (fd, iov, cnt, offset);
     else if (use_dsync) {
-      n = pwritev2 (m->fd, iov, cnt, offset, RWF_DSYNC);
+      n = pwritev2 (fd, iov, cnt, offset, RWF_DSYNC);
       if (n == -1 && (errno == EOPNOTSUPP || errno == EINVAL)) {
         use_dsync = false;      /* old kernel: fdatasync at the end */
         continue;
       }
     }
     else
-      n = pwritev (m->fd, iov, cnt, offset);
+      n = pwritev (fd, iov, cnt, offset);
     if (n == -1) {
       if (errno == EINTR)
         continue;
@@ -240,17 +256,17 @@ rw_full (struct member *m, bool write, const struct iovec *iov_in,
 }
 
 int
-member_preadv (struct member *m, const struct iovec *iov, unsigned nr_iov,
-               uint64_t offset)
+member_preadv (struct member *m, bool direct, const struct iovec *iov,
+               unsigned nr_iov, uint64_t offset)
 {
-  return rw_full (m, false, iov, nr_iov, offset, false);
+  return rw_full (m, direct, false, iov, nr_iov, offset, false);
 }
 
 int
-member_pwritev (struct member *m, const struct iovec *iov, unsigned nr_iov,
-                uint64_t offset, bool dsync)
+member_pwritev (struct member *m, bool direct, const struct iovec *iov,
+                unsigned nr_iov, uint64_t offset, bool dsync)
 {
-  return rw_full (m, true, iov, nr_iov, offset, dsync);
+  return rw_full (m, direct, true, iov, nr_iov, offset, dsync);
 }
 
 int

@@ -26,6 +26,7 @@ static const char *paths[LAYOUT_MAX_MEMBERS];
 static unsigned nr_paths;
 static bool too_many_paths;
 static uint64_t chunk = LAYOUT_DEFAULT_CHUNK;
+static enum cache_mode cache = CACHE_WRITEBACK;
 static struct volume volume;
 static bool volume_opened;
 
@@ -64,6 +65,13 @@ stripe_config (const char *key, const char *value)
       return -1;
     }
     chunk = r;
+  }
+  else if (strcmp (key, "cache") == 0) {
+    if (cache_mode_parse (value, &cache) == -1) {
+      nbdkit_error ("cache=%s: expected writeback, writethrough or direct",
+                    value);
+      return -1;
+    }
   }
   else {
     nbdkit_error ("unknown parameter '%s' (see nbdkit stripe --help)", key);
@@ -151,7 +159,7 @@ stripe_get_ready (void)
   ioexec_use_uring = stripe_debug_io_uring != 0;
   if (!ioexec_use_uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
-  if (volume_open (&volume, nr_paths, paths, chunk,
+  if (volume_open (&volume, nr_paths, paths, chunk, cache,
                    nbdkit_is_readonly ()) == -1)
     return -1;
   volume_opened = true;
@@ -266,7 +274,8 @@ stripe_dump_plugin (void)
 #define stripe_config_help \
   "file=<PATH>     (required, repeat) A member: file or block device.\n" \
   "                The order of file= parameters is the member order.\n" \
-  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K)."
+  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n" \
+  "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT)."
 
 static struct nbdkit_plugin plugin = {
   .name              = "stripe",

@@ -14,9 +14,32 @@
  */
 #define EXTENTS_MAX_RUNS 65536
 
+const char *
+cache_mode_name (enum cache_mode mode)
+{
+  switch (mode) {
+  case CACHE_WRITEBACK: return "writeback";
+  case CACHE_WRITETHROUGH: return "writethrough";
+  case CACHE_DIRECT: return "direct";
+  }
+  return "?";
+}
+
+int
+cache_mode_parse (const char *name, enum cache_mode *mode)
+{
+  for (enum cache_mode m = CACHE_WRITEBACK; m <= CACHE_DIRECT; ++m)
+    if (strcmp (name, cache_mode_name (m)) == 0) {
+      *mode = m;
+      return 0;
+    }
+  return -1;
+}
+
 int
 volume_open (struct volume *v, unsigned nr_members,
-             const char *const *paths, uint64_t chunk, bool readonly)
+             const char *const *paths, uint64_t chunk,
+             enum cache_mode cache, bool readonly)
 {
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   enum layout_error lerr;
@@ -24,6 +47,7 @@ volume_open (struct volume *v, unsigned nr_members,
 
   memset (v, 0, sizeof *v);
   v->readonly = readonly;
+  v->cache = cache;
   if (nr_members == 0) {
     stripe_error ("no members: give at least one file=PATH");
     errno = EINVAL;
@@ -43,7 +67,8 @@ volume_open (struct volume *v, unsigned nr_members,
   }
 
   for (unsigned i = 0; i < nr_members; ++i) {
-    if (member_open (&v->members[i], i, paths[i], readonly) == -1) {
+    if (member_open (&v->members[i], i, paths[i], readonly,
+                     cache == CACHE_DIRECT) == -1) {
       v->nr_members = i + 1;    /* member_open leaves it closable */
       goto err;
     }
@@ -85,8 +110,8 @@ volume_open (struct volume *v, unsigned nr_members,
                     "(not a whole chunk)", i, paths[i],
                     sizes[i] - v->layout.member_size[i]);
   stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
-                "%" PRIu64 " bytes", nr_members, chunk, v->layout.nr_zones,
-                v->layout.size);
+                "%" PRIu64 " bytes, cache=%s", nr_members, chunk,
+                v->layout.nr_zones, v->layout.size, cache_mode_name (cache));
   return 0;
 
  err:
@@ -141,7 +166,8 @@ volume_pwrite (struct volume *v, const void *buf, uint64_t count,
                uint64_t offset, bool fua)
 {
   /* The iovec is not const, but writes only read from it. */
-  return rw (v, OP_WRITE, (void *) buf, count, offset, fua);
+  return rw (v, OP_WRITE, (void *) buf, count, offset,
+             fua || v->cache == CACHE_WRITETHROUGH);
 }
 
 /* fdatasync the members marked in spans (all of them if spans is NULL),
@@ -182,7 +208,8 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
                         spans[i].length) == -1 && err == 0)
       err = errno;
   }
-  if (fua && flush_members (v, spans) == -1 && err == 0)
+  if ((fua || v->cache == CACHE_WRITETHROUGH)
+      && flush_members (v, spans) == -1 && err == 0)
     err = errno;
   if (err) {
     errno = err;
@@ -218,7 +245,7 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset,
                         spans[i].length, may_trim, fast) == -1)
       return -1;
 
-  if (fua)
+  if (fua || v->cache == CACHE_WRITETHROUGH)
     return flush_members (v, spans);
   return 0;
 }
