@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `cmake --install` must put the plugin where nbdkit looks for plugins, so
+# that `nbdkit stripe ...` works, and the man page in man1.  Installs into a
+# DESTDIR so that the machine is not changed.
+set -euo pipefail
+build=$1
+dest=$(mktemp -d)
+trap 'rm -rf "$dest"' EXIT
+
+DESTDIR=$dest cmake --install "$build" >/dev/null
+plugindir=$(nbdkit --dump-config | sed -n 's/^plugindir=//p')
+so=$dest$plugindir/nbdkit-stripe-plugin.so
+if [ ! -f "$so" ]; then
+  echo "FAIL: $so not installed; installed files:"; find "$dest" -type f
+  exit 1
+fi
+man=$(find "$dest" -path '*/man1/nbdkit-stripe-plugin.1' | head -1)
+[ -n "$man" ] || { echo "FAIL: man page not installed"; exit 1; }
+nbdkit "$so" --dump-plugin | grep -qx 'name=stripe' \
+  || { echo "FAIL: installed plugin does not load"; exit 1; }
+echo "installed: $so and $man"
