@@ -1,0 +1,90 @@
+/* nbdstripe: a volume config file (libconfig) -> a validated config.
+ *
+ * One file describes one volume.  Every error names the file and line
+ * (where libconfig gives one) and what was expected; an unknown key is an
+ * error.  No I/O beyond reading the file (members are not opened here).
+ *
+ * Example (conf/example.conf is the commented reference):
+ *
+ *   name = "fast0";
+ *   chunk = "128K";                      # or an integer number of bytes
+ *   members = [ "/dev/nvme0n1", "/dev/nvme1n1" ];
+ *   metadata = "header";                 # or "none"
+ *   data_offset = "1M";                  # header mode only
+ *   cache = "writeback";                 # writethrough | direct
+ *   serve = {
+ *     socket = "/run/nbdstripe/fast0.sock";   # or: address + port
+ *     # address = "127.0.0.1"; port = 10809;
+ *     export_name = "";
+ *     threads = 16;
+ *     pidfile = "/run/nbdstripe/fast0.pid";
+ *     tls = "off";                       # off | on | require
+ *     # tls_certificates = "/etc/pki/nbdkit"; tls_psk = "/etc/nbdstripe/psk";
+ *     # tls_verify_peer = false;
+ *   };
+ *   health = {                           # filled in by the health issue
+ *     status_file = "/run/nbdstripe/fast0.status.json";
+ *     interval = 5;                      # seconds
+ *     slow_factor = 4.0;
+ *     error_threshold = 8;
+ *     # prometheus_file = "..."; on_change = "/path/to/program";
+ *   };
+ */
+#ifndef NBDSTRIPE_CONFIG_H
+#define NBDSTRIPE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "volume.h"
+
+enum metadata_mode { METADATA_HEADER, METADATA_NONE };
+enum tls_mode { TLS_OFF, TLS_ON, TLS_REQUIRE };
+
+struct stripe_config {
+  char *path;                   /* the config file itself */
+  char *name;                   /* 1..63 chars of [A-Za-z0-9._-] */
+  uint64_t chunk;
+  unsigned nr_members;
+  char *members[LAYOUT_MAX_MEMBERS];
+  enum metadata_mode metadata;
+  uint64_t data_offset;         /* 0 with metadata "none" */
+  enum cache_mode cache;
+  struct {
+    char *socket;               /* Unix socket, or NULL when TCP */
+    char *address;              /* TCP: default "127.0.0.1" */
+    int port;                   /* TCP: 1..65535, 0 when Unix */
+    char *export_name;          /* default "" */
+    unsigned threads;           /* default 16 */
+    char *pidfile;              /* may be NULL */
+    enum tls_mode tls;
+    char *tls_certificates;     /* directory, must exist when set */
+    char *tls_psk;              /* file, must exist when set */
+    bool tls_verify_peer;
+  } serve;
+  struct {
+    char *status_file;          /* default /run/nbdstripe/NAME.status.json */
+    char *prometheus_file;      /* may be NULL */
+    char *on_change;            /* may be NULL */
+    unsigned interval;          /* seconds, default 5 */
+    double slow_factor;         /* default 4.0 */
+    unsigned error_threshold;   /* default 8 */
+  } health;
+};
+
+/* Load and validate.  On error returns -1 and writes one line into err:
+ * "FILE:LINE: what is wrong (what was expected)" -- or "FILE: ..." when
+ * there is no line.  cfg needs config_free in both cases.
+ */
+extern int config_load (const char *path, struct stripe_config *cfg,
+                        char *err, size_t errlen);
+extern void config_free (struct stripe_config *cfg);
+
+/* Parse "128K", "1M", "4096" into bytes (1024-based suffixes K M G T).
+ * Returns -1 on a malformed or overflowing size.
+ */
+extern int config_parse_size (const char *s, uint64_t *out);
+
+#endif /* NBDSTRIPE_CONFIG_H */

@@ -1,0 +1,83 @@
+/* nbdstripe: the on-disk member header (superblock).
+ *
+ * A 4 KiB header at offset 0 of every member; data starts at data_offset.
+ * Pure code: encode, decode, verify.  No I/O.  All integers little-endian
+ * at fixed offsets:
+ *
+ *   off  size  field
+ *     0     8  magic "NBDSTRIP"
+ *     8     4  format version (SB_VERSION)
+ *    12     4  header size (4096)
+ *    16    16  array UUID (same on every member)
+ *    32    16  this member's UUID
+ *    48    64  volume name, NUL-padded (at most 63 bytes + NUL)
+ *   112     8  creation time, seconds since the Unix epoch
+ *   120     4  member index (0-based)
+ *   124     4  member count
+ *   128     8  chunk size in bytes
+ *   136     4  layout identifier (LAYOUT_ID_*)
+ *   140     4  flags (none defined: must be 0)
+ *   144     8  data offset in bytes (multiple of 4096)
+ *   152   512  usable data size of every member, 64 x u64 (unused: 0),
+ *              so that the layout can be rebuilt from any one member
+ *   664  3428  reserved, zero
+ *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
+ */
+#ifndef NBDSTRIPE_SUPERBLOCK_H
+#define NBDSTRIPE_SUPERBLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+
+#define SB_MAGIC        "NBDSTRIP"
+#define SB_VERSION      1u
+#define SB_SIZE         4096u
+#define SB_NAME_MAX     63
+#define SB_DEFAULT_DATA_OFFSET (1024u * 1024)
+
+struct superblock {
+  uint32_t version;
+  uint8_t array_uuid[16];
+  uint8_t member_uuid[16];
+  char name[SB_NAME_MAX + 1];
+  uint64_t ctime;
+  uint32_t member_index;
+  uint32_t member_count;
+  uint64_t chunk;
+  uint32_t layout_id;
+  uint32_t flags;
+  uint64_t data_offset;
+  uint64_t member_sizes[LAYOUT_MAX_MEMBERS];
+};
+
+enum sb_error {
+  SB_OK = 0,
+  SB_ERR_TRUNCATED,     /* fewer than SB_SIZE bytes */
+  SB_ERR_MAGIC,         /* not an nbdstripe member (no magic) */
+  SB_ERR_VERSION,       /* a format version we do not know */
+  SB_ERR_CRC,           /* checksum mismatch: corrupt header */
+  SB_ERR_FIELD,         /* CRC fine but a field is out of range */
+};
+
+/* Fill buf (SB_SIZE bytes) from sb, CRC included. */
+extern void sb_encode (const struct superblock *sb, uint8_t *buf);
+
+/* Parse and verify a header.  On SB_ERR_FIELD, *field (if not NULL) names
+ * the offending field.  Nothing in sb is meaningful unless SB_OK.
+ */
+extern enum sb_error sb_decode (const uint8_t *buf, size_t len,
+                                struct superblock *sb, const char **field);
+
+extern const char *sb_strerror (enum sb_error err);
+
+/* CRC32C (Castagnoli, as iSCSI/ext4/btrfs), init ~0 and final xor by the
+ * caller: crc32c (0, buf, len) gives the standard check value.
+ */
+extern uint32_t crc32c (uint32_t crc, const void *buf, size_t len);
+
+/* Format a UUID as 36 characters + NUL. */
+extern void sb_uuid_unparse (const uint8_t uuid[16], char out[37]);
+
+#endif /* NBDSTRIPE_SUPERBLOCK_H */
