@@ -1,0 +1,488 @@
+/* nbdstripe unit tests: a brute-force RAID-0 oracle, test cases and a PRNG.
+ *
+ * The oracle is written independently of plugin/layout.c: it does not know
+ * about zones at all.  It simulates Linux md raid0 with
+ * RAID0_ALT_MULTIZONE_LAYOUT one stripe row at a time and records, for every
+ * logical chunk, which member and which member chunk hold it (and the
+ * reverse table).
+ *
+ * Why the row simulation is the alt multi-zone layout: row r is made of
+ * member chunk r of every member that has more than r usable chunks, taken in
+ * member index order, and logical chunks are numbered row after row.  A zone
+ * is a maximal run of rows [level, next) with the same set of members, of
+ * size nr_devs.  Its zone-relative chunk j = (r - level) * nr_devs + i is the
+ * i-th member of row r, i.e. the (j mod nr_devs)-th member of the zone, at
+ * member chunk r = level + j div nr_devs, i.e. member offset
+ * zone_dev_start + (j div nr_devs) * chunk with zone_dev_start =
+ * level * chunk.  That is exactly md's map_sector() when it is given the
+ * zone-relative sector (the ALT layout); with equal members there is one
+ * zone and logical chunk k is on member k mod N at member chunk k div N.
+ *
+ * Everything here is static inline so that each test file can use what it
+ * needs without unused-function warnings.
+ */
+#ifndef NBDSTRIPE_TEST_ORACLE_H
+#define NBDSTRIPE_TEST_ORACLE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#define ORACLE_MAX_MEMBERS 64
+
+/* A check that says where and on what it failed. */
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      print_error ("%s:%d: check failed: %s\n", __FILE__, __LINE__,     \
+                   #cond);                                              \
+      print_error (__VA_ARGS__);                                        \
+      print_error ("\n");                                               \
+      fail ();                                                          \
+    }                                                                   \
+  } while (0)
+
+typedef unsigned long long ull;
+
+/* ---- PRNG: splitmix64, fixed seeds so that runs are reproducible ---- */
+
+struct rng { uint64_t s; };
+
+static inline uint64_t
+rng_next (struct rng *r)
+{
+  uint64_t z = (r->s += UINT64_C (0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n); 0 when n == 0. */
+static inline uint64_t
+rng_below (struct rng *r, uint64_t n)
+{
+  return n ? rng_next (r) % n : 0;
+}
+
+/* Uniform in [lo, hi]. */
+static inline uint64_t
+rng_range (struct rng *r, uint64_t lo, uint64_t hi)
+{
+  return lo + rng_below (r, hi - lo + 1);
+}
+
+/* ---- the oracle ---- */
+
+struct oracle {
+  uint64_t chunk;
+  unsigned n;
+  uint64_t raw[ORACLE_MAX_MEMBERS];       /* sizes as given */
+  uint64_t rounded[ORACLE_MAX_MEMBERS];   /* usable bytes */
+  uint64_t mchunks[ORACLE_MAX_MEMBERS];   /* usable chunks */
+  uint64_t nchunks;                       /* logical chunks */
+  uint64_t size;                          /* logical bytes */
+  unsigned *owner;                        /* logical chunk -> member */
+  uint64_t *mchunk;                       /* logical chunk -> member chunk */
+  uint64_t *rev[ORACLE_MAX_MEMBERS];      /* member chunk -> logical chunk */
+  uint64_t nrows;
+  uint64_t *row_start;                    /* logical chunk starting row r;
+                                             nrows + 1 entries */
+};
+
+static inline void *
+xcalloc (size_t n, size_t size)
+{
+  void *p = calloc (n ? n : 1, size ? size : 1);
+  if (p == NULL) {
+    print_error ("out of memory\n");
+    abort ();
+  }
+  return p;
+}
+
+static inline void
+oracle_build (struct oracle *o, uint64_t chunk, unsigned n,
+              const uint64_t *sizes)
+{
+  uint64_t maxc = 0, k = 0;
+
+  memset (o, 0, sizeof *o);
+  o->chunk = chunk;
+  o->n = n;
+  for (unsigned i = 0; i < n; ++i) {
+    o->raw[i] = sizes[i];
+    o->rounded[i] = sizes[i] - sizes[i] % chunk;
+    o->mchunks[i] = o->rounded[i] / chunk;
+    o->nchunks += o->mchunks[i];
+    if (o->mchunks[i] > maxc)
+      maxc = o->mchunks[i];
+  }
+  o->size = o->nchunks * chunk;
+  o->owner = xcalloc (o->nchunks, sizeof *o->owner);
+  o->mchunk = xcalloc (o->nchunks, sizeof *o->mchunk);
+  for (unsigned i = 0; i < n; ++i)
+    o->rev[i] = xcalloc (o->mchunks[i], sizeof *o->rev[i]);
+  o->row_start = xcalloc (maxc + 1, sizeof *o->row_start);
+  o->nrows = maxc;
+
+  for (uint64_t r = 0; r < maxc; ++r) {
+    o->row_start[r] = k;
+    for (unsigned i = 0; i < n; ++i) {
+      if (o->mchunks[i] > r) {
+        o->owner[k] = i;
+        o->mchunk[k] = r;
+        o->rev[i][r] = k;
+        k++;
+      }
+    }
+  }
+  o->row_start[maxc] = k;
+}
+
+static inline void
+oracle_free (struct oracle *o)
+{
+  free (o->owner);
+  free (o->mchunk);
+  for (unsigned i = 0; i < o->n; ++i)
+    free (o->rev[i]);
+  free (o->row_start);
+  memset (o, 0, sizeof *o);
+}
+
+/* Logical byte -> (member, member offset). */
+static inline void
+oracle_locate (const struct oracle *o, uint64_t x,
+               unsigned *member, uint64_t *member_offset)
+{
+  uint64_t k = x / o->chunk;
+  *member = o->owner[k];
+  *member_offset = o->mchunk[k] * o->chunk + x % o->chunk;
+}
+
+/* (member, member offset) -> logical byte; false beyond the usable size. */
+static inline bool
+oracle_logical (const struct oracle *o, unsigned member,
+                uint64_t member_offset, uint64_t *x)
+{
+  if (member >= o->n || member_offset >= o->rounded[member])
+    return false;
+  *x = o->rev[member][member_offset / o->chunk] * o->chunk
+    + member_offset % o->chunk;
+  return true;
+}
+
+/* Per-member summary of a request according to the oracle. */
+struct oracle_member_use {
+  bool touched;
+  uint64_t first;               /* member offset of the first byte */
+  uint64_t end;                 /* member offset one past the last byte */
+  unsigned pieces;              /* chunk pieces on this member */
+  unsigned runs;                /* maximal runs of buffer-adjacent pieces */
+  uint64_t last_logical_end;    /* logical end of the last piece */
+};
+
+/* Walk the request chunk piece by chunk piece and summarise it per member.
+ * Checks on the way that the pieces of one member are contiguous on that
+ * member (the property layout_spans relies on).  Returns the number of
+ * touched members and the total number of pieces in *nr_pieces.
+ */
+static inline unsigned
+oracle_uses (const struct oracle *o, uint64_t offset, uint64_t count,
+             struct oracle_member_use *use, uint64_t *nr_pieces)
+{
+  const uint64_t end = offset + count;
+  unsigned touched = 0;
+  uint64_t pieces = 0;
+
+  memset (use, 0, o->n * sizeof *use);
+  for (uint64_t x = offset; x < end; ) {
+    uint64_t next = (x / o->chunk + 1) * o->chunk;
+    uint64_t len = (next < end ? next : end) - x;
+    unsigned m;
+    uint64_t mo;
+
+    oracle_locate (o, x, &m, &mo);
+    struct oracle_member_use *u = &use[m];
+    if (!u->touched) {
+      u->touched = true;
+      u->first = mo;
+      u->runs = 1;
+      touched++;
+    }
+    else {
+      CHECK (mo == u->end,
+             "oracle: member %u not contiguous: piece at logical %llu "
+             "starts at member offset %llu, previous ended at %llu",
+             m, (ull) x, (ull) mo, (ull) u->end);
+      if (u->last_logical_end != x)
+        u->runs++;
+    }
+    u->end = mo + len;
+    u->pieces++;
+    u->last_logical_end = x + len;
+    pieces++;
+    x += len;
+  }
+  if (nr_pieces)
+    *nr_pieces = pieces;
+  return touched;
+}
+
+/* ---- test cases ---- */
+
+struct tcase {
+  uint64_t chunk;
+  unsigned n;
+  uint64_t sizes[ORACLE_MAX_MEMBERS];
+  const char *kind;
+};
+
+static const uint64_t test_chunks[] = {
+  4096, 8192, 12288, 20480, 65536, 131072,
+};
+#define NR_TEST_CHUNKS (sizeof test_chunks / sizeof test_chunks[0])
+
+static inline const char *
+describe_case (const struct tcase *tc)
+{
+  static char buf[2048];
+  int len = snprintf (buf, sizeof buf, "[%s chunk=%llu n=%u sizes=",
+                      tc->kind, (ull) tc->chunk, tc->n);
+  for (unsigned i = 0; i < tc->n && len < (int) sizeof buf - 40; ++i)
+    len += snprintf (buf + len, sizeof buf - len, "%s%llu",
+                     i ? "," : "", (ull) tc->sizes[i]);
+  snprintf (buf + len, sizeof buf - len, "]");
+  return buf;
+}
+
+enum case_kind {
+  CASE_EQUAL,           /* all members the same whole number of chunks */
+  CASE_EQUAL_RAGGED,    /* same number of chunks, different tails */
+  CASE_MIXED,           /* random sizes, random tails */
+  CASE_MIXED_DUPS,      /* few distinct sizes, shared by several members */
+  CASE_FIXED,           /* hand-picked shapes */
+};
+
+static const char *const case_kind_name[] = {
+  "equal", "equal-ragged", "mixed", "mixed-dups", "fixed",
+};
+
+static inline uint64_t
+tail (struct rng *r, uint64_t chunk)
+{
+  switch (rng_below (r, 4)) {
+  case 0: return 0;
+  case 1: return chunk - 1;
+  case 2: return rng_range (r, 1, chunk - 1) & ~UINT64_C (511);
+  default: return rng_range (r, 1, chunk - 1);
+  }
+}
+
+/* Build the standard matrix of cases: N = 1..8, every test chunk, equal,
+ * equal-but-ragged, mixed and mixed-with-duplicates, plus a few fixed shapes.
+ * Sizes are kept small (a few chunks per member) so that exhaustive checks
+ * stay cheap.  Only kinds whose bit is set in kinds_mask are returned.
+ */
+static inline unsigned
+make_cases (struct tcase **out, unsigned kinds_mask)
+{
+  static const unsigned fixed[][9] = {      /* n, then chunks per member */
+    { 3, 3, 1, 2 },
+    { 3, 1, 1, 5 },
+    { 3, 5, 1, 1 },
+    { 4, 1, 2, 3, 4 },
+    { 4, 4, 3, 2, 1 },
+    { 5, 2, 7, 2, 7, 1 },
+    { 6, 1, 1, 1, 1, 1, 9 },
+    { 8, 1, 2, 3, 4, 5, 6, 7, 8 },
+    { 8, 8, 1, 8, 1, 8, 1, 8, 1 },
+    { 2, 1, 12 },
+  };
+  const unsigned nfixed = sizeof fixed / sizeof fixed[0];
+  unsigned cap = NR_TEST_CHUNKS * (8 * 4 + nfixed), nr = 0;
+  struct tcase *tcs = xcalloc (cap, sizeof *tcs);
+
+  for (unsigned ci = 0; ci < NR_TEST_CHUNKS; ++ci) {
+    const uint64_t chunk = test_chunks[ci];
+    const uint64_t maxc = chunk <= 20480 ? 12 : 5;
+
+    for (unsigned n = 1; n <= 8; ++n) {
+      for (unsigned kind = CASE_EQUAL; kind <= CASE_MIXED_DUPS; ++kind) {
+        struct rng r = { (ci + 1) * 1000003u + n * 101u + kind };
+        struct tcase *tc = &tcs[nr];
+
+        if (!(kinds_mask & (1u << kind)))
+          continue;
+        memset (tc, 0, sizeof *tc);
+        tc->chunk = chunk;
+        tc->n = n;
+        tc->kind = case_kind_name[kind];
+        switch (kind) {
+        case CASE_EQUAL: {
+          uint64_t c = rng_range (&r, 1, maxc);
+          for (unsigned i = 0; i < n; ++i)
+            tc->sizes[i] = c * chunk;
+          break;
+        }
+        case CASE_EQUAL_RAGGED: {
+          uint64_t c = rng_range (&r, 1, maxc);
+          for (unsigned i = 0; i < n; ++i)
+            tc->sizes[i] = c * chunk + tail (&r, chunk);
+          if (n > 1)
+            tc->sizes[n - 1] = c * chunk + chunk - 1;
+          break;
+        }
+        case CASE_MIXED:
+          for (unsigned i = 0; i < n; ++i)
+            tc->sizes[i] = rng_range (&r, 1, maxc) * chunk + tail (&r, chunk);
+          if (n > 1 && tc->sizes[0] / chunk == tc->sizes[1] / chunk) {
+            /* make sure it is really mixed */
+            uint64_t c = tc->sizes[0] / chunk;
+            tc->sizes[1] = (c == 1 ? 2 : c - 1) * chunk + tail (&r, chunk);
+          }
+          break;
+        case CASE_MIXED_DUPS: {
+          uint64_t vals[3];
+          unsigned nv = n < 3 ? 1 : (n < 6 ? 2 : 3);
+          for (unsigned v = 0; v < nv; ++v)
+            vals[v] = rng_range (&r, 1, maxc);
+          if (nv > 1 && vals[0] == vals[1])
+            vals[1] = vals[0] == 1 ? 2 : vals[0] - 1;
+          for (unsigned i = 0; i < n; ++i)
+            tc->sizes[i] = vals[i < nv ? i : rng_below (&r, nv)] * chunk
+              + tail (&r, chunk);
+          break;
+        }
+        }
+        nr++;
+      }
+    }
+
+    if (kinds_mask & (1u << CASE_FIXED)) {
+      struct rng r = { 77u + ci };
+      for (unsigned f = 0; f < nfixed; ++f) {
+        struct tcase *tc = &tcs[nr++];
+        memset (tc, 0, sizeof *tc);
+        tc->chunk = chunk;
+        tc->n = fixed[f][0];
+        tc->kind = case_kind_name[CASE_FIXED];
+        for (unsigned i = 0; i < tc->n; ++i)
+          tc->sizes[i] = fixed[f][i + 1] * chunk + tail (&r, chunk);
+      }
+    }
+  }
+  *out = tcs;
+  return nr;
+}
+
+#define KINDS_ALL      0x1fu
+#define KINDS_EQUAL    ((1u << CASE_EQUAL) | (1u << CASE_EQUAL_RAGGED))
+#define KINDS_MIXED    ((1u << CASE_MIXED) | (1u << CASE_MIXED_DUPS) \
+                        | (1u << CASE_FIXED))
+
+/* ---- requests ---- */
+
+/* A logical offset in [0, size], biased towards the places where things go
+ * wrong: chunk boundaries, stripe (row) starts -- which include the zone
+ * boundaries and the start of the last partial stripe -- and the end.
+ */
+static inline uint64_t
+pick_point (struct rng *r, const struct oracle *o)
+{
+  uint64_t x;
+
+  switch (rng_below (r, 6)) {
+  case 0:
+    x = rng_range (r, 0, o->size);
+    break;
+  case 1:
+    x = rng_range (r, 0, o->size / 512) * 512;
+    break;
+  case 2:
+    x = rng_range (r, 0, o->nchunks) * o->chunk;
+    break;
+  case 3:
+  case 4: {
+    static const int64_t deltas[] = { 0, 0, 1, -1, 512, -512, 4096, -4096 };
+    x = o->row_start[rng_range (r, 0, o->nrows)] * o->chunk;
+    int64_t d = deltas[rng_below (r, sizeof deltas / sizeof deltas[0])];
+    if (d < 0 && (uint64_t) -d > x)
+      x = 0;
+    else
+      x += d;
+    break;
+  }
+  default:
+    x = rng_below (r, 2) ? o->size : 0;
+    break;
+  }
+  return x > o->size ? o->size : x;
+}
+
+/* A random request [*offset, *offset + *count) inside the volume, count > 0,
+ * count <= max_count.
+ */
+static inline void
+pick_request (struct rng *r, const struct oracle *o, uint64_t max_count,
+              uint64_t *offset, uint64_t *count)
+{
+  uint64_t a = pick_point (r, o), b = pick_point (r, o);
+
+  if (a > b) {
+    uint64_t t = a; a = b; b = t;
+  }
+  if (a == b) {
+    if (a == o->size)
+      a--;
+    else
+      b++;
+  }
+  if (b - a > max_count) {
+    if (rng_below (r, 2))
+      b = a + max_count;
+    else
+      a = b - max_count;
+  }
+  *offset = a;
+  *count = b - a;
+}
+
+/* A byte that depends on all bits of its logical offset. */
+static inline uint8_t
+pattern_byte (uint64_t x)
+{
+  x ^= x >> 31;
+  x *= UINT64_C (0x7fb5d329728ea185);
+  x ^= x >> 27;
+  x *= UINT64_C (0x81dadef4bc2dd44d);
+  x ^= x >> 33;
+  return (uint8_t) x;
+}
+
+/* ---- running ---- */
+
+/* Run every test, or with an argument only the test of that exact name (so
+ * that CTest can register each test separately).  An unknown name is an
+ * error rather than a silent "0 tests run".
+ */
+static inline int
+run_unit_tests (const char *group, const struct CMUnitTest *tests,
+                size_t nr, int argc, char **argv)
+{
+  if (argc < 2)
+    return _cmocka_run_group_tests (group, tests, nr, NULL, NULL);
+  for (size_t i = 0; i < nr; ++i)
+    if (strcmp (tests[i].name, argv[1]) == 0)
+      return _cmocka_run_group_tests (group, &tests[i], 1, NULL, NULL);
+  fprintf (stderr, "%s: no test named %s\n", argv[0], argv[1]);
+  return 2;
+}
+
+#endif /* NBDSTRIPE_TEST_ORACLE_H */
