@@ -34,13 +34,20 @@ struct volume {
   struct member members[LAYOUT_MAX_MEMBERS];
   bool readonly;
   enum cache_mode cache;
+  uint64_t data_offset;         /* where data starts on every member */
   uint32_t min_block;           /* largest logical block among members */
   uint32_t preferred_block;     /* avoids read-modify-write on members */
 };
 
+/* data_offset: where data starts on each member (0 without a header).
+ * data_sizes: each member's usable data size as recorded in its header,
+ * or NULL to use each member's size less data_offset (rounded down to
+ * whole chunks by the layout).
+ */
 extern int volume_open (struct volume *v, unsigned nr_members,
                         const char *const *paths, uint64_t chunk,
-                        enum cache_mode cache, bool readonly);
+                        enum cache_mode cache, bool readonly,
+                        uint64_t data_offset, const uint64_t *data_sizes);
 extern void volume_close (struct volume *v);
 
 extern int volume_pread (struct volume *v, void *buf, uint64_t count,

@@ -160,7 +160,7 @@ stripe_get_ready (void)
   if (!ioexec_use_uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
   if (volume_open (&volume, nr_paths, paths, chunk, cache,
-                   nbdkit_is_readonly ()) == -1)
+                   nbdkit_is_readonly (), 0, NULL) == -1)
     return -1;
   volume_opened = true;
   return 0;

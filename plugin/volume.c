@@ -39,7 +39,8 @@ cache_mode_parse (const char *name, enum cache_mode *mode)
 int
 volume_open (struct volume *v, unsigned nr_members,
              const char *const *paths, uint64_t chunk,
-             enum cache_mode cache, bool readonly)
+             enum cache_mode cache, bool readonly, uint64_t data_offset,
+             const uint64_t *data_sizes)
 {
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   enum layout_error lerr;
@@ -48,6 +49,7 @@ volume_open (struct volume *v, unsigned nr_members,
   memset (v, 0, sizeof *v);
   v->readonly = readonly;
   v->cache = cache;
+  v->data_offset = data_offset;
   if (nr_members == 0) {
     stripe_error ("no members: give at least one file=PATH");
     errno = EINVAL;
@@ -82,7 +84,28 @@ volume_open (struct volume *v, unsigned nr_members,
         errno = EINVAL;
         goto err;
       }
-    sizes[i] = v->members[i].size;
+    if (v->members[i].size < data_offset) {
+      stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
+                    "the data offset (%" PRIu64 ")", i, paths[i],
+                    v->members[i].size, data_offset);
+      errno = EINVAL;
+      goto err;
+    }
+    sizes[i] = v->members[i].size - data_offset;
+    if (data_sizes) {
+      /* The header says how much data the member holds: a member that
+       * shrank (or was replaced by a smaller one) would lose data.
+       */
+      if (data_sizes[i] > sizes[i]) {
+        stripe_error ("member %u (%s): holds %" PRIu64 " bytes of data "
+                      "but the volume expects %" PRIu64 ": truncated or "
+                      "replaced by a smaller member?", i, paths[i],
+                      sizes[i], data_sizes[i]);
+        errno = EINVAL;
+        goto err;
+      }
+      sizes[i] = data_sizes[i];
+    }
     if (v->members[i].logical_block > v->min_block)
       v->min_block = v->members[i].logical_block;
     if (v->members[i].physical_block > v->preferred_block)
@@ -105,7 +128,7 @@ volume_open (struct volume *v, unsigned nr_members,
     goto err;
   }
   for (unsigned i = 0; i < nr_members; ++i)
-    if (v->layout.member_size[i] != sizes[i])
+    if (data_sizes == NULL && v->layout.member_size[i] != sizes[i])
       stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
                     "(not a whole chunk)", i, paths[i],
                     sizes[i] - v->layout.member_size[i]);
@@ -142,7 +165,7 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     ops[i] = (struct member_op) {
       .m = &v->members[io->member],
       .kind = kind,
-      .offset = io->member_offset,
+      .offset = v->data_offset + io->member_offset,
       .length = io->length,
       .iov = io->iov,
       .nr_iov = io->nr_iov,
@@ -204,7 +227,8 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
   for (unsigned i = 0; i < v->nr_members; ++i) {
     if (!spans[i].touched)
       continue;
-    if (member_discard (&v->members[i], spans[i].member_offset,
+    if (member_discard (&v->members[i],
+                        v->data_offset + spans[i].member_offset,
                         spans[i].length) == -1 && err == 0)
       err = errno;
   }
@@ -233,7 +257,8 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset,
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (spans[i].touched
         && member_zero_known_unsupported (&v->members[i],
-                                          spans[i].member_offset,
+                                          v->data_offset
+                                          + spans[i].member_offset,
                                           spans[i].length, may_trim, fast)) {
       errno = EOPNOTSUPP;
       return -1;
@@ -241,7 +266,8 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset,
 
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (spans[i].touched
-        && member_zero (&v->members[i], spans[i].member_offset,
+        && member_zero (&v->members[i],
+                        v->data_offset + spans[i].member_offset,
                         spans[i].length, may_trim, fast) == -1)
       return -1;
 
@@ -269,13 +295,15 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   layout_iter_init (&it, &v->layout, offset, count);
   while (layout_iter_next (&it, &p)) {
     struct run_cache *c = &cache[p.member];
-    uint64_t pos = p.member_offset, end = p.member_offset + p.length;
+    /* Runs are cached in raw member offsets (data_offset included). */
+    uint64_t base = v->data_offset + p.member_offset;
+    uint64_t pos = base, end = base + p.length;
 
     while (pos < end) {
       if (!c->valid || pos < c->start || pos >= c->end) {
         uint64_t run_end;
         if (member_extent (&v->members[p.member], pos,
-                           v->layout.member_size[p.member],
+                           v->data_offset + v->layout.member_size[p.member],
                            &c->is_data, &run_end) == -1)
           return -1;
         c->valid = true;
@@ -288,7 +316,7 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
         first_is_data = c->is_data;
       else if (req_one && c->is_data != first_is_data)
         return 0;
-      if (add (opaque, p.offset + (pos - p.member_offset), len,
+      if (add (opaque, p.offset + (pos - base), len,
                !c->is_data) == -1)
         return -1;
       if (++runs >= EXTENTS_MAX_RUNS)

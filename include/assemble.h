@@ -1,0 +1,32 @@
+/* nbdstripe: assembling a volume from its config and its members' headers.
+ *
+ * Reads the header of every member named in the config (read-only: nothing
+ * is ever written) and checks that together they form the volume the
+ * config describes: right magic, version and CRC; one array UUID; the
+ * member count of the config; each member's index equal to its position
+ * in the config; the same chunk, layout and data offset everywhere; every
+ * member at least as large as its header says.  Every problem found is
+ * logged on its own line naming the member; for members in the wrong
+ * order the message gives the right order.
+ */
+#ifndef NBDSTRIPE_ASSEMBLE_H
+#define NBDSTRIPE_ASSEMBLE_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "layout.h"
+#include "superblock.h"
+
+struct assembly {
+  struct superblock sb;         /* the agreed header (member 0's fields) */
+  uint64_t data_offset;
+  uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
+};
+
+/* Returns 0 when the volume can be served, -1 (after logging every
+ * problem) when it cannot.
+ */
+extern int assemble (const struct stripe_config *cfg, struct assembly *a);
+
+#endif /* NBDSTRIPE_ASSEMBLE_H */
