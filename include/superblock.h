@@ -64,16 +64,21 @@ enum sb_error {
 /* Fill buf (SB_SIZE bytes) from sb, CRC included. */
 extern void sb_encode (const struct superblock *sb, uint8_t *buf);
 
-/* Parse and verify a header.  On SB_ERR_FIELD, *field (if not NULL) names
- * the offending field.  Nothing in sb is meaningful unless SB_OK.
+/* Parse and verify a header (the first SB_SIZE bytes of buf).  On
+ * SB_ERR_FIELD, *field (if field is not NULL) names the offending field:
+ * header_size, name, member_count, member_index, chunk, layout_id, flags,
+ * data_offset, member_sizes or reserved; otherwise it is set to NULL.
+ * Nothing in sb is meaningful unless SB_OK.
  */
 extern enum sb_error sb_decode (const uint8_t *buf, size_t len,
                                 struct superblock *sb, const char **field);
 
 extern const char *sb_strerror (enum sb_error err);
 
-/* CRC32C (Castagnoli, as iSCSI/ext4/btrfs), init ~0 and final xor by the
- * caller: crc32c (0, buf, len) gives the standard check value.
+/* CRC32C (Castagnoli, as iSCSI/ext4/btrfs).  The ~0 init and the final
+ * xor are done inside, so crc32c (0, buf, len) gives the standard value
+ * (0xE3069283 for "123456789") and calls chain:
+ * crc32c (crc32c (0, a, na), b, nb) is the CRC of a followed by b.
  */
 extern uint32_t crc32c (uint32_t crc, const void *buf, size_t len);
 

@@ -1,0 +1,324 @@
+/* nbdstripe: the on-disk member header.  See include/superblock.h for the
+ * byte layout and the contract.
+ *
+ * Every integer goes through put_le* / get_le*, byte by byte, so that the
+ * format does not depend on the host's endianness or on the compiler's
+ * struct layout.  Decoding is strict: a header is accepted only if
+ * re-encoding what was decoded gives the same 4096 bytes back, so there is
+ * exactly one valid encoding of each superblock (the fuzzer checks this).
+ */
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "superblock.h"
+
+/* Field offsets, as documented in superblock.h. */
+#define OFF_MAGIC 0
+#define OFF_VERSION 8
+#define OFF_HEADER_SIZE 12
+#define OFF_ARRAY_UUID 16
+#define OFF_MEMBER_UUID 32
+#define OFF_NAME 48
+#define OFF_CTIME 112
+#define OFF_MEMBER_INDEX 120
+#define OFF_MEMBER_COUNT 124
+#define OFF_CHUNK 128
+#define OFF_LAYOUT_ID 136
+#define OFF_FLAGS 140
+#define OFF_DATA_OFFSET 144
+#define OFF_MEMBER_SIZES 152
+#define OFF_RESERVED (OFF_MEMBER_SIZES + 8 * LAYOUT_MAX_MEMBERS)
+#define OFF_CRC (SB_SIZE - 4)
+
+_Static_assert(OFF_RESERVED == 664, "member_sizes must end at 664");
+_Static_assert(sizeof SB_MAGIC - 1 == 8, "the magic is 8 bytes");
+_Static_assert(sizeof ((struct superblock *)0)->name == OFF_CTIME - OFF_NAME,
+               "struct superblock's name is the whole 64-byte field");
+
+/* CRC32C with the reflected Castagnoli polynomial 0x82F63B78: entry i is
+ * the CRC of the single byte i.  None of the libraries we link (glibc,
+ * liburing, libconfig) exports a CRC32C, and a header is checksummed only
+ * when a member is opened or created, so a byte-at-a-time table is fast
+ * enough.  The unit tests check the table against the bitwise definition.
+ */
+static const uint32_t crc32c_table[256] = {
+  0x00000000, 0xf26b8303, 0xe13b70f7, 0x1350f3f4, 0xc79a971f, 0x35f1141c,
+  0x26a1e7e8, 0xd4ca64eb, 0x8ad958cf, 0x78b2dbcc, 0x6be22838, 0x9989ab3b,
+  0x4d43cfd0, 0xbf284cd3, 0xac78bf27, 0x5e133c24, 0x105ec76f, 0xe235446c,
+  0xf165b798, 0x030e349b, 0xd7c45070, 0x25afd373, 0x36ff2087, 0xc494a384,
+  0x9a879fa0, 0x68ec1ca3, 0x7bbcef57, 0x89d76c54, 0x5d1d08bf, 0xaf768bbc,
+  0xbc267848, 0x4e4dfb4b, 0x20bd8ede, 0xd2d60ddd, 0xc186fe29, 0x33ed7d2a,
+  0xe72719c1, 0x154c9ac2, 0x061c6936, 0xf477ea35, 0xaa64d611, 0x580f5512,
+  0x4b5fa6e6, 0xb93425e5, 0x6dfe410e, 0x9f95c20d, 0x8cc531f9, 0x7eaeb2fa,
+  0x30e349b1, 0xc288cab2, 0xd1d83946, 0x23b3ba45, 0xf779deae, 0x05125dad,
+  0x1642ae59, 0xe4292d5a, 0xba3a117e, 0x4851927d, 0x5b016189, 0xa96ae28a,
+  0x7da08661, 0x8fcb0562, 0x9c9bf696, 0x6ef07595, 0x417b1dbc, 0xb3109ebf,
+  0xa0406d4b, 0x522bee48, 0x86e18aa3, 0x748a09a0, 0x67dafa54, 0x95b17957,
+  0xcba24573, 0x39c9c670, 0x2a993584, 0xd8f2b687, 0x0c38d26c, 0xfe53516f,
+  0xed03a29b, 0x1f682198, 0x5125dad3, 0xa34e59d0, 0xb01eaa24, 0x42752927,
+  0x96bf4dcc, 0x64d4cecf, 0x77843d3b, 0x85efbe38, 0xdbfc821c, 0x2997011f,
+  0x3ac7f2eb, 0xc8ac71e8, 0x1c661503, 0xee0d9600, 0xfd5d65f4, 0x0f36e6f7,
+  0x61c69362, 0x93ad1061, 0x80fde395, 0x72966096, 0xa65c047d, 0x5437877e,
+  0x4767748a, 0xb50cf789, 0xeb1fcbad, 0x197448ae, 0x0a24bb5a, 0xf84f3859,
+  0x2c855cb2, 0xdeeedfb1, 0xcdbe2c45, 0x3fd5af46, 0x7198540d, 0x83f3d70e,
+  0x90a324fa, 0x62c8a7f9, 0xb602c312, 0x44694011, 0x5739b3e5, 0xa55230e6,
+  0xfb410cc2, 0x092a8fc1, 0x1a7a7c35, 0xe811ff36, 0x3cdb9bdd, 0xceb018de,
+  0xdde0eb2a, 0x2f8b6829, 0x82f63b78, 0x709db87b, 0x63cd4b8f, 0x91a6c88c,
+  0x456cac67, 0xb7072f64, 0xa457dc90, 0x563c5f93, 0x082f63b7, 0xfa44e0b4,
+  0xe9141340, 0x1b7f9043, 0xcfb5f4a8, 0x3dde77ab, 0x2e8e845f, 0xdce5075c,
+  0x92a8fc17, 0x60c37f14, 0x73938ce0, 0x81f80fe3, 0x55326b08, 0xa759e80b,
+  0xb4091bff, 0x466298fc, 0x1871a4d8, 0xea1a27db, 0xf94ad42f, 0x0b21572c,
+  0xdfeb33c7, 0x2d80b0c4, 0x3ed04330, 0xccbbc033, 0xa24bb5a6, 0x502036a5,
+  0x4370c551, 0xb11b4652, 0x65d122b9, 0x97baa1ba, 0x84ea524e, 0x7681d14d,
+  0x2892ed69, 0xdaf96e6a, 0xc9a99d9e, 0x3bc21e9d, 0xef087a76, 0x1d63f975,
+  0x0e330a81, 0xfc588982, 0xb21572c9, 0x407ef1ca, 0x532e023e, 0xa145813d,
+  0x758fe5d6, 0x87e466d5, 0x94b49521, 0x66df1622, 0x38cc2a06, 0xcaa7a905,
+  0xd9f75af1, 0x2b9cd9f2, 0xff56bd19, 0x0d3d3e1a, 0x1e6dcdee, 0xec064eed,
+  0xc38d26c4, 0x31e6a5c7, 0x22b65633, 0xd0ddd530, 0x0417b1db, 0xf67c32d8,
+  0xe52cc12c, 0x1747422f, 0x49547e0b, 0xbb3ffd08, 0xa86f0efc, 0x5a048dff,
+  0x8ecee914, 0x7ca56a17, 0x6ff599e3, 0x9d9e1ae0, 0xd3d3e1ab, 0x21b862a8,
+  0x32e8915c, 0xc083125f, 0x144976b4, 0xe622f5b7, 0xf5720643, 0x07198540,
+  0x590ab964, 0xab613a67, 0xb831c993, 0x4a5a4a90, 0x9e902e7b, 0x6cfbad78,
+  0x7fab5e8c, 0x8dc0dd8f, 0xe330a81a, 0x115b2b19, 0x020bd8ed, 0xf0605bee,
+  0x24aa3f05, 0xd6c1bc06, 0xc5914ff2, 0x37faccf1, 0x69e9f0d5, 0x9b8273d6,
+  0x88d28022, 0x7ab90321, 0xae7367ca, 0x5c18e4c9, 0x4f48173d, 0xbd23943e,
+  0xf36e6f75, 0x0105ec76, 0x12551f82, 0xe03e9c81, 0x34f4f86a, 0xc69f7b69,
+  0xd5cf889d, 0x27a40b9e, 0x79b737ba, 0x8bdcb4b9, 0x988c474d, 0x6ae7c44e,
+  0xbe2da0a5, 0x4c4623a6, 0x5f16d052, 0xad7d5351,
+};
+
+/* The ~ on entry and on return are done here, not by the caller, so that
+ * crc32c (0, "123456789", 9) == 0xE3069283 (the standard check value) and a
+ * CRC can be computed piecewise: crc32c (crc32c (0, a, na), b, nb) equals
+ * the CRC of a followed by b.
+ */
+uint32_t
+crc32c (uint32_t crc, const void *buf, size_t len)
+{
+  const uint8_t *p = buf;
+
+  crc = ~crc;
+  while (len--)
+    crc = crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+static void
+put_le32 (uint8_t *p, uint32_t v)
+{
+  for (unsigned i = 0; i < 4; ++i)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+put_le64 (uint8_t *p, uint64_t v)
+{
+  for (unsigned i = 0; i < 8; ++i)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+get_le32 (const uint8_t *p)
+{
+  uint32_t v = 0;
+
+  for (unsigned i = 0; i < 4; ++i)
+    v |= (uint32_t)p[i] << (8 * i);
+  return v;
+}
+
+static uint64_t
+get_le64 (const uint8_t *p)
+{
+  uint64_t v = 0;
+
+  for (unsigned i = 0; i < 8; ++i)
+    v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* The name is copied up to its first NUL and at most SB_NAME_MAX bytes, so
+ * the field is always NUL-terminated and NUL-padded whatever sits after the
+ * terminator in sb->name.  Nothing else is checked: encoding an invalid
+ * superblock gives a header that sb_decode rejects.
+ */
+void
+sb_encode (const struct superblock *sb, uint8_t *buf)
+{
+  memset (buf, 0, SB_SIZE);
+  memcpy (buf + OFF_MAGIC, SB_MAGIC, 8);
+  put_le32 (buf + OFF_VERSION, sb->version);
+  put_le32 (buf + OFF_HEADER_SIZE, SB_SIZE);
+  memcpy (buf + OFF_ARRAY_UUID, sb->array_uuid, 16);
+  memcpy (buf + OFF_MEMBER_UUID, sb->member_uuid, 16);
+  memcpy (buf + OFF_NAME, sb->name, strnlen (sb->name, SB_NAME_MAX));
+  put_le64 (buf + OFF_CTIME, sb->ctime);
+  put_le32 (buf + OFF_MEMBER_INDEX, sb->member_index);
+  put_le32 (buf + OFF_MEMBER_COUNT, sb->member_count);
+  put_le64 (buf + OFF_CHUNK, sb->chunk);
+  put_le32 (buf + OFF_LAYOUT_ID, sb->layout_id);
+  put_le32 (buf + OFF_FLAGS, sb->flags);
+  put_le64 (buf + OFF_DATA_OFFSET, sb->data_offset);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    put_le64 (buf + OFF_MEMBER_SIZES + 8 * i, sb->member_sizes[i]);
+  put_le32 (buf + OFF_CRC, crc32c (0, buf, OFF_CRC));
+}
+
+/* Only [A-Za-z0-9._-], tested by hand rather than with isalnum so that the
+ * locale cannot widen the set: the name ends up in paths and messages.
+ */
+static bool
+name_char_ok (uint8_t c)
+{
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+         || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+/* A name of 1 to SB_NAME_MAX allowed characters, then NULs to the end of
+ * the 64-byte field.  Requiring the NUL padding (not just a terminator)
+ * keeps the encoding unique.
+ */
+static bool
+name_ok (const uint8_t *p)
+{
+  size_t len = 0;
+
+  while (len < SB_NAME_MAX + 1 && p[len] != 0) {
+    if (!name_char_ok (p[len]))
+      return false;
+    ++len;
+  }
+  if (len == 0 || len > SB_NAME_MAX)
+    return false;
+  for (size_t i = len; i < SB_NAME_MAX + 1; ++i)
+    if (p[i] != 0)
+      return false;
+  return true;
+}
+
+static bool
+all_zero (const uint8_t *p, size_t len)
+{
+  for (size_t i = 0; i < len; ++i)
+    if (p[i] != 0)
+      return false;
+  return true;
+}
+
+/* Checks run in a fixed order (magic, version, CRC, then each field in
+ * header order) so that a header with several faults always reports the
+ * same one.  The version is checked before the CRC so that a header written
+ * by a newer nbdstripe, whose checksum might cover something else, is
+ * reported as a version we do not know rather than as corruption.
+ * The names given in *field are those of struct superblock, plus
+ * "header_size" and "reserved".
+ */
+enum sb_error
+sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
+           const char **field)
+{
+  const char *bad = NULL;
+  uint32_t header_size;
+
+  if (field)
+    *field = NULL;
+  if (len < SB_SIZE)
+    return SB_ERR_TRUNCATED;
+  if (memcmp (buf + OFF_MAGIC, SB_MAGIC, 8) != 0)
+    return SB_ERR_MAGIC;
+  if (get_le32 (buf + OFF_VERSION) != SB_VERSION)
+    return SB_ERR_VERSION;
+  if (get_le32 (buf + OFF_CRC) != crc32c (0, buf, OFF_CRC))
+    return SB_ERR_CRC;
+
+  memset (sb, 0, sizeof *sb);
+  sb->version = get_le32 (buf + OFF_VERSION);
+  header_size = get_le32 (buf + OFF_HEADER_SIZE);
+  memcpy (sb->array_uuid, buf + OFF_ARRAY_UUID, 16);
+  memcpy (sb->member_uuid, buf + OFF_MEMBER_UUID, 16);
+  memcpy (sb->name, buf + OFF_NAME, SB_NAME_MAX + 1);
+  sb->ctime = get_le64 (buf + OFF_CTIME);
+  sb->member_index = get_le32 (buf + OFF_MEMBER_INDEX);
+  sb->member_count = get_le32 (buf + OFF_MEMBER_COUNT);
+  sb->chunk = get_le64 (buf + OFF_CHUNK);
+  sb->layout_id = get_le32 (buf + OFF_LAYOUT_ID);
+  sb->flags = get_le32 (buf + OFF_FLAGS);
+  sb->data_offset = get_le64 (buf + OFF_DATA_OFFSET);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    sb->member_sizes[i] = get_le64 (buf + OFF_MEMBER_SIZES + 8 * i);
+
+  if (header_size != SB_SIZE)
+    bad = "header_size";
+  else if (!name_ok (buf + OFF_NAME))
+    bad = "name";
+  else if (sb->member_count == 0 || sb->member_count > LAYOUT_MAX_MEMBERS)
+    bad = "member_count";
+  else if (sb->member_index >= sb->member_count)
+    bad = "member_index";
+  else if (sb->chunk == 0 || sb->chunk % LAYOUT_CHUNK_ALIGN != 0)
+    bad = "chunk";
+  else if (sb->layout_id != LAYOUT_ID_RAID0_ALT)
+    bad = "layout_id";
+  else if (sb->flags != 0)
+    bad = "flags";
+  else if (sb->data_offset < SB_SIZE || sb->data_offset % SB_SIZE != 0)
+    bad = "data_offset";
+  else {
+    /* Sizes of the members, then zeros in the unused slots. */
+    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS && !bad; ++i) {
+      uint64_t size = sb->member_sizes[i];
+
+      if (i < sb->member_count) {
+        if (size == 0 || size % sb->chunk != 0)
+          bad = "member_sizes";
+      }
+      else if (size != 0)
+        bad = "member_sizes";
+    }
+    if (!bad && !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED))
+      bad = "reserved";
+  }
+
+  if (bad) {
+    if (field)
+      *field = bad;
+    return SB_ERR_FIELD;
+  }
+  return SB_OK;
+}
+
+const char *
+sb_strerror (enum sb_error err)
+{
+  switch (err) {
+  case SB_OK:
+    return "no error";
+  case SB_ERR_TRUNCATED:
+    return "header truncated (fewer than 4096 bytes)";
+  case SB_ERR_MAGIC:
+    return "not an nbdstripe member (no header magic)";
+  case SB_ERR_VERSION:
+    return "unknown header format version";
+  case SB_ERR_CRC:
+    return "header checksum mismatch (corrupt header)";
+  case SB_ERR_FIELD:
+    return "header field out of range";
+  }
+  return "unknown header error";
+}
+
+void
+sb_uuid_unparse (const uint8_t uuid[16], char out[37])
+{
+  static const char hex[] = "0123456789abcdef";
+  char *p = out;
+
+  for (unsigned i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      *p++ = '-';
+    *p++ = hex[uuid[i] >> 4];
+    *p++ = hex[uuid[i] & 0xf];
+  }
+  *p = '\0';
+}

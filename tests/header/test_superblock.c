@@ -1,0 +1,835 @@
+/* nbdstripe unit tests: the on-disk member header (plugin/superblock.c).
+ *
+ * Byte offsets and little-endian encoding are checked against this file's
+ * own reading of the table in include/superblock.h, not through the code
+ * under test, and CRC32C against a bitwise implementation of its
+ * definition.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "superblock.h"
+
+#define KiB UINT64_C (1024)
+#define MiB (KiB * KiB)
+
+/* The character set a volume name may use. */
+static const char name_chars[]
+    = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+
+/* ---- PRNG: splitmix64, fixed seeds so that runs are reproducible ---- */
+
+struct rng {
+  uint64_t s;
+};
+
+static uint64_t
+rng_next (struct rng *r)
+{
+  uint64_t z = (r->s += UINT64_C (0x9e3779b97f4a7c15));
+
+  z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+/* Uniform enough in [lo, hi] for test data. */
+static uint64_t
+rng_range (struct rng *r, uint64_t lo, uint64_t hi)
+{
+  return lo + rng_next (r) % (hi - lo + 1);
+}
+
+/* ---- Helpers that know the documented layout ---- */
+
+static void
+le32_put (uint8_t *p, uint32_t v)
+{
+  for (unsigned i = 0; i < 4; ++i)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+le64_put (uint8_t *p, uint64_t v)
+{
+  for (unsigned i = 0; i < 8; ++i)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Recompute the CRC after editing a header by hand, so that decoding gets
+ * past the checksum to the field checks.
+ */
+static void
+reseal (uint8_t *buf)
+{
+  le32_put (buf + 4092, crc32c (0, buf, 4092));
+}
+
+/* CRC32C straight from its definition: reflected, polynomial 0x82F63B78,
+ * init ~0, final xor ~0.
+ */
+static uint32_t
+crc32c_bitwise (const uint8_t *p, size_t len)
+{
+  uint32_t crc = 0xffffffff;
+
+  for (size_t i = 0; i < len; ++i) {
+    crc ^= p[i];
+    for (unsigned b = 0; b < 8; ++b)
+      crc = (crc >> 1) ^ (crc & 1 ? 0x82F63B78 : 0);
+  }
+  return ~crc;
+}
+
+/* A plain valid superblock: 4 members of 1 GiB, 128 KiB chunks. */
+static void
+plain_superblock (struct superblock *sb)
+{
+  memset (sb, 0, sizeof *sb);
+  sb->version = SB_VERSION;
+  for (unsigned i = 0; i < 16; ++i) {
+    sb->array_uuid[i] = (uint8_t)(0x10 + i);
+    sb->member_uuid[i] = (uint8_t)(0xf0 - i);
+  }
+  strcpy (sb->name, "vol0");
+  sb->ctime = 1700000000;
+  sb->member_index = 2;
+  sb->member_count = 4;
+  sb->chunk = 128 * KiB;
+  sb->layout_id = LAYOUT_ID_RAID0_ALT;
+  sb->flags = 0;
+  sb->data_offset = SB_DEFAULT_DATA_OFFSET;
+  for (unsigned i = 0; i < 4; ++i)
+    sb->member_sizes[i] = 1024 * MiB;
+}
+
+/* A random valid superblock, reaching the extremes of every field. */
+static void
+random_superblock (struct rng *r, struct superblock *sb)
+{
+  unsigned name_len = (unsigned)rng_range (r, 1, SB_NAME_MAX);
+
+  memset (sb, 0, sizeof *sb);
+  sb->version = SB_VERSION;
+  for (unsigned i = 0; i < 16; ++i) {
+    sb->array_uuid[i] = (uint8_t)rng_next (r);
+    sb->member_uuid[i] = (uint8_t)rng_next (r);
+  }
+  for (unsigned i = 0; i < name_len; ++i)
+    sb->name[i] = name_chars[rng_next (r) % (sizeof name_chars - 1)];
+  sb->ctime = rng_next (r);
+  sb->member_count = (uint32_t)rng_range (r, 1, LAYOUT_MAX_MEMBERS);
+  sb->member_index = (uint32_t)rng_range (r, 0, sb->member_count - 1);
+  /* Up to 4 GiB chunks and 2^31 chunks a member: no overflow. */
+  sb->chunk = LAYOUT_CHUNK_ALIGN * rng_range (r, 1, UINT64_C (1) << 20);
+  sb->layout_id = LAYOUT_ID_RAID0_ALT;
+  sb->data_offset = SB_SIZE * rng_range (r, 1, UINT64_MAX / SB_SIZE);
+  for (unsigned i = 0; i < sb->member_count; ++i)
+    sb->member_sizes[i] = sb->chunk * rng_range (r, 1, UINT64_C (1) << 31);
+}
+
+static void
+assert_superblocks_equal (const struct superblock *a,
+                          const struct superblock *b)
+{
+  assert_int_equal (a->version, b->version);
+  assert_memory_equal (a->array_uuid, b->array_uuid, 16);
+  assert_memory_equal (a->member_uuid, b->member_uuid, 16);
+  assert_memory_equal (a->name, b->name, SB_NAME_MAX + 1);
+  assert_int_equal (a->ctime, b->ctime);
+  assert_int_equal (a->member_index, b->member_index);
+  assert_int_equal (a->member_count, b->member_count);
+  assert_int_equal (a->chunk, b->chunk);
+  assert_int_equal (a->layout_id, b->layout_id);
+  assert_int_equal (a->flags, b->flags);
+  assert_int_equal (a->data_offset, b->data_offset);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    assert_int_equal (a->member_sizes[i], b->member_sizes[i]);
+}
+
+/* Decoding buf must fail on exactly this field. */
+static void
+expect_field_error (const uint8_t *buf, const char *want)
+{
+  struct superblock sb;
+  const char *field = NULL;
+  enum sb_error err = sb_decode (buf, SB_SIZE, &sb, &field);
+
+  if (err != SB_ERR_FIELD)
+    fail_msg ("expected SB_ERR_FIELD (%s), got %d: %s", want, err,
+              sb_strerror (err));
+  assert_non_null (field);
+  assert_string_equal (field, want);
+}
+
+/* Encode sb and expect it to be rejected on field want. */
+static void
+expect_encoded_field_error (const struct superblock *sb, const char *want)
+{
+  uint8_t buf[SB_SIZE];
+
+  sb_encode (sb, buf);
+  expect_field_error (buf, want);
+}
+
+static void
+expect_ok (const uint8_t *buf)
+{
+  struct superblock sb;
+  const char *field = "untouched";
+  enum sb_error err = sb_decode (buf, SB_SIZE, &sb, &field);
+
+  if (err != SB_OK)
+    fail_msg ("expected SB_OK, got %s (field %s)", sb_strerror (err),
+              field ? field : "none");
+}
+
+/* ---- CRC32C ---- */
+
+static void
+crc32c_gives_the_standard_check_value (void **state)
+{
+  (void)state;
+  assert_int_equal (crc32c (0, "123456789", 9), 0xE3069283);
+  assert_int_equal (crc32c (0, "", 0), 0);
+}
+
+static void
+crc32c_chains_over_split_buffers (void **state)
+{
+  const char *s = "123456789";
+
+  (void)state;
+  for (size_t cut = 0; cut <= 9; ++cut)
+    assert_int_equal (crc32c (crc32c (0, s, cut), s + cut, 9 - cut),
+                      0xE3069283);
+}
+
+static void
+crc32c_matches_the_bitwise_definition (void **state)
+{
+  struct rng r = { 0x5eed0001 };
+  uint8_t data[1000];
+
+  (void)state;
+  for (unsigned n = 0; n < 200; ++n) {
+    size_t len = (size_t)rng_range (&r, 0, sizeof data);
+    for (size_t i = 0; i < len; ++i)
+      data[i] = (uint8_t)rng_next (&r);
+    assert_int_equal (crc32c (0, data, len), crc32c_bitwise (data, len));
+  }
+  /* Every table entry, one byte at a time. */
+  for (unsigned b = 0; b < 256; ++b) {
+    uint8_t byte = (uint8_t)b;
+    assert_int_equal (crc32c (0, &byte, 1), crc32c_bitwise (&byte, 1));
+  }
+}
+
+/* ---- Encoding ---- */
+
+static void
+header_round_trips_random_superblocks (void **state)
+{
+  struct rng r = { 0x5eed0002 };
+
+  (void)state;
+  for (unsigned n = 0; n < 5000; ++n) {
+    struct superblock in, out;
+    uint8_t buf[SB_SIZE], again[SB_SIZE];
+    const char *field = NULL;
+    enum sb_error err;
+
+    random_superblock (&r, &in);
+    sb_encode (&in, buf);
+    err = sb_decode (buf, sizeof buf, &out, &field);
+    if (err != SB_OK)
+      fail_msg ("superblock %u: %s (field %s)", n, sb_strerror (err),
+                field ? field : "none");
+    assert_superblocks_equal (&in, &out);
+    sb_encode (&out, again);
+    assert_memory_equal (buf, again, SB_SIZE);
+  }
+}
+
+static void
+header_puts_each_field_little_endian_at_its_documented_offset (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+  static const uint8_t version[4] = { 0x01, 0, 0, 0 };
+  static const uint8_t header_size[4] = { 0x00, 0x10, 0, 0 };
+  static const uint8_t ctime[8]
+      = { 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01 };
+  static const uint8_t member_index[4] = { 0x29, 0, 0, 0 };
+  static const uint8_t member_count[4] = { 0x2a, 0, 0, 0 };
+  static const uint8_t chunk[8] = { 0x00, 0x60, 0x45, 0x23, 0x01, 0, 0, 0 };
+  static const uint8_t layout_id[4] = { 0x01, 0, 0, 0 };
+  static const uint8_t data_offset[8]
+      = { 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00 };
+  uint8_t name[64] = "my-volume_1.0";
+
+  (void)state;
+  plain_superblock (&sb);
+  strcpy (sb.name, (const char *)name);
+  sb.ctime = UINT64_C (0x0102030405060708);
+  sb.member_count = 42;
+  sb.member_index = 41;
+  sb.chunk = UINT64_C (0x123456000);
+  sb.data_offset = 1 * MiB;
+  for (unsigned i = 0; i < 42; ++i)
+    sb.member_sizes[i] = sb.chunk * (UINT64_C (0x10203) + i);
+  sb_encode (&sb, buf);
+
+  assert_memory_equal (buf + 0, "NBDSTRIP", 8);
+  assert_memory_equal (buf + 8, version, 4);
+  assert_memory_equal (buf + 12, header_size, 4);
+  assert_memory_equal (buf + 16, sb.array_uuid, 16);
+  assert_memory_equal (buf + 32, sb.member_uuid, 16);
+  assert_memory_equal (buf + 48, name, 64);
+  assert_memory_equal (buf + 112, ctime, 8);
+  assert_memory_equal (buf + 120, member_index, 4);
+  assert_memory_equal (buf + 124, member_count, 4);
+  assert_memory_equal (buf + 128, chunk, 8);
+  assert_memory_equal (buf + 136, layout_id, 4);
+  for (unsigned i = 140; i < 144; ++i)
+    assert_int_equal (buf[i], 0); /* flags */
+  assert_memory_equal (buf + 144, data_offset, 8);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i) {
+    uint8_t want[8];
+    le64_put (want, sb.member_sizes[i]);
+    assert_memory_equal (buf + 152 + 8 * i, want, 8);
+  }
+  for (unsigned i = 664; i < 4092; ++i)
+    assert_int_equal (buf[i], 0); /* reserved */
+  expect_ok (buf);
+}
+
+static void
+header_stores_crc32c_of_bytes_0_to_4091_at_4092 (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+  uint32_t crc;
+
+  (void)state;
+  plain_superblock (&sb);
+  sb_encode (&sb, buf);
+  crc = crc32c_bitwise (buf, 4092);
+  assert_int_equal (buf[4092], crc & 0xff);
+  assert_int_equal (buf[4093], (crc >> 8) & 0xff);
+  assert_int_equal (buf[4094], (crc >> 16) & 0xff);
+  assert_int_equal (buf[4095], crc >> 24);
+}
+
+static void
+header_encode_pads_the_name_with_nuls (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  memset (sb.name, 'x', sizeof sb.name);
+  memcpy (sb.name, "ab", 3); /* "ab\0xxxx..." */
+  sb_encode (&sb, buf);
+  assert_memory_equal (buf + 48, "ab", 3);
+  for (unsigned i = 51; i < 112; ++i)
+    assert_int_equal (buf[i], 0);
+  expect_ok (buf);
+}
+
+/* ---- Rejection ---- */
+
+/* Any single-bit error is caught, and by the right check: the magic, the
+ * version, else the CRC.
+ */
+static void
+header_rejects_every_single_bit_flip (void **state)
+{
+  struct rng r = { 0x5eed0003 };
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  random_superblock (&r, &sb);
+  sb.member_count = LAYOUT_MAX_MEMBERS;
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    sb.member_sizes[i] = sb.chunk * (i + 1);
+  sb_encode (&sb, buf);
+  expect_ok (buf);
+
+  for (unsigned bit = 0; bit < SB_SIZE * 8; ++bit) {
+    struct superblock out;
+    unsigned byte = bit / 8;
+    enum sb_error want = byte < 8    ? SB_ERR_MAGIC
+                         : byte < 12 ? SB_ERR_VERSION
+                                     : SB_ERR_CRC;
+    enum sb_error err;
+
+    buf[byte] ^= (uint8_t)(1u << (bit % 8));
+    err = sb_decode (buf, sizeof buf, &out, NULL);
+    buf[byte] ^= (uint8_t)(1u << (bit % 8));
+    if (err != want)
+      fail_msg ("flipping bit %u of byte %u: got \"%s\", expected \"%s\"",
+                bit % 8, byte, sb_strerror (err), sb_strerror (want));
+  }
+}
+
+static void
+header_rejects_fewer_than_4096_bytes (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  sb_encode (&sb, buf);
+  for (size_t len = 0; len < SB_SIZE; ++len)
+    assert_int_equal (sb_decode (buf, len, &sb, NULL), SB_ERR_TRUNCATED);
+}
+
+static void
+header_ignores_bytes_beyond_4096 (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE + 512];
+
+  (void)state;
+  plain_superblock (&sb);
+  memset (buf, 0xa5, sizeof buf);
+  sb_encode (&sb, buf);
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_OK);
+}
+
+static void
+header_rejects_missing_magic (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  memset (buf, 0, sizeof buf); /* a blank disk */
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
+
+  plain_superblock (&sb);
+  sb_encode (&sb, buf);
+  memcpy (buf, "NBDSTRIp", 8);
+  reseal (buf);
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
+}
+
+static void
+header_rejects_unknown_version (void **state)
+{
+  static const uint32_t versions[] = { 0, SB_VERSION + 1, UINT32_MAX };
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  for (size_t i = 0; i < sizeof versions / sizeof versions[0]; ++i) {
+    plain_superblock (&sb);
+    sb.version = versions[i];
+    sb_encode (&sb, buf);
+    assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_VERSION);
+  }
+}
+
+static void
+header_checks_magic_then_version_then_crc_then_fields (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  sb.flags = 1; /* a bad field ... */
+  sb_encode (&sb, buf);
+  expect_field_error (buf, "flags");
+  buf[4092] ^= 1; /* ... a bad CRC ... */
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_CRC);
+  buf[8] = 2; /* ... a bad version ... */
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_VERSION);
+  buf[0] = 'X'; /* ... no magic ... */
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
+  /* ... and too short. */
+  assert_int_equal (sb_decode (buf, SB_SIZE - 1, &sb, NULL), SB_ERR_TRUNCATED);
+}
+
+static void
+header_names_the_first_bad_field_in_header_order (void **state)
+{
+  struct superblock sb;
+
+  (void)state;
+  plain_superblock (&sb);
+  sb.flags = 1;
+  sb.chunk = 100;
+  sb.member_sizes[10] = 4096;
+  expect_encoded_field_error (&sb, "chunk");
+}
+
+static void
+header_sets_field_only_on_a_field_error (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+  const char *field = "untouched";
+
+  (void)state;
+  plain_superblock (&sb);
+  sb_encode (&sb, buf);
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, &field), SB_OK);
+  assert_null (field);
+  buf[100] ^= 1;
+  field = "untouched";
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, &field), SB_ERR_CRC);
+  assert_null (field);
+  /* A NULL field pointer is allowed on a field error too. */
+  plain_superblock (&sb);
+  sb.flags = 1;
+  sb_encode (&sb, buf);
+  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_FIELD);
+}
+
+static void
+header_rejects_header_size_other_than_4096 (void **state)
+{
+  static const uint32_t sizes[] = { 0, 512, 4095, 4097, 8192, UINT32_MAX };
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+    sb_encode (&sb, buf);
+    le32_put (buf + 12, sizes[i]);
+    reseal (buf);
+    expect_field_error (buf, "header_size");
+  }
+}
+
+static void
+header_rejects_name_without_nul_in_64_bytes (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  sb_encode (&sb, buf);
+  memset (buf + 48, 'a', 64);
+  reseal (buf);
+  expect_field_error (buf, "name");
+}
+
+static void
+header_rejects_empty_name (void **state)
+{
+  struct superblock sb;
+
+  (void)state;
+  plain_superblock (&sb);
+  sb.name[0] = '\0';
+  expect_encoded_field_error (&sb, "name");
+}
+
+static void
+header_rejects_name_with_characters_outside_the_allowed_set (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  strcpy (sb.name, "abcdef");
+  for (unsigned c = 1; c < 256; ++c) {
+    if (strchr (name_chars, (int)c))
+      continue;
+    for (unsigned pos = 0; pos < 6; pos += 5) { /* first and last */
+      sb_encode (&sb, buf);
+      buf[48 + pos] = (uint8_t)c;
+      reseal (buf);
+      expect_field_error (buf, "name");
+    }
+  }
+}
+
+static void
+header_rejects_bytes_after_the_name_terminator (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb); /* "vol0": NUL at offset 52 */
+  for (unsigned i = 48 + 5; i < 112; ++i) {
+    sb_encode (&sb, buf);
+    buf[i] = 'a';
+    reseal (buf);
+    expect_field_error (buf, "name");
+  }
+}
+
+static void
+header_accepts_63_byte_name_of_allowed_characters (void **state)
+{
+  struct superblock sb, out;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  assert_int_equal (strlen (name_chars), 65);
+  plain_superblock (&sb);
+  memcpy (sb.name, name_chars, SB_NAME_MAX); /* A..Z a..z 0..9 . */
+  sb.name[SB_NAME_MAX] = '\0';
+  sb_encode (&sb, buf);
+  assert_int_equal (sb_decode (buf, sizeof buf, &out, NULL), SB_OK);
+  assert_string_equal (out.name, sb.name);
+  strcpy (sb.name, "_-");
+  sb_encode (&sb, buf);
+  assert_int_equal (sb_decode (buf, sizeof buf, &out, NULL), SB_OK);
+  assert_string_equal (out.name, "_-");
+}
+
+static void
+header_rejects_member_count_zero_or_above_64 (void **state)
+{
+  static const uint32_t counts[] = { 0, 65, 1000, UINT32_MAX };
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
+    plain_superblock (&sb);
+    sb.member_index = 0;
+    sb.member_count = counts[i];
+    expect_encoded_field_error (&sb, "member_count");
+  }
+  plain_superblock (&sb);
+  sb.member_count = LAYOUT_MAX_MEMBERS;
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    sb.member_sizes[i] = sb.chunk;
+  sb_encode (&sb, buf);
+  expect_ok (buf);
+}
+
+static void
+header_rejects_member_index_not_below_member_count (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  sb.member_index = sb.member_count;
+  expect_encoded_field_error (&sb, "member_index");
+  sb.member_index = UINT32_MAX;
+  expect_encoded_field_error (&sb, "member_index");
+  sb.member_index = sb.member_count - 1;
+  sb_encode (&sb, buf);
+  expect_ok (buf);
+}
+
+static void
+header_rejects_chunk_zero_or_not_a_multiple_of_4096 (void **state)
+{
+  static const uint64_t chunks[] = {
+    0, 512, 4095, 4097, 6144, 128 * KiB + 512, UINT64_MAX,
+  };
+  struct superblock sb;
+
+  (void)state;
+  for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; ++i) {
+    plain_superblock (&sb);
+    sb.chunk = chunks[i];
+    expect_encoded_field_error (&sb, "chunk");
+  }
+}
+
+static void
+header_rejects_layout_id_other_than_raid0_alt (void **state)
+{
+  static const uint32_t ids[] = { 0, LAYOUT_ID_RAID0_ALT + 1, UINT32_MAX };
+  struct superblock sb;
+
+  (void)state;
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
+    plain_superblock (&sb);
+    sb.layout_id = ids[i];
+    expect_encoded_field_error (&sb, "layout_id");
+  }
+}
+
+static void
+header_rejects_nonzero_flags (void **state)
+{
+  struct superblock sb;
+
+  (void)state;
+  for (unsigned bit = 0; bit < 32; ++bit) {
+    plain_superblock (&sb);
+    sb.flags = UINT32_C (1) << bit;
+    expect_encoded_field_error (&sb, "flags");
+  }
+}
+
+static void
+header_rejects_data_offset_below_4096_or_unaligned (void **state)
+{
+  static const uint64_t offsets[] = {
+    0, 512, 4095, 4097, 1 * MiB + 512, UINT64_MAX,
+  };
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; ++i) {
+    plain_superblock (&sb);
+    sb.data_offset = offsets[i];
+    expect_encoded_field_error (&sb, "data_offset");
+  }
+  plain_superblock (&sb);
+  sb.data_offset = 4096; /* right after the header */
+  sb_encode (&sb, buf);
+  expect_ok (buf);
+}
+
+static void
+header_rejects_member_size_zero_or_not_whole_chunks (void **state)
+{
+  struct superblock sb;
+
+  (void)state;
+  for (unsigned i = 0; i < 4; ++i) {
+    plain_superblock (&sb);
+    sb.member_sizes[i] = 0;
+    expect_encoded_field_error (&sb, "member_sizes");
+    sb.member_sizes[i] = 1024 * MiB + 4096;
+    expect_encoded_field_error (&sb, "member_sizes");
+    sb.member_sizes[i] = sb.chunk - 4096;
+    expect_encoded_field_error (&sb, "member_sizes");
+  }
+}
+
+static void
+header_rejects_member_size_in_an_unused_slot (void **state)
+{
+  struct superblock sb;
+
+  (void)state;
+  for (unsigned i = 4; i < LAYOUT_MAX_MEMBERS; ++i) {
+    plain_superblock (&sb);
+    sb.member_sizes[i] = sb.chunk;
+    expect_encoded_field_error (&sb, "member_sizes");
+  }
+}
+
+static void
+header_rejects_any_nonzero_reserved_byte (void **state)
+{
+  struct superblock sb;
+  uint8_t buf[SB_SIZE];
+
+  (void)state;
+  plain_superblock (&sb);
+  for (unsigned i = 664; i < 4092; ++i) {
+    sb_encode (&sb, buf);
+    buf[i] = 0x80;
+    reseal (buf);
+    expect_field_error (buf, "reserved");
+  }
+}
+
+/* ---- Messages ---- */
+
+static void
+sb_strerror_describes_every_error (void **state)
+{
+  static const enum sb_error errs[] = {
+    SB_OK,          SB_ERR_TRUNCATED, SB_ERR_MAGIC,
+    SB_ERR_VERSION, SB_ERR_CRC,       SB_ERR_FIELD,
+  };
+  const size_t n = sizeof errs / sizeof errs[0];
+
+  (void)state;
+  for (size_t i = 0; i < n; ++i) {
+    const char *s = sb_strerror (errs[i]);
+    assert_non_null (s);
+    assert_true (strlen (s) > 0);
+    for (size_t j = 0; j < i; ++j)
+      assert_string_not_equal (s, sb_strerror (errs[j]));
+  }
+  assert_string_equal (sb_strerror (SB_ERR_MAGIC),
+                       "not an nbdstripe member (no header magic)");
+  assert_string_equal (sb_strerror (SB_ERR_CRC),
+                       "header checksum mismatch (corrupt header)");
+  assert_non_null (sb_strerror ((enum sb_error)1000));
+}
+
+static void
+sb_uuid_unparse_formats_lowercase_8_4_4_4_12 (void **state)
+{
+  static const uint8_t uuid[16] = {
+    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+    0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54, 0x32, 0x10,
+  };
+  static const uint8_t zero[16];
+  char out[37];
+
+  (void)state;
+  memset (out, 'z', sizeof out);
+  sb_uuid_unparse (uuid, out);
+  assert_string_equal (out, "01234567-89ab-cdef-fedc-ba9876543210");
+  sb_uuid_unparse (zero, out);
+  assert_string_equal (out, "00000000-0000-0000-0000-000000000000");
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (crc32c_gives_the_standard_check_value),
+    cmocka_unit_test (crc32c_chains_over_split_buffers),
+    cmocka_unit_test (crc32c_matches_the_bitwise_definition),
+    cmocka_unit_test (header_round_trips_random_superblocks),
+    cmocka_unit_test (
+        header_puts_each_field_little_endian_at_its_documented_offset),
+    cmocka_unit_test (header_stores_crc32c_of_bytes_0_to_4091_at_4092),
+    cmocka_unit_test (header_encode_pads_the_name_with_nuls),
+    cmocka_unit_test (header_rejects_every_single_bit_flip),
+    cmocka_unit_test (header_rejects_fewer_than_4096_bytes),
+    cmocka_unit_test (header_ignores_bytes_beyond_4096),
+    cmocka_unit_test (header_rejects_missing_magic),
+    cmocka_unit_test (header_rejects_unknown_version),
+    cmocka_unit_test (header_checks_magic_then_version_then_crc_then_fields),
+    cmocka_unit_test (header_names_the_first_bad_field_in_header_order),
+    cmocka_unit_test (header_sets_field_only_on_a_field_error),
+    cmocka_unit_test (header_rejects_header_size_other_than_4096),
+    cmocka_unit_test (header_rejects_name_without_nul_in_64_bytes),
+    cmocka_unit_test (header_rejects_empty_name),
+    cmocka_unit_test (
+        header_rejects_name_with_characters_outside_the_allowed_set),
+    cmocka_unit_test (header_rejects_bytes_after_the_name_terminator),
+    cmocka_unit_test (header_accepts_63_byte_name_of_allowed_characters),
+    cmocka_unit_test (header_rejects_member_count_zero_or_above_64),
+    cmocka_unit_test (header_rejects_member_index_not_below_member_count),
+    cmocka_unit_test (header_rejects_chunk_zero_or_not_a_multiple_of_4096),
+    cmocka_unit_test (header_rejects_layout_id_other_than_raid0_alt),
+    cmocka_unit_test (header_rejects_nonzero_flags),
+    cmocka_unit_test (header_rejects_data_offset_below_4096_or_unaligned),
+    cmocka_unit_test (header_rejects_member_size_zero_or_not_whole_chunks),
+    cmocka_unit_test (header_rejects_member_size_in_an_unused_slot),
+    cmocka_unit_test (header_rejects_any_nonzero_reserved_byte),
+    cmocka_unit_test (sb_strerror_describes_every_error),
+    cmocka_unit_test (sb_uuid_unparse_formats_lowercase_8_4_4_4_12),
+  };
+
+  return cmocka_run_group_tests_name ("superblock", tests, NULL, NULL);
+}
