@@ -1,0 +1,102 @@
+/* nbdstripe integration tests: brute-force layout oracle.  See oracle.h. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "oracle.h"
+
+int
+oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
+             const uint64_t *sizes)
+{
+  uint64_t rows[ORACLE_MAX_MEMBERS], max_rows = 0, k = 0;
+  unsigned prev_width = 0;
+
+  memset (o, 0, sizeof *o);
+  if (chunk == 0 || n == 0 || n > ORACLE_MAX_MEMBERS)
+    return -1;
+  o->chunk = chunk;
+  o->nr_members = n;
+  for (unsigned i = 0; i < n; i++) {
+    o->raw_size[i] = sizes[i];
+    rows[i] = sizes[i] / chunk;
+    if (rows[i] == 0)
+      return -1;
+    o->usable[i] = rows[i] * chunk;
+    o->nr_chunks += rows[i];
+    if (rows[i] > max_rows)
+      max_rows = rows[i];
+  }
+  o->size = o->nr_chunks * chunk;
+  o->chunk_member = calloc (o->nr_chunks, sizeof *o->chunk_member);
+  o->chunk_row = calloc (o->nr_chunks, sizeof *o->chunk_row);
+  if (!o->chunk_member || !o->chunk_row)
+    return -1;
+  for (unsigned i = 0; i < n; i++) {
+    o->rev[i] = calloc (rows[i], sizeof *o->rev[i]);
+    if (!o->rev[i])
+      return -1;
+  }
+
+  /* Fill row by row. */
+  for (uint64_t r = 0; r < max_rows; r++) {
+    unsigned width = 0;
+    for (unsigned i = 0; i < n; i++)
+      if (r < rows[i])
+        width++;
+    if (r > 0 && width != prev_width)
+      o->boundary[o->nr_boundaries++] = k * chunk;
+    prev_width = width;
+    for (unsigned i = 0; i < n; i++) {
+      if (r >= rows[i])
+        continue;
+      o->chunk_member[k] = i;
+      o->chunk_row[k] = r;
+      o->rev[i][r] = k;
+      k++;
+    }
+  }
+  return 0;
+}
+
+void
+oracle_free (struct oracle *o)
+{
+  free (o->chunk_member);
+  free (o->chunk_row);
+  for (unsigned i = 0; i < o->nr_members; i++)
+    free (o->rev[i]);
+  memset (o, 0, sizeof *o);
+}
+
+uint64_t
+oracle_map (const struct oracle *o, uint64_t off, unsigned *member,
+            uint64_t *member_off)
+{
+  uint64_t k = off / o->chunk, in = off % o->chunk;
+  *member = o->chunk_member[k];
+  *member_off = o->chunk_row[k] * o->chunk + in;
+  return o->chunk - in;
+}
+
+bool
+oracle_unmap (const struct oracle *o, unsigned member, uint64_t member_off,
+              uint64_t *off)
+{
+  if (member >= o->nr_members || member_off >= o->usable[member])
+    return false;
+  *off = o->rev[member][member_off / o->chunk] * o->chunk
+    + member_off % o->chunk;
+  return true;
+}
+
+unsigned
+oracle_width_at (const struct oracle *o, uint64_t off)
+{
+  uint64_t row = o->chunk_row[off / o->chunk];
+  unsigned w = 0;
+  for (unsigned i = 0; i < o->nr_members; i++)
+    if (row * o->chunk < o->usable[i])
+      w++;
+  return w;
+}
