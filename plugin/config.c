@@ -1,0 +1,1395 @@
+/* nbdstripe: the volume config loader.  See include/config.h.
+ *
+ * The settings are walked in file order, each key through its own setter,
+ * so that the first error reported is the first one in the file.  Rules
+ * that involve several keys (socket or port, TLS files, data_offset with
+ * metadata "none") are checked afterwards, pointing at the line of the
+ * setting that has to change.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <libconfig.h>
+
+#include "config.h"
+#include "superblock.h"
+
+/* A volume config is a few hundred bytes; anything much larger is not one
+ * (and must not make a daemon read a huge file into memory).
+ */
+#define CONFIG_MAX_FILE_SIZE (1024 * 1024)
+
+#define DEFAULT_RUN_DIR "/run/nbdstripe"
+#define NBD_MAX_EXPORT_NAME 4096        /* the NBD protocol's limit */
+#define SOCKET_PATH_MAX (sizeof ((struct sockaddr_un *) 0)->sun_path - 1)
+
+struct loader {
+  const char *path;
+  struct stripe_config *cfg;
+  char *err;
+  size_t errlen;
+  char *text;                   /* the file, for the lexer below */
+  size_t len;
+};
+
+static int element_line (const struct loader *ld, const char *name,
+                         int line, int idx);
+
+/* Error reporting.  Every message is one line "FILE:LINE: KEY: what is
+ * wrong", so that an editor can jump to it.
+ */
+
+static const char *
+setting_file (const struct loader *ld, const config_setting_t *s)
+{
+  const char *file = s ? config_setting_source_file (s) : NULL;
+
+  return file ? file : ld->path;
+}
+
+/* The key as a user would write it: "chunk", "serve.port", "members[2]". */
+static void
+setting_key (const config_setting_t *s, char *buf, size_t len)
+{
+  const config_setting_t *chain[8];
+  size_t depth = 0, n = 0;
+
+  for (; s && !config_setting_is_root (s) && depth < 8;
+       s = config_setting_parent (s))
+    chain[depth++] = s;
+  buf[0] = '\0';
+  while (depth-- > 0 && n < len) {
+    const config_setting_t *c = chain[depth];
+    int r;
+
+    if (config_setting_name (c))
+      r = snprintf (&buf[n], len - n, "%s%s", n ? "." : "",
+                    config_setting_name (c));
+    else
+      r = snprintf (&buf[n], len - n, "[%d]", config_setting_index (c));
+    n += r < 0 ? 0 : (size_t) r;
+  }
+}
+
+/* libconfig's line, except for list elements (see element_line). */
+static unsigned
+setting_line (const struct loader *ld, const config_setting_t *s)
+{
+  const config_setting_t *parent = config_setting_parent (s);
+
+  if (config_setting_name (s) == NULL && parent
+      && config_setting_name (parent)) {
+    int line = element_line (ld, config_setting_name (parent),
+                             config_setting_source_line (parent),
+                             config_setting_index (s));
+    if (line > 0)
+      return line;
+  }
+  return config_setting_source_line (s);
+}
+
+static int __attribute__ ((format (printf, 3, 0)))
+vreport (struct loader *ld, const config_setting_t *s, const char *fmt,
+         va_list args)
+{
+  unsigned line = s ? setting_line (ld, s) : 0;
+  char key[160];
+  size_t n;
+  int r;
+
+  if (ld->err == NULL || ld->errlen == 0)
+    return -1;
+  if (line > 0)
+    r = snprintf (ld->err, ld->errlen, "%s:%u: ", setting_file (ld, s),
+                  line);
+  else
+    r = snprintf (ld->err, ld->errlen, "%s: ", setting_file (ld, s));
+  n = r < 0 ? 0 : (size_t) r;
+  if (s)
+    setting_key (s, key, sizeof key);
+  if (s && key[0] != '\0' && n < ld->errlen) {
+    r = snprintf (ld->err + n, ld->errlen - n, "%s: ", key);
+    n += r < 0 ? 0 : (size_t) r;
+  }
+  if (n < ld->errlen)
+    vsnprintf (ld->err + n, ld->errlen - n, fmt, args);
+  return -1;
+}
+
+/* "FILE:LINE: KEY: message" for setting s.  Returns -1. */
+static int __attribute__ ((format (printf, 3, 4)))
+error_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
+{
+  va_list args;
+
+  va_start (args, fmt);
+  vreport (ld, s, fmt, args);
+  va_end (args);
+  return -1;
+}
+
+/* "FILE:LINE: message" (line 0: "FILE: message"), for problems that
+ * belong to no setting.  Returns -1.
+ */
+static int __attribute__ ((format (printf, 3, 4)))
+error_line (struct loader *ld, int line, const char *fmt, ...)
+{
+  va_list args;
+  size_t n;
+  int r;
+
+  if (ld->err == NULL || ld->errlen == 0)
+    return -1;
+  if (line > 0)
+    r = snprintf (ld->err, ld->errlen, "%s:%d: ", ld->path, line);
+  else
+    r = snprintf (ld->err, ld->errlen, "%s: ", ld->path);
+  n = r < 0 ? 0 : (size_t) r;
+  if (n < ld->errlen) {
+    va_start (args, fmt);
+    vsnprintf (ld->err + n, ld->errlen - n, fmt, args);
+    va_end (args);
+  }
+  return -1;
+}
+
+/* A string for a message: quoted, non-printable bytes escaped (a message
+ * is one line), long strings cut short.
+ */
+static const char *
+quote (const char *s, char *buf, size_t len)
+{
+  size_t n = 0;
+
+  if (len < 8)
+    return "\"...\"";
+  buf[n++] = '"';
+  for (; *s; ++s) {
+    unsigned char c = *s;
+    if (n + 8 >= len) {
+      memcpy (&buf[n], "...", 3);
+      n += 3;
+      break;
+    }
+    if (c == '"' || c == '\\')
+      n += snprintf (&buf[n], len - n, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+      n += snprintf (&buf[n], len - n, "\\x%02x", c);
+    else
+      buf[n++] = c;
+  }
+  buf[n++] = '"';
+  buf[n] = '\0';
+  return buf;
+}
+
+static const char *
+type_name (const config_setting_t *s)
+{
+  switch (config_setting_type (s)) {
+  case CONFIG_TYPE_GROUP: return "a group";
+  case CONFIG_TYPE_INT:
+  case CONFIG_TYPE_INT64: return "an integer";
+  case CONFIG_TYPE_FLOAT: return "a float";
+  case CONFIG_TYPE_STRING: return "a string";
+  case CONFIG_TYPE_BOOL: return "a boolean";
+  case CONFIG_TYPE_ARRAY: return "an array";
+  case CONFIG_TYPE_LIST: return "a list";
+  }
+  return "an unknown type";
+}
+
+/* The value as written: "100K", 100000, true, 1.5. */
+static const char *
+value_text (const config_setting_t *s, char *buf, size_t len)
+{
+  switch (config_setting_type (s)) {
+  case CONFIG_TYPE_INT:
+  case CONFIG_TYPE_INT64:
+    snprintf (buf, len, "%lld", config_setting_get_int64 (s));
+    return buf;
+  case CONFIG_TYPE_FLOAT:
+    snprintf (buf, len, "%g", config_setting_get_float (s));
+    return buf;
+  case CONFIG_TYPE_STRING:
+    return quote (config_setting_get_string (s), buf, len);
+  case CONFIG_TYPE_BOOL:
+    return config_setting_get_bool (s) ? "true" : "false";
+  }
+  return type_name (s);
+}
+
+/* For a value of the wrong type: "a string (\"10809\")", "a group". */
+static const char *
+type_and_value (const config_setting_t *s, char *buf, size_t len)
+{
+  char v[96];
+
+  if (config_setting_is_aggregate (s))
+    return type_name (s);
+  snprintf (buf, len, "%s (%s)", type_name (s), value_text (s, v, sizeof v));
+  return buf;
+}
+
+#define VALUE(s) value_text ((s), (char[96]) { 0 }, 96)
+#define TYPE_AND_VALUE(s) type_and_value ((s), (char[128]) { 0 }, 128)
+#define QUOTE(str) quote ((str), (char[96]) { 0 }, 96)
+
+/* The raw text.
+ *
+ * A small lexer, following libconfig's closely enough to skip comments
+ * and strings, does three things libconfig 1.5 does not:
+ * - it refuses integers that libconfig would truncate: an integer without
+ *   the L suffix is read into an int, so "chunk = 4294971392" would become
+ *   4096 and "port = 4294977105" 9809;
+ * - it refuses @include before the included file is opened: one file
+ *   describes one volume;
+ * - it finds the line of a list element: libconfig records the line it
+ *   had reached when it finished reading the element, which for the last
+ *   element of a list written one per line is the line of the "]".
+ * Anything else it does not understand is left to libconfig.
+ */
+
+static bool
+is_digit (char c)
+{
+  return c >= '0' && c <= '9';
+}
+
+static bool
+is_xdigit (char c)
+{
+  return is_digit (c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static bool
+is_name_start (char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '*';
+}
+
+static bool
+is_name_char (char c)
+{
+  return is_name_start (c) || is_digit (c) || c == '-' || c == '_';
+}
+
+/* Does the integer literal [start, end) (sign, decimal or 0x hex, no L)
+ * fit in an int?
+ */
+static bool
+int_literal_fits (const char *start, const char *end, bool hex)
+{
+  char text[32], *e;
+
+  if ((size_t) (end - start) >= sizeof text)
+    return false;
+  memcpy (text, start, end - start);
+  text[end - start] = '\0';
+  errno = 0;
+  if (hex) {
+    unsigned long long v = strtoull (text, &e, 16);
+    return errno == 0 && v <= INT_MAX;
+  }
+  long long v = strtoll (text, &e, 10);
+  return errno == 0 && v >= INT_MIN && v <= INT_MAX;
+}
+
+/* Skips one number starting at p (one of + - . 0-9); returns where it ends
+ * and whether it is an integer that would be truncated.
+ */
+static const char *
+scan_number (const char *p, const char *end, bool *truncated)
+{
+  const char *start = p;
+  bool hex = false;
+
+  *truncated = false;
+  if (*p == '+' || *p == '-')
+    p++;
+  if (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')
+      && is_xdigit (p[2])) {
+    hex = true;
+    for (p += 2; p < end && is_xdigit (*p); p++)
+      ;
+  }
+  else {
+    while (p < end && is_digit (*p))
+      p++;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) {
+      /* A float: never truncated. */
+      while (p < end && (is_digit (*p) || *p == '.' || *p == 'e'
+                         || *p == 'E'))
+        p++;
+      if (p < end && (*p == '+' || *p == '-'))
+        for (p++; p < end && is_digit (*p); p++)
+          ;
+      return p;
+    }
+  }
+  if (p == start + 1 && !is_digit (*start))
+    return p;                   /* a lone sign: libconfig's business */
+  if (p < end && *p == 'L')
+    return p;                   /* int64: read with atoll, wide enough */
+  *truncated = !int_literal_fits (start, p, hex);
+  return p;
+}
+
+enum token_type {
+  TOKEN_END, TOKEN_NAME, TOKEN_STRING, TOKEN_NUMBER, TOKEN_INCLUDE,
+  TOKEN_OTHER,                  /* one character: = : ; , [ ] ( ) { } ... */
+};
+
+struct lexer {
+  const char *p, *end;
+  int line;
+};
+
+struct token {
+  enum token_type type;
+  const char *start, *end;
+  int line;
+  bool truncated;               /* an integer libconfig would truncate */
+};
+
+static void
+skip_space_and_comments (struct lexer *lx)
+{
+  const char *p = lx->p, *end = lx->end;
+
+  while (p < end) {
+    if (*p == '\n') {
+      lx->line++;
+      p++;
+    }
+    else if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\f'
+             || *p == '\v')
+      p++;
+    else if (*p == '#' || (*p == '/' && end - p > 1 && p[1] == '/')) {
+      while (p < end && *p != '\n')
+        p++;
+    }
+    else if (*p == '/' && end - p > 1 && p[1] == '*') {
+      for (p += 2; p < end && !(*p == '*' && end - p > 1 && p[1] == '/');
+           p++)
+        if (*p == '\n')
+          lx->line++;
+      p = end - p >= 2 ? p + 2 : end;
+    }
+    else
+      break;
+  }
+  lx->p = p;
+}
+
+/* Every token but TOKEN_END consumes at least one character. */
+static void
+next_token (struct lexer *lx, struct token *t)
+{
+  const char *p, *end = lx->end;
+
+  skip_space_and_comments (lx);
+  p = lx->p;
+  t->start = p;
+  t->line = lx->line;
+  t->truncated = false;
+  if (p == end)
+    t->type = TOKEN_END;
+  else if (*p == '"') {
+    t->type = TOKEN_STRING;
+    for (p++; p < end && *p != '"'; p++) {
+      if (*p == '\\' && end - p > 1)
+        p++;
+      if (*p == '\n')
+        lx->line++;
+    }
+    if (p < end)
+      p++;
+  }
+  else if (end - p >= 8 && memcmp (p, "@include", 8) == 0) {
+    t->type = TOKEN_INCLUDE;
+    p += 8;
+  }
+  else if (is_name_start (*p)) {
+    t->type = TOKEN_NAME;
+    while (p < end && is_name_char (*p))
+      p++;
+  }
+  else if (is_digit (*p) || *p == '+' || *p == '-' || *p == '.') {
+    t->type = TOKEN_NUMBER;
+    p = scan_number (p, end, &t->truncated);
+  }
+  else {
+    t->type = TOKEN_OTHER;
+    p++;
+  }
+  t->end = p;
+  lx->p = p;
+}
+
+static void
+lexer_init (struct lexer *lx, const struct loader *ld)
+{
+  lx->p = ld->text;
+  lx->end = ld->text + ld->len;
+  lx->line = 1;
+}
+
+/* The line where element idx of the list named name (whose setting is on
+ * line line) starts, or 0 when it cannot be found.  Elements are counted
+ * by the commas between them, so that adjacent strings ("a" "b", which
+ * libconfig joins) count as one.
+ */
+static int
+element_line (const struct loader *ld, const char *name, int line, int idx)
+{
+  size_t len = strlen (name);
+  struct lexer lx;
+  struct token t;
+  int depth = 0, k = 0;
+
+  if (ld->text == NULL)
+    return 0;
+  lexer_init (&lx, ld);
+  do {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return 0;
+  } while (!(t.type == TOKEN_NAME && t.line == line
+             && (size_t) (t.end - t.start) == len
+             && memcmp (t.start, name, len) == 0));
+  next_token (&lx, &t);
+  if (t.type != TOKEN_OTHER || (*t.start != '=' && *t.start != ':'))
+    return 0;
+  next_token (&lx, &t);
+  if (t.type != TOKEN_OTHER || (*t.start != '[' && *t.start != '('))
+    return 0;
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return 0;
+    if (depth == 0 && k == idx)
+      return t.line;
+    if (t.type != TOKEN_OTHER)
+      continue;
+    if (*t.start == '[' || *t.start == '(' || *t.start == '{')
+      depth++;
+    else if (*t.start == ']' || *t.start == ')' || *t.start == '}') {
+      if (depth-- == 0)
+        return 0;
+    }
+    else if (*t.start == ',' && depth == 0)
+      k++;
+  }
+}
+
+/* Finds the problems of the raw text; refuses @include at once (so that
+ * the included file is never opened), and returns the first integer that
+ * libconfig would truncate in *big_line (0: none) and big_text, to be
+ * reported once libconfig has had its say on the syntax.
+ */
+static int
+prescan (struct loader *ld, int *big_line, char *big_text, size_t big_len)
+{
+  struct lexer lx;
+  struct token t;
+
+  *big_line = 0;
+  lexer_init (&lx, ld);
+  do {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_INCLUDE)
+      return error_line (ld, t.line, "@include is not supported: one file "
+                         "describes one volume");
+    if (t.truncated && *big_line == 0) {
+      *big_line = t.line;
+      snprintf (big_text, big_len, "%.*s",
+                (int) (t.end - t.start < 40 ? t.end - t.start : 40),
+                t.start);
+    }
+  } while (t.type != TOKEN_END);
+  return 0;
+}
+
+/* Reads the whole file into ld->text.  A file that cannot be read is
+ * reported here, with the reason, rather than as libconfig's bare "file
+ * I/O error".
+ */
+static int
+read_text (struct loader *ld)
+{
+  struct stat st;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *fp;
+
+  fp = fopen (ld->path, "r");
+  if (fp == NULL)
+    return error_line (ld, 0, "%s", strerror (errno));
+  if (fstat (fileno (fp), &st) == -1) {
+    error_line (ld, 0, "%s", strerror (errno));
+    goto err;
+  }
+  if (S_ISDIR (st.st_mode)) {
+    error_line (ld, 0, "is a directory, expected a volume config file");
+    goto err;
+  }
+  for (size_t size = 4096;; size *= 2) {
+    char *p = realloc (buf, size);
+    if (p == NULL) {
+      error_line (ld, 0, "out of memory");
+      goto err;
+    }
+    buf = p;
+    len += fread (buf + len, 1, size - len, fp);
+    if (ferror (fp)) {
+      error_line (ld, 0, "read: %s", strerror (errno));
+      goto err;
+    }
+    if (len > CONFIG_MAX_FILE_SIZE) {
+      error_line (ld, 0, "larger than %d bytes: not a volume config",
+                  CONFIG_MAX_FILE_SIZE);
+      goto err;
+    }
+    if (len < size)
+      break;                    /* end of file */
+  }
+  fclose (fp);
+  ld->text = buf;
+  ld->len = len;
+  return 0;
+
+ err:
+  free (buf);
+  fclose (fp);
+  return -1;
+}
+
+int
+config_parse_size (const char *s, uint64_t *out)
+{
+  uint64_t v = 0;
+  unsigned shift = 0;
+
+  if (s == NULL || *s < '0' || *s > '9')
+    return -1;                  /* also rejects "", "-1", " 1", "+1" */
+  for (; *s >= '0' && *s <= '9'; ++s) {
+    unsigned d = *s - '0';
+    if (v > (UINT64_MAX - d) / 10)
+      return -1;
+    v = v * 10 + d;
+  }
+  switch (*s) {
+  case '\0': break;
+  case 'k': case 'K': shift = 10; s++; break;
+  case 'm': case 'M': shift = 20; s++; break;
+  case 'g': case 'G': shift = 30; s++; break;
+  case 't': case 'T': shift = 40; s++; break;
+  default: return -1;
+  }
+  if (*s != '\0')
+    return -1;
+  if (shift && v > UINT64_MAX >> shift)
+    return -1;
+  *out = v << shift;
+  return 0;
+}
+
+/* Getters.  Each checks the type and the range, and on error names what
+ * was expected.
+ */
+
+/* A size: a string with an optional suffix, or a non-negative integer. */
+static int
+get_size (struct loader *ld, const config_setting_t *s, uint64_t *out,
+          const char *expected)
+{
+  long long ll;
+
+  switch (config_setting_type (s)) {
+  case CONFIG_TYPE_STRING:
+    if (config_parse_size (config_setting_get_string (s), out) == 0)
+      return 0;
+    break;
+  case CONFIG_TYPE_INT:
+  case CONFIG_TYPE_INT64:
+    ll = config_setting_get_int64 (s);
+    if (ll >= 0) {
+      *out = ll;
+      return 0;
+    }
+    break;
+  default:
+    return error_at (ld, s, "expected %s, got %s", expected,
+                     TYPE_AND_VALUE (s));
+  }
+  return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+}
+
+static int
+get_uint (struct loader *ld, const config_setting_t *s, unsigned min,
+          unsigned max, unsigned *out, const char *what)
+{
+  long long ll;
+
+  if (config_setting_type (s) != CONFIG_TYPE_INT
+      && config_setting_type (s) != CONFIG_TYPE_INT64)
+    return error_at (ld, s, "expected %s from %u to %u, got %s",
+                     what, min, max, TYPE_AND_VALUE (s));
+  ll = config_setting_get_int64 (s);
+  if (ll < min || ll > max)
+    return error_at (ld, s, "expected %s from %u to %u, got %lld",
+                     what, min, max, ll);
+  *out = ll;
+  return 0;
+}
+
+/* The string of s (owned by libconfig), or NULL after reporting. */
+static const char *
+get_string (struct loader *ld, const config_setting_t *s,
+            const char *expected)
+{
+  if (config_setting_type (s) != CONFIG_TYPE_STRING) {
+    error_at (ld, s, "expected %s, got %s", expected, TYPE_AND_VALUE (s));
+    return NULL;
+  }
+  return config_setting_get_string (s);
+}
+
+static int
+dup_string (struct loader *ld, const config_setting_t *s, const char *str,
+            char **out)
+{
+  char *copy = strdup (str);
+
+  if (copy == NULL)
+    return error_at (ld, s, "out of memory");
+  free (*out);
+  *out = copy;
+  return 0;
+}
+
+/* Every path in the config is absolute: a daemon (or systemd) does not run
+ * in the config's directory, so a relative path would mean something
+ * different depending on who starts it.
+ */
+static int
+get_abs_path (struct loader *ld, const config_setting_t *s, char **out)
+{
+  static const char expected[] =
+    "an absolute path (a relative path is ambiguous: a daemon does not run "
+    "in the config's directory)";
+  const char *str = get_string (ld, s, expected);
+
+  if (str == NULL)
+    return -1;
+  if (str[0] != '/')
+    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+  return dup_string (ld, s, str, out);
+}
+
+/* One of names[], as its index. */
+static int
+get_choice (struct loader *ld, const config_setting_t *s,
+            const char *const *names, int *out)
+{
+  char expected[128] = "";
+  const char *str;
+  size_t n = 0;
+  int i;
+
+  for (i = 0; names[i]; ++i)
+    n += snprintf (&expected[n], sizeof expected - n, "%s\"%s\"",
+                   i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+  str = get_string (ld, s, expected);
+  if (str == NULL)
+    return -1;
+  for (i = 0; names[i]; ++i)
+    if (strcmp (str, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+}
+
+/* The keys.  One setter per key, in the order of include/config.h. */
+
+struct key {
+  const char *name;
+  int (*set) (struct loader *ld, const config_setting_t *s);
+};
+
+static int walk_group (struct loader *ld, const config_setting_t *group,
+                       const struct key *keys);
+
+static int
+set_name (struct loader *ld, const config_setting_t *s)
+{
+  static const char expected[] =
+    "a name of 1 to 63 characters from A-Z a-z 0-9 . _ -";
+  const char *name = get_string (ld, s, expected);
+  size_t len;
+
+  if (name == NULL)
+    return -1;
+  len = strlen (name);
+  if (len == 0 || len > SB_NAME_MAX
+      || strspn (name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                 "0123456789._-") != len)
+    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (name));
+  return dup_string (ld, s, name, &ld->cfg->name);
+}
+
+static int
+set_chunk (struct loader *ld, const config_setting_t *s)
+{
+  static const char expected[] =
+    "a size such as \"128K\" (a non-zero multiple of 4096 bytes)";
+  uint64_t chunk;
+
+  if (get_size (ld, s, &chunk, expected) == -1)
+    return -1;
+  if (chunk == 0 || chunk % LAYOUT_CHUNK_ALIGN != 0)
+    return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+  ld->cfg->chunk = chunk;
+  return 0;
+}
+
+static int
+set_members (struct loader *ld, const config_setting_t *s)
+{
+  struct stripe_config *cfg = ld->cfg;
+  int n;
+
+  if (config_setting_type (s) != CONFIG_TYPE_ARRAY
+      && config_setting_type (s) != CONFIG_TYPE_LIST)
+    return error_at (ld, s, "expected an array of absolute paths such as "
+                     "[ \"/dev/nvme0n1\", \"/dev/nvme1n1\" ], got %s",
+                     TYPE_AND_VALUE (s));
+  n = config_setting_length (s);
+  if (n == 0)
+    return error_at (ld, s, "empty: a volume needs 1 to %d members",
+                     LAYOUT_MAX_MEMBERS);
+  if (n > LAYOUT_MAX_MEMBERS)
+    return error_at (ld, s, "%d given: at most %d members are supported",
+                     n, LAYOUT_MAX_MEMBERS);
+
+  for (int i = 0; i < n; ++i) {
+    const config_setting_t *m = config_setting_get_elem (s, i);
+    const char *path = get_string (ld, m, "a member path (a string)");
+
+    if (path == NULL)
+      return -1;
+    if (path[0] == '\0')
+      return error_at (ld, m, "empty path: expected an absolute path");
+    if (path[0] != '/')
+      return error_at (ld, m, "%s is a relative path: members must be "
+                       "absolute paths (a relative path in a config file is "
+                       "ambiguous: a daemon does not run in the config's "
+                       "directory)", QUOTE (path));
+    for (int j = 0; j < i; ++j)
+      if (strcmp (path, cfg->members[j]) == 0)
+        return error_at (ld, m, "%s is the same path as members[%d]: each "
+                         "member can be used once", QUOTE (path), j);
+    if (dup_string (ld, m, path, &cfg->members[i]) == -1)
+      return -1;
+    cfg->nr_members = i + 1;
+  }
+  return 0;
+}
+
+static int
+set_metadata (struct loader *ld, const config_setting_t *s)
+{
+  static const char *const names[] = { "header", "none", NULL };
+  int i;
+
+  if (get_choice (ld, s, names, &i) == -1)
+    return -1;
+  ld->cfg->metadata = i == 0 ? METADATA_HEADER : METADATA_NONE;
+  return 0;
+}
+
+/* Only the form here; whether data_offset may be given at all depends on
+ * metadata, which may come later in the file (check_data_offset).
+ */
+static int
+set_data_offset (struct loader *ld, const config_setting_t *s)
+{
+  static const char expected[] =
+    "a size such as \"1M\" (a multiple of 4096 bytes)";
+  uint64_t off;
+
+  if (get_size (ld, s, &off, expected) == -1)
+    return -1;
+  if (off % SB_SIZE != 0)
+    return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+  ld->cfg->data_offset = off;
+  return 0;
+}
+
+static int
+set_cache (struct loader *ld, const config_setting_t *s)
+{
+  static const char *const names[] =
+    { "writeback", "writethrough", "direct", NULL };
+  int i;
+
+  if (get_choice (ld, s, names, &i) == -1)
+    return -1;
+  /* The engine owns the names; a mismatch here is a programming error. */
+  if (cache_mode_parse (names[i], &ld->cfg->cache) == -1)
+    return error_at (ld, s, "cache mode %s unknown to the engine",
+                     QUOTE (names[i]));
+  return 0;
+}
+
+static int
+set_socket (struct loader *ld, const config_setting_t *s)
+{
+  if (get_abs_path (ld, s, &ld->cfg->serve.socket) == -1)
+    return -1;
+  if (strlen (ld->cfg->serve.socket) > SOCKET_PATH_MAX)
+    return error_at (ld, s, "too long (%zu bytes): a Unix socket path has "
+                     "at most %zu bytes", strlen (ld->cfg->serve.socket),
+                     SOCKET_PATH_MAX);
+  return 0;
+}
+
+static int
+set_address (struct loader *ld, const config_setting_t *s)
+{
+  const char *addr =
+    get_string (ld, s, "an address to listen on such as \"127.0.0.1\"");
+
+  if (addr == NULL)
+    return -1;
+  if (addr[0] == '\0' || strpbrk (addr, " \t\r\n") != NULL)
+    return error_at (ld, s, "expected an address to listen on such as "
+                     "\"127.0.0.1\", got %s", QUOTE (addr));
+  return dup_string (ld, s, addr, &ld->cfg->serve.address);
+}
+
+static int
+set_port (struct loader *ld, const config_setting_t *s)
+{
+  unsigned port = 0;
+
+  if (get_uint (ld, s, 1, 65535, &port, "a TCP port number") == -1)
+    return -1;
+  ld->cfg->serve.port = port;
+  return 0;
+}
+
+static int
+set_export_name (struct loader *ld, const config_setting_t *s)
+{
+  const char *name = get_string (ld, s, "an export name (a string)");
+
+  if (name == NULL)
+    return -1;
+  if (strlen (name) > NBD_MAX_EXPORT_NAME)
+    return error_at (ld, s, "too long (%zu bytes): NBD export names have at "
+                     "most %d bytes", strlen (name), NBD_MAX_EXPORT_NAME);
+  return dup_string (ld, s, name, &ld->cfg->serve.export_name);
+}
+
+static int
+set_threads (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 1024, &ld->cfg->serve.threads,
+                   "a number of threads");
+}
+
+static int
+set_pidfile (struct loader *ld, const config_setting_t *s)
+{
+  return get_abs_path (ld, s, &ld->cfg->serve.pidfile);
+}
+
+static int
+set_tls (struct loader *ld, const config_setting_t *s)
+{
+  static const char *const names[] = { "off", "on", "require", NULL };
+  static const enum tls_mode modes[] = { TLS_OFF, TLS_ON, TLS_REQUIRE };
+  int i;
+
+  if (get_choice (ld, s, names, &i) == -1)
+    return -1;
+  ld->cfg->serve.tls = modes[i];
+  return 0;
+}
+
+/* The file is only looked at, never opened: the daemon hands the path to
+ * nbdkit, and a missing file is better reported now with its line.
+ */
+static int
+check_exists (struct loader *ld, const config_setting_t *s, const char *path,
+              mode_t type)
+{
+  struct stat st;
+
+  if (stat (path, &st) == -1) {
+    if (errno == ENOENT)
+      return error_at (ld, s, "%s: no such %s", QUOTE (path),
+                       type == S_IFDIR ? "directory" : "file");
+    return error_at (ld, s, "%s: %s", QUOTE (path), strerror (errno));
+  }
+  if (type == S_IFDIR && !S_ISDIR (st.st_mode))
+    return error_at (ld, s, "%s is not a directory", QUOTE (path));
+  if (type == S_IFREG && !S_ISREG (st.st_mode))
+    return error_at (ld, s, "%s is not a regular file", QUOTE (path));
+  return 0;
+}
+
+static int
+set_tls_certificates (struct loader *ld, const config_setting_t *s)
+{
+  if (get_abs_path (ld, s, &ld->cfg->serve.tls_certificates) == -1)
+    return -1;
+  return check_exists (ld, s, ld->cfg->serve.tls_certificates, S_IFDIR);
+}
+
+static int
+set_tls_psk (struct loader *ld, const config_setting_t *s)
+{
+  if (get_abs_path (ld, s, &ld->cfg->serve.tls_psk) == -1)
+    return -1;
+  return check_exists (ld, s, ld->cfg->serve.tls_psk, S_IFREG);
+}
+
+static int
+set_tls_verify_peer (struct loader *ld, const config_setting_t *s)
+{
+  if (config_setting_type (s) != CONFIG_TYPE_BOOL)
+    return error_at (ld, s, "expected true or false, got %s",
+                     TYPE_AND_VALUE (s));
+  ld->cfg->serve.tls_verify_peer = config_setting_get_bool (s);
+  return 0;
+}
+
+static int
+set_status_file (struct loader *ld, const config_setting_t *s)
+{
+  return get_abs_path (ld, s, &ld->cfg->health.status_file);
+}
+
+static int
+set_prometheus_file (struct loader *ld, const config_setting_t *s)
+{
+  return get_abs_path (ld, s, &ld->cfg->health.prometheus_file);
+}
+
+static int
+set_on_change (struct loader *ld, const config_setting_t *s)
+{
+  const char *prog;
+
+  if (get_abs_path (ld, s, &ld->cfg->health.on_change) == -1)
+    return -1;
+  prog = ld->cfg->health.on_change;
+  if (check_exists (ld, s, prog, S_IFREG) == -1)
+    return -1;
+  if (access (prog, X_OK) == -1)
+    return error_at (ld, s, "%s is not executable", QUOTE (prog));
+  return 0;
+}
+
+static int
+set_interval (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.interval,
+                   "a number of seconds");
+}
+
+static int
+set_slow_factor (struct loader *ld, const config_setting_t *s)
+{
+  static const char expected[] = "a number greater than 1 such as 4.0";
+  double f;
+
+  switch (config_setting_type (s)) {
+  case CONFIG_TYPE_FLOAT:
+    f = config_setting_get_float (s);
+    break;
+  case CONFIG_TYPE_INT:
+  case CONFIG_TYPE_INT64:
+    f = config_setting_get_int64 (s);
+    break;
+  default:
+    return error_at (ld, s, "expected %s, got %s", expected,
+                     TYPE_AND_VALUE (s));
+  }
+  /* !(f > 1) also catches NaN; "1e999" reads as infinity. */
+  if (!(f > 1) || !isfinite (f))
+    return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+  ld->cfg->health.slow_factor = f;
+  return 0;
+}
+
+static int
+set_error_threshold (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.error_threshold,
+                   "a number of errors");
+}
+
+static const struct key serve_keys[] = {
+  { "socket", set_socket },
+  { "address", set_address },
+  { "port", set_port },
+  { "export_name", set_export_name },
+  { "threads", set_threads },
+  { "pidfile", set_pidfile },
+  { "tls", set_tls },
+  { "tls_certificates", set_tls_certificates },
+  { "tls_psk", set_tls_psk },
+  { "tls_verify_peer", set_tls_verify_peer },
+  { NULL, NULL }
+};
+
+static const struct key health_keys[] = {
+  { "status_file", set_status_file },
+  { "prometheus_file", set_prometheus_file },
+  { "on_change", set_on_change },
+  { "interval", set_interval },
+  { "slow_factor", set_slow_factor },
+  { "error_threshold", set_error_threshold },
+  { NULL, NULL }
+};
+
+static int
+set_serve (struct loader *ld, const config_setting_t *s)
+{
+  return walk_group (ld, s, serve_keys);
+}
+
+static int
+set_health (struct loader *ld, const config_setting_t *s)
+{
+  return walk_group (ld, s, health_keys);
+}
+
+static const struct key top_keys[] = {
+  { "name", set_name },
+  { "chunk", set_chunk },
+  { "members", set_members },
+  { "metadata", set_metadata },
+  { "data_offset", set_data_offset },
+  { "cache", set_cache },
+  { "serve", set_serve },
+  { "health", set_health },
+  { NULL, NULL }
+};
+
+/* Edit distance, for "did you mean": typos are the usual unknown keys. */
+static size_t
+edit_distance (const char *a, const char *b)
+{
+  size_t la = strlen (a), lb = strlen (b);
+  size_t row[64];
+
+  if (la >= 64 || lb >= 64)
+    return SIZE_MAX;
+  for (size_t j = 0; j <= lb; ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= la; ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; ++j) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] != b[j - 1]);
+      if (row[j - 1] + 1 < best)
+        best = row[j - 1] + 1;
+      if (up + 1 < best)
+        best = up + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+static int
+unknown_key (struct loader *ld, const config_setting_t *s,
+             const config_setting_t *group, const struct key *keys)
+{
+  char valid[256] = "", hint[96] = "";
+  size_t n = 0, best = 3;
+
+  for (const struct key *k = keys; k->name; ++k) {
+    size_t d = edit_distance (config_setting_name (s), k->name);
+    if (d < best) {
+      best = d;
+      snprintf (hint, sizeof hint, " (did you mean \"%s\"?)", k->name);
+    }
+    n += snprintf (&valid[n], sizeof valid - n, "%s%s",
+                   k == keys ? "" : ", ", k->name);
+  }
+  if (config_setting_is_root (group))
+    return error_at (ld, s, "unknown key%s; the valid keys are: %s",
+                     hint, valid);
+  return error_at (ld, s, "unknown key%s; the valid keys in %s are: %s",
+                   hint, config_setting_name (group), valid);
+}
+
+static int
+walk_group (struct loader *ld, const config_setting_t *group,
+            const struct key *keys)
+{
+  int n;
+
+  if (!config_setting_is_group (group))
+    return error_at (ld, group, "expected a group { ... }, got %s",
+                     TYPE_AND_VALUE (group));
+  n = config_setting_length (group);
+  for (int i = 0; i < n; ++i) {
+    const config_setting_t *s = config_setting_get_elem (group, i);
+    const struct key *k;
+
+    for (k = keys; k->name; ++k)
+      if (strcmp (config_setting_name (s), k->name) == 0)
+        break;
+    if (k->name == NULL)
+      return unknown_key (ld, s, group, keys);
+    if (k->set (ld, s) == -1)
+      return -1;
+  }
+  return 0;
+}
+
+/* Rules across keys, checked after the walk. */
+
+static int
+check_required (struct loader *ld)
+{
+  if (ld->cfg->name == NULL)
+    return error_line (ld, 0, "name: missing: every volume needs a name "
+                       "(1 to 63 characters from A-Z a-z 0-9 . _ -), e.g. "
+                       "name = \"fast0\";");
+  if (ld->cfg->nr_members == 0)
+    return error_line (ld, 0, "members: missing: list the member paths in "
+                       "order, e.g. members = [ \"/dev/nvme0n1\", "
+                       "\"/dev/nvme1n1\" ];");
+  return 0;
+}
+
+static int
+check_data_offset (struct loader *ld, const config_t *conf)
+{
+  const config_setting_t *s = config_lookup (conf, "data_offset");
+  struct stripe_config *cfg = ld->cfg;
+
+  if (cfg->metadata == METADATA_NONE) {
+    if (s && cfg->data_offset != 0)
+      return error_at (ld, s, "must be 0 or left out with metadata = "
+                       "\"none\": without a header, data starts at byte 0 "
+                       "of every member (as md raid0 / dm-stripe without "
+                       "metadata)");
+    cfg->data_offset = 0;
+  }
+  else if (cfg->data_offset < SB_SIZE)
+    return error_at (ld, s, "expected at least %u: the member header takes "
+                     "the first %u bytes (use metadata = \"none\" for data "
+                     "at offset 0)", SB_SIZE, SB_SIZE);
+  return 0;
+}
+
+static int
+check_serve (struct loader *ld, const config_t *conf)
+{
+  const config_setting_t *sock = config_lookup (conf, "serve.socket");
+  const config_setting_t *address = config_lookup (conf, "serve.address");
+  const config_setting_t *port = config_lookup (conf, "serve.port");
+
+  if (sock && (port || address)) {
+    const config_setting_t *tcp = port ? port : address;
+    return error_at (ld, tcp, "cannot be combined with serve.socket (line "
+                     "%u): serve either on a Unix socket or on TCP address "
+                     "+ port, not both", config_setting_source_line (sock));
+  }
+  if (address && !port)
+    return error_at (ld, address, "needs serve.port: TCP is address + port "
+                     "(for a Unix socket, give serve.socket instead)");
+  return 0;
+}
+
+static int
+check_tls (struct loader *ld, const config_t *conf)
+{
+  const config_setting_t *tls, *certs, *psk, *verify;
+  const struct stripe_config *cfg = ld->cfg;
+
+  tls = config_lookup (conf, "serve.tls");
+  certs = config_lookup (conf, "serve.tls_certificates");
+  psk = config_lookup (conf, "serve.tls_psk");
+  verify = config_lookup (conf, "serve.tls_verify_peer");
+
+  /* TLS material without TLS is most likely a config where the operator
+   * believes the export is encrypted: refuse rather than serve in clear.
+   */
+  if (cfg->serve.tls == TLS_OFF) {
+    const config_setting_t *s =
+      certs ? certs : psk ? psk : cfg->serve.tls_verify_peer ? verify : NULL;
+    if (s)
+      return error_at (ld, s, "given but serve.tls is \"off\": set tls = "
+                       "\"on\" or \"require\", or remove it");
+    return 0;
+  }
+  if (!certs && !psk)
+    return error_at (ld, tls, "\"%s\" needs serve.tls_certificates (a "
+                     "directory) or serve.tls_psk (a file)",
+                     cfg->serve.tls == TLS_ON ? "on" : "require");
+  if (certs && psk) {
+    const config_setting_t *later =
+      config_setting_index (psk) > config_setting_index (certs) ? psk : certs;
+    return error_at (ld, later, "serve.tls_certificates (line %u) and "
+                     "serve.tls_psk (line %u) cannot both be given: choose "
+                     "X.509 certificates or a pre-shared key",
+                     config_setting_source_line (certs),
+                     config_setting_source_line (psk));
+  }
+  if (cfg->serve.tls_verify_peer && !certs)
+    return error_at (ld, verify, "needs serve.tls_certificates: client "
+                     "certificates are verified against its CA (with a "
+                     "pre-shared key the key itself authenticates the "
+                     "client)");
+  return 0;
+}
+
+static int
+set_default (struct loader *ld, char **field, const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
+
+static int
+set_default (struct loader *ld, char **field, const char *fmt, ...)
+{
+  va_list args;
+  int r;
+
+  if (*field)
+    return 0;
+  va_start (args, fmt);
+  r = vasprintf (field, fmt, args);
+  va_end (args);
+  if (r == -1) {
+    *field = NULL;
+    return error_line (ld, 0, "out of memory");
+  }
+  return 0;
+}
+
+static int
+set_defaults (struct loader *ld)
+{
+  struct stripe_config *cfg = ld->cfg;
+
+  if (cfg->serve.port == 0) {
+    if (set_default (ld, &cfg->serve.socket, DEFAULT_RUN_DIR "/%s.sock",
+                     cfg->name) == -1)
+      return -1;
+  }
+  else if (set_default (ld, &cfg->serve.address, "127.0.0.1") == -1)
+    return -1;
+  if (set_default (ld, &cfg->serve.export_name, "%s", "") == -1
+      || set_default (ld, &cfg->health.status_file,
+                      DEFAULT_RUN_DIR "/%s.status.json", cfg->name) == -1)
+    return -1;
+  return 0;
+}
+
+int
+config_load (const char *path, struct stripe_config *cfg, char *err,
+             size_t errlen)
+{
+  struct loader ld = { .path = path, .cfg = cfg, .err = err,
+                       .errlen = errlen };
+  config_t conf;
+  int big_line = 0;
+  char big_text[48];
+  int r = -1;
+
+  memset (cfg, 0, sizeof *cfg);
+  cfg->chunk = LAYOUT_DEFAULT_CHUNK;
+  cfg->metadata = METADATA_HEADER;
+  cfg->data_offset = SB_DEFAULT_DATA_OFFSET;
+  cfg->cache = CACHE_WRITEBACK;
+  cfg->serve.threads = 16;
+  cfg->serve.tls = TLS_OFF;
+  cfg->health.interval = 5;
+  cfg->health.slow_factor = 4.0;
+  cfg->health.error_threshold = 8;
+  if (err && errlen)
+    err[0] = '\0';
+
+  cfg->path = strdup (path);
+  if (cfg->path == NULL)
+    return error_line (&ld, 0, "out of memory");
+
+  if (read_text (&ld) == -1)
+    return -1;
+  if (prescan (&ld, &big_line, big_text, sizeof big_text) == -1) {
+    free (ld.text);
+    return -1;
+  }
+
+  config_init (&conf);
+  if (config_read_file (&conf, path) == CONFIG_FALSE) {
+    if (config_error_type (&conf) == CONFIG_ERR_FILE_IO)
+      error_line (&ld, 0, "cannot read the file");
+    else if (err && errlen)
+      snprintf (err, errlen, "%s:%d: %s",
+                config_error_file (&conf) ? config_error_file (&conf) : path,
+                config_error_line (&conf), config_error_text (&conf));
+    goto out;
+  }
+  if (big_line > 0) {
+    error_line (&ld, big_line, "integer %s does not fit in 32 bits, and "
+                "libconfig would silently truncate it: write a size as a "
+                "string such as \"4G\", or add the L suffix", big_text);
+    goto out;
+  }
+
+  if (walk_group (&ld, config_root_setting (&conf), top_keys) == -1
+      || check_required (&ld) == -1
+      || check_data_offset (&ld, &conf) == -1
+      || check_serve (&ld, &conf) == -1
+      || check_tls (&ld, &conf) == -1
+      || set_defaults (&ld) == -1)
+    goto out;
+  r = 0;
+
+ out:
+  config_destroy (&conf);
+  free (ld.text);
+  return r;
+}
+
+void
+config_free (struct stripe_config *cfg)
+{
+  free (cfg->path);
+  free (cfg->name);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    free (cfg->members[i]);
+  free (cfg->serve.socket);
+  free (cfg->serve.address);
+  free (cfg->serve.export_name);
+  free (cfg->serve.pidfile);
+  free (cfg->serve.tls_certificates);
+  free (cfg->serve.tls_psk);
+  free (cfg->health.status_file);
+  free (cfg->health.prometheus_file);
+  free (cfg->health.on_change);
+  memset (cfg, 0, sizeof *cfg);
+}
