@@ -14,6 +14,8 @@
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
+#include "assemble.h"
+#include "config.h"
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
@@ -27,6 +29,9 @@ static unsigned nr_paths;
 static bool too_many_paths;
 static uint64_t chunk = LAYOUT_DEFAULT_CHUNK;
 static enum cache_mode cache = CACHE_WRITEBACK;
+static bool adhoc_given;        /* file=, chunk= or cache= seen */
+static const char *config_file; /* config=FILE */
+static struct stripe_config cfg;
 static struct volume volume;
 static bool volume_opened;
 
@@ -43,11 +48,21 @@ stripe_unload (void)
   if (volume_opened)
     volume_close (&volume);
   volume_opened = false;
+  config_free (&cfg);
 }
 
 static int
 stripe_config (const char *key, const char *value)
 {
+  if (strcmp (key, "config") == 0) {
+    if (config_file) {
+      nbdkit_error ("config=%s: config= may be given only once", value);
+      return -1;
+    }
+    config_file = value;
+    return 0;
+  }
+  adhoc_given = true;
   if (strcmp (key, "file") == 0) {
     if (nr_paths == LAYOUT_MAX_MEMBERS) {
       too_many_paths = true;
@@ -57,8 +72,11 @@ stripe_config (const char *key, const char *value)
   }
   else if (strcmp (key, "chunk") == 0) {
     int64_t r = nbdkit_parse_size (value);
-    if (r == -1)
+    if (r == -1) {
+      /* nbdkit's own message does not say which parameter. */
+      nbdkit_error ("chunk=%s: expected a size such as 128K", value);
       return -1;
+    }
     if (r == 0 || r % LAYOUT_CHUNK_ALIGN != 0) {
       nbdkit_error ("chunk=%s: %s", value,
                     layout_strerror (LAYOUT_ERR_CHUNK));
@@ -83,6 +101,21 @@ stripe_config (const char *key, const char *value)
 static int
 stripe_config_complete (void)
 {
+  if (config_file) {
+    char err[1024];
+
+    if (adhoc_given) {
+      nbdkit_error ("config=%s: the volume comes from the config file; "
+                    "do not give file=, chunk= or cache= as well",
+                    config_file);
+      return -1;
+    }
+    if (config_load (config_file, &cfg, err, sizeof err) == -1) {
+      nbdkit_error ("%s", err);
+      return -1;
+    }
+    return 0;
+  }
   if (nr_paths == 0) {
     nbdkit_error ("no members: give at least one file=PATH");
     return -1;
@@ -159,9 +192,30 @@ stripe_get_ready (void)
   ioexec_use_uring = stripe_debug_io_uring != 0;
   if (!ioexec_use_uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
-  if (volume_open (&volume, nr_paths, paths, chunk, cache,
-                   nbdkit_is_readonly (), 0, NULL) == -1)
-    return -1;
+  bool ro = nbdkit_is_readonly ();
+
+  if (config_file == NULL) {
+    if (volume_open (&volume, nr_paths, paths, chunk, cache, ro, 0,
+                     NULL) == -1)
+      return -1;
+  }
+  else if (cfg.metadata == METADATA_NONE) {
+    if (volume_open (&volume, cfg.nr_members,
+                     (const char *const *) cfg.members, cfg.chunk, cfg.cache,
+                     ro, 0, NULL) == -1)
+      return -1;
+  }
+  else {
+    /* Headers are checked before any member is opened for writing. */
+    struct assembly a;
+
+    if (assemble (&cfg, &a) == -1)
+      return -1;
+    if (volume_open (&volume, cfg.nr_members,
+                     (const char *const *) cfg.members, cfg.chunk, cfg.cache,
+                     ro, a.data_offset, a.data_sizes) == -1)
+      return -1;
+  }
   volume_opened = true;
   return 0;
 }
@@ -272,6 +326,7 @@ stripe_dump_plugin (void)
 }
 
 #define stripe_config_help \
+  "config=<FILE>   A volume config file (nbdstripe(8)); or, ad hoc:\n" \
   "file=<PATH>     (required, repeat) A member: file or block device.\n" \
   "                The order of file= parameters is the member order.\n" \
   "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n" \

@@ -1,0 +1,276 @@
+/* nbdstripe check / serve: assemble and check a volume, then (serve) run
+ * nbdkit with the stripe plugin.  The I/O path is the plugin's alone.
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "assemble.h"
+#include "log.h"
+#include "nbdstripe.h"
+#include "volume.h"
+
+int
+check_volume (const struct stripe_config *cfg, uint64_t *size,
+              char uuid[37])
+{
+  struct assembly a;
+  struct volume *v;
+  int r;
+
+  uuid[0] = '\0';
+  if (cfg->metadata == METADATA_HEADER) {
+    if (assemble (cfg, &a) == -1)
+      return -1;
+    sb_uuid_unparse (a.sb.array_uuid, uuid);
+  }
+  v = malloc (sizeof *v);
+  if (v == NULL) {
+    perror ("nbdstripe: malloc");
+    return -1;
+  }
+  /* Read-only: checking must never write. */
+  if (cfg->metadata == METADATA_HEADER)
+    r = volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
+                     cfg->chunk, CACHE_WRITEBACK, true, a.data_offset,
+                     a.data_sizes);
+  else
+    r = volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
+                     cfg->chunk, CACHE_WRITEBACK, true, 0, NULL);
+  if (r == 0) {
+    *size = v->layout.size;
+    volume_close (v);
+  }
+  free (v);
+  return r;
+}
+
+static int
+check_usage (FILE *fp, int status)
+{
+  fprintf (fp, "Usage: nbdstripe check CONFIG\n"
+           "Check that the volume CONFIG describes can be served: every\n"
+           "member's header agrees with the config.  Writes nothing.\n"
+           "Exit status 0 when it can be served.\n");
+  return status;
+}
+
+int
+cmd_check (int argc, char **argv)
+{
+  struct stripe_config cfg;
+  uint64_t size = 0;
+  char uuid[37], hs[32];
+  int r;
+
+  if (argc == 2 && strcmp (argv[1], "--help") == 0)
+    return check_usage (stdout, 0);
+  if (argc != 2 || argv[1][0] == '-')
+    return check_usage (stderr, 2);
+
+  memset (&cfg, 0, sizeof cfg);
+  if (load_config (argv[1], &cfg) == -1) {
+    config_free (&cfg);
+    return 1;
+  }
+  r = check_volume (&cfg, &size, uuid);
+  if (r == 0)
+    printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
+            "(%" PRIu64 " bytes): can be served\n",
+            cfg.path, cfg.name, uuid[0] ? " (" : "", uuid, uuid[0] ? ")" : "",
+            cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs),
+            size);
+  config_free (&cfg);
+  return r == 0 ? 0 : 1;
+}
+
+/* The plugin to give nbdkit: $NBDSTRIPE_PLUGIN, else the installed one,
+ * else the one next to this binary in a build tree.
+ */
+static const char *
+plugin_path (void)
+{
+  static char path[PATH_MAX];
+  const char *env = getenv ("NBDSTRIPE_PLUGIN");
+  char exe[PATH_MAX];
+  ssize_t n;
+
+  if (env && *env)
+    return env;
+  if (access (NBDSTRIPE_INSTALLED_PLUGIN, R_OK) == 0)
+    return NBDSTRIPE_INSTALLED_PLUGIN;
+  n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    snprintf (path, sizeof path, "%s/../plugin/nbdkit-stripe-plugin.so",
+              dirname (exe));
+    if (access (path, R_OK) == 0)
+      return path;
+  }
+  return "stripe";              /* let nbdkit look in its plugindir */
+}
+
+static int
+make_parent_dir (const char *file)
+{
+  char *copy = strdup (file);
+  char *dir;
+  int r = 0;
+
+  if (copy == NULL)
+    return -1;
+  dir = dirname (copy);
+  if (mkdir (dir, 0755) == -1 && errno != EEXIST) {
+    fprintf (stderr, "nbdstripe: mkdir %s: %m\n", dir);
+    r = -1;
+  }
+  free (copy);
+  return r;
+}
+
+/* A socket file left by a server that died is in the way of nbdkit's
+ * bind; one that a live server answers on means the volume is already
+ * served.
+ */
+static int
+clear_stale_socket (const char *path)
+{
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  struct stat st;
+  int fd, r;
+
+  if (stat (path, &st) == -1 || !S_ISSOCK (st.st_mode))
+    return 0;
+  if (strlen (path) >= sizeof sun.sun_path)
+    return 0;
+  strcpy (sun.sun_path, path);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd == -1)
+    return 0;
+  r = connect (fd, (struct sockaddr *) &sun, sizeof sun);
+  close (fd);
+  if (r == 0) {
+    fprintf (stderr, "nbdstripe: %s: a server is already listening there\n",
+             path);
+    return -1;
+  }
+  unlink (path);
+  return 0;
+}
+
+static int
+serve_usage (FILE *fp, int status)
+{
+  fprintf (fp,
+"Usage: nbdstripe serve [--foreground] CONFIG\n"
+"Check the volume (as 'nbdstripe check'), then serve it with nbdkit and\n"
+"the stripe plugin as the config's serve group says.  Without\n"
+"--foreground nbdkit goes to the background once it is listening.\n"
+"NBDSTRIPE_PLUGIN overrides the plugin's path.\n");
+  return status;
+}
+
+int
+cmd_serve (int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "foreground", no_argument, NULL, 'f' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  struct stripe_config cfg;
+  bool foreground = false;
+  const char *args[64];
+  char *owned[8];
+  unsigned nargs = 0, nowned = 0;
+  uint64_t size;
+  char uuid[37];
+  int c;
+
+  while ((c = getopt_long (argc, argv, "fh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'f': foreground = true; break;
+    case 'h': return serve_usage (stdout, 0);
+    default: return serve_usage (stderr, 2);
+    }
+  }
+  if (optind != argc - 1)
+    return serve_usage (stderr, 2);
+
+  memset (&cfg, 0, sizeof cfg);
+  if (load_config (argv[optind], &cfg) == -1
+      || check_volume (&cfg, &size, uuid) == -1) {
+    config_free (&cfg);
+    return 1;
+  }
+
+#define ADD(s) (args[nargs++] = (s))
+#define ADDF(...) \
+  (asprintf (&owned[nowned], __VA_ARGS__) == -1 ? (void) 0 \
+   : (void) (args[nargs++] = owned[nowned++]))
+  ADD ("nbdkit");
+  if (foreground)
+    ADD ("-f");
+  if (cfg.serve.socket) {
+    if (make_parent_dir (cfg.serve.socket) == -1
+        || clear_stale_socket (cfg.serve.socket) == -1)
+      goto err;
+    ADD ("-U");
+    ADD (cfg.serve.socket);
+  }
+  else {
+    ADD ("-i");
+    ADD (cfg.serve.address);
+    ADD ("-p");
+    ADDF ("%d", cfg.serve.port);
+  }
+  if (cfg.serve.export_name && cfg.serve.export_name[0]) {
+    ADD ("-e");
+    ADD (cfg.serve.export_name);
+  }
+  ADD ("-t");
+  ADDF ("%u", cfg.serve.threads);
+  if (cfg.serve.pidfile) {
+    if (make_parent_dir (cfg.serve.pidfile) == -1)
+      goto err;
+    ADD ("-P");
+    ADD (cfg.serve.pidfile);
+  }
+  if (cfg.serve.tls != TLS_OFF) {
+    ADD (cfg.serve.tls == TLS_REQUIRE ? "--tls=require" : "--tls=on");
+    if (cfg.serve.tls_certificates)
+      ADDF ("--tls-certificates=%s", cfg.serve.tls_certificates);
+    if (cfg.serve.tls_psk)
+      ADDF ("--tls-psk=%s", cfg.serve.tls_psk);
+    if (cfg.serve.tls_verify_peer)
+      ADD ("--tls-verify-peer");
+  }
+  ADD (plugin_path ());
+  ADDF ("config=%s", cfg.path);
+  args[nargs] = NULL;
+
+  if (cfg.serve.socket)
+    fprintf (stderr, "nbdstripe: serving '%s' on %s\n", cfg.name,
+             cfg.serve.socket);
+  else
+    fprintf (stderr, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
+             cfg.serve.address, cfg.serve.port);
+  fflush (stderr);
+  execvp ("nbdkit", (char **) args);
+  fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+ err:
+  for (unsigned i = 0; i < nowned; ++i)
+    free (owned[i]);
+  config_free (&cfg);
+  return 1;
+}

@@ -1,0 +1,28 @@
+/* nbdstripe: the command.  Sub-commands, one file each. */
+#ifndef NBDSTRIPE_DAEMON_H
+#define NBDSTRIPE_DAEMON_H
+
+#include "config.h"
+
+extern int cmd_create (int argc, char **argv);
+extern int cmd_serve (int argc, char **argv);
+extern int cmd_check (int argc, char **argv);
+extern int cmd_inspect (int argc, char **argv);
+
+/* Load a config, printing the one-line error on failure.  Returns 0/-1;
+ * cfg needs config_free either way.
+ */
+extern int load_config (const char *path, struct stripe_config *cfg);
+
+/* Check that the volume described by cfg can be served: headers agree
+ * with the config (metadata "header") and the members open and are big
+ * enough.  Nothing is written.  Prints every problem; returns 0/-1.  On
+ * success fills in the volume's size and UUID text ("" without header).
+ */
+extern int check_volume (const struct stripe_config *cfg, uint64_t *size,
+                         char uuid[37]);
+
+/* "128K", "1.5G": human-readable size. */
+extern const char *human_size (uint64_t bytes, char *buf, size_t len);
+
+#endif /* NBDSTRIPE_DAEMON_H */
