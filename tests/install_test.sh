@@ -16,6 +16,8 @@ if [ ! -f "$so" ]; then
 fi
 man=$(find "$dest" -path '*/man1/nbdkit-stripe-plugin.1' | head -1)
 [ -n "$man" ] || { echo "FAIL: man page not installed"; exit 1; }
-nbdkit "$so" --dump-plugin | grep -qx 'name=stripe' \
+# In the sanitizer build the plugin needs libasan preloaded into nbdkit.
+LD_PRELOAD=${STRIPE_LD_PRELOAD:-} ASAN_OPTIONS=detect_leaks=0 \
+  nbdkit "$so" --dump-plugin | grep -qx 'name=stripe' \
   || { echo "FAIL: installed plugin does not load"; exit 1; }
 echo "installed: $so and $man"
