@@ -21,8 +21,7 @@
 #include "volume.h"
 
 int
-check_volume (const struct stripe_config *cfg, uint64_t *size,
-              char uuid[37])
+check_volume (const struct stripe_config *cfg, uint64_t *size, char uuid[37])
 {
   struct assembly a;
   struct volume *v;
@@ -59,9 +58,9 @@ static int
 check_usage (FILE *fp, int status)
 {
   fprintf (fp, "Usage: nbdstripe check CONFIG\n"
-           "Check that the volume CONFIG describes can be served: every\n"
-           "member's header agrees with the config.  Writes nothing.\n"
-           "Exit status 0 when it can be served.\n");
+               "Check that the volume CONFIG describes can be served: every\n"
+               "member's header agrees with the config.  Writes nothing.\n"
+               "Exit status 0 when it can be served.\n");
   return status;
 }
 
@@ -88,8 +87,7 @@ cmd_check (int argc, char **argv)
     printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
             "(%" PRIu64 " bytes): can be served\n",
             cfg.path, cfg.name, uuid[0] ? " (" : "", uuid, uuid[0] ? ")" : "",
-            cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs),
-            size);
+            cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs), size);
   config_free (&cfg);
   return r == 0 ? 0 : 1;
 }
@@ -117,7 +115,7 @@ plugin_path (void)
     if (access (path, R_OK) == 0)
       return path;
   }
-  return "stripe";              /* let nbdkit look in its plugindir */
+  return "stripe"; /* let nbdkit look in its plugindir */
 }
 
 static int
@@ -171,12 +169,13 @@ clear_stale_socket (const char *path)
 static int
 serve_usage (FILE *fp, int status)
 {
-  fprintf (fp,
-"Usage: nbdstripe serve [--foreground] CONFIG\n"
-"Check the volume (as 'nbdstripe check'), then serve it with nbdkit and\n"
-"the stripe plugin as the config's serve group says.  Without\n"
-"--foreground nbdkit goes to the background once it is listening.\n"
-"NBDSTRIPE_PLUGIN overrides the plugin's path.\n");
+  fprintf (
+    fp,
+    "Usage: nbdstripe serve [--foreground] CONFIG\n"
+    "Check the volume (as 'nbdstripe check'), then serve it with nbdkit and\n"
+    "the stripe plugin as the config's serve group says.  Without\n"
+    "--foreground nbdkit goes to the background once it is listening.\n"
+    "NBDSTRIPE_PLUGIN overrides the plugin's path.\n");
   return status;
 }
 
@@ -215,9 +214,10 @@ cmd_serve (int argc, char **argv)
   }
 
 #define ADD(s) (args[nargs++] = (s))
-#define ADDF(...) \
-  (asprintf (&owned[nowned], __VA_ARGS__) == -1 ? (void) 0 \
-   : (void) (args[nargs++] = owned[nowned++]))
+#define ADDF(...)                                                             \
+  (asprintf (&owned[nowned], __VA_ARGS__) == -1                               \
+     ? (void) 0                                                               \
+     : (void) (args[nargs++] = owned[nowned++]))
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
@@ -268,7 +268,7 @@ cmd_serve (int argc, char **argv)
   fflush (stderr);
   execvp ("nbdkit", (char **) args);
   fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
- err:
+err:
   for (unsigned i = 0; i < nowned; ++i)
     free (owned[i]);
   config_free (&cfg);

@@ -38,19 +38,20 @@ struct target {
   dev_t st_dev, st_rdev;
   ino_t st_ino;
   uint64_t size;
-  uint8_t old_header[SB_SIZE];  /* restored if creation fails */
+  uint8_t old_header[SB_SIZE]; /* restored if creation fails */
   bool written;
 };
 
 static int
 create_usage (FILE *fp, int status)
 {
-  fprintf (fp,
-"Usage: nbdstripe create [--force] [--discard] CONFIG\n"
-"Write a header at the start of every member the config lists.\n"
-"  --force     overwrite members that hold a filesystem, partition table,\n"
-"              RAID/LVM signature or an nbdstripe header\n"
-"  --discard   trim each member's data area first (as mkfs does)\n");
+  fprintf (
+    fp, "Usage: nbdstripe create [--force] [--discard] CONFIG\n"
+        "Write a header at the start of every member the config lists.\n"
+        "  --force     overwrite members that hold a filesystem, partition "
+        "table,\n"
+        "              RAID/LVM signature or an nbdstripe header\n"
+        "  --discard   trim each member's data area first (as mkfs does)\n");
   return status;
 }
 
@@ -66,8 +67,10 @@ recognise (struct target *t, char *what, size_t len)
     if (sb_decode (t->old_header, SB_SIZE, &sb, NULL) == SB_OK) {
       char uuid[37];
       sb_uuid_unparse (sb.array_uuid, uuid);
-      snprintf (what, len, "is already member %" PRIu32 " of nbdstripe "
-                "volume '%s' (%s)", sb.member_index, sb.name, uuid);
+      snprintf (what, len,
+                "is already member %" PRIu32 " of nbdstripe "
+                "volume '%s' (%s)",
+                sb.member_index, sb.name, uuid);
     }
     else
       snprintf (what, len, "holds an nbdstripe header (damaged)");
@@ -79,15 +82,17 @@ recognise (struct target *t, char *what, size_t len)
     return NULL;
   if (blkid_probe_set_device (pr, t->fd, 0, 0) == 0) {
     blkid_probe_enable_superblocks (pr, 1);
-    blkid_probe_set_superblocks_flags (pr, BLKID_SUBLKS_TYPE
-                                       | BLKID_SUBLKS_LABEL);
+    blkid_probe_set_superblocks_flags (pr,
+                                       BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL);
     blkid_probe_enable_partitions (pr, 1);
     int r = blkid_do_safeprobe (pr);
     if (r == 0) {
       const char *v;
       if (blkid_probe_lookup_value (pr, "TYPE", &v, NULL) == 0)
-        snprintf (what, len, "holds a %s signature (filesystem, RAID or "
-                  "LVM)", v);
+        snprintf (what, len,
+                  "holds a %s signature (filesystem, RAID or "
+                  "LVM)",
+                  v);
       else if (blkid_probe_lookup_value (pr, "PTTYPE", &v, NULL) == 0)
         snprintf (what, len, "holds a %s partition table", v);
       else
@@ -110,7 +115,7 @@ open_target (unsigned i, struct target *t)
   int flags = O_RDWR | O_CLOEXEC;
 
   if (stat (t->path, &st) == 0 && S_ISBLK (st.st_mode))
-    flags |= O_EXCL;            /* refuse a mounted or in-use device */
+    flags |= O_EXCL; /* refuse a mounted or in-use device */
   t->fd = open (t->path, flags);
   if (t->fd == -1) {
     fprintf (stderr, "nbdstripe: member %u (%s): open: %m\n", i, t->path);
@@ -126,16 +131,18 @@ open_target (unsigned i, struct target *t)
   t->is_block = S_ISBLK (st.st_mode);
   if (t->is_block) {
     if (ioctl (t->fd, BLKGETSIZE64, &t->size) == -1) {
-      fprintf (stderr, "nbdstripe: member %u (%s): BLKGETSIZE64: %m\n",
-               i, t->path);
+      fprintf (stderr, "nbdstripe: member %u (%s): BLKGETSIZE64: %m\n", i,
+               t->path);
       return -1;
     }
   }
   else if (S_ISREG (st.st_mode))
     t->size = st.st_size;
   else {
-    fprintf (stderr, "nbdstripe: member %u (%s): not a regular file or a "
-             "block device\n", i, t->path);
+    fprintf (stderr,
+             "nbdstripe: member %u (%s): not a regular file or a "
+             "block device\n",
+             i, t->path);
     return -1;
   }
   memset (t->old_header, 0, SB_SIZE);
@@ -155,7 +162,7 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
   const uint64_t step = 1024ull * 1024 * 1024;
   bool tty = isatty (STDERR_FILENO);
 
-  for (uint64_t done = 0; done < len; ) {
+  for (uint64_t done = 0; done < len;) {
     uint64_t n = len - done < step ? len - done : step;
     int r;
 
@@ -168,12 +175,13 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
                      offset + done, n);
     if (r == -1) {
       if (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL) {
-        fprintf (stderr, "nbdstripe: member %u (%s): cannot discard (%m), "
-                 "skipped\n", i, t->path);
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s): cannot discard (%m), "
+                 "skipped\n",
+                 i, t->path);
         return 0;
       }
-      fprintf (stderr, "nbdstripe: member %u (%s): discard: %m\n",
-               i, t->path);
+      fprintf (stderr, "nbdstripe: member %u (%s): discard: %m\n", i, t->path);
       return -1;
     }
     done += n;
@@ -234,8 +242,10 @@ cmd_create (int argc, char **argv)
   if (load_config (argv[optind], &cfg) == -1)
     goto out;
   if (cfg.metadata == METADATA_NONE) {
-    fprintf (stderr, "nbdstripe: %s: metadata = \"none\": there are no "
-             "headers to create; serve the volume directly\n", cfg.path);
+    fprintf (stderr,
+             "nbdstripe: %s: metadata = \"none\": there are no "
+             "headers to create; serve the volume directly\n",
+             cfg.path);
     goto out;
   }
   n = cfg.nr_members;
@@ -258,18 +268,21 @@ cmd_create (int argc, char **argv)
     for (unsigned j = 0; j < i; ++j)
       if (t[j].fd >= 0
           && (t[i].is_block ? t[j].is_block && t[j].st_rdev == t[i].st_rdev
-              : !t[j].is_block && t[j].st_dev == t[i].st_dev
-                && t[j].st_ino == t[i].st_ino)) {
-        fprintf (stderr, "nbdstripe: member %u (%s) and member %u (%s) "
-                 "are the same %s\n", j, t[j].path, i, t[i].path,
+                            : !t[j].is_block && t[j].st_dev == t[i].st_dev
+                                && t[j].st_ino == t[i].st_ino)) {
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s) and member %u (%s) "
+                 "are the same %s\n",
+                 j, t[j].path, i, t[i].path,
                  t[i].is_block ? "device" : "file");
         ok = false;
       }
     if (t[i].size < cfg.data_offset + cfg.chunk) {
-      fprintf (stderr, "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
                "too small: it needs the data offset (%" PRIu64 ") and at "
-               "least one chunk (%" PRIu64 ")\n", i, t[i].path, t[i].size,
-               cfg.data_offset, cfg.chunk);
+               "least one chunk (%" PRIu64 ")\n",
+               i, t[i].path, t[i].size, cfg.data_offset, cfg.chunk);
       ok = false;
     }
     else
@@ -277,8 +290,10 @@ cmd_create (int argc, char **argv)
     if (!force) {
       char what[256];
       if (recognise (&t[i], what, sizeof what)) {
-        fprintf (stderr, "nbdstripe: member %u (%s): %s; refusing to "
-                 "overwrite it (use --force)\n", i, t[i].path, what);
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s): %s; refusing to "
+                 "overwrite it (use --force)\n",
+                 i, t[i].path, what);
         ok = false;
       }
     }
@@ -319,8 +334,10 @@ cmd_create (int argc, char **argv)
       /* All or nothing: give back what the others held before. */
       for (unsigned j = 0; j < i; ++j)
         if (write_all (t[j].fd, t[j].old_header, SB_SIZE, 0) == -1)
-          fprintf (stderr, "nbdstripe: member %u (%s): could not restore "
-                   "its first 4 KiB: %m -- wipe it by hand\n", j, t[j].path);
+          fprintf (stderr,
+                   "nbdstripe: member %u (%s): could not restore "
+                   "its first 4 KiB: %m -- wipe it by hand\n",
+                   j, t[j].path);
       fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
       goto out;
     }
@@ -333,9 +350,9 @@ cmd_create (int argc, char **argv)
           human_size (l->size, hs, sizeof hs), l->size);
   status = 0;
 
- out:
+out:
   if (t)
-    for (unsigned i = n; i-- > 0; )
+    for (unsigned i = n; i-- > 0;)
       if (t[i].fd >= 0)
         close (t[i].fd);
   free (t);

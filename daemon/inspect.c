@@ -18,8 +18,8 @@ static int
 inspect_usage (FILE *fp, int status)
 {
   fprintf (fp, "Usage: nbdstripe inspect [--json] MEMBER...\n"
-           "Print the nbdstripe header of each member (file or device).\n"
-           "Exit status 1 if any member has no valid header.\n");
+               "Print the nbdstripe header of each member (file or device).\n"
+               "Exit status 1 if any member has no valid header.\n");
   return status;
 }
 
@@ -124,15 +124,16 @@ cmd_inspect (int argc, char **argv)
       }
       else {
         printf (", \"version\": %" PRIu32 ", \"array_uuid\": \"%s\", "
-                "\"member_uuid\": \"%s\", \"name\": ", sb.version, au, mu);
+                "\"member_uuid\": \"%s\", \"name\": ",
+                sb.version, au, mu);
         json_string (sb.name);
         printf (", \"ctime\": %" PRIu64 ", \"ctime_iso\": \"%s\", "
                 "\"member_index\": %" PRIu32 ", \"member_count\": %" PRIu32
                 ", \"chunk\": %" PRIu64 ", \"layout\": %" PRIu32
                 ", \"flags\": %" PRIu32 ", \"data_offset\": %" PRIu64
-                ", \"member_sizes\": [", sb.ctime, when, sb.member_index,
-                sb.member_count, sb.chunk, sb.layout_id, sb.flags,
-                sb.data_offset);
+                ", \"member_sizes\": [",
+                sb.ctime, when, sb.member_index, sb.member_count, sb.chunk,
+                sb.layout_id, sb.flags, sb.data_offset);
         for (uint32_t k = 0; k < sb.member_count; ++k)
           printf ("%s%" PRIu64, k ? ", " : "", sb.member_sizes[k]);
         printf ("]");

@@ -13,21 +13,22 @@
 static void
 usage (FILE *fp)
 {
-  fprintf (fp,
-"Usage: nbdstripe COMMAND [OPTIONS] ...\n"
-"\n"
-"A RAID-0 volume over N files or block devices, served over NBD.\n"
-"\n"
-"Commands:\n"
-"  create CONFIG [--force] [--discard]   write the member headers\n"
-"  serve CONFIG [--foreground]           check, then serve with nbdkit\n"
-"  check CONFIG                          the assembly checks alone\n"
-"  inspect [--json] MEMBER...            print members' headers\n"
-"\n"
-"  nbdstripe COMMAND --help   help on one command\n"
-"  nbdstripe --version\n"
-"\n"
-"See nbdstripe(8) and nbdkit-stripe-plugin(1).\n");
+  fprintf (
+    fp,
+    "Usage: nbdstripe COMMAND [OPTIONS] ...\n"
+    "\n"
+    "A RAID-0 volume over N files or block devices, served over NBD.\n"
+    "\n"
+    "Commands:\n"
+    "  create CONFIG [--force] [--discard]   write the member headers\n"
+    "  serve CONFIG [--foreground]           check, then serve with nbdkit\n"
+    "  check CONFIG                          the assembly checks alone\n"
+    "  inspect [--json] MEMBER...            print members' headers\n"
+    "\n"
+    "  nbdstripe COMMAND --help   help on one command\n"
+    "  nbdstripe --version\n"
+    "\n"
+    "See nbdstripe(8) and nbdkit-stripe-plugin(1).\n");
 }
 
 int

@@ -19,7 +19,7 @@
 #include "superblock.h"
 
 struct assembly {
-  struct superblock sb;         /* the agreed header (member 0's fields) */
+  struct superblock sb; /* the agreed header (member 0's fields) */
   uint64_t data_offset;
   uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
 };

@@ -44,33 +44,33 @@ enum metadata_mode { METADATA_HEADER, METADATA_NONE };
 enum tls_mode { TLS_OFF, TLS_ON, TLS_REQUIRE };
 
 struct stripe_config {
-  char *path;                   /* the config file itself */
-  char *name;                   /* 1..63 chars of [A-Za-z0-9._-] */
+  char *path; /* the config file itself */
+  char *name; /* 1..63 chars of [A-Za-z0-9._-] */
   uint64_t chunk;
   unsigned nr_members;
   char *members[LAYOUT_MAX_MEMBERS];
   enum metadata_mode metadata;
-  uint64_t data_offset;         /* 0 with metadata "none" */
+  uint64_t data_offset; /* 0 with metadata "none" */
   enum cache_mode cache;
   struct {
-    char *socket;               /* Unix socket, or NULL when TCP */
-    char *address;              /* TCP: default "127.0.0.1" */
-    int port;                   /* TCP: 1..65535, 0 when Unix */
-    char *export_name;          /* default "" */
-    unsigned threads;           /* default 16 */
-    char *pidfile;              /* may be NULL */
+    char *socket;      /* Unix socket, or NULL when TCP */
+    char *address;     /* TCP: default "127.0.0.1" */
+    int port;          /* TCP: 1..65535, 0 when Unix */
+    char *export_name; /* default "" */
+    unsigned threads;  /* default 16 */
+    char *pidfile;     /* may be NULL */
     enum tls_mode tls;
-    char *tls_certificates;     /* directory, must exist when set */
-    char *tls_psk;              /* file, must exist when set */
+    char *tls_certificates; /* directory, must exist when set */
+    char *tls_psk;          /* file, must exist when set */
     bool tls_verify_peer;
   } serve;
   struct {
-    char *status_file;          /* default /run/nbdstripe/NAME.status.json */
-    char *prometheus_file;      /* may be NULL */
-    char *on_change;            /* may be NULL */
-    unsigned interval;          /* seconds, default 5 */
-    double slow_factor;         /* default 4.0 */
-    unsigned error_threshold;   /* default 8 */
+    char *status_file;        /* default /run/nbdstripe/NAME.status.json */
+    char *prometheus_file;    /* may be NULL */
+    char *on_change;          /* may be NULL */
+    unsigned interval;        /* seconds, default 5 */
+    double slow_factor;       /* default 4.0 */
+    unsigned error_threshold; /* default 8 */
   } health;
 };
 
@@ -78,8 +78,8 @@ struct stripe_config {
  * "FILE:LINE: what is wrong (what was expected)" -- or "FILE: ..." when
  * there is no line.  cfg needs config_free in both cases.
  */
-extern int config_load (const char *path, struct stripe_config *cfg,
-                        char *err, size_t errlen);
+extern int config_load (const char *path, struct stripe_config *cfg, char *err,
+                        size_t errlen);
 extern void config_free (struct stripe_config *cfg);
 
 /* Parse "128K", "1M", "4096" into bytes (1024-based suffixes K M G T).

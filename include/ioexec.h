@@ -29,12 +29,12 @@ enum op_kind { OP_READ, OP_WRITE, OP_FLUSH };
 struct member_op {
   struct member *m;
   enum op_kind kind;
-  uint64_t offset;              /* member offset (read, write) */
-  uint64_t length;              /* bytes (read, write) */
+  uint64_t offset; /* member offset (read, write) */
+  uint64_t length; /* bytes (read, write) */
   const struct iovec *iov;
   unsigned nr_iov;
-  bool fua;                     /* write: durable before completion */
-  int err;                      /* out: 0 or errno */
+  bool fua; /* write: durable before completion */
+  int err;  /* out: 0 or errno */
   /* Private to ioexec: an aligned bounce buffer for O_DIRECT. */
   bool direct;
   struct iovec bounce;

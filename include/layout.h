@@ -24,34 +24,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LAYOUT_ID_RAID0_ALT   1u        /* md raid0 alternate multi-zone */
-#define LAYOUT_MAX_MEMBERS    64
-#define LAYOUT_CHUNK_ALIGN    4096u     /* chunk must be a multiple of this */
-#define LAYOUT_DEFAULT_CHUNK  (128u * 1024)
+#define LAYOUT_ID_RAID0_ALT 1u /* md raid0 alternate multi-zone */
+#define LAYOUT_MAX_MEMBERS 64
+#define LAYOUT_CHUNK_ALIGN 4096u /* chunk must be a multiple of this */
+#define LAYOUT_DEFAULT_CHUNK (128u * 1024)
 
 struct layout_zone {
-  uint64_t start;               /* first logical byte of the zone */
-  uint64_t end;                 /* one past its last logical byte */
-  uint64_t dev_start;           /* member offset where the zone begins */
-  unsigned nr_devs;             /* members striped in this zone */
+  uint64_t start;                    /* first logical byte of the zone */
+  uint64_t end;                      /* one past its last logical byte */
+  uint64_t dev_start;                /* member offset where the zone begins */
+  unsigned nr_devs;                  /* members striped in this zone */
   unsigned devs[LAYOUT_MAX_MEMBERS]; /* their indices, increasing */
 };
 
 struct layout {
-  uint32_t id;                  /* LAYOUT_ID_* */
-  uint64_t chunk;               /* bytes */
+  uint32_t id;    /* LAYOUT_ID_* */
+  uint64_t chunk; /* bytes */
   unsigned nr_members;
   uint64_t member_size[LAYOUT_MAX_MEMBERS]; /* usable bytes (whole chunks) */
   unsigned nr_zones;
   struct layout_zone zones[LAYOUT_MAX_MEMBERS];
-  uint64_t size;                /* logical size of the volume */
+  uint64_t size; /* logical size of the volume */
 };
 
 /* One piece of a request: bytes that are contiguous both logically and on
  * one member, never crossing a chunk boundary.
  */
 struct layout_piece {
-  uint64_t offset;              /* logical offset */
+  uint64_t offset; /* logical offset */
   uint64_t length;
   unsigned member;
   uint64_t member_offset;
@@ -68,11 +68,11 @@ struct layout_span {
 /* Why layout_init refused. */
 enum layout_error {
   LAYOUT_OK = 0,
-  LAYOUT_ERR_NO_MEMBERS,        /* nr_members == 0 */
-  LAYOUT_ERR_TOO_MANY_MEMBERS,  /* nr_members > LAYOUT_MAX_MEMBERS */
-  LAYOUT_ERR_CHUNK,             /* chunk zero or not a multiple of 4 KiB */
-  LAYOUT_ERR_MEMBER_TOO_SMALL,  /* a member is smaller than one chunk */
-  LAYOUT_ERR_TOO_BIG,           /* total size overflows */
+  LAYOUT_ERR_NO_MEMBERS,       /* nr_members == 0 */
+  LAYOUT_ERR_TOO_MANY_MEMBERS, /* nr_members > LAYOUT_MAX_MEMBERS */
+  LAYOUT_ERR_CHUNK,            /* chunk zero or not a multiple of 4 KiB */
+  LAYOUT_ERR_MEMBER_TOO_SMALL, /* a member is smaller than one chunk */
+  LAYOUT_ERR_TOO_BIG,          /* total size overflows */
 };
 
 /* Build the layout.  On error returns the reason and, for

@@ -22,23 +22,23 @@ enum cap { CAP_NO = 0, CAP_YES = 1, CAP_UNKNOWN = 2 };
 
 struct member {
   unsigned index;
-  char *path;                   /* as the user gave it (owned) */
-  int fd;                       /* buffered I/O, trim, zero, sync */
-  int fd_direct;                /* O_DIRECT, or -1 (cache=direct only) */
-  uint32_t direct_align;        /* offset/length/memory alignment for it */
+  char *path;            /* as the user gave it (owned) */
+  int fd;                /* buffered I/O, trim, zero, sync */
+  int fd_direct;         /* O_DIRECT, or -1 (cache=direct only) */
+  uint32_t direct_align; /* offset/length/memory alignment for it */
   bool is_block;
-  bool readonly;                /* opened O_RDONLY */
-  dev_t st_dev;                 /* identity, to refuse the same member twice */
+  bool readonly; /* opened O_RDONLY */
+  dev_t st_dev;  /* identity, to refuse the same member twice */
   ino_t st_ino;
   dev_t st_rdev;
-  uint64_t size;                /* raw size in bytes */
-  uint32_t logical_block;       /* BLKSSZGET; 512 for files */
-  uint32_t physical_block;      /* BLKPBSZGET; 4096 for files */
-  _Atomic int can_punch;        /* files: PUNCH_HOLE; blockdev: unmap-zero */
-  _Atomic int can_zero_range;   /* files: FALLOC_FL_ZERO_RANGE */
-  _Atomic int can_discard;      /* blockdev: BLKDISCARD */
-  _Atomic int can_zeroout;      /* blockdev: BLKZEROOUT */
-  _Atomic int can_seek_data;    /* SEEK_DATA / SEEK_HOLE */
+  uint64_t size;              /* raw size in bytes */
+  uint32_t logical_block;     /* BLKSSZGET; 512 for files */
+  uint32_t physical_block;    /* BLKPBSZGET; 4096 for files */
+  _Atomic int can_punch;      /* files: PUNCH_HOLE; blockdev: unmap-zero */
+  _Atomic int can_zero_range; /* files: FALLOC_FL_ZERO_RANGE */
+  _Atomic int can_discard;    /* blockdev: BLKDISCARD */
+  _Atomic int can_zeroout;    /* blockdev: BLKZEROOUT */
+  _Atomic int can_seek_data;  /* SEEK_DATA / SEEK_HOLE */
 };
 
 /* Open a member.  With readonly, open O_RDONLY.  With direct, also open

@@ -18,17 +18,17 @@
 struct member_io {
   unsigned member;
   uint64_t member_offset;
-  uint64_t length;              /* bytes, = sum of the iovec lengths */
+  uint64_t length; /* bytes, = sum of the iovec lengths */
   unsigned nr_iov;
-  struct iovec *iov;            /* points into the plan's storage */
+  struct iovec *iov; /* points into the plan's storage */
 };
 
 #define PLAN_INLINE_IOV 64
 
 struct io_plan {
-  unsigned nr_ios;              /* touched members, in member order */
+  unsigned nr_ios; /* touched members, in member order */
   struct member_io ios[LAYOUT_MAX_MEMBERS];
-  struct iovec *iov;            /* inline_iov or malloc'd */
+  struct iovec *iov; /* inline_iov or malloc'd */
   struct iovec inline_iov[PLAN_INLINE_IOV];
 };
 
@@ -36,8 +36,8 @@ struct io_plan {
  * from or into buf.  Returns 0, or -1 with errno = ENOMEM.  Always call
  * plan_free afterwards, even on error.
  */
-extern int plan_rw (struct io_plan *plan, const struct layout *l,
-                    void *buf, uint64_t count, uint64_t offset);
+extern int plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
+                    uint64_t count, uint64_t offset);
 
 extern void plan_free (struct io_plan *plan);
 

@@ -31,10 +31,10 @@
 
 #include "layout.h"
 
-#define SB_MAGIC        "NBDSTRIP"
-#define SB_VERSION      1u
-#define SB_SIZE         4096u
-#define SB_NAME_MAX     63
+#define SB_MAGIC "NBDSTRIP"
+#define SB_VERSION 1u
+#define SB_SIZE 4096u
+#define SB_NAME_MAX 63
 #define SB_DEFAULT_DATA_OFFSET (1024u * 1024)
 
 struct superblock {
@@ -54,11 +54,11 @@ struct superblock {
 
 enum sb_error {
   SB_OK = 0,
-  SB_ERR_TRUNCATED,     /* fewer than SB_SIZE bytes */
-  SB_ERR_MAGIC,         /* not an nbdstripe member (no magic) */
-  SB_ERR_VERSION,       /* a format version we do not know */
-  SB_ERR_CRC,           /* checksum mismatch: corrupt header */
-  SB_ERR_FIELD,         /* CRC fine but a field is out of range */
+  SB_ERR_TRUNCATED, /* fewer than SB_SIZE bytes */
+  SB_ERR_MAGIC,     /* not an nbdstripe member (no magic) */
+  SB_ERR_VERSION,   /* a format version we do not know */
+  SB_ERR_CRC,       /* checksum mismatch: corrupt header */
+  SB_ERR_FIELD,     /* CRC fine but a field is out of range */
 };
 
 /* Fill buf (SB_SIZE bytes) from sb, CRC included. */

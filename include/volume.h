@@ -34,9 +34,9 @@ struct volume {
   struct member members[LAYOUT_MAX_MEMBERS];
   bool readonly;
   enum cache_mode cache;
-  uint64_t data_offset;         /* where data starts on every member */
-  uint32_t min_block;           /* largest logical block among members */
-  uint32_t preferred_block;     /* avoids read-modify-write on members */
+  uint64_t data_offset;     /* where data starts on every member */
+  uint32_t min_block;       /* largest logical block among members */
+  uint32_t preferred_block; /* avoids read-modify-write on members */
 };
 
 /* data_offset: where data starts on each member (0 without a header).

@@ -16,7 +16,7 @@
 #include "log.h"
 
 struct probe {
-  bool readable;                /* opened and header decoded */
+  bool readable; /* opened and header decoded */
   uint64_t size;
   struct superblock sb;
 };
@@ -62,16 +62,16 @@ probe_member (unsigned i, const char *path, struct probe *p)
 
   e = sb_decode (buf, n, &p->sb, &field);
   switch (e) {
-  case SB_OK:
-    p->readable = true;
-    return 0;
+  case SB_OK: p->readable = true; return 0;
   case SB_ERR_TRUNCATED:
     stripe_error ("member %u (%s): only %zd bytes: too small to hold a "
-                  "header (truncated?)", i, path, n);
+                  "header (truncated?)",
+                  i, path, n);
     return -1;
   case SB_ERR_MAGIC:
     stripe_error ("member %u (%s): %s: a blank member, or not created "
-                  "with 'nbdstripe create'", i, path, sb_strerror (e));
+                  "with 'nbdstripe create'",
+                  i, path, sb_strerror (e));
     return -1;
   case SB_ERR_FIELD:
     stripe_error ("member %u (%s): %s: field %s", i, path, sb_strerror (e),
@@ -127,18 +127,20 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
 
   if (a->sb.member_count != n) {
     stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
-                  " members, the config lists %u", cfg->path, a->sb.name,
-                  uuid, a->sb.member_count, n);
+                  " members, the config lists %u",
+                  cfg->path, a->sb.name, uuid, a->sb.member_count, n);
     ok = false;
   }
   if (strcmp (a->sb.name, cfg->name) != 0) {
     stripe_error ("%s: the members belong to volume '%s', the config "
-                  "is for '%s'", cfg->path, a->sb.name, cfg->name);
+                  "is for '%s'",
+                  cfg->path, a->sb.name, cfg->name);
     ok = false;
   }
   if (a->sb.chunk != cfg->chunk) {
     stripe_error ("%s: chunk: the config says %" PRIu64 ", the headers "
-                  "say %" PRIu64, cfg->path, cfg->chunk, a->sb.chunk);
+                  "say %" PRIu64,
+                  cfg->path, cfg->chunk, a->sb.chunk);
     ok = false;
   }
 
@@ -151,8 +153,8 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
     if (memcmp (sb->array_uuid, a->sb.array_uuid, 16) != 0) {
       sb_uuid_unparse (sb->array_uuid, other);
       stripe_error ("member %u (%s): belongs to another array ('%s', %s), "
-                    "not to '%s' (%s)", i, cfg->members[i], sb->name, other,
-                    a->sb.name, uuid);
+                    "not to '%s' (%s)",
+                    i, cfg->members[i], sb->name, other, a->sb.name, uuid);
       p[i].readable = false;
       ok = false;
       continue;
@@ -161,7 +163,8 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
         || sb->data_offset != a->sb.data_offset
         || sb->member_count != a->sb.member_count
         || memcmp (sb->member_sizes, a->sb.member_sizes,
-                   sizeof sb->member_sizes) != 0) {
+                   sizeof sb->member_sizes)
+             != 0) {
       stripe_error ("member %u (%s): header disagrees with the other "
                     "members (chunk, layout, data offset or sizes)",
                     i, cfg->members[i]);
@@ -170,12 +173,13 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
     if (sb->member_index != i)
       order_wrong = true;
     else if (sb->member_index < LAYOUT_MAX_MEMBERS
-             && p[i].size < sb->data_offset
-                            + sb->member_sizes[sb->member_index]) {
+             && p[i].size
+                  < sb->data_offset + sb->member_sizes[sb->member_index]) {
       stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than its "
-                    "header says (%" PRIu64 " data bytes from offset %"
-                    PRIu64 "): truncated or replaced?", i, cfg->members[i],
-                    p[i].size, sb->member_sizes[i], sb->data_offset);
+                    "header says (%" PRIu64 " data bytes from offset %" PRIu64
+                    "): truncated or replaced?",
+                    i, cfg->members[i], p[i].size, sb->member_sizes[i],
+                    sb->data_offset);
       ok = false;
     }
   }
@@ -204,11 +208,12 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
     for (unsigned i = 0; i < n; ++i)
       if (p[i].readable && p[i].sb.member_index != i)
         stripe_error ("member %u (%s): is member %" PRIu32 " of '%s' "
-                      "(wrong order)", i, cfg->members[i],
-                      p[i].sb.member_index, a->sb.name);
+                      "(wrong order)",
+                      i, cfg->members[i], p[i].sb.member_index, a->sb.name);
     if (complete && len < sizeof msg)
       stripe_error ("%s: members are in the wrong order; the right order "
-                    "is: members = [ %s ];", cfg->path, msg);
+                    "is: members = [ %s ];",
+                    cfg->path, msg);
     ok = false;
   }
 

@@ -30,7 +30,7 @@
 #define CONFIG_MAX_FILE_SIZE (1024 * 1024)
 
 #define DEFAULT_RUN_DIR "/run/nbdstripe"
-#define NBD_MAX_EXPORT_NAME 4096        /* the NBD protocol's limit */
+#define NBD_MAX_EXPORT_NAME 4096 /* the NBD protocol's limit */
 #define SOCKET_PATH_MAX (sizeof ((struct sockaddr_un *) 0)->sun_path - 1)
 
 struct loader {
@@ -38,12 +38,12 @@ struct loader {
   struct stripe_config *cfg;
   char *err;
   size_t errlen;
-  char *text;                   /* the file, for the lexer below */
+  char *text; /* the file, for the lexer below */
   size_t len;
 };
 
-static int element_line (const struct loader *ld, const char *name,
-                         int line, int idx);
+static int element_line (const struct loader *ld, const char *name, int line,
+                         int idx);
 
 /* Error reporting.  Every message is one line "FILE:LINE: KEY: what is
  * wrong", so that an editor can jump to it.
@@ -110,8 +110,7 @@ vreport (struct loader *ld, const config_setting_t *s, const char *fmt,
   if (ld->err == NULL || ld->errlen == 0)
     return -1;
   if (line > 0)
-    r = snprintf (ld->err, ld->errlen, "%s:%u: ", setting_file (ld, s),
-                  line);
+    r = snprintf (ld->err, ld->errlen, "%s:%u: ", setting_file (ld, s), line);
   else
     r = snprintf (ld->err, ld->errlen, "%s: ", setting_file (ld, s));
   n = r < 0 ? 0 : (size_t) r;
@@ -223,8 +222,7 @@ value_text (const config_setting_t *s, char *buf, size_t len)
     return buf;
   case CONFIG_TYPE_STRING:
     return quote (config_setting_get_string (s), buf, len);
-  case CONFIG_TYPE_BOOL:
-    return config_setting_get_bool (s) ? "true" : "false";
+  case CONFIG_TYPE_BOOL: return config_setting_get_bool (s) ? "true" : "false";
   }
   return type_name (s);
 }
@@ -241,9 +239,9 @@ type_and_value (const config_setting_t *s, char *buf, size_t len)
   return buf;
 }
 
-#define VALUE(s) value_text ((s), (char[96]) { 0 }, 96)
-#define TYPE_AND_VALUE(s) type_and_value ((s), (char[128]) { 0 }, 128)
-#define QUOTE(str) quote ((str), (char[96]) { 0 }, 96)
+#define VALUE(s) value_text ((s), (char[96]){ 0 }, 96)
+#define TYPE_AND_VALUE(s) type_and_value ((s), (char[128]){ 0 }, 128)
+#define QUOTE(str) quote ((str), (char[96]){ 0 }, 96)
 
 /* The raw text.
  *
@@ -328,8 +326,7 @@ scan_number (const char *p, const char *end, bool *truncated)
       p++;
     if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) {
       /* A float: never truncated. */
-      while (p < end && (is_digit (*p) || *p == '.' || *p == 'e'
-                         || *p == 'E'))
+      while (p < end && (is_digit (*p) || *p == '.' || *p == 'e' || *p == 'E'))
         p++;
       if (p < end && (*p == '+' || *p == '-'))
         for (p++; p < end && is_digit (*p); p++)
@@ -338,16 +335,20 @@ scan_number (const char *p, const char *end, bool *truncated)
     }
   }
   if (p == start + 1 && !is_digit (*start))
-    return p;                   /* a lone sign: libconfig's business */
+    return p; /* a lone sign: libconfig's business */
   if (p < end && *p == 'L')
-    return p;                   /* int64: read with atoll, wide enough */
+    return p; /* int64: read with atoll, wide enough */
   *truncated = !int_literal_fits (start, p, hex);
   return p;
 }
 
 enum token_type {
-  TOKEN_END, TOKEN_NAME, TOKEN_STRING, TOKEN_NUMBER, TOKEN_INCLUDE,
-  TOKEN_OTHER,                  /* one character: = : ; , [ ] ( ) { } ... */
+  TOKEN_END,
+  TOKEN_NAME,
+  TOKEN_STRING,
+  TOKEN_NUMBER,
+  TOKEN_INCLUDE,
+  TOKEN_OTHER, /* one character: = : ; , [ ] ( ) { } ... */
 };
 
 struct lexer {
@@ -359,7 +360,7 @@ struct token {
   enum token_type type;
   const char *start, *end;
   int line;
-  bool truncated;               /* an integer libconfig would truncate */
+  bool truncated; /* an integer libconfig would truncate */
 };
 
 static void
@@ -372,16 +373,14 @@ skip_space_and_comments (struct lexer *lx)
       lx->line++;
       p++;
     }
-    else if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\f'
-             || *p == '\v')
+    else if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\f' || *p == '\v')
       p++;
     else if (*p == '#' || (*p == '/' && end - p > 1 && p[1] == '/')) {
       while (p < end && *p != '\n')
         p++;
     }
     else if (*p == '/' && end - p > 1 && p[1] == '*') {
-      for (p += 2; p < end && !(*p == '*' && end - p > 1 && p[1] == '/');
-           p++)
+      for (p += 2; p < end && !(*p == '*' && end - p > 1 && p[1] == '/'); p++)
         if (*p == '\n')
           lx->line++;
       p = end - p >= 2 ? p + 2 : end;
@@ -509,13 +508,13 @@ prescan (struct loader *ld, int *big_line, char *big_text, size_t big_len)
   do {
     next_token (&lx, &t);
     if (t.type == TOKEN_INCLUDE)
-      return error_line (ld, t.line, "@include is not supported: one file "
+      return error_line (ld, t.line,
+                         "@include is not supported: one file "
                          "describes one volume");
     if (t.truncated && *big_line == 0) {
       *big_line = t.line;
       snprintf (big_text, big_len, "%.*s",
-                (int) (t.end - t.start < 40 ? t.end - t.start : 40),
-                t.start);
+                (int) (t.end - t.start < 40 ? t.end - t.start : 40), t.start);
     }
   } while (t.type != TOKEN_END);
   return 0;
@@ -562,14 +561,14 @@ read_text (struct loader *ld)
       goto err;
     }
     if (len < size)
-      break;                    /* end of file */
+      break; /* end of file */
   }
   fclose (fp);
   ld->text = buf;
   ld->len = len;
   return 0;
 
- err:
+err:
   free (buf);
   fclose (fp);
   return -1;
@@ -582,7 +581,7 @@ config_parse_size (const char *s, uint64_t *out)
   unsigned shift = 0;
 
   if (s == NULL || *s < '0' || *s > '9')
-    return -1;                  /* also rejects "", "-1", " 1", "+1" */
+    return -1; /* also rejects "", "-1", " 1", "+1" */
   for (; *s >= '0' && *s <= '9'; ++s) {
     unsigned d = *s - '0';
     if (v > (UINT64_MAX - d) / 10)
@@ -591,10 +590,26 @@ config_parse_size (const char *s, uint64_t *out)
   }
   switch (*s) {
   case '\0': break;
-  case 'k': case 'K': shift = 10; s++; break;
-  case 'm': case 'M': shift = 20; s++; break;
-  case 'g': case 'G': shift = 30; s++; break;
-  case 't': case 'T': shift = 40; s++; break;
+  case 'k':
+  case 'K':
+    shift = 10;
+    s++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    s++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    s++;
+    break;
+  case 't':
+  case 'T':
+    shift = 40;
+    s++;
+    break;
   default: return -1;
   }
   if (*s != '\0')
@@ -644,20 +659,19 @@ get_uint (struct loader *ld, const config_setting_t *s, unsigned min,
 
   if (config_setting_type (s) != CONFIG_TYPE_INT
       && config_setting_type (s) != CONFIG_TYPE_INT64)
-    return error_at (ld, s, "expected %s from %u to %u, got %s",
-                     what, min, max, TYPE_AND_VALUE (s));
+    return error_at (ld, s, "expected %s from %u to %u, got %s", what, min,
+                     max, TYPE_AND_VALUE (s));
   ll = config_setting_get_int64 (s);
   if (ll < min || ll > max)
-    return error_at (ld, s, "expected %s from %u to %u, got %lld",
-                     what, min, max, ll);
+    return error_at (ld, s, "expected %s from %u to %u, got %lld", what, min,
+                     max, ll);
   *out = ll;
   return 0;
 }
 
 /* The string of s (owned by libconfig), or NULL after reporting. */
 static const char *
-get_string (struct loader *ld, const config_setting_t *s,
-            const char *expected)
+get_string (struct loader *ld, const config_setting_t *s, const char *expected)
 {
   if (config_setting_type (s) != CONFIG_TYPE_STRING) {
     error_at (ld, s, "expected %s, got %s", expected, TYPE_AND_VALUE (s));
@@ -710,7 +724,10 @@ get_choice (struct loader *ld, const config_setting_t *s,
 
   for (i = 0; names[i]; ++i)
     n += snprintf (&expected[n], sizeof expected - n, "%s\"%s\"",
-                   i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+                   i == 0         ? ""
+                   : names[i + 1] ? ", "
+                                  : " or ",
+                   names[i]);
   str = get_string (ld, s, expected);
   if (str == NULL)
     return -1;
@@ -745,7 +762,8 @@ set_name (struct loader *ld, const config_setting_t *s)
   len = strlen (name);
   if (len == 0 || len > SB_NAME_MAX
       || strspn (name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                 "0123456789._-") != len)
+                       "0123456789._-")
+           != len)
     return error_at (ld, s, "expected %s, got %s", expected, QUOTE (name));
   return dup_string (ld, s, name, &ld->cfg->name);
 }
@@ -773,7 +791,8 @@ set_members (struct loader *ld, const config_setting_t *s)
 
   if (config_setting_type (s) != CONFIG_TYPE_ARRAY
       && config_setting_type (s) != CONFIG_TYPE_LIST)
-    return error_at (ld, s, "expected an array of absolute paths such as "
+    return error_at (ld, s,
+                     "expected an array of absolute paths such as "
                      "[ \"/dev/nvme0n1\", \"/dev/nvme1n1\" ], got %s",
                      TYPE_AND_VALUE (s));
   n = config_setting_length (s);
@@ -781,8 +800,8 @@ set_members (struct loader *ld, const config_setting_t *s)
     return error_at (ld, s, "empty: a volume needs 1 to %d members",
                      LAYOUT_MAX_MEMBERS);
   if (n > LAYOUT_MAX_MEMBERS)
-    return error_at (ld, s, "%d given: at most %d members are supported",
-                     n, LAYOUT_MAX_MEMBERS);
+    return error_at (ld, s, "%d given: at most %d members are supported", n,
+                     LAYOUT_MAX_MEMBERS);
 
   for (int i = 0; i < n; ++i) {
     const config_setting_t *m = config_setting_get_elem (s, i);
@@ -793,14 +812,18 @@ set_members (struct loader *ld, const config_setting_t *s)
     if (path[0] == '\0')
       return error_at (ld, m, "empty path: expected an absolute path");
     if (path[0] != '/')
-      return error_at (ld, m, "%s is a relative path: members must be "
+      return error_at (ld, m,
+                       "%s is a relative path: members must be "
                        "absolute paths (a relative path in a config file is "
                        "ambiguous: a daemon does not run in the config's "
-                       "directory)", QUOTE (path));
+                       "directory)",
+                       QUOTE (path));
     for (int j = 0; j < i; ++j)
       if (strcmp (path, cfg->members[j]) == 0)
-        return error_at (ld, m, "%s is the same path as members[%d]: each "
-                         "member can be used once", QUOTE (path), j);
+        return error_at (ld, m,
+                         "%s is the same path as members[%d]: each "
+                         "member can be used once",
+                         QUOTE (path), j);
     if (dup_string (ld, m, path, &cfg->members[i]) == -1)
       return -1;
     cfg->nr_members = i + 1;
@@ -841,8 +864,8 @@ set_data_offset (struct loader *ld, const config_setting_t *s)
 static int
 set_cache (struct loader *ld, const config_setting_t *s)
 {
-  static const char *const names[] =
-    { "writeback", "writethrough", "direct", NULL };
+  static const char *const names[] = { "writeback", "writethrough", "direct",
+                                       NULL };
   int i;
 
   if (get_choice (ld, s, names, &i) == -1)
@@ -860,9 +883,10 @@ set_socket (struct loader *ld, const config_setting_t *s)
   if (get_abs_path (ld, s, &ld->cfg->serve.socket) == -1)
     return -1;
   if (strlen (ld->cfg->serve.socket) > SOCKET_PATH_MAX)
-    return error_at (ld, s, "too long (%zu bytes): a Unix socket path has "
-                     "at most %zu bytes", strlen (ld->cfg->serve.socket),
-                     SOCKET_PATH_MAX);
+    return error_at (ld, s,
+                     "too long (%zu bytes): a Unix socket path has "
+                     "at most %zu bytes",
+                     strlen (ld->cfg->serve.socket), SOCKET_PATH_MAX);
   return 0;
 }
 
@@ -875,8 +899,10 @@ set_address (struct loader *ld, const config_setting_t *s)
   if (addr == NULL)
     return -1;
   if (addr[0] == '\0' || strpbrk (addr, " \t\r\n") != NULL)
-    return error_at (ld, s, "expected an address to listen on such as "
-                     "\"127.0.0.1\", got %s", QUOTE (addr));
+    return error_at (ld, s,
+                     "expected an address to listen on such as "
+                     "\"127.0.0.1\", got %s",
+                     QUOTE (addr));
   return dup_string (ld, s, addr, &ld->cfg->serve.address);
 }
 
@@ -899,8 +925,10 @@ set_export_name (struct loader *ld, const config_setting_t *s)
   if (name == NULL)
     return -1;
   if (strlen (name) > NBD_MAX_EXPORT_NAME)
-    return error_at (ld, s, "too long (%zu bytes): NBD export names have at "
-                     "most %d bytes", strlen (name), NBD_MAX_EXPORT_NAME);
+    return error_at (ld, s,
+                     "too long (%zu bytes): NBD export names have at "
+                     "most %d bytes",
+                     strlen (name), NBD_MAX_EXPORT_NAME);
   return dup_string (ld, s, name, &ld->cfg->serve.export_name);
 }
 
@@ -1019,13 +1047,9 @@ set_slow_factor (struct loader *ld, const config_setting_t *s)
   double f;
 
   switch (config_setting_type (s)) {
-  case CONFIG_TYPE_FLOAT:
-    f = config_setting_get_float (s);
-    break;
+  case CONFIG_TYPE_FLOAT: f = config_setting_get_float (s); break;
   case CONFIG_TYPE_INT:
-  case CONFIG_TYPE_INT64:
-    f = config_setting_get_int64 (s);
-    break;
+  case CONFIG_TYPE_INT64: f = config_setting_get_int64 (s); break;
   default:
     return error_at (ld, s, "expected %s, got %s", expected,
                      TYPE_AND_VALUE (s));
@@ -1080,17 +1104,15 @@ set_health (struct loader *ld, const config_setting_t *s)
   return walk_group (ld, s, health_keys);
 }
 
-static const struct key top_keys[] = {
-  { "name", set_name },
-  { "chunk", set_chunk },
-  { "members", set_members },
-  { "metadata", set_metadata },
-  { "data_offset", set_data_offset },
-  { "cache", set_cache },
-  { "serve", set_serve },
-  { "health", set_health },
-  { NULL, NULL }
-};
+static const struct key top_keys[] = { { "name", set_name },
+                                       { "chunk", set_chunk },
+                                       { "members", set_members },
+                                       { "metadata", set_metadata },
+                                       { "data_offset", set_data_offset },
+                                       { "cache", set_cache },
+                                       { "serve", set_serve },
+                                       { "health", set_health },
+                                       { NULL, NULL } };
 
 /* Edit distance, for "did you mean": typos are the usual unknown keys. */
 static size_t
@@ -1133,14 +1155,14 @@ unknown_key (struct loader *ld, const config_setting_t *s,
       best = d;
       snprintf (hint, sizeof hint, " (did you mean \"%s\"?)", k->name);
     }
-    n += snprintf (&valid[n], sizeof valid - n, "%s%s",
-                   k == keys ? "" : ", ", k->name);
+    n += snprintf (&valid[n], sizeof valid - n, "%s%s", k == keys ? "" : ", ",
+                   k->name);
   }
   if (config_setting_is_root (group))
-    return error_at (ld, s, "unknown key%s; the valid keys are: %s",
-                     hint, valid);
-  return error_at (ld, s, "unknown key%s; the valid keys in %s are: %s",
-                   hint, config_setting_name (group), valid);
+    return error_at (ld, s, "unknown key%s; the valid keys are: %s", hint,
+                     valid);
+  return error_at (ld, s, "unknown key%s; the valid keys in %s are: %s", hint,
+                   config_setting_name (group), valid);
 }
 
 static int
@@ -1174,11 +1196,13 @@ static int
 check_required (struct loader *ld)
 {
   if (ld->cfg->name == NULL)
-    return error_line (ld, 0, "name: missing: every volume needs a name "
+    return error_line (ld, 0,
+                       "name: missing: every volume needs a name "
                        "(1 to 63 characters from A-Z a-z 0-9 . _ -), e.g. "
                        "name = \"fast0\";");
   if (ld->cfg->nr_members == 0)
-    return error_line (ld, 0, "members: missing: list the member paths in "
+    return error_line (ld, 0,
+                       "members: missing: list the member paths in "
                        "order, e.g. members = [ \"/dev/nvme0n1\", "
                        "\"/dev/nvme1n1\" ];");
   return 0;
@@ -1192,16 +1216,19 @@ check_data_offset (struct loader *ld, const config_t *conf)
 
   if (cfg->metadata == METADATA_NONE) {
     if (s && cfg->data_offset != 0)
-      return error_at (ld, s, "must be 0 or left out with metadata = "
+      return error_at (ld, s,
+                       "must be 0 or left out with metadata = "
                        "\"none\": without a header, data starts at byte 0 "
                        "of every member (as md raid0 / dm-stripe without "
                        "metadata)");
     cfg->data_offset = 0;
   }
   else if (cfg->data_offset < SB_SIZE)
-    return error_at (ld, s, "expected at least %u: the member header takes "
+    return error_at (ld, s,
+                     "expected at least %u: the member header takes "
                      "the first %u bytes (use metadata = \"none\" for data "
-                     "at offset 0)", SB_SIZE, SB_SIZE);
+                     "at offset 0)",
+                     SB_SIZE, SB_SIZE);
   return 0;
 }
 
@@ -1214,12 +1241,15 @@ check_serve (struct loader *ld, const config_t *conf)
 
   if (sock && (port || address)) {
     const config_setting_t *tcp = port ? port : address;
-    return error_at (ld, tcp, "cannot be combined with serve.socket (line "
+    return error_at (ld, tcp,
+                     "cannot be combined with serve.socket (line "
                      "%u): serve either on a Unix socket or on TCP address "
-                     "+ port, not both", config_setting_source_line (sock));
+                     "+ port, not both",
+                     config_setting_source_line (sock));
   }
   if (address && !port)
-    return error_at (ld, address, "needs serve.port: TCP is address + port "
+    return error_at (ld, address,
+                     "needs serve.port: TCP is address + port "
                      "(for a Unix socket, give serve.socket instead)");
   return 0;
 }
@@ -1239,36 +1269,41 @@ check_tls (struct loader *ld, const config_t *conf)
    * believes the export is encrypted: refuse rather than serve in clear.
    */
   if (cfg->serve.tls == TLS_OFF) {
-    const config_setting_t *s =
-      certs ? certs : psk ? psk : cfg->serve.tls_verify_peer ? verify : NULL;
+    const config_setting_t *s = certs                        ? certs
+                                : psk                        ? psk
+                                : cfg->serve.tls_verify_peer ? verify
+                                                             : NULL;
     if (s)
-      return error_at (ld, s, "given but serve.tls is \"off\": set tls = "
+      return error_at (ld, s,
+                       "given but serve.tls is \"off\": set tls = "
                        "\"on\" or \"require\", or remove it");
     return 0;
   }
   if (!certs && !psk)
-    return error_at (ld, tls, "\"%s\" needs serve.tls_certificates (a "
+    return error_at (ld, tls,
+                     "\"%s\" needs serve.tls_certificates (a "
                      "directory) or serve.tls_psk (a file)",
                      cfg->serve.tls == TLS_ON ? "on" : "require");
   if (certs && psk) {
     const config_setting_t *later =
       config_setting_index (psk) > config_setting_index (certs) ? psk : certs;
-    return error_at (ld, later, "serve.tls_certificates (line %u) and "
+    return error_at (ld, later,
+                     "serve.tls_certificates (line %u) and "
                      "serve.tls_psk (line %u) cannot both be given: choose "
                      "X.509 certificates or a pre-shared key",
                      config_setting_source_line (certs),
                      config_setting_source_line (psk));
   }
   if (cfg->serve.tls_verify_peer && !certs)
-    return error_at (ld, verify, "needs serve.tls_certificates: client "
+    return error_at (ld, verify,
+                     "needs serve.tls_certificates: client "
                      "certificates are verified against its CA (with a "
                      "pre-shared key the key itself authenticates the "
                      "client)");
   return 0;
 }
 
-static int
-set_default (struct loader *ld, char **field, const char *fmt, ...)
+static int set_default (struct loader *ld, char **field, const char *fmt, ...)
   __attribute__ ((format (printf, 3, 4)));
 
 static int
@@ -1296,14 +1331,16 @@ set_defaults (struct loader *ld)
 
   if (cfg->serve.port == 0) {
     if (set_default (ld, &cfg->serve.socket, DEFAULT_RUN_DIR "/%s.sock",
-                     cfg->name) == -1)
+                     cfg->name)
+        == -1)
       return -1;
   }
   else if (set_default (ld, &cfg->serve.address, "127.0.0.1") == -1)
     return -1;
   if (set_default (ld, &cfg->serve.export_name, "%s", "") == -1
       || set_default (ld, &cfg->health.status_file,
-                      DEFAULT_RUN_DIR "/%s.status.json", cfg->name) == -1)
+                      DEFAULT_RUN_DIR "/%s.status.json", cfg->name)
+           == -1)
     return -1;
   return 0;
 }
@@ -1312,8 +1349,9 @@ int
 config_load (const char *path, struct stripe_config *cfg, char *err,
              size_t errlen)
 {
-  struct loader ld = { .path = path, .cfg = cfg, .err = err,
-                       .errlen = errlen };
+  struct loader ld = {
+    .path = path, .cfg = cfg, .err = err, .errlen = errlen
+  };
   config_t conf;
   int big_line = 0;
   char big_text[48];
@@ -1354,22 +1392,22 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
     goto out;
   }
   if (big_line > 0) {
-    error_line (&ld, big_line, "integer %s does not fit in 32 bits, and "
+    error_line (&ld, big_line,
+                "integer %s does not fit in 32 bits, and "
                 "libconfig would silently truncate it: write a size as a "
-                "string such as \"4G\", or add the L suffix", big_text);
+                "string such as \"4G\", or add the L suffix",
+                big_text);
     goto out;
   }
 
   if (walk_group (&ld, config_root_setting (&conf), top_keys) == -1
-      || check_required (&ld) == -1
-      || check_data_offset (&ld, &conf) == -1
-      || check_serve (&ld, &conf) == -1
-      || check_tls (&ld, &conf) == -1
+      || check_required (&ld) == -1 || check_data_offset (&ld, &conf) == -1
+      || check_serve (&ld, &conf) == -1 || check_tls (&ld, &conf) == -1
       || set_defaults (&ld) == -1)
     goto out;
   r = 0;
 
- out:
+out:
   config_destroy (&conf);
   free (ld.text);
   return r;

@@ -24,7 +24,7 @@ bool ioexec_use_uring = true;
 struct thread_state {
   struct io_uring ring;
   bool ring_ok;
-  void *arena;                  /* bounce buffers for O_DIRECT */
+  void *arena; /* bounce buffers for O_DIRECT */
   size_t arena_size;
 };
 
@@ -89,8 +89,8 @@ setup_bounce (struct thread_state *t, struct member_op *ops, unsigned nr)
     const struct member *m = op->m;
 
     op->direct = m->fd_direct >= 0 && op->kind != OP_FLUSH
-      && op->offset % m->direct_align == 0
-      && op->length % m->direct_align == 0;
+                 && op->offset % m->direct_align == 0
+                 && op->length % m->direct_align == 0;
     if (op->direct)
       need += (op->length + 4095) / 4096 * 4096;
   }
@@ -118,7 +118,7 @@ setup_bounce (struct thread_state *t, struct member_op *ops, unsigned nr)
     struct member_op *op = &ops[i];
     if (!op->direct)
       continue;
-    op->bounce = (struct iovec) { pos, op->length };
+    op->bounce = (struct iovec){ pos, op->length };
     pos += (op->length + 4095) / 4096 * 4096;
     if (op->kind == OP_WRITE) {
       char *p = op->bounce.iov_base;
@@ -185,9 +185,7 @@ run_portable (struct member_op *op)
     iov = op_iov (op, &nr);
     r = member_pwritev (op->m, op->direct, iov, nr, op->offset, op->fua);
     break;
-  case OP_FLUSH:
-    r = member_flush (op->m);
-    break;
+  case OP_FLUSH: r = member_flush (op->m); break;
   }
   if (r == -1 && op->err == 0)
     op->err = errno;
@@ -232,12 +230,14 @@ static void
 complete_subop (struct subop *s, int res)
 {
   struct member_op *op = s->op;
-  const char *what = op->kind == OP_READ ? "pread"
-    : op->kind == OP_WRITE ? "pwrite" : "fdatasync";
+  const char *what = op->kind == OP_READ    ? "pread"
+                     : op->kind == OP_WRITE ? "pwrite"
+                                            : "fdatasync";
 
   if (res < 0) {
-    if (op->kind == OP_WRITE && op->fua && (res == -EOPNOTSUPP || res == -EINVAL))
-      res = 0;                  /* retry below, portable FUA */
+    if (op->kind == OP_WRITE && op->fua
+        && (res == -EOPNOTSUPP || res == -EINVAL))
+      res = 0; /* retry below, portable FUA */
     else {
       member_io_error (op->m, what, s->offset, -res);
       if (op->err == 0)
@@ -282,8 +282,7 @@ complete_subop (struct subop *s, int res)
   if (op->kind == OP_READ)
     r = member_preadv (op->m, op->direct, iov, nr, s->offset + res);
   else
-    r = member_pwritev (op->m, op->direct, iov, nr, s->offset + res,
-                        op->fua);
+    r = member_pwritev (op->m, op->direct, iov, nr, s->offset + res, op->fua);
   if (r == -1 && op->err == 0)
     op->err = errno;
   free (copy);
@@ -313,7 +312,7 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
     const struct iovec *iov = op_iov (op, &n);
 
     if (op->kind == OP_FLUSH) {
-      subs[nsub++] = (struct subop) { .op = op };
+      subs[nsub++] = (struct subop){ .op = op };
       continue;
     }
     for (unsigned j = 0; j < n; j += IOV_MAX) {
@@ -348,7 +347,8 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
       stripe_error ("io_uring_submit_and_wait: %m");
       abort ();
     }
-    io_uring_for_each_cqe (ring, head, cqe) {
+    io_uring_for_each_cqe (ring, head, cqe)
+    {
       complete_subop (io_uring_cqe_get_data (cqe), cqe->res);
       seen++;
     }

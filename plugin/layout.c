@@ -9,7 +9,7 @@ enum layout_error
 layout_init (struct layout *l, uint64_t chunk, unsigned nr_members,
              const uint64_t *member_sizes, unsigned *bad_member)
 {
-  uint64_t level = 0;           /* member chunks used by earlier zones */
+  uint64_t level = 0; /* member chunks used by earlier zones */
   uint64_t logical = 0;
 
   memset (l, 0, sizeof *l);
@@ -101,7 +101,7 @@ layout_map (const struct layout *l, uint64_t offset, uint64_t count,
 {
   const struct layout_zone *z = find_zone (l, offset);
   uint64_t rel = offset - z->start;
-  uint64_t chunk_nr = rel / l->chunk;       /* zone-relative chunk */
+  uint64_t chunk_nr = rel / l->chunk; /* zone-relative chunk */
   uint64_t in_chunk = rel % l->chunk;
   uint64_t len = l->chunk - in_chunk;
 
@@ -142,10 +142,10 @@ layout_spans (const struct layout *l, uint64_t offset, uint64_t count,
       if (k1 > cl)
         continue;
       uint64_t k2 = cl - (cl % nd + nd - d) % nd;
-      uint64_t first = z->dev_start + k1 / nd * chunk
-        + (k1 == c0 ? a % chunk : 0);
+      uint64_t first =
+        z->dev_start + k1 / nd * chunk + (k1 == c0 ? a % chunk : 0);
       uint64_t last_end = z->dev_start + k2 / nd * chunk
-        + (k2 == cl ? (b - 1) % chunk + 1 : chunk);
+                          + (k2 == cl ? (b - 1) % chunk + 1 : chunk);
       struct layout_span *s = &spans[z->devs[d]];
 
       if (!s->touched) {
@@ -177,8 +177,8 @@ layout_unmap (const struct layout *l, unsigned member, uint64_t member_offset,
         break;
     if (d == z->nr_devs)
       return false;
-    *offset = z->start
-      + (rel / l->chunk * z->nr_devs + d) * l->chunk + rel % l->chunk;
+    *offset =
+      z->start + (rel / l->chunk * z->nr_devs + d) * l->chunk + rel % l->chunk;
     return true;
   }
   return false;

@@ -58,8 +58,8 @@ read_queue_attr (dev_t rdev, const char *attr)
 }
 
 int
-member_open (struct member *m, unsigned index, const char *path,
-             bool readonly, bool direct)
+member_open (struct member *m, unsigned index, const char *path, bool readonly,
+             bool direct)
 {
   struct stat st;
 
@@ -140,8 +140,8 @@ member_open (struct member *m, unsigned index, const char *path,
     return -1;
   }
   if (direct) {
-    m->fd_direct = open (path, (readonly ? O_RDONLY : O_RDWR)
-                         | O_CLOEXEC | O_DIRECT);
+    m->fd_direct =
+      open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
     if (m->fd_direct == -1) {
       stripe_error ("member %u (%s): open with O_DIRECT (cache=direct): %m",
                     index, path);
@@ -152,8 +152,8 @@ member_open (struct member *m, unsigned index, const char *path,
   }
   stripe_debug ("member %u (%s): %s, %" PRIu64 " bytes, "
                 "logical block %" PRIu32 ", physical block %" PRIu32,
-                index, path, m->is_block ? "block device" : "file",
-                m->size, m->logical_block, m->physical_block);
+                index, path, m->is_block ? "block device" : "file", m->size,
+                m->logical_block, m->physical_block);
   return 0;
 }
 
@@ -198,9 +198,8 @@ iov_advance (struct iovec **iov, unsigned *nr, size_t n)
 }
 
 static int
-rw_full (struct member *m, bool direct, bool write,
-         const struct iovec *iov_in, unsigned nr_in, uint64_t offset,
-         bool dsync)
+rw_full (struct member *m, bool direct, bool write, const struct iovec *iov_in,
+         unsigned nr_in, uint64_t offset, bool dsync)
 {
   int fd = direct ? m->fd_direct : m->fd;
   struct iovec *copy, *iov;
@@ -225,7 +224,7 @@ rw_full (struct member *m, bool direct, bool write,
     else if (use_dsync) {
       n = pwritev2 (fd, iov, cnt, offset, RWF_DSYNC);
       if (n == -1 && (errno == EOPNOTSUPP || errno == EINVAL)) {
-        use_dsync = false;      /* old kernel: fdatasync at the end */
+        use_dsync = false; /* old kernel: fdatasync at the end */
         continue;
       }
     }
@@ -238,8 +237,9 @@ rw_full (struct member *m, bool direct, bool write,
       goto out;
     }
     if (n == 0) {
-      member_io_error (m, write ? "pwrite (no progress)"
-                       : "pread (unexpected end of file)", offset, EIO);
+      member_io_error (
+        m, write ? "pwrite (no progress)" : "pread (unexpected end of file)",
+        offset, EIO);
       goto out;
     }
     offset += n;
@@ -250,7 +250,7 @@ rw_full (struct member *m, bool direct, bool write,
     goto out;
   }
   r = 0;
- out:
+out:
   free (copy);
   return r;
 }
@@ -286,20 +286,20 @@ static bool
 is_unsupported (int err, bool is_block)
 {
   return err == EOPNOTSUPP || err == ENOSYS || err == ENOTTY
-    || (is_block && (err == ENODEV || err == EINVAL));
+         || (is_block && (err == ENODEV || err == EINVAL));
 }
 
 static void
 switch_off (struct member *m, _Atomic int *cap, const char *what)
 {
   if (atomic_exchange (cap, CAP_NO) != CAP_NO)
-    stripe_debug ("member %u (%s): %s not supported, switched off",
-                  m->index, m->path, what);
+    stripe_debug ("member %u (%s): %s not supported, switched off", m->index,
+                  m->path, what);
 }
 
 static int
-try_fallocate (struct member *m, _Atomic int *cap, int mode,
-               uint64_t offset, uint64_t len, const char *what)
+try_fallocate (struct member *m, _Atomic int *cap, int mode, uint64_t offset,
+               uint64_t len, const char *what)
 {
   if (atomic_load (cap) == CAP_NO) {
     errno = EOPNOTSUPP;
@@ -354,15 +354,16 @@ member_discard (struct member *m, uint64_t offset, uint64_t len)
   }
   else
     r = try_fallocate (m, &m->can_punch,
-                       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                       offset, len, "punch hole");
+                       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len,
+                       "punch hole");
   if (r == -1) {
     if (errno == EIO || errno == EPERM) {
       member_io_error (m, "trim", offset, errno);
       return -1;
     }
     stripe_debug ("member %u (%s): trim at member offset %" PRIu64
-                  " ignored: %m", m->index, m->path, offset);
+                  " ignored: %m",
+                  m->index, m->path, offset);
   }
   return 0;
 }
@@ -377,20 +378,19 @@ member_zero_known_unsupported (const struct member *m, uint64_t offset,
       return true;
     if (fast)
       return m->can_punch == CAP_NO;
-    return false;               /* BLKZEROOUT always works */
+    return false; /* BLKZEROOUT always works */
   }
-  return (!may_trim || m->can_punch == CAP_NO)
-    && m->can_zero_range == CAP_NO;
+  return (!may_trim || m->can_punch == CAP_NO) && m->can_zero_range == CAP_NO;
 }
 
 int
-member_zero (struct member *m, uint64_t offset, uint64_t len,
-             bool may_trim, bool fast)
+member_zero (struct member *m, uint64_t offset, uint64_t len, bool may_trim,
+             bool fast)
 {
   if (m->is_block) {
     uint64_t b = m->logical_block;
     if (offset % b || len % b) {
-      errno = EOPNOTSUPP;       /* nbdkit writes the zeroes instead */
+      errno = EOPNOTSUPP; /* nbdkit writes the zeroes instead */
       return -1;
     }
     /* On a block device, fallocate(PUNCH_HOLE) is a zero-out that may
@@ -398,8 +398,9 @@ member_zero (struct member *m, uint64_t offset, uint64_t len,
      */
     if (may_trim || fast) {
       if (try_fallocate (m, &m->can_punch,
-                         FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                         offset, len, "zero-out with unmap") == 0)
+                         FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                         len, "zero-out with unmap")
+          == 0)
         return 0;
       if (errno != EOPNOTSUPP)
         goto err;
@@ -407,7 +408,8 @@ member_zero (struct member *m, uint64_t offset, uint64_t len,
         return -1;
     }
     if (try_blk_ioctl (m, &m->can_zeroout, BLKZEROOUT, offset, len,
-                       "BLKZEROOUT") == 0)
+                       "BLKZEROOUT")
+        == 0)
       return 0;
     if (errno != EOPNOTSUPP)
       goto err;
@@ -416,21 +418,23 @@ member_zero (struct member *m, uint64_t offset, uint64_t len,
 
   if (may_trim) {
     if (try_fallocate (m, &m->can_punch,
-                       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                       offset, len, "punch hole") == 0)
+                       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len,
+                       "punch hole")
+        == 0)
       return 0;
     if (errno != EOPNOTSUPP)
       goto err;
   }
   if (try_fallocate (m, &m->can_zero_range,
-                     FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-                     offset, len, "zero range") == 0)
+                     FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, offset, len,
+                     "zero range")
+      == 0)
     return 0;
   if (errno != EOPNOTSUPP)
     goto err;
   return -1;
 
- err:
+err:
   member_io_error (m, "zero", offset, errno);
   return -1;
 }
@@ -448,7 +452,7 @@ member_extent (struct member *m, uint64_t offset, uint64_t limit,
 
   pos = lseek (m->fd, offset, SEEK_DATA);
   if (pos == -1) {
-    if (errno == ENXIO) {       /* only a hole up to end of file */
+    if (errno == ENXIO) { /* only a hole up to end of file */
       *is_data = false;
       return 0;
     }

@@ -6,8 +6,8 @@
 #include "plan.h"
 
 int
-plan_rw (struct io_plan *plan, const struct layout *l,
-         void *buf, uint64_t count, uint64_t offset)
+plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
+         uint64_t count, uint64_t offset)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_io *by_member[LAYOUT_MAX_MEMBERS] = { 0 };
@@ -53,7 +53,7 @@ plan_rw (struct io_plan *plan, const struct layout *l,
     if (last && (char *) last->iov_base + last->iov_len == base)
       last->iov_len += p.length;
     else
-      io->iov[io->nr_iov++] = (struct iovec) { base, p.length };
+      io->iov[io->nr_iov++] = (struct iovec){ base, p.length };
     io->length += p.length;
   }
   return 0;

@@ -68,7 +68,7 @@ stripe_config (const char *key, const char *value)
       too_many_paths = true;
       return 0;
     }
-    paths[nr_paths++] = value;  /* nbdkit keeps argv alive */
+    paths[nr_paths++] = value; /* nbdkit keeps argv alive */
   }
   else if (strcmp (key, "chunk") == 0) {
     int64_t r = nbdkit_parse_size (value);
@@ -78,8 +78,7 @@ stripe_config (const char *key, const char *value)
       return -1;
     }
     if (r == 0 || r % LAYOUT_CHUNK_ALIGN != 0) {
-      nbdkit_error ("chunk=%s: %s", value,
-                    layout_strerror (LAYOUT_ERR_CHUNK));
+      nbdkit_error ("chunk=%s: %s", value, layout_strerror (LAYOUT_ERR_CHUNK));
       return -1;
     }
     chunk = r;
@@ -135,12 +134,24 @@ stripe_config_complete (void)
 static bool
 nbdkit_is_readonly (void)
 {
-  static const char *const long_with_arg[] = {
-    "--debug", "--exportname", "--filter", "--group", "--ipaddr", "--log",
-    "--mask-handshake", "--pidfile", "--port", "--run", "--selinux-label",
-    "--threads", "--tls", "--tls-certificates", "--tls-psk", "--unix",
-    "--user", NULL
-  };
+  static const char *const long_with_arg[] = { "--debug",
+                                               "--exportname",
+                                               "--filter",
+                                               "--group",
+                                               "--ipaddr",
+                                               "--log",
+                                               "--mask-handshake",
+                                               "--pidfile",
+                                               "--port",
+                                               "--run",
+                                               "--selinux-label",
+                                               "--threads",
+                                               "--tls",
+                                               "--tls-certificates",
+                                               "--tls-psk",
+                                               "--unix",
+                                               "--user",
+                                               NULL };
   char buf[65536];
   size_t len;
   bool ro = false;
@@ -153,13 +164,13 @@ nbdkit_is_readonly (void)
   buf[len] = '\0';
 
   /* argv[0] is nbdkit itself. */
-  for (size_t i = strlen (buf) + 1; i < len; ) {
+  for (size_t i = strlen (buf) + 1; i < len;) {
     const char *arg = &buf[i];
     bool skip_next = false;
 
     i += strlen (arg) + 1;
     if (strcmp (arg, "--") == 0 || arg[0] != '-' || arg[1] == '\0')
-      break;                    /* the plugin name: options end */
+      break; /* the plugin name: options end */
     if (arg[1] == '-') {
       if (strcmp (arg, "--readonly") == 0 || strcmp (arg, "--read-only") == 0)
         ro = true;
@@ -195,14 +206,15 @@ stripe_get_ready (void)
   bool ro = nbdkit_is_readonly ();
 
   if (config_file == NULL) {
-    if (volume_open (&volume, nr_paths, paths, chunk, cache, ro, 0,
-                     NULL) == -1)
+    if (volume_open (&volume, nr_paths, paths, chunk, cache, ro, 0, NULL)
+        == -1)
       return -1;
   }
   else if (cfg.metadata == METADATA_NONE) {
     if (volume_open (&volume, cfg.nr_members,
                      (const char *const *) cfg.members, cfg.chunk, cfg.cache,
-                     ro, 0, NULL) == -1)
+                     ro, 0, NULL)
+        == -1)
       return -1;
   }
   else {
@@ -213,7 +225,8 @@ stripe_get_ready (void)
       return -1;
     if (volume_open (&volume, cfg.nr_members,
                      (const char *const *) cfg.members, cfg.chunk, cfg.cache,
-                     ro, a.data_offset, a.data_sizes) == -1)
+                     ro, a.data_offset, a.data_sizes)
+        == -1)
       return -1;
   }
   volume_opened = true;
@@ -237,8 +250,8 @@ stripe_get_size (void *handle)
 }
 
 static int
-stripe_block_size (void *handle,
-                   uint32_t *minimum, uint32_t *preferred, uint32_t *maximum)
+stripe_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+                   uint32_t *maximum)
 {
   *minimum = volume.min_block;
   *preferred = volume.preferred_block;
@@ -272,11 +285,10 @@ stripe_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 }
 
 static int
-stripe_pwrite (void *handle, const void *buf, uint32_t count,
-               uint64_t offset, uint32_t flags)
+stripe_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+               uint32_t flags)
 {
-  return volume_pwrite (&volume, buf, count, offset,
-                        flags & NBDKIT_FLAG_FUA);
+  return volume_pwrite (&volume, buf, count, offset, flags & NBDKIT_FLAG_FUA);
 }
 
 static int
@@ -294,10 +306,8 @@ stripe_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 static int
 stripe_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return volume_zero (&volume, count, offset,
-                      flags & NBDKIT_FLAG_MAY_TRIM,
-                      flags & NBDKIT_FLAG_FAST_ZERO,
-                      flags & NBDKIT_FLAG_FUA);
+  return volume_zero (&volume, count, offset, flags & NBDKIT_FLAG_MAY_TRIM,
+                      flags & NBDKIT_FLAG_FAST_ZERO, flags & NBDKIT_FLAG_FUA);
 }
 
 static int
@@ -305,12 +315,12 @@ add_extent (void *opaque, uint64_t offset, uint64_t length, bool is_hole)
 {
   return nbdkit_add_extent (opaque, offset, length,
                             is_hole ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO
-                            : 0);
+                                    : 0);
 }
 
 static int
-stripe_extents (void *handle, uint32_t count, uint64_t offset,
-                uint32_t flags, struct nbdkit_extents *extents)
+stripe_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+                struct nbdkit_extents *extents)
 {
   return volume_extents (&volume, count, offset, flags & NBDKIT_FLAG_REQ_ONE,
                          add_extent, extents);
@@ -325,42 +335,42 @@ stripe_dump_plugin (void)
   printf ("stripe_default_chunk=%u\n", LAYOUT_DEFAULT_CHUNK);
 }
 
-#define stripe_config_help \
-  "config=<FILE>   A volume config file (nbdstripe(8)); or, ad hoc:\n" \
-  "file=<PATH>     (required, repeat) A member: file or block device.\n" \
-  "                The order of file= parameters is the member order.\n" \
-  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n" \
+#define stripe_config_help                                                    \
+  "config=<FILE>   A volume config file (nbdstripe(8)); or, ad hoc:\n"        \
+  "file=<PATH>     (required, repeat) A member: file or block device.\n"      \
+  "                The order of file= parameters is the member order.\n"      \
+  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n"            \
   "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT)."
 
 static struct nbdkit_plugin plugin = {
-  .name              = "stripe",
-  .longname          = "nbdkit RAID-0 stripe plugin",
-  .version           = PACKAGE_VERSION,
-  .load              = stripe_load,
-  .unload            = stripe_unload,
-  .config            = stripe_config,
-  .config_complete   = stripe_config_complete,
-  .config_help       = stripe_config_help,
-  .magic_config_key  = "file",
-  .get_ready         = stripe_get_ready,
-  .dump_plugin       = stripe_dump_plugin,
-  .open              = stripe_open,
-  .get_size          = stripe_get_size,
-  .block_size        = stripe_block_size,
-  .can_write         = stripe_can_write,
-  .can_flush         = stripe_can_true,
-  .can_fua           = stripe_can_fua,
-  .can_trim          = stripe_can_true,
-  .can_zero          = stripe_can_true,
-  .can_fast_zero     = stripe_can_true,
-  .can_extents       = stripe_can_true,
-  .can_multi_conn    = stripe_can_true,
-  .pread             = stripe_pread,
-  .pwrite            = stripe_pwrite,
-  .flush             = stripe_flush,
-  .trim              = stripe_trim,
-  .zero              = stripe_zero,
-  .extents           = stripe_extents,
+  .name = "stripe",
+  .longname = "nbdkit RAID-0 stripe plugin",
+  .version = PACKAGE_VERSION,
+  .load = stripe_load,
+  .unload = stripe_unload,
+  .config = stripe_config,
+  .config_complete = stripe_config_complete,
+  .config_help = stripe_config_help,
+  .magic_config_key = "file",
+  .get_ready = stripe_get_ready,
+  .dump_plugin = stripe_dump_plugin,
+  .open = stripe_open,
+  .get_size = stripe_get_size,
+  .block_size = stripe_block_size,
+  .can_write = stripe_can_write,
+  .can_flush = stripe_can_true,
+  .can_fua = stripe_can_fua,
+  .can_trim = stripe_can_true,
+  .can_zero = stripe_can_true,
+  .can_fast_zero = stripe_can_true,
+  .can_extents = stripe_can_true,
+  .can_multi_conn = stripe_can_true,
+  .pread = stripe_pread,
+  .pwrite = stripe_pwrite,
+  .flush = stripe_flush,
+  .trim = stripe_trim,
+  .zero = stripe_zero,
+  .extents = stripe_extents,
   .errno_is_preserved = 1,
 };
 

@@ -33,7 +33,7 @@
 
 _Static_assert(OFF_RESERVED == 664, "member_sizes must end at 664");
 _Static_assert(sizeof SB_MAGIC - 1 == 8, "the magic is 8 bytes");
-_Static_assert(sizeof ((struct superblock *)0)->name == OFF_CTIME - OFF_NAME,
+_Static_assert(sizeof ((struct superblock *) 0)->name == OFF_CTIME - OFF_NAME,
                "struct superblock's name is the whole 64-byte field");
 
 /* CRC32C with the reflected Castagnoli polynomial 0x82F63B78: entry i is
@@ -108,14 +108,14 @@ static void
 put_le32 (uint8_t *p, uint32_t v)
 {
   for (unsigned i = 0; i < 4; ++i)
-    p[i] = (uint8_t)(v >> (8 * i));
+    p[i] = (uint8_t) (v >> (8 * i));
 }
 
 static void
 put_le64 (uint8_t *p, uint64_t v)
 {
   for (unsigned i = 0; i < 8; ++i)
-    p[i] = (uint8_t)(v >> (8 * i));
+    p[i] = (uint8_t) (v >> (8 * i));
 }
 
 static uint32_t
@@ -124,7 +124,7 @@ get_le32 (const uint8_t *p)
   uint32_t v = 0;
 
   for (unsigned i = 0; i < 4; ++i)
-    v |= (uint32_t)p[i] << (8 * i);
+    v |= (uint32_t) p[i] << (8 * i);
   return v;
 }
 
@@ -134,7 +134,7 @@ get_le64 (const uint8_t *p)
   uint64_t v = 0;
 
   for (unsigned i = 0; i < 8; ++i)
-    v |= (uint64_t)p[i] << (8 * i);
+    v |= (uint64_t) p[i] << (8 * i);
   return v;
 }
 
@@ -292,18 +292,12 @@ const char *
 sb_strerror (enum sb_error err)
 {
   switch (err) {
-  case SB_OK:
-    return "no error";
-  case SB_ERR_TRUNCATED:
-    return "header truncated (fewer than 4096 bytes)";
-  case SB_ERR_MAGIC:
-    return "not an nbdstripe member (no header magic)";
-  case SB_ERR_VERSION:
-    return "unknown header format version";
-  case SB_ERR_CRC:
-    return "header checksum mismatch (corrupt header)";
-  case SB_ERR_FIELD:
-    return "header field out of range";
+  case SB_OK: return "no error";
+  case SB_ERR_TRUNCATED: return "header truncated (fewer than 4096 bytes)";
+  case SB_ERR_MAGIC: return "not an nbdstripe member (no header magic)";
+  case SB_ERR_VERSION: return "unknown header format version";
+  case SB_ERR_CRC: return "header checksum mismatch (corrupt header)";
+  case SB_ERR_FIELD: return "header field out of range";
   }
   return "unknown header error";
 }

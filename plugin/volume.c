@@ -37,10 +37,9 @@ cache_mode_parse (const char *name, enum cache_mode *mode)
 }
 
 int
-volume_open (struct volume *v, unsigned nr_members,
-             const char *const *paths, uint64_t chunk,
-             enum cache_mode cache, bool readonly, uint64_t data_offset,
-             const uint64_t *data_sizes)
+volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
+             uint64_t chunk, enum cache_mode cache, bool readonly,
+             uint64_t data_offset, const uint64_t *data_sizes)
 {
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   enum layout_error lerr;
@@ -56,8 +55,8 @@ volume_open (struct volume *v, unsigned nr_members,
     return -1;
   }
   if (nr_members > LAYOUT_MAX_MEMBERS) {
-    stripe_error ("%u members given: at most %d are supported",
-                  nr_members, LAYOUT_MAX_MEMBERS);
+    stripe_error ("%u members given: at most %d are supported", nr_members,
+                  LAYOUT_MAX_MEMBERS);
     errno = EINVAL;
     return -1;
   }
@@ -70,8 +69,9 @@ volume_open (struct volume *v, unsigned nr_members,
 
   for (unsigned i = 0; i < nr_members; ++i) {
     if (member_open (&v->members[i], i, paths[i], readonly,
-                     cache == CACHE_DIRECT) == -1) {
-      v->nr_members = i + 1;    /* member_open leaves it closable */
+                     cache == CACHE_DIRECT)
+        == -1) {
+      v->nr_members = i + 1; /* member_open leaves it closable */
       goto err;
     }
     v->nr_members = i + 1;
@@ -86,8 +86,8 @@ volume_open (struct volume *v, unsigned nr_members,
       }
     if (v->members[i].size < data_offset) {
       stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
-                    "the data offset (%" PRIu64 ")", i, paths[i],
-                    v->members[i].size, data_offset);
+                    "the data offset (%" PRIu64 ")",
+                    i, paths[i], v->members[i].size, data_offset);
       errno = EINVAL;
       goto err;
     }
@@ -99,8 +99,8 @@ volume_open (struct volume *v, unsigned nr_members,
       if (data_sizes[i] > sizes[i]) {
         stripe_error ("member %u (%s): holds %" PRIu64 " bytes of data "
                       "but the volume expects %" PRIu64 ": truncated or "
-                      "replaced by a smaller member?", i, paths[i],
-                      sizes[i], data_sizes[i]);
+                      "replaced by a smaller member?",
+                      i, paths[i], sizes[i], data_sizes[i]);
         errno = EINVAL;
         goto err;
       }
@@ -130,14 +130,15 @@ volume_open (struct volume *v, unsigned nr_members,
   for (unsigned i = 0; i < nr_members; ++i)
     if (data_sizes == NULL && v->layout.member_size[i] != sizes[i])
       stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
-                    "(not a whole chunk)", i, paths[i],
-                    sizes[i] - v->layout.member_size[i]);
+                    "(not a whole chunk)",
+                    i, paths[i], sizes[i] - v->layout.member_size[i]);
   stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
-                "%" PRIu64 " bytes, cache=%s", nr_members, chunk,
-                v->layout.nr_zones, v->layout.size, cache_mode_name (cache));
+                "%" PRIu64 " bytes, cache=%s",
+                nr_members, chunk, v->layout.nr_zones, v->layout.size,
+                cache_mode_name (cache));
   return 0;
 
- err:
+err:
   volume_close (v);
   return -1;
 }
@@ -145,7 +146,7 @@ volume_open (struct volume *v, unsigned nr_members,
 void
 volume_close (struct volume *v)
 {
-  for (unsigned i = v->nr_members; i-- > 0; )
+  for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
 }
@@ -162,7 +163,7 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     goto out;
   for (unsigned i = 0; i < plan.nr_ios; ++i) {
     const struct member_io *io = &plan.ios[i];
-    ops[i] = (struct member_op) {
+    ops[i] = (struct member_op){
       .m = &v->members[io->member],
       .kind = kind,
       .offset = v->data_offset + io->member_offset,
@@ -173,7 +174,7 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     };
   }
   r = ioexec_run (ops, plan.nr_ios);
- out:
+out:
   plan_free (&plan);
   return r;
 }
@@ -204,7 +205,7 @@ flush_members (struct volume *v, const struct layout_span *spans)
 
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (spans == NULL || spans[i].touched)
-      ops[nr++] = (struct member_op) { .m = &v->members[i], .kind = OP_FLUSH };
+      ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
   return ioexec_run (ops, nr);
 }
 
@@ -229,11 +230,13 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
       continue;
     if (member_discard (&v->members[i],
                         v->data_offset + spans[i].member_offset,
-                        spans[i].length) == -1 && err == 0)
+                        spans[i].length)
+          == -1
+        && err == 0)
       err = errno;
   }
-  if ((fua || v->cache == CACHE_WRITETHROUGH)
-      && flush_members (v, spans) == -1 && err == 0)
+  if ((fua || v->cache == CACHE_WRITETHROUGH) && flush_members (v, spans) == -1
+      && err == 0)
     err = errno;
   if (err) {
     errno = err;
@@ -243,8 +246,8 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 }
 
 int
-volume_zero (struct volume *v, uint64_t count, uint64_t offset,
-             bool may_trim, bool fast, bool fua)
+volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
+             bool fast, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
 
@@ -256,10 +259,9 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset,
    */
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (spans[i].touched
-        && member_zero_known_unsupported (&v->members[i],
-                                          v->data_offset
-                                          + spans[i].member_offset,
-                                          spans[i].length, may_trim, fast)) {
+        && member_zero_known_unsupported (
+          &v->members[i], v->data_offset + spans[i].member_offset,
+          spans[i].length, may_trim, fast)) {
       errno = EOPNOTSUPP;
       return -1;
     }
@@ -268,7 +270,8 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset,
     if (spans[i].touched
         && member_zero (&v->members[i],
                         v->data_offset + spans[i].member_offset,
-                        spans[i].length, may_trim, fast) == -1)
+                        spans[i].length, may_trim, fast)
+             == -1)
       return -1;
 
   if (fua || v->cache == CACHE_WRITETHROUGH)
@@ -279,7 +282,7 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset,
 struct run_cache {
   bool valid;
   bool is_data;
-  uint64_t start, end;          /* member offsets */
+  uint64_t start, end; /* member offsets */
 };
 
 int
@@ -304,7 +307,8 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
         uint64_t run_end;
         if (member_extent (&v->members[p.member], pos,
                            v->data_offset + v->layout.member_size[p.member],
-                           &c->is_data, &run_end) == -1)
+                           &c->is_data, &run_end)
+            == -1)
           return -1;
         c->valid = true;
         c->start = pos;
@@ -316,8 +320,7 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
         first_is_data = c->is_data;
       else if (req_one && c->is_data != first_is_data)
         return 0;
-      if (add (opaque, p.offset + (pos - base), len,
-               !c->is_data) == -1)
+      if (add (opaque, p.offset + (pos - base), len, !c->is_data) == -1)
         return -1;
       if (++runs >= EXTENTS_MAX_RUNS)
         return 0;

@@ -18,7 +18,7 @@
 
 struct promise {
   char expect[1024];
-  int line;                     /* 0: no line */
+  int line; /* 0: no line */
 };
 
 /* Reads the header comments: the leading lines that start with '#'. */
@@ -61,8 +61,8 @@ check (const char *path)
   r = config_load (path, &cfg, err, sizeof err);
   config_free (&cfg);
   if (r != -1) {
-    fprintf (stderr, "FAIL %s: config_load accepted it (returned %d)\n",
-             path, r);
+    fprintf (stderr, "FAIL %s: config_load accepted it (returned %d)\n", path,
+             r);
     return false;
   }
   if (p.line > 0)
@@ -70,18 +70,22 @@ check (const char *path)
   else
     snprintf (prefix, sizeof prefix, "%s: ", path);
   if (strncmp (err, prefix, strlen (prefix)) != 0) {
-    fprintf (stderr, "FAIL %s: the message does not start with \"%s\":\n"
-             "  %s\n", path, prefix, err);
+    fprintf (stderr,
+             "FAIL %s: the message does not start with \"%s\":\n"
+             "  %s\n",
+             path, prefix, err);
     return false;
   }
   if (strstr (err, p.expect) == NULL) {
-    fprintf (stderr, "FAIL %s: the message does not contain \"%s\":\n"
-             "  %s\n", path, p.expect, err);
+    fprintf (stderr,
+             "FAIL %s: the message does not contain \"%s\":\n"
+             "  %s\n",
+             path, p.expect, err);
     return false;
   }
   if (strchr (err, '\n') != NULL) {
-    fprintf (stderr, "FAIL %s: the message is not one line:\n  %s\n",
-             path, err);
+    fprintf (stderr, "FAIL %s: the message is not one line:\n  %s\n", path,
+             err);
     return false;
   }
   printf ("ok: %s\n", err);

@@ -49,12 +49,12 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
   return 0;
 }
 
-#define require(cond)                                                   \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf (stderr, "fuzz_config: broken promise: %s\n", #cond);     \
-      abort ();                                                         \
-    }                                                                   \
+#define require(cond)                                                         \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf (stderr, "fuzz_config: broken promise: %s\n", #cond);           \
+      abort ();                                                               \
+    }                                                                         \
   } while (0)
 
 static void
@@ -71,7 +71,7 @@ check_accepted (const struct stripe_config *c)
   require (c->chunk > 0 && c->chunk % LAYOUT_CHUNK_ALIGN == 0);
   require (c->data_offset % 4096 == 0);
   require (c->metadata == METADATA_NONE ? c->data_offset == 0
-           : c->data_offset >= 4096);
+                                        : c->data_offset >= 4096);
   require ((c->serve.socket != NULL) != (c->serve.port != 0));
   require (c->serve.port == 0 || c->serve.address != NULL);
   require (c->serve.socket == NULL || c->serve.socket[0] == '/');
@@ -79,7 +79,7 @@ check_accepted (const struct stripe_config *c)
   require (c->serve.threads >= 1 && c->serve.threads <= 1024);
   require (c->serve.tls == TLS_OFF
            || (c->serve.tls_certificates != NULL)
-              != (c->serve.tls_psk != NULL));
+                != (c->serve.tls_psk != NULL));
   require (c->health.status_file && c->health.status_file[0] == '/');
   require (c->health.interval >= 1 && c->health.interval <= 3600);
   require (c->health.slow_factor > 1);
@@ -109,8 +109,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     check_accepted (&cfg);
   else {
     require (strlen (err) < errlen);
-    require (strncmp (err, path, errlen - 1 < strlen (path)
-                      ? errlen - 1 : strlen (path)) == 0);
+    require (strncmp (err, path,
+                      errlen - 1 < strlen (path) ? errlen - 1 : strlen (path))
+             == 0);
   }
   config_free (&cfg);
   config_free (&cfg);

@@ -26,7 +26,7 @@
 /* Every test gets its own directory, removed afterwards. */
 struct fixture {
   char dir[64];
-  char path[128];               /* the config file that load () writes */
+  char path[128]; /* the config file that load () writes */
   struct stripe_config cfg;
   char err[512];
 };
@@ -112,11 +112,21 @@ assert_error_contains (struct fixture *f, int r, const char *want)
 static void
 parse_size_accepts_bytes_and_k_m_g_t_suffixes_in_either_case (void **state)
 {
-  static const struct { const char *s; uint64_t v; } ok[] = {
-    { "0", 0 }, { "4096", 4096 }, { "128K", 128 << 10 },
-    { "128k", 128 << 10 }, { "1M", 1 << 20 }, { "1m", 1 << 20 },
-    { "2G", 2ull << 30 }, { "2g", 2ull << 30 }, { "1T", 1ull << 40 },
-    { "1t", 1ull << 40 }, { "16777215T", 16777215ull << 40 },
+  static const struct {
+    const char *s;
+    uint64_t v;
+  } ok[] = {
+    { "0", 0 },
+    { "4096", 4096 },
+    { "128K", 128 << 10 },
+    { "128k", 128 << 10 },
+    { "1M", 1 << 20 },
+    { "1m", 1 << 20 },
+    { "2G", 2ull << 30 },
+    { "2g", 2ull << 30 },
+    { "1T", 1ull << 40 },
+    { "1t", 1ull << 40 },
+    { "16777215T", 16777215ull << 40 },
     { "18446744073709551615", UINT64_MAX },
   };
   (void) state;
@@ -133,17 +143,23 @@ static void
 parse_size_rejects_empty_negative_junk_and_overflow (void **state)
 {
   static const char *const bad[] = {
-    "", "-1", "-4096", "+4096", " 4096", "4096 ", "abc", "K", "128KB",
-    "128KiB", "1.5M", "0x1000", "1MM", "18446744073709551616",
-    "16777216T", "99999999999999999999999", "4096\n",
+    "",          "-1",
+    "-4096",     "+4096",
+    " 4096",     "4096 ",
+    "abc",       "K",
+    "128KB",     "128KiB",
+    "1.5M",      "0x1000",
+    "1MM",       "18446744073709551616",
+    "16777216T", "99999999999999999999999",
+    "4096\n",
   };
   (void) state;
 
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     uint64_t v = 12345;
     if (config_parse_size (bad[i], &v) != -1)
-      fail_msg ("config_parse_size (\"%s\") accepted it as %" PRIu64,
-                bad[i], v);
+      fail_msg ("config_parse_size (\"%s\") accepted it as %" PRIu64, bad[i],
+                v);
     assert_int_equal (v, 12345);
   }
 }
@@ -194,31 +210,33 @@ full_config_sets_every_key (void **state)
   assert_int_equal (mkdir (pki, 0755), 0);
   write_file (f->dir, "hook", "#!/bin/sh\n");
   assert_int_equal (chmod (hook, 0755), 0);
-  assert_loads (f, load (f,
-    "name = \"db-1.vol_A\";\n"
-    "chunk = \"64K\";\n"
-    "members = ( \"/dev/a\", \"/dev/b\", \"/srv/c.img\" );\n"
-    "metadata = \"header\";\n"
-    "data_offset = \"2M\";\n"
-    "cache = \"direct\";\n"
-    "serve = {\n"
-    "  port = 10809;\n"
-    "  address = \"::1\";\n"
-    "  export_name = \"db\";\n"
-    "  threads = 1024;\n"
-    "  pidfile = \"/run/db.pid\";\n"
-    "  tls = \"require\";\n"
-    "  tls_certificates = \"%s\";\n"
-    "  tls_verify_peer = true;\n"
-    "};\n"
-    "health = {\n"
-    "  status_file = \"/var/lib/db.json\";\n"
-    "  prometheus_file = \"/var/lib/db.prom\";\n"
-    "  on_change = \"%s\";\n"
-    "  interval = 3600;\n"
-    "  slow_factor = 2.5;\n"
-    "  error_threshold = 1000000;\n"
-    "};\n", pki, hook));
+  assert_loads (f,
+                load (f,
+                      "name = \"db-1.vol_A\";\n"
+                      "chunk = \"64K\";\n"
+                      "members = ( \"/dev/a\", \"/dev/b\", \"/srv/c.img\" );\n"
+                      "metadata = \"header\";\n"
+                      "data_offset = \"2M\";\n"
+                      "cache = \"direct\";\n"
+                      "serve = {\n"
+                      "  port = 10809;\n"
+                      "  address = \"::1\";\n"
+                      "  export_name = \"db\";\n"
+                      "  threads = 1024;\n"
+                      "  pidfile = \"/run/db.pid\";\n"
+                      "  tls = \"require\";\n"
+                      "  tls_certificates = \"%s\";\n"
+                      "  tls_verify_peer = true;\n"
+                      "};\n"
+                      "health = {\n"
+                      "  status_file = \"/var/lib/db.json\";\n"
+                      "  prometheus_file = \"/var/lib/db.prom\";\n"
+                      "  on_change = \"%s\";\n"
+                      "  interval = 3600;\n"
+                      "  slow_factor = 2.5;\n"
+                      "  error_threshold = 1000000;\n"
+                      "};\n",
+                      pki, hook));
   assert_string_equal (c->name, "db-1.vol_A");
   assert_int_equal (c->chunk, 64 * 1024);
   assert_int_equal (c->nr_members, 3);
@@ -259,9 +277,9 @@ example_conf_loads_and_shows_the_defaults (void **state)
 
   if (config_load (EXAMPLE_CONF, &example, err, sizeof err) != 0)
     fail_msg ("%s", err);
-  assert_loads (f, load (f, "name = \"%s\";\nmembers = [ \"%s\", \"%s\" ];\n",
-                         example.name, example.members[0],
-                         example.members[1]));
+  assert_loads (f,
+                load (f, "name = \"%s\";\nmembers = [ \"%s\", \"%s\" ];\n",
+                      example.name, example.members[0], example.members[1]));
   minimal = f->cfg;
   assert_int_equal (example.nr_members, minimal.nr_members);
   assert_int_equal (example.chunk, minimal.chunk);
@@ -276,8 +294,7 @@ example_conf_loads_and_shows_the_defaults (void **state)
   assert_int_equal (example.serve.tls, minimal.serve.tls);
   assert_int_equal (example.serve.tls_verify_peer,
                     minimal.serve.tls_verify_peer);
-  assert_string_equal (example.health.status_file,
-                       minimal.health.status_file);
+  assert_string_equal (example.health.status_file, minimal.health.status_file);
   assert_int_equal (example.health.interval, minimal.health.interval);
   assert_true (example.health.slow_factor == minimal.health.slow_factor);
   assert_int_equal (example.health.error_threshold,
@@ -290,8 +307,8 @@ tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket (void **state)
 {
   struct fixture *f = *state;
 
-  assert_loads (f, load (f, "name = \"t\";\n" MEMBERS
-                         "serve = { port = 10809; };\n"));
+  assert_loads (
+    f, load (f, "name = \"t\";\n" MEMBERS "serve = { port = 10809; };\n"));
   assert_null (f->cfg.serve.socket);
   assert_string_equal (f->cfg.serve.address, "127.0.0.1");
   assert_int_equal (f->cfg.serve.port, 10809);
@@ -303,9 +320,11 @@ tls_with_a_psk_over_a_unix_socket_is_allowed (void **state)
   struct fixture *f = *state;
 
   write_file (f->dir, "psk", "alice:0123456789abcdef\n");
-  assert_loads (f, load (f, "name = \"t\";\n" MEMBERS
+  assert_loads (f, load (f,
+                         "name = \"t\";\n" MEMBERS
                          "serve = { socket = \"/run/t.sock\"; tls = \"on\";\n"
-                         "  tls_psk = \"%s/psk\"; };\n", f->dir));
+                         "  tls_psk = \"%s/psk\"; };\n",
+                         f->dir));
   assert_string_equal (f->cfg.serve.socket, "/run/t.sock");
   assert_int_equal (f->cfg.serve.tls, TLS_ON);
   assert_non_null (f->cfg.serve.tls_psk);
@@ -316,13 +335,13 @@ metadata_none_puts_data_at_offset_0 (void **state)
 {
   struct fixture *f = *state;
 
-  assert_loads (f, load (f, "name = \"raw\";\n" MEMBERS
-                         "metadata = \"none\";\n"));
+  assert_loads (
+    f, load (f, "name = \"raw\";\n" MEMBERS "metadata = \"none\";\n"));
   assert_int_equal (f->cfg.metadata, METADATA_NONE);
   assert_int_equal (f->cfg.data_offset, 0);
 
   assert_loads (f, load (f, "name = \"raw\";\n" MEMBERS
-                         "data_offset = 0;\nmetadata = \"none\";\n"));
+                            "data_offset = 0;\nmetadata = \"none\";\n"));
   assert_int_equal (f->cfg.data_offset, 0);
 }
 
@@ -332,7 +351,7 @@ sizes_may_be_integers_and_an_l_suffix_reaches_past_32_bits (void **state)
   struct fixture *f = *state;
 
   assert_loads (f, load (f, "name = \"n\";\n" MEMBERS
-                         "chunk = 65536;\ndata_offset = 4294971392L;\n"));
+                            "chunk = 65536;\ndata_offset = 4294971392L;\n"));
   assert_int_equal (f->cfg.chunk, 65536);
   assert_int_equal (f->cfg.data_offset, 4294971392ull);
 }
@@ -345,12 +364,13 @@ integer_beyond_32_bits_without_l_is_refused_not_truncated (void **state)
 {
   struct fixture *f = *state;
 
-  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
-                                  "chunk = 4294971392;\n"),
-                         ":3: integer 4294971392 does not fit in 32 bits");
-  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
-                                  "serve = {\n port = 4294977105; };\n"),
-                         ":4: integer 4294977105 does not fit");
+  assert_error_contains (
+    f, load (f, "name = \"n\";\n" MEMBERS "chunk = 4294971392;\n"),
+    ":3: integer 4294971392 does not fit in 32 bits");
+  assert_error_contains (
+    f,
+    load (f, "name = \"n\";\n" MEMBERS "serve = {\n port = 4294977105; };\n"),
+    ":4: integer 4294977105 does not fit");
 }
 
 static void
@@ -358,8 +378,8 @@ slow_factor_accepts_an_integer (void **state)
 {
   struct fixture *f = *state;
 
-  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS
-                         "health = { slow_factor = 3; };\n"));
+  assert_loads (
+    f, load (f, "name = \"n\";\n" MEMBERS "health = { slow_factor = 3; };\n"));
   assert_true (f->cfg.health.slow_factor == 3.0);
 }
 
@@ -367,8 +387,8 @@ static void
 every_cache_mode_name_is_accepted (void **state)
 {
   struct fixture *f = *state;
-  static const enum cache_mode modes[] =
-    { CACHE_WRITEBACK, CACHE_WRITETHROUGH, CACHE_DIRECT };
+  static const enum cache_mode modes[] = { CACHE_WRITEBACK, CACHE_WRITETHROUGH,
+                                           CACHE_DIRECT };
 
   for (size_t i = 0; i < 3; ++i) {
     assert_loads (f, load (f, "name = \"n\";\n" MEMBERS "cache = \"%s\";\n",
@@ -383,11 +403,13 @@ error_names_file_line_key_expectation_and_value (void **state)
   struct fixture *f = *state;
   char want[512];
 
-  snprintf (want, sizeof want, "%s:4: chunk: expected a size such as "
+  snprintf (want, sizeof want,
+            "%s:4: chunk: expected a size such as "
             "\"128K\" (a non-zero multiple of 4096 bytes), got \"130K\"",
             f->path);
-  assert_int_equal (load (f, "# fast0\nname = \"fast0\";\n" MEMBERS
-                          "chunk = \"130K\";\n"), -1);
+  assert_int_equal (
+    load (f, "# fast0\nname = \"fast0\";\n" MEMBERS "chunk = \"130K\";\n"),
+    -1);
   assert_string_equal (f->err, want);
 }
 
@@ -399,7 +421,7 @@ syntax_error_names_file_and_line (void **state)
 
   snprintf (want, sizeof want, "%s:3: syntax error", f->path);
   assert_int_equal (load (f, "name = \"n\";\n" MEMBERS
-                          "chunk = = \"128K\";\ncache = \"direct\";\n"),
+                             "chunk = = \"128K\";\ncache = \"direct\";\n"),
                     -1);
   assert_string_equal (f->err, want);
 }
@@ -409,17 +431,18 @@ unknown_key_suggests_the_closest_and_lists_the_valid_ones (void **state)
 {
   struct fixture *f = *state;
 
-  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
+  assert_error_contains (f,
+                         load (f, "name = \"n\";\n" MEMBERS
                                   "serve = {\n  sockt = \"/run/x\";\n};\n"),
                          ":4: serve.sockt: unknown key (did you mean "
                          "\"socket\"?); the valid keys in serve are: socket, "
                          "address, port, export_name, threads, pidfile, tls, "
                          "tls_certificates, tls_psk, tls_verify_peer");
-  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
-                                  "volume_size = \"1G\";\n"),
-                         ":3: volume_size: unknown key; the valid keys are: "
-                         "name, chunk, members, metadata, data_offset, "
-                         "cache, serve, health");
+  assert_error_contains (
+    f, load (f, "name = \"n\";\n" MEMBERS "volume_size = \"1G\";\n"),
+    ":3: volume_size: unknown key; the valid keys are: "
+    "name, chunk, members, metadata, data_offset, "
+    "cache, serve, health");
 }
 
 static void
@@ -452,8 +475,7 @@ a_directory_or_a_file_over_1_mib_is_not_a_config (void **state)
   FILE *fp;
 
   snprintf (want, sizeof want, "%s: is a directory", f->dir);
-  assert_int_equal (config_load (f->dir, &f->cfg, f->err, sizeof f->err),
-                    -1);
+  assert_int_equal (config_load (f->dir, &f->cfg, f->err, sizeof f->err), -1);
   assert_non_null (strstr (f->err, want));
 
   config_free (&f->cfg);
@@ -463,8 +485,8 @@ a_directory_or_a_file_over_1_mib_is_not_a_config (void **state)
   for (int i = 0; i < 1024 * 1024 / 64; ++i)
     fprintf (fp, "# %61s\n", "padding");
   assert_int_equal (fclose (fp), 0);
-  assert_error_contains (f, config_load (f->path, &f->cfg, f->err,
-                                         sizeof f->err),
+  assert_error_contains (f,
+                         config_load (f->path, &f->cfg, f->err, sizeof f->err),
                          ": larger than 1048576 bytes: not a volume config");
 }
 
@@ -492,7 +514,8 @@ loading_opens_no_member_nor_tls_file_nor_hook (void **state)
   if (fd == -1)
     skip ();
   assert_true (inotify_add_watch (fd, watched, IN_ALL_EVENTS) >= 0);
-  assert_loads (f, load (f, "name = \"n\";\n"
+  assert_loads (f, load (f,
+                         "name = \"n\";\n"
                          "members = [ \"%1$s/m0\", \"%1$s/m1\" ];\n"
                          "serve = { tls = \"on\"; tls_psk = \"%1$s/psk\"; };\n"
                          "health = { on_change = \"%1$s/hook\"; };\n",
@@ -516,7 +539,8 @@ config_free_is_safe_twice_and_after_a_failed_load (void **state)
 
   /* Fails at the last member, after two were copied. */
   assert_int_equal (load (f, "name = \"n\";\nmembers = [ \"/a\", \"/b\", "
-                          "\"c\" ];\n"), -1);
+                             "\"c\" ];\n"),
+                    -1);
   assert_int_equal (f->cfg.nr_members, 2);
   config_free (&f->cfg);
   assert_null (f->cfg.name);

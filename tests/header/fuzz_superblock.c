@@ -55,7 +55,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     memcpy (resealed, data, SB_SIZE);
     crc = crc32c (0, resealed, SB_SIZE - 4);
     for (unsigned i = 0; i < 4; ++i)
-      resealed[SB_SIZE - 4 + i] = (uint8_t)(crc >> (8 * i));
+      resealed[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
     check (resealed, SB_SIZE);
   }
   return 0;

@@ -44,8 +44,8 @@ main (int argc, char **argv)
   memset (&sb, 0, sizeof sb);
   sb.version = SB_VERSION;
   for (unsigned i = 0; i < 16; ++i) {
-    sb.array_uuid[i] = (uint8_t)(0x11 * i);
-    sb.member_uuid[i] = (uint8_t)(0xff - 0x0f * i);
+    sb.array_uuid[i] = (uint8_t) (0x11 * i);
+    sb.member_uuid[i] = (uint8_t) (0xff - 0x0f * i);
   }
   strcpy (sb.name, "seed-volume_0.1");
   sb.ctime = 1700000000;

@@ -22,8 +22,8 @@
 #define MiB (KiB * KiB)
 
 /* The character set a volume name may use. */
-static const char name_chars[]
-    = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+static const char name_chars[] =
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
 
 /* ---- PRNG: splitmix64, fixed seeds so that runs are reproducible ---- */
 
@@ -54,14 +54,14 @@ static void
 le32_put (uint8_t *p, uint32_t v)
 {
   for (unsigned i = 0; i < 4; ++i)
-    p[i] = (uint8_t)(v >> (8 * i));
+    p[i] = (uint8_t) (v >> (8 * i));
 }
 
 static void
 le64_put (uint8_t *p, uint64_t v)
 {
   for (unsigned i = 0; i < 8; ++i)
-    p[i] = (uint8_t)(v >> (8 * i));
+    p[i] = (uint8_t) (v >> (8 * i));
 }
 
 /* Recompute the CRC after editing a header by hand, so that decoding gets
@@ -96,8 +96,8 @@ plain_superblock (struct superblock *sb)
   memset (sb, 0, sizeof *sb);
   sb->version = SB_VERSION;
   for (unsigned i = 0; i < 16; ++i) {
-    sb->array_uuid[i] = (uint8_t)(0x10 + i);
-    sb->member_uuid[i] = (uint8_t)(0xf0 - i);
+    sb->array_uuid[i] = (uint8_t) (0x10 + i);
+    sb->member_uuid[i] = (uint8_t) (0xf0 - i);
   }
   strcpy (sb->name, "vol0");
   sb->ctime = 1700000000;
@@ -115,19 +115,19 @@ plain_superblock (struct superblock *sb)
 static void
 random_superblock (struct rng *r, struct superblock *sb)
 {
-  unsigned name_len = (unsigned)rng_range (r, 1, SB_NAME_MAX);
+  unsigned name_len = (unsigned) rng_range (r, 1, SB_NAME_MAX);
 
   memset (sb, 0, sizeof *sb);
   sb->version = SB_VERSION;
   for (unsigned i = 0; i < 16; ++i) {
-    sb->array_uuid[i] = (uint8_t)rng_next (r);
-    sb->member_uuid[i] = (uint8_t)rng_next (r);
+    sb->array_uuid[i] = (uint8_t) rng_next (r);
+    sb->member_uuid[i] = (uint8_t) rng_next (r);
   }
   for (unsigned i = 0; i < name_len; ++i)
     sb->name[i] = name_chars[rng_next (r) % (sizeof name_chars - 1)];
   sb->ctime = rng_next (r);
-  sb->member_count = (uint32_t)rng_range (r, 1, LAYOUT_MAX_MEMBERS);
-  sb->member_index = (uint32_t)rng_range (r, 0, sb->member_count - 1);
+  sb->member_count = (uint32_t) rng_range (r, 1, LAYOUT_MAX_MEMBERS);
+  sb->member_index = (uint32_t) rng_range (r, 0, sb->member_count - 1);
   /* Up to 4 GiB chunks and 2^31 chunks a member: no overflow. */
   sb->chunk = LAYOUT_CHUNK_ALIGN * rng_range (r, 1, UINT64_C (1) << 20);
   sb->layout_id = LAYOUT_ID_RAID0_ALT;
@@ -197,7 +197,7 @@ expect_ok (const uint8_t *buf)
 static void
 crc32c_gives_the_standard_check_value (void **state)
 {
-  (void)state;
+  (void) state;
   assert_int_equal (crc32c (0, "123456789", 9), 0xE3069283);
   assert_int_equal (crc32c (0, "", 0), 0);
 }
@@ -207,7 +207,7 @@ crc32c_chains_over_split_buffers (void **state)
 {
   const char *s = "123456789";
 
-  (void)state;
+  (void) state;
   for (size_t cut = 0; cut <= 9; ++cut)
     assert_int_equal (crc32c (crc32c (0, s, cut), s + cut, 9 - cut),
                       0xE3069283);
@@ -219,16 +219,16 @@ crc32c_matches_the_bitwise_definition (void **state)
   struct rng r = { 0x5eed0001 };
   uint8_t data[1000];
 
-  (void)state;
+  (void) state;
   for (unsigned n = 0; n < 200; ++n) {
-    size_t len = (size_t)rng_range (&r, 0, sizeof data);
+    size_t len = (size_t) rng_range (&r, 0, sizeof data);
     for (size_t i = 0; i < len; ++i)
-      data[i] = (uint8_t)rng_next (&r);
+      data[i] = (uint8_t) rng_next (&r);
     assert_int_equal (crc32c (0, data, len), crc32c_bitwise (data, len));
   }
   /* Every table entry, one byte at a time. */
   for (unsigned b = 0; b < 256; ++b) {
-    uint8_t byte = (uint8_t)b;
+    uint8_t byte = (uint8_t) b;
     assert_int_equal (crc32c (0, &byte, 1), crc32c_bitwise (&byte, 1));
   }
 }
@@ -240,7 +240,7 @@ header_round_trips_random_superblocks (void **state)
 {
   struct rng r = { 0x5eed0002 };
 
-  (void)state;
+  (void) state;
   for (unsigned n = 0; n < 5000; ++n) {
     struct superblock in, out;
     uint8_t buf[SB_SIZE], again[SB_SIZE];
@@ -266,19 +266,19 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
   uint8_t buf[SB_SIZE];
   static const uint8_t version[4] = { 0x01, 0, 0, 0 };
   static const uint8_t header_size[4] = { 0x00, 0x10, 0, 0 };
-  static const uint8_t ctime[8]
-      = { 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01 };
+  static const uint8_t ctime[8] = { 0x08, 0x07, 0x06, 0x05,
+                                    0x04, 0x03, 0x02, 0x01 };
   static const uint8_t member_index[4] = { 0x29, 0, 0, 0 };
   static const uint8_t member_count[4] = { 0x2a, 0, 0, 0 };
   static const uint8_t chunk[8] = { 0x00, 0x60, 0x45, 0x23, 0x01, 0, 0, 0 };
   static const uint8_t layout_id[4] = { 0x01, 0, 0, 0 };
-  static const uint8_t data_offset[8]
-      = { 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00 };
+  static const uint8_t data_offset[8] = { 0x00, 0x00, 0x10, 0x00,
+                                          0x00, 0x00, 0x00, 0x00 };
   uint8_t name[64] = "my-volume_1.0";
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
-  strcpy (sb.name, (const char *)name);
+  strcpy (sb.name, (const char *) name);
   sb.ctime = UINT64_C (0x0102030405060708);
   sb.member_count = 42;
   sb.member_index = 41;
@@ -319,7 +319,7 @@ header_stores_crc32c_of_bytes_0_to_4091_at_4092 (void **state)
   uint8_t buf[SB_SIZE];
   uint32_t crc;
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb_encode (&sb, buf);
   crc = crc32c_bitwise (buf, 4092);
@@ -335,7 +335,7 @@ header_encode_pads_the_name_with_nuls (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   memset (sb.name, 'x', sizeof sb.name);
   memcpy (sb.name, "ab", 3); /* "ab\0xxxx..." */
@@ -358,7 +358,7 @@ header_rejects_every_single_bit_flip (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   random_superblock (&r, &sb);
   sb.member_count = LAYOUT_MAX_MEMBERS;
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
@@ -374,9 +374,9 @@ header_rejects_every_single_bit_flip (void **state)
                                      : SB_ERR_CRC;
     enum sb_error err;
 
-    buf[byte] ^= (uint8_t)(1u << (bit % 8));
+    buf[byte] ^= (uint8_t) (1u << (bit % 8));
     err = sb_decode (buf, sizeof buf, &out, NULL);
-    buf[byte] ^= (uint8_t)(1u << (bit % 8));
+    buf[byte] ^= (uint8_t) (1u << (bit % 8));
     if (err != want)
       fail_msg ("flipping bit %u of byte %u: got \"%s\", expected \"%s\"",
                 bit % 8, byte, sb_strerror (err), sb_strerror (want));
@@ -389,7 +389,7 @@ header_rejects_fewer_than_4096_bytes (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb_encode (&sb, buf);
   for (size_t len = 0; len < SB_SIZE; ++len)
@@ -402,7 +402,7 @@ header_ignores_bytes_beyond_4096 (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE + 512];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   memset (buf, 0xa5, sizeof buf);
   sb_encode (&sb, buf);
@@ -415,7 +415,7 @@ header_rejects_missing_magic (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   memset (buf, 0, sizeof buf); /* a blank disk */
   assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
 
@@ -433,7 +433,7 @@ header_rejects_unknown_version (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   for (size_t i = 0; i < sizeof versions / sizeof versions[0]; ++i) {
     plain_superblock (&sb);
     sb.version = versions[i];
@@ -448,7 +448,7 @@ header_checks_magic_then_version_then_crc_then_fields (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb.flags = 1; /* a bad field ... */
   sb_encode (&sb, buf);
@@ -468,7 +468,7 @@ header_names_the_first_bad_field_in_header_order (void **state)
 {
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb.flags = 1;
   sb.chunk = 100;
@@ -483,7 +483,7 @@ header_sets_field_only_on_a_field_error (void **state)
   uint8_t buf[SB_SIZE];
   const char *field = "untouched";
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb_encode (&sb, buf);
   assert_int_equal (sb_decode (buf, sizeof buf, &sb, &field), SB_OK);
@@ -506,7 +506,7 @@ header_rejects_header_size_other_than_4096 (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
     sb_encode (&sb, buf);
@@ -522,7 +522,7 @@ header_rejects_name_without_nul_in_64_bytes (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb_encode (&sb, buf);
   memset (buf + 48, 'a', 64);
@@ -535,7 +535,7 @@ header_rejects_empty_name (void **state)
 {
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb.name[0] = '\0';
   expect_encoded_field_error (&sb, "name");
@@ -547,15 +547,15 @@ header_rejects_name_with_characters_outside_the_allowed_set (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   strcpy (sb.name, "abcdef");
   for (unsigned c = 1; c < 256; ++c) {
-    if (strchr (name_chars, (int)c))
+    if (strchr (name_chars, (int) c))
       continue;
     for (unsigned pos = 0; pos < 6; pos += 5) { /* first and last */
       sb_encode (&sb, buf);
-      buf[48 + pos] = (uint8_t)c;
+      buf[48 + pos] = (uint8_t) c;
       reseal (buf);
       expect_field_error (buf, "name");
     }
@@ -568,7 +568,7 @@ header_rejects_bytes_after_the_name_terminator (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb); /* "vol0": NUL at offset 52 */
   for (unsigned i = 48 + 5; i < 112; ++i) {
     sb_encode (&sb, buf);
@@ -584,7 +584,7 @@ header_accepts_63_byte_name_of_allowed_characters (void **state)
   struct superblock sb, out;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   assert_int_equal (strlen (name_chars), 65);
   plain_superblock (&sb);
   memcpy (sb.name, name_chars, SB_NAME_MAX); /* A..Z a..z 0..9 . */
@@ -605,7 +605,7 @@ header_rejects_member_count_zero_or_above_64 (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
     plain_superblock (&sb);
     sb.member_index = 0;
@@ -626,7 +626,7 @@ header_rejects_member_index_not_below_member_count (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   sb.member_index = sb.member_count;
   expect_encoded_field_error (&sb, "member_index");
@@ -645,7 +645,7 @@ header_rejects_chunk_zero_or_not_a_multiple_of_4096 (void **state)
   };
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; ++i) {
     plain_superblock (&sb);
     sb.chunk = chunks[i];
@@ -659,7 +659,7 @@ header_rejects_layout_id_other_than_raid0_alt (void **state)
   static const uint32_t ids[] = { 0, LAYOUT_ID_RAID0_ALT + 1, UINT32_MAX };
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
     plain_superblock (&sb);
     sb.layout_id = ids[i];
@@ -672,7 +672,7 @@ header_rejects_nonzero_flags (void **state)
 {
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   for (unsigned bit = 0; bit < 32; ++bit) {
     plain_superblock (&sb);
     sb.flags = UINT32_C (1) << bit;
@@ -689,7 +689,7 @@ header_rejects_data_offset_below_4096_or_unaligned (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; ++i) {
     plain_superblock (&sb);
     sb.data_offset = offsets[i];
@@ -706,7 +706,7 @@ header_rejects_member_size_zero_or_not_whole_chunks (void **state)
 {
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   for (unsigned i = 0; i < 4; ++i) {
     plain_superblock (&sb);
     sb.member_sizes[i] = 0;
@@ -723,7 +723,7 @@ header_rejects_member_size_in_an_unused_slot (void **state)
 {
   struct superblock sb;
 
-  (void)state;
+  (void) state;
   for (unsigned i = 4; i < LAYOUT_MAX_MEMBERS; ++i) {
     plain_superblock (&sb);
     sb.member_sizes[i] = sb.chunk;
@@ -737,7 +737,7 @@ header_rejects_any_nonzero_reserved_byte (void **state)
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
-  (void)state;
+  (void) state;
   plain_superblock (&sb);
   for (unsigned i = 664; i < 4092; ++i) {
     sb_encode (&sb, buf);
@@ -758,7 +758,7 @@ sb_strerror_describes_every_error (void **state)
   };
   const size_t n = sizeof errs / sizeof errs[0];
 
-  (void)state;
+  (void) state;
   for (size_t i = 0; i < n; ++i) {
     const char *s = sb_strerror (errs[i]);
     assert_non_null (s);
@@ -770,7 +770,7 @@ sb_strerror_describes_every_error (void **state)
                        "not an nbdstripe member (no header magic)");
   assert_string_equal (sb_strerror (SB_ERR_CRC),
                        "header checksum mismatch (corrupt header)");
-  assert_non_null (sb_strerror ((enum sb_error)1000));
+  assert_non_null (sb_strerror ((enum sb_error) 1000));
 }
 
 static void
@@ -783,7 +783,7 @@ sb_uuid_unparse_formats_lowercase_8_4_4_4_12 (void **state)
   static const uint8_t zero[16];
   char out[37];
 
-  (void)state;
+  (void) state;
   memset (out, 'z', sizeof out);
   sb_uuid_unparse (uuid, out);
   assert_string_equal (out, "01234567-89ab-cdef-fedc-ba9876543210");
@@ -800,7 +800,7 @@ main (void)
     cmocka_unit_test (crc32c_matches_the_bitwise_definition),
     cmocka_unit_test (header_round_trips_random_superblocks),
     cmocka_unit_test (
-        header_puts_each_field_little_endian_at_its_documented_offset),
+      header_puts_each_field_little_endian_at_its_documented_offset),
     cmocka_unit_test (header_stores_crc32c_of_bytes_0_to_4091_at_4092),
     cmocka_unit_test (header_encode_pads_the_name_with_nuls),
     cmocka_unit_test (header_rejects_every_single_bit_flip),
@@ -815,7 +815,7 @@ main (void)
     cmocka_unit_test (header_rejects_name_without_nul_in_64_bytes),
     cmocka_unit_test (header_rejects_empty_name),
     cmocka_unit_test (
-        header_rejects_name_with_characters_outside_the_allowed_set),
+      header_rejects_name_with_characters_outside_the_allowed_set),
     cmocka_unit_test (header_rejects_bytes_after_the_name_terminator),
     cmocka_unit_test (header_accepts_63_byte_name_of_allowed_characters),
     cmocka_unit_test (header_rejects_member_count_zero_or_above_64),

@@ -120,7 +120,9 @@ run_case (const char *name, void (*fn) (void *), void *arg)
   cleanup_run_all ();
 
   printf ("%s: %s (%.2f s)\n",
-          out == OUTCOME_PASS ? "PASS" : out == OUTCOME_SKIP ? "SKIP" : "FAIL",
+          out == OUTCOME_PASS   ? "PASS"
+          : out == OUTCOME_SKIP ? "SKIP"
+                                : "FAIL",
           name, now_s () - t0);
   fflush (stdout);
   return out;
@@ -172,7 +174,10 @@ xasprintf (const char *fmt, ...)
 /* ---- cleanup registry -------------------------------------------------- */
 
 #define MAX_CLEANUPS 256
-static struct { cleanup_fn fn; void *arg; } cleanups[MAX_CLEANUPS];
+static struct {
+  cleanup_fn fn;
+  void *arg;
+} cleanups[MAX_CLEANUPS];
 static int nr_cleanups;
 static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -247,7 +252,8 @@ harness_init (void)
 static int
 remove_one (const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-  (void) st; (void) f;
+  (void) st;
+  (void) f;
   if (flag == FTW_DP || flag == FTW_D)
     return rmdir (path) == -1 && errno != ENOENT ? -1 : 0;
   return unlink (path) == -1 && errno != ENOENT ? -1 : 0;
@@ -300,7 +306,9 @@ pread_full (int fd, void *buf, size_t len, uint64_t off, const char *what)
       FAIL ("pread %s at %" PRIu64 ": %m", what, off);
     if (r == 0)
       FAIL ("pread %s at %" PRIu64 ": unexpected end of file", what, off);
-    p += r; len -= r; off += r;
+    p += r;
+    len -= r;
+    off += r;
   }
 }
 
@@ -315,7 +323,9 @@ pwrite_full (int fd, const void *buf, size_t len, uint64_t off,
       continue;
     if (r == -1)
       FAIL ("pwrite %s at %" PRIu64 ": %m", what, off);
-    p += r; len -= r; off += r;
+    p += r;
+    len -= r;
+    off += r;
   }
 }
 
@@ -396,9 +406,21 @@ parse_size (const char *s, uint64_t *out)
     if (errno)
       return -1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024; end++; break;
-    case 'm': case 'M': mul = 1024 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024 * 1024 * 1024; end++; break;
+    case 'k':
+    case 'K':
+      mul = 1024;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      mul = 1024 * 1024;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      mul = 1024 * 1024 * 1024;
+      end++;
+      break;
     default: break;
     }
     if (*end == 'B' || *end == 'b')
@@ -448,7 +470,8 @@ prng_fill (struct prng *p, void *buf, size_t len)
   while (len >= 8) {
     uint64_t v = prng_next (p);
     memcpy (b, &v, 8);
-    b += 8; len -= 8;
+    b += 8;
+    len -= 8;
   }
   if (len) {
     uint64_t v = prng_next (p);
@@ -547,14 +570,14 @@ find_in_path (const char *prog)
 static bool
 env_skip (const char *e, bool preload)
 {
-  static const char *const drop[] = {
-    "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=", NULL
-  };
+  static const char *const drop[] = { "LISTEN_FDS=", "LISTEN_PID=",
+                                      "LISTEN_FDNAMES=", NULL };
   for (size_t i = 0; drop[i]; i++)
     if (strncmp (e, drop[i], strlen (drop[i])) == 0)
       return true;
-  if (preload && (strncmp (e, "LD_PRELOAD=", 11) == 0 ||
-                  strncmp (e, "ASAN_OPTIONS=", 13) == 0))
+  if (preload
+      && (strncmp (e, "LD_PRELOAD=", 11) == 0
+          || strncmp (e, "ASAN_OPTIONS=", 13) == 0))
     return true;
   return false;
 }
@@ -592,15 +615,15 @@ spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
     const char *shim = getenv ("STRIPE_ASAN_SHIM");
     ld = xasprintf ("LD_PRELOAD=%s%s%s", preload, shim && *shim ? " " : "",
                     shim && *shim ? shim : "");
-    asan = xasprintf ("ASAN_OPTIONS=%s%sdetect_leaks=0",
-                      ao && *ao ? ao : "", ao && *ao ? ":" : "");
+    asan = xasprintf ("ASAN_OPTIONS=%s%sdetect_leaks=0", ao && *ao ? ao : "",
+                      ao && *ao ? ":" : "");
     envp[k++] = ld;
     envp[k++] = asan;
   }
   envp[k] = NULL;
 
-  logfd = open (log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-                0644);
+  logfd =
+    open (log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (logfd == -1)
     FAIL ("open %s: %m", log_path);
   nullfd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -632,29 +655,33 @@ spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
     /* Move everything out of the way of 0..3 first. */
     if (listen_fd <= 3) {
       int nfd = fcntl (listen_fd, F_DUPFD_CLOEXEC, 10);
-      if (nfd == -1) _exit (126);
+      if (nfd == -1)
+        _exit (126);
       listen_fd = nfd;
     }
     if (logfd <= 3) {
       int nfd = fcntl (logfd, F_DUPFD_CLOEXEC, 10);
-      if (nfd == -1) _exit (126);
+      if (nfd == -1)
+        _exit (126);
       logfd = nfd;
     }
     if (nullfd <= 3) {
       int nfd = fcntl (nullfd, F_DUPFD_CLOEXEC, 10);
-      if (nfd == -1) _exit (126);
+      if (nfd == -1)
+        _exit (126);
       nullfd = nfd;
     }
-    if (dup2 (nullfd, 0) == -1 || dup2 (logfd, 1) == -1 ||
-        dup2 (logfd, 2) == -1 || dup2 (listen_fd, 3) == -1)
+    if (dup2 (nullfd, 0) == -1 || dup2 (logfd, 1) == -1
+        || dup2 (logfd, 2) == -1 || dup2 (listen_fd, 3) == -1)
       _exit (126);
     close_range (4, ~0U, 0);
 
     if (o && o->as_nobody) {
-      if (setgroups (0, NULL) == -1 || setgid (65534) == -1 ||
-          setuid (65534) == -1) {
+      if (setgroups (0, NULL) == -1 || setgid (65534) == -1
+          || setuid (65534) == -1) {
         static const char msg[] = "harness: cannot become nobody\n";
-        if (write (2, msg, sizeof msg - 1)) {}
+        if (write (2, msg, sizeof msg - 1)) {
+        }
         _exit (126);
       }
     }
@@ -670,7 +697,8 @@ spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
     execve (exe, (char *const *) argv, envp);
     {
       static const char msg[] = "harness: execve nbdkit failed\n";
-      if (write (2, msg, sizeof msg - 1)) {}
+      if (write (2, msg, sizeof msg - 1)) {
+      }
     }
     _exit (127);
   }
@@ -740,7 +768,7 @@ server_start (struct server *s, const char *dir, const struct nbdkit_opts *o,
   s->log = xasprintf ("%s/nbdkit%d.log", dir, n);
   lfd = make_listener (s->sock);
   s->pid = spawn_nbdkit (o, params, lfd, s->log);
-  close (lfd);              /* only nbdkit holds the listener now */
+  close (lfd); /* only nbdkit holds the listener now */
   s->cleanup_handle = cleanup_push (server_kill, s);
 }
 
@@ -754,7 +782,10 @@ handle_cleanup (void *arg)
  * mapping handle -> cleanup slot here.
  */
 #define MAX_HANDLES 64
-static struct { struct nbd_handle *h; int slot; } handles[MAX_HANDLES];
+static struct {
+  struct nbd_handle *h;
+  int slot;
+} handles[MAX_HANDLES];
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct nbd_handle *
@@ -777,8 +808,8 @@ server_connect (struct server *s)
     }
     log = read_text_file (s->log);
     FAIL ("connecting to nbdkit failed: %s\nnbdkit: %s\n--- nbdkit log "
-          "(%s) ---\n%s--- end of log ---", err, describe_wstatus (st),
-          s->log, log);
+          "(%s) ---\n%s--- end of log ---",
+          err, describe_wstatus (st), s->log, log);
   }
   pthread_mutex_lock (&handles_lock);
   for (int i = 0; i < MAX_HANDLES; i++)
@@ -812,10 +843,10 @@ close_handle (struct nbd_handle *h)
 bool
 log_has_sanitizer_report (const char *text)
 {
-  return strstr (text, "ERROR: AddressSanitizer") ||
-    strstr (text, "ERROR: LeakSanitizer") ||
-    strstr (text, "runtime error:") ||
-    strstr (text, "WARNING: ThreadSanitizer");
+  return strstr (text, "ERROR: AddressSanitizer")
+         || strstr (text, "ERROR: LeakSanitizer")
+         || strstr (text, "runtime error:")
+         || strstr (text, "WARNING: ThreadSanitizer");
 }
 
 const char *
@@ -851,7 +882,8 @@ server_stop (struct server *s)
     fprintf (stderr, "--- nbdkit log %s ---\n%s--- end ---\n", s->log, log);
   if (!WIFEXITED (st) || WEXITSTATUS (st) != 0)
     FAIL ("nbdkit did not exit cleanly on SIGTERM: %s\n--- nbdkit log ---\n"
-          "%s--- end of log ---", describe_wstatus (st), log);
+          "%s--- end of log ---",
+          describe_wstatus (st), log);
   if (log_has_sanitizer_report (log))
     FAIL ("sanitizer report in nbdkit log:\n%s", log);
   free (log);

@@ -46,14 +46,16 @@ extern void test_skip_at (const char *file, int line, const char *fmt, ...)
 extern void test_check_fail_at (const char *file, int line, const char *cond,
                                 const char *fmt, ...)
   __attribute__ ((format (printf, 4, 5), noreturn));
-#define CHECK(cond, ...) \
-  do { if (!(cond)) \
-         test_check_fail_at (__FILE__, __LINE__, #cond, __VA_ARGS__); \
+#define CHECK(cond, ...)                                                      \
+  do {                                                                        \
+    if (!(cond))                                                              \
+      test_check_fail_at (__FILE__, __LINE__, #cond, __VA_ARGS__);            \
   } while (0)
 /* A libnbd call that must succeed. */
-#define NBD_OK(call) \
-  do { if ((call) == -1) \
-         FAIL ("%s: %s (errno %d)", #call, nbd_get_error (), nbd_get_errno ()); \
+#define NBD_OK(call)                                                          \
+  do {                                                                        \
+    if ((call) == -1)                                                         \
+      FAIL ("%s: %s (errno %d)", #call, nbd_get_error (), nbd_get_errno ());  \
   } while (0)
 
 /* Outcome of a case, as recorded by the landing point. */
@@ -63,11 +65,12 @@ extern __thread enum test_outcome test_last_outcome;
 /* Run fn(arg) as a named test case: prints PASS/FAIL/SKIP and the time,
  * runs the cleanup registry afterwards.  Returns the outcome.
  */
-extern enum test_outcome run_case (const char *name,
-                                   void (*fn) (void *), void *arg);
+extern enum test_outcome run_case (const char *name, void (*fn) (void *),
+                                   void *arg);
 
 /* Print a line prefixed with "# " (diagnostics that do not fail). */
-extern void note (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+extern void note (const char *fmt, ...)
+  __attribute__ ((format (printf, 1, 2)));
 
 /* ---- memory, files, temp dirs ---------------------------------------- */
 
@@ -109,7 +112,9 @@ extern int parse_size (const char *s, uint64_t *out);
 
 /* ---- pseudo-random numbers (splitmix64; reproducible) --------------- */
 
-struct prng { uint64_t s; };
+struct prng {
+  uint64_t s;
+};
 extern void prng_seed (struct prng *p, uint64_t seed);
 extern uint64_t prng_next (struct prng *p);
 /* Uniform in [lo, hi] (inclusive). */
@@ -119,17 +124,17 @@ extern void prng_fill (struct prng *p, void *buf, size_t len);
 /* ---- nbdkit ---------------------------------------------------------- */
 
 struct nbdkit_opts {
-  bool readonly;                /* -r */
-  bool no_uring;                /* -D stripe.io_uring=0 */
-  bool verbose;                 /* -v (also forced by STRIPE_TEST_VERBOSE) */
-  bool as_nobody;               /* run nbdkit as uid/gid 65534 (root only) */
+  bool readonly;  /* -r */
+  bool no_uring;  /* -D stripe.io_uring=0 */
+  bool verbose;   /* -v (also forced by STRIPE_TEST_VERBOSE) */
+  bool as_nobody; /* run nbdkit as uid/gid 65534 (root only) */
 };
 
 struct server {
-  pid_t pid;                    /* 0 when not running */
+  pid_t pid; /* 0 when not running */
   char *dir;
-  char *sock;                   /* Unix socket path */
-  char *log;                    /* nbdkit's stdout+stderr */
+  char *sock; /* Unix socket path */
+  char *log;  /* nbdkit's stdout+stderr */
   int cleanup_handle;
 };
 
@@ -160,9 +165,9 @@ extern void server_stop (struct server *s);
 
 /* Run nbdkit expecting it to refuse to start. */
 struct run_result {
-  bool started;                 /* it accepted a connection (bad) */
-  int wstatus;                  /* from waitpid */
-  char *err;                    /* its stderr (and stdout) */
+  bool started; /* it accepted a connection (bad) */
+  int wstatus;  /* from waitpid */
+  char *err;    /* its stderr (and stdout) */
 };
 extern void nbdkit_run_expect_fail (const char *dir,
                                     const struct nbdkit_opts *o,

@@ -85,8 +85,8 @@ oracle_unmap (const struct oracle *o, unsigned member, uint64_t member_off,
 {
   if (member >= o->nr_members || member_off >= o->usable[member])
     return false;
-  *off = o->rev[member][member_off / o->chunk] * o->chunk
-    + member_off % o->chunk;
+  *off =
+    o->rev[member][member_off / o->chunk] * o->chunk + member_off % o->chunk;
   return true;
 }
 

@@ -21,13 +21,13 @@
 struct oracle {
   uint64_t chunk;
   unsigned nr_members;
-  uint64_t raw_size[ORACLE_MAX_MEMBERS];   /* member size as given */
-  uint64_t usable[ORACLE_MAX_MEMBERS];     /* rounded down to whole chunks */
-  uint64_t size;                           /* volume size */
-  uint64_t nr_chunks;                      /* logical chunks */
-  unsigned *chunk_member;                  /* [nr_chunks] */
-  uint64_t *chunk_row;                     /* [nr_chunks] member chunk index */
-  uint64_t *rev[ORACLE_MAX_MEMBERS];       /* [usable/chunk] -> logical chunk */
+  uint64_t raw_size[ORACLE_MAX_MEMBERS]; /* member size as given */
+  uint64_t usable[ORACLE_MAX_MEMBERS];   /* rounded down to whole chunks */
+  uint64_t size;                         /* volume size */
+  uint64_t nr_chunks;                    /* logical chunks */
+  unsigned *chunk_member;                /* [nr_chunks] */
+  uint64_t *chunk_row;                   /* [nr_chunks] member chunk index */
+  uint64_t *rev[ORACLE_MAX_MEMBERS];     /* [usable/chunk] -> logical chunk */
   /* Logical offsets where the set of members changes (zone starts, > 0). */
   unsigned nr_boundaries;
   uint64_t boundary[ORACLE_MAX_MEMBERS];

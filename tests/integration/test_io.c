@@ -40,11 +40,11 @@
 
 static struct {
   unsigned n;
-  const char *member[MAXM];     /* --member, or NULL entries */
+  const char *member[MAXM]; /* --member, or NULL entries */
   bool given;
-  uint64_t sizes[MAXM];         /* generated member sizes */
+  uint64_t sizes[MAXM]; /* generated member sizes */
   uint64_t chunk;
-  const char *chunk_str;        /* passed as chunk=, or NULL */
+  const char *chunk_str; /* passed as chunk=, or NULL */
   bool no_uring;
   uint64_t seed;
   const char *only_case;
@@ -65,8 +65,8 @@ struct vol {
   bool blk[MAXM];
   uint64_t size[MAXM];
   struct oracle o;
-  uint8_t *model;               /* expected logical contents */
-  uint8_t *tail[MAXM];          /* expected bytes beyond the usable size */
+  uint8_t *model;      /* expected logical contents */
+  uint8_t *tail[MAXM]; /* expected bytes beyond the usable size */
   struct prng rng;
   struct server srv;
   struct nbdkit_opts opts;
@@ -108,8 +108,8 @@ where (const struct vol *v, uint64_t off)
   if (off >= v->o.size)
     return xasprintf ("logical %" PRIu64 " (beyond the volume)", off);
   oracle_map (&v->o, off, &m, &mo);
-  return xasprintf ("logical %" PRIu64 " (logical chunk %" PRIu64
-                    " +%" PRIu64 ", member %u %s offset %" PRIu64 ")",
+  return xasprintf ("logical %" PRIu64 " (logical chunk %" PRIu64 " +%" PRIu64
+                    ", member %u %s offset %" PRIu64 ")",
                     off, off / v->o.chunk, off % v->o.chunk, m, v->path[m],
                     mo);
 }
@@ -123,7 +123,8 @@ fill_random_fd (struct prng *r, int fd, uint64_t off, uint64_t len,
     size_t n = len < MiB ? len : MiB;
     prng_fill (r, buf, n);
     pwrite_full (fd, buf, n, off, what);
-    off += n; len -= n;
+    off += n;
+    len -= n;
   }
   free (buf);
 }
@@ -131,8 +132,9 @@ fill_random_fd (struct prng *r, int fd, uint64_t off, uint64_t len,
 static void
 punch (int fd, uint64_t off, uint64_t len, const char *what)
 {
-  if (len && fallocate (fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                        off, len) == -1)
+  if (len
+      && fallocate (fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len)
+           == -1)
     FAIL ("fallocate punch %s: %m", what);
 }
 
@@ -148,13 +150,13 @@ write_islands (struct vol *v, unsigned i, int fd)
     uint64_t base = r * c, lim = v->size[i];
     unsigned p = prng_range (&v->rng, 0, 99);
     if (p < 40)
-      continue;                 /* hole */
-    if (p < 60) {               /* whole chunk */
+      continue;   /* hole */
+    if (p < 60) { /* whole chunk */
       uint64_t len = base + c <= lim ? c : lim - base;
       prng_fill (&v->rng, buf, len);
       pwrite_full (fd, buf, len, base, v->path[i]);
     }
-    else if (p < 80) {          /* 4K-aligned runs */
+    else if (p < 80) { /* 4K-aligned runs */
       uint64_t blocks = c / 4096, b0 = prng_range (&v->rng, 0, blocks - 1);
       uint64_t nb = prng_range (&v->rng, 1, blocks - b0);
       uint64_t off = base + b0 * 4096, len = nb * 4096;
@@ -165,7 +167,7 @@ write_islands (struct vol *v, unsigned i, int fd)
       prng_fill (&v->rng, buf, len);
       pwrite_full (fd, buf, len, off, v->path[i]);
     }
-    else if (p < 90) {          /* a few unaligned tiny writes */
+    else if (p < 90) { /* a few unaligned tiny writes */
       for (int k = 0; k < 3; k++) {
         uint64_t off = base + prng_range (&v->rng, 0, c - 1);
         uint64_t len = prng_range (&v->rng, 1, 300);
@@ -177,7 +179,7 @@ write_islands (struct vol *v, unsigned i, int fd)
         pwrite_full (fd, buf, len, off, v->path[i]);
       }
     }
-    else {                      /* crossing into the next member chunk */
+    else { /* crossing into the next member chunk */
       uint64_t off = base + c - prng_range (&v->rng, 1, 3) * 4096;
       uint64_t len = prng_range (&v->rng, 2, 5) * 4096;
       if (off >= lim)
@@ -238,7 +240,8 @@ vol_setup (const char *case_name, enum init_mode mode)
   }
   if (oracle_init (&v->o, cfg.chunk, v->n, v->size) == -1)
     FAIL ("invalid configuration: chunk %" PRIu64 " with these members "
-          "(each must hold at least one chunk)", cfg.chunk);
+          "(each must hold at least one chunk)",
+          cfg.chunk);
 
   for (unsigned i = 0; i < v->n && mode != INIT_NONE; i++) {
     int fd = open (v->path[i], O_WRONLY | O_CLOEXEC);
@@ -286,8 +289,7 @@ vol_connect (struct vol *v)
 {
   struct nbd_handle *h = server_connect (&v->srv);
   int mode = nbd_get_strict_mode (h);
-  if (mode == -1 ||
-      nbd_set_strict_mode (h, mode & ~LIBNBD_STRICT_ALIGN) == -1)
+  if (mode == -1 || nbd_set_strict_mode (h, mode & ~LIBNBD_STRICT_ALIGN) == -1)
     FAIL ("nbd_set_strict_mode: %s", nbd_get_error ());
   return h;
 }
@@ -303,8 +305,8 @@ check_members (struct vol *v)
   for (unsigned i = 0; i < v->n; i++) {
     size_t len;
     mem[i] = read_file (v->path[i], &len);
-    CHECK (len == v->size[i], "%s changed size: %zu, was %" PRIu64,
-           v->path[i], len, v->size[i]);
+    CHECK (len == v->size[i], "%s changed size: %zu, was %" PRIu64, v->path[i],
+           len, v->size[i]);
   }
   for (unsigned i = 0; i < v->n; i++) {
     uint64_t rows = o->usable[i] / o->chunk;
@@ -322,27 +324,29 @@ check_members (struct vol *v)
           for (unsigned j = 0; j < v->n; j++) {
             const uint8_t *f = memmem (mem[j], v->size[j], exp + d, 16);
             if (f) {
-              snprintf (hint, sizeof hint, "the expected bytes are on member "
-                        "%u at offset %td instead", j, f - mem[j]);
+              snprintf (hint, sizeof hint,
+                        "the expected bytes are on member "
+                        "%u at offset %td instead",
+                        j, f - mem[j]);
               break;
             }
           }
         }
         FAIL ("member %u (%s) offset %" PRIu64 ": got byte 0x%02x, the layout "
               "oracle expects 0x%02x from logical offset %" PRIu64
-              " (logical chunk %" PRIu64 " -> member %u row %" PRIu64
-              "); %s", i, v->path[i], r * o->chunk + d, got[d], exp[d],
+              " (logical chunk %" PRIu64 " -> member %u row %" PRIu64 "); %s",
+              i, v->path[i], r * o->chunk + d, got[d], exp[d],
               k * o->chunk + d, k, i, r, hint);
       }
     }
-    if (memcmp (mem[i] + o->usable[i], v->tail[i],
-                v->size[i] - o->usable[i]) != 0) {
+    if (memcmp (mem[i] + o->usable[i], v->tail[i], v->size[i] - o->usable[i])
+        != 0) {
       uint64_t d = 0;
       while (mem[i][o->usable[i] + d] == v->tail[i][d])
         d++;
       FAIL ("member %u (%s): byte at offset %" PRIu64 ", beyond the usable "
-            "size %" PRIu64 ", was modified", i, v->path[i],
-            o->usable[i] + d, o->usable[i]);
+            "size %" PRIu64 ", was modified",
+            i, v->path[i], o->usable[i] + d, o->usable[i]);
     }
   }
   for (unsigned i = 0; i < v->n; i++)
@@ -351,8 +355,8 @@ check_members (struct vol *v)
 
 /* Read [off, off+len) through h and compare with the model. */
 static void
-read_compare (struct vol *v, struct nbd_handle *h, uint64_t off,
-              uint64_t len, const char *what)
+read_compare (struct vol *v, struct nbd_handle *h, uint64_t off, uint64_t len,
+              const char *what)
 {
   uint8_t *buf = xmalloc (len);
   if (nbd_pread (h, buf, len, off, 0) == -1)
@@ -365,7 +369,8 @@ read_compare (struct vol *v, struct nbd_handle *h, uint64_t off,
       d++;
     w = where (v, off + d);
     FAIL ("%s: read of [%" PRIu64 ", +%" PRIu64 ") differs at %s: got 0x%02x "
-          "expected 0x%02x", what, off, len, w, buf[d], v->model[off + d]);
+          "expected 0x%02x",
+          what, off, len, w, buf[d], v->model[off + d]);
   }
   free (buf);
 }
@@ -449,8 +454,10 @@ case_properties (void *arg)
   h = vol_connect (v);
 
   size = nbd_get_size (h);
-  CHECK (size == (int64_t) expect, "export size %" PRId64 ", expected the sum "
-         "of the rounded member sizes %" PRIu64, size, expect);
+  CHECK (size == (int64_t) expect,
+         "export size %" PRId64 ", expected the sum "
+         "of the rounded member sizes %" PRIu64,
+         size, expect);
   note ("size %" PRId64 " = sum of members rounded down to chunk %" PRIu64,
         size, v->o.chunk);
   CHECK (nbd_can_multi_conn (h) == 1, "multi-conn not advertised (%d)",
@@ -471,7 +478,8 @@ case_properties (void *arg)
   bpref = nbd_get_block_size (h, LIBNBD_SIZE_PREFERRED);
   bmax = nbd_get_block_size (h, LIBNBD_SIZE_MAXIMUM);
   note ("block sizes: minimum %" PRId64 " preferred %" PRId64
-        " maximum %" PRId64 " (0 = not advertised)", bmin, bpref, bmax);
+        " maximum %" PRId64 " (0 = not advertised)",
+        bmin, bpref, bmax);
   CHECK (bmin >= 0 && bpref >= 0 && bmax >= 0, "nbd_get_block_size failed");
   if (bmin) {
     CHECK ((bmin & (bmin - 1)) == 0 && bmin <= 65536,
@@ -479,11 +487,11 @@ case_properties (void *arg)
     CHECK (size % bmin == 0, "size not a multiple of the minimum block size");
   }
   if (bpref) {
-    CHECK ((bpref & (bpref - 1)) == 0, "preferred block size %" PRId64
-           " not a power of 2", bpref);
+    CHECK ((bpref & (bpref - 1)) == 0,
+           "preferred block size %" PRId64 " not a power of 2", bpref);
     CHECK (bpref >= (bmin ? bmin : 1), "preferred < minimum");
-    CHECK (bpref <= 32 * (int64_t) MiB, "preferred block size %" PRId64
-           " absurd", bpref);
+    CHECK (bpref <= 32 * (int64_t) MiB,
+           "preferred block size %" PRId64 " absurd", bpref);
   }
   if (bmax) {
     CHECK (bmax >= (bpref ? bpref : 1) && bmax >= (bmin ? bmin : 1),
@@ -497,11 +505,11 @@ case_properties (void *arg)
   /* Unaligned requests work (nbdkit passes them to the plugin). */
   {
     uint8_t b[3] = { 1, 2, 3 }, r[3];
-    uint64_t at = v->o.chunk - 1;     /* crosses the first chunk boundary */
+    uint64_t at = v->o.chunk - 1; /* crosses the first chunk boundary */
     NBD_OK (nbd_pwrite (h, b, 3, at, 0));
     NBD_OK (nbd_pread (h, r, 3, at, 0));
     CHECK (memcmp (b, r, 3) == 0, "3-byte write across a chunk boundary "
-           "did not read back");
+                                  "did not read back");
   }
   close_handle (h);
   server_stop (&v->srv);
@@ -512,7 +520,7 @@ case_properties (void *arg)
 struct wjob {
   uint64_t off, len;
   uint32_t flags;
-  int err;                      /* set by the completion callback */
+  int err; /* set by the completion callback */
 };
 
 struct worker {
@@ -535,7 +543,7 @@ add_job (struct worker *w, uint64_t off, uint64_t len, uint32_t flags)
     if (!w->jobs)
       FAIL ("out of memory");
   }
-  w->jobs[w->nr_jobs++] = (struct wjob) { off, len, flags, 0 };
+  w->jobs[w->nr_jobs++] = (struct wjob){ off, len, flags, 0 };
 }
 
 static int
@@ -544,7 +552,7 @@ write_done (void *user_data, int *error)
   struct wjob *j = user_data;
   if (*error)
     j->err = *error;
-  return 1;                     /* retire the command */
+  return 1; /* retire the command */
 }
 
 /* Issue this worker's jobs with up to 16 in flight.  Each job's data is
@@ -567,10 +575,11 @@ writer_thread (void *arg)
     prng_fill (&w->rng, v->model + j->off, j->len);
     while (nbd_aio_in_flight (w->h) >= 16)
       NBD_OK (nbd_poll (w->h, -1));
-    if (nbd_aio_pwrite (w->h, v->model + j->off, j->len, j->off,
-                        (nbd_completion_callback) { .callback = write_done,
-                                                    .user_data = j },
-                        j->flags) == -1)
+    if (nbd_aio_pwrite (
+          w->h, v->model + j->off, j->len, j->off,
+          (nbd_completion_callback){ .callback = write_done, .user_data = j },
+          j->flags)
+        == -1)
       FAIL ("conn %d: nbd_aio_pwrite(off=%" PRIu64 ", len=%" PRIu64 "): %s",
             w->id, j->off, j->len, nbd_get_error ());
     w->bytes += j->len;
@@ -602,7 +611,7 @@ reader_thread (void *arg)
     return NULL;
   }
   snprintf (what, sizeof what, "read back through conn %d", w->id);
-  for (uint64_t off = 0; off < v->o.size; ) {
+  for (uint64_t off = 0; off < v->o.size;) {
     uint64_t len;
     switch (prng_range (&w->rng, 0, 3)) {
     case 0: len = prng_range (&w->rng, 1, 777); break;
@@ -638,16 +647,16 @@ pick_len (struct prng *r, const struct vol *v, uint64_t maxreq)
   uint64_t c = v->o.chunk, len;
   unsigned p = prng_range (r, 0, 99);
   if (p < 30)
-    len = prng_range (r, 1, 600);                       /* tiny, unaligned */
+    len = prng_range (r, 1, 600); /* tiny, unaligned */
   else if (p < 55)
-    len = prng_range (r, 1, 2 * c);                     /* around a chunk */
-  else if (p < 75)                                      /* whole-ish stripes */
+    len = prng_range (r, 1, 2 * c); /* around a chunk */
+  else if (p < 75)                  /* whole-ish stripes */
     len = prng_range (r, 1, 2 * v->n) * c + prng_range (r, 0, 2) * 4096
-      - prng_range (r, 0, 1) * prng_range (r, 0, 511);
+          - prng_range (r, 0, 1) * prng_range (r, 0, 511);
   else if (p < 92)
     len = prng_range (r, 1, 512 * 1024);
   else
-    len = prng_range (r, 512 * 1024, 4 * MiB);           /* large */
+    len = prng_range (r, 512 * 1024, 4 * MiB); /* large */
   if (len == 0)
     len = 1;
   if (len > maxreq)
@@ -655,7 +664,9 @@ pick_len (struct prng *r, const struct vol *v, uint64_t maxreq)
   return len;
 }
 
-struct range { uint64_t off, len; };
+struct range {
+  uint64_t off, len;
+};
 
 static int
 cmp_range (const void *a, const void *b)
@@ -692,7 +703,8 @@ case_concurrent_writes (void *arg)
   bmax = nbd_get_block_size (h[0], LIBNBD_SIZE_MAXIMUM);
   if (bmin > 1)
     note ("server advertises minimum block size %" PRId64 "; sending "
-          "unaligned requests anyway (strict alignment off)", bmin);
+          "unaligned requests anyway (strict alignment off)",
+          bmin);
   if (bmax > 0 && (uint64_t) bmax < maxreq)
     maxreq = bmax;
   fua = nbd_can_fua (h[0]) == 1;
@@ -704,7 +716,7 @@ case_concurrent_writes (void *arg)
    * one connection, all four writing at once.
    */
   gapmax = V <= 64 * MiB ? 2 * c : 2 * c + (V / (64 * MiB)) * 256 * 1024;
-  for (uint64_t pos = 0; pos < V; ) {
+  for (uint64_t pos = 0; pos < V;) {
     uint64_t start = pos, len;
     if (prng_range (&v->rng, 0, 1))
       start += prng_range (&v->rng, 1, gapmax);
@@ -732,7 +744,8 @@ case_concurrent_writes (void *arg)
       w[i].jobs[k] = t;
     }
   note ("phase 1: %" PRIu64 " writes, %" PRIu64 " bytes of %" PRIu64
-        ", over %d connections", njobs, total, V, NR_CONNS);
+        ", over %d connections",
+        njobs, total, V, NR_CONNS);
   run_workers (w, writer_thread, "phase 1 writes");
 
   /* Phase 2: after phase 1 completed, overwrite ranges straddling every
@@ -742,13 +755,17 @@ case_concurrent_writes (void *arg)
    */
   capsp = 1600 + 3 * (size_t) v->o.nr_boundaries + 2 * v->n;
   sp = xcalloc (capsp, sizeof *sp);
-#define SPECIAL(p) do {                                                    \
-    int64_t a_ = (int64_t) (p) - (int64_t) prng_range (&v->rng, 0, 2 * c + 13); \
-    int64_t b_ = (int64_t) (p) + (int64_t) prng_range (&v->rng, 1, 2 * c + 13); \
-    clip (v, a_ / (int64_t) g * (int64_t) g,                              \
-          (b_ + (int64_t) g - 1) / (int64_t) g * (int64_t) g,             \
-          &sp[nsp].off, &sp[nsp].len);                                    \
-    if (sp[nsp].len) nsp++;                                               \
+#define SPECIAL(p)                                                            \
+  do {                                                                        \
+    int64_t a_ =                                                              \
+      (int64_t) (p) - (int64_t) prng_range (&v->rng, 0, 2 * c + 13);          \
+    int64_t b_ =                                                              \
+      (int64_t) (p) + (int64_t) prng_range (&v->rng, 1, 2 * c + 13);          \
+    clip (v, a_ / (int64_t) g * (int64_t) g,                                  \
+          (b_ + (int64_t) g - 1) / (int64_t) g * (int64_t) g, &sp[nsp].off,   \
+          &sp[nsp].len);                                                      \
+    if (sp[nsp].len)                                                          \
+      nsp++;                                                                  \
   } while (0)
   SPECIAL (0);
   SPECIAL (V);
@@ -779,7 +796,7 @@ case_concurrent_writes (void *arg)
     njobs = 0;
     for (size_t i = 0; i < nsp; i++) {
       if (sp[i].off < end)
-        continue;               /* keep them disjoint */
+        continue; /* keep them disjoint */
       add_job (&w[njobs % NR_CONNS], sp[i].off, sp[i].len,
                fua && (njobs % 3) == 0 ? LIBNBD_CMD_FLAG_FUA : 0);
       njobs++;
@@ -878,10 +895,10 @@ case_trim (void *arg)
     }
     after[i] = blocks_of (v->path[i]);
     if (covers_block (v, i, off, len))
-      CHECK (after[i] < before[i], "member %u (%s): st_blocks %" PRIu64
-             " -> %" PRIu64 " after trim of [%" PRIu64 ", +%" PRIu64
-             "): no space was freed", i, v->path[i], before[i], after[i],
-             off, len);
+      CHECK (after[i] < before[i],
+             "member %u (%s): st_blocks %" PRIu64 " -> %" PRIu64
+             " after trim of [%" PRIu64 ", +%" PRIu64 "): no space was freed",
+             i, v->path[i], before[i], after[i], off, len);
     note ("member %u st_blocks %" PRIu64 " -> %" PRIu64, i, before[i],
           after[i]);
   }
@@ -923,7 +940,8 @@ do_zero (struct vol *v, struct nbd_handle *h, uint64_t off, uint64_t len,
       return;
     }
     FAIL ("nbd_zero(%s, off=%" PRIu64 ", len=%" PRIu64 ", flags=0x%x): %s "
-          "(errno %d)", what, off, len, flags, nbd_get_error (), e);
+          "(errno %d)",
+          what, off, len, flags, nbd_get_error (), e);
   }
   expect_zero (v, h, off, len, what);
 }
@@ -946,7 +964,8 @@ case_zero_fua_flush (void *arg)
   clip (v, S + 333, 5 * S + 4444, &off, &len);
   do_zero (v, h, off, len, 0, "may trim, across stripes");
   clip (v, (int64_t) b - 2 * c - 1, b + 3 * c + 7, &off, &len);
-  do_zero (v, h, off, len, LIBNBD_CMD_FLAG_NO_HOLE, "NO_HOLE, across a zone "
+  do_zero (v, h, off, len, LIBNBD_CMD_FLAG_NO_HOLE,
+           "NO_HOLE, across a zone "
            "boundary");
   clip (v, 7 * S, 11 * S, &off, &len);
   do_zero (v, h, off, len, LIBNBD_CMD_FLAG_FAST_ZERO, "FAST_ZERO, aligned");
@@ -965,7 +984,7 @@ case_zero_fua_flush (void *arg)
     uint64_t at = prng_range (&v->rng, 0, V - 1);
     len = prng_range (&v->rng, 1, i % 2 ? 3 * S : 700);
     if (i == 0)
-      at = b - 5;               /* across a zone boundary */
+      at = b - 5; /* across a zone boundary */
     if (len > V - at)
       len = V - at;
     prng_fill (&v->rng, v->model + at, len);
@@ -982,10 +1001,12 @@ case_zero_fua_flush (void *arg)
 
 /* ---- case: extents ---------------------------------------------------- */
 
-struct ivl { uint64_t start, end; };
+struct ivl {
+  uint64_t start, end;
+};
 
 struct holes {
-  struct ivl *data[MAXM];       /* sorted data intervals per member */
+  struct ivl *data[MAXM]; /* sorted data intervals per member */
   size_t nr[MAXM];
 };
 
@@ -1036,7 +1057,7 @@ scan_member (struct vol *v, struct holes *hs, unsigned i)
       if (!hs->data[i])
         FAIL ("out of memory");
     }
-    hs->data[i][hs->nr[i]++] = (struct ivl) { d, e };
+    hs->data[i][hs->nr[i]++] = (struct ivl){ d, e };
     pos = e;
   }
   close (fd);
@@ -1075,15 +1096,15 @@ check_extent (struct vol *v, const struct holes *hs, uint64_t off,
   uint64_t end = off + len, start = off;
 
   if (hole && !zero)
-    FAIL ("%s: extent [%" PRIu64 ", +%" PRIu64 ") is HOLE without ZERO",
-          what, off, len);
+    FAIL ("%s: extent [%" PRIu64 ", +%" PRIu64 ") is HOLE without ZERO", what,
+          off, len);
   if (zero)
     for (uint64_t i = off; i < end; i++)
       if (v->model[i] != 0) {
         char *w = where (v, i);
         FAIL ("%s: extent [%" PRIu64 ", +%" PRIu64 ") flags 0x%x claims "
-              "ZERO but %s holds 0x%02x", what, off, len, flags, w,
-              v->model[i]);
+              "ZERO but %s holds 0x%02x",
+              what, off, len, flags, w, v->model[i]);
       }
   while (off < end) {
     unsigned m;
@@ -1096,9 +1117,11 @@ check_extent (struct vol *v, const struct holes *hs, uint64_t off,
       char *w = where (v, off);
       FAIL ("%s: extent [%" PRIu64 ", +%" PRIu64 ") reported as %s (flags "
             "0x%x), but the piece at %s, %" PRIu64 " bytes, is %s on the "
-            "member%s", what, start, len,
-            hole ? "HOLE" : "DATA", flags, w, n,
-            st == 0 ? "all data" : st == 1 ? "all hole" : "partly data",
+            "member%s",
+            what, start, len, hole ? "HOLE" : "DATA", flags, w, n,
+            st == 0   ? "all data"
+            : st == 1 ? "all hole"
+                      : "partly data",
             st == 2 ? " (boundary inside the piece)" : "");
     }
     off += n;
@@ -1107,7 +1130,7 @@ check_extent (struct vol *v, const struct holes *hs, uint64_t off,
 
 struct bs_result {
   uint64_t offset;
-  size_t nr;                    /* extents */
+  size_t nr; /* extents */
   uint32_t len[4096], flags[4096];
   int calls;
   bool overflow;
@@ -1142,18 +1165,20 @@ check_block_status (struct vol *v, struct nbd_handle *h,
 {
   struct bs_result *r = xmalloc (sizeof *r);
   uint64_t V = v->o.size, count = 0, holes = 0;
-  for (uint64_t off = 0; off < V; ) {
+  for (uint64_t off = 0; off < V;) {
     uint64_t req = V - off > 1024 * MiB ? 1024 * MiB : V - off, got = 0;
     memset (r, 0, sizeof *r);
-    if (nbd_block_status (h, req, off,
-                          (nbd_extent_callback) { .callback = bs_cb,
-                                                  .user_data = r },
-                          req_one ? LIBNBD_CMD_FLAG_REQ_ONE : 0) == -1)
+    if (nbd_block_status (
+          h, req, off,
+          (nbd_extent_callback){ .callback = bs_cb, .user_data = r },
+          req_one ? LIBNBD_CMD_FLAG_REQ_ONE : 0)
+        == -1)
       FAIL ("%s: nbd_block_status(off=%" PRIu64 ", count=%" PRIu64 "%s): %s",
             what, off, req, req_one ? ", REQ_ONE" : "", nbd_get_error ());
     CHECK (r->calls == 1, "%s: %d base:allocation replies", what, r->calls);
-    CHECK (r->offset == off, "%s: reply for offset %" PRIu64 ", asked %"
-           PRIu64, what, r->offset, off);
+    CHECK (r->offset == off,
+           "%s: reply for offset %" PRIu64 ", asked %" PRIu64, what, r->offset,
+           off);
     CHECK (r->nr >= 1, "%s: no extents at %" PRIu64, what, off);
     CHECK (!r->overflow, "%s: too many extents", what);
     if (req_one)
@@ -1163,8 +1188,7 @@ check_block_status (struct vol *v, struct nbd_handle *h,
       uint64_t l = r->len[i];
       CHECK (l > 0, "%s: zero-length extent at %" PRIu64, what, off + got);
       if (got + l > req) {
-        CHECK (!req_one, "%s: REQ_ONE extent longer than the request",
-               what);
+        CHECK (!req_one, "%s: REQ_ONE extent longer than the request", what);
         CHECK (i == r->nr - 1, "%s: extent past the request is not the last",
                what);
         CHECK (off + got + l <= V, "%s: extent past the end of the volume",
@@ -1197,8 +1221,8 @@ case_extents (void *arg)
   for (unsigned i = 0; i < v->n; i++) {
     scan_member (v, &hs, i);
     ndata += hs.nr[i];
-    if (!(hs.nr[i] == 1 && hs.data[i][0].start == 0 &&
-          hs.data[i][0].end == v->o.usable[i]))
+    if (!(hs.nr[i] == 1 && hs.data[i][0].start == 0
+          && hs.data[i][0].end == v->o.usable[i]))
       nholes++;
   }
   if (v->any_blk)
@@ -1206,7 +1230,7 @@ case_extents (void *arg)
           "extent must be DATA");
   else
     CHECK (nholes > 0 && ndata > 0, "test setup: members should have both "
-           "holes and data");
+                                    "holes and data");
 
   vol_start (v);
   h = vol_connect (v);
@@ -1227,17 +1251,20 @@ case_extents (void *arg)
     if (cnt > V - at)
       cnt = V - at;
     memset (r, 0, sizeof *r);
-    if (nbd_block_status (h, cnt, at, (nbd_extent_callback) {
-          .callback = bs_cb, .user_data = r }, fl) == -1)
+    if (nbd_block_status (
+          h, cnt, at,
+          (nbd_extent_callback){ .callback = bs_cb, .user_data = r }, fl)
+        == -1)
       FAIL ("nbd_block_status(off=%" PRIu64 ", count=%" PRIu64 ", flags=%u)"
-            ": %s", at, cnt, fl, nbd_get_error ());
-    CHECK (r->nr >= 1 && (!fl || r->nr == 1), "query at %" PRIu64
-           ": %zu extents", at, r->nr);
+            ": %s",
+            at, cnt, fl, nbd_get_error ());
+    CHECK (r->nr >= 1 && (!fl || r->nr == 1),
+           "query at %" PRIu64 ": %zu extents", at, r->nr);
     for (size_t i = 0; i < r->nr && got < cnt; i++) {
       uint64_t l = r->len[i];
       if (got + l > cnt) {
-        CHECK (!fl && i == r->nr - 1 && at + got + l <= V, "query at %"
-               PRIu64 ": bad extent past the request", at);
+        CHECK (!fl && i == r->nr - 1 && at + got + l <= V,
+               "query at %" PRIu64 ": bad extent past the request", at);
         l = cnt - got;
       }
       check_extent (v, &hs, at + got, l, r->flags[i], "random query");
@@ -1261,7 +1288,8 @@ case_extents (void *arg)
   for (unsigned i = 0; i < v->n; i++)
     scan_member (v, &hs, i);
   check_block_status (v, h, &hs, false, "block status after trim+write");
-  check_block_status (v, h, &hs, true, "block status REQ_ONE after trim+write");
+  check_block_status (v, h, &hs, true,
+                      "block status REQ_ONE after trim+write");
   holes_free (&hs, v->n);
 
   read_compare_all (v, h, "after trim+write");
@@ -1275,19 +1303,21 @@ case_extents (void *arg)
 static void
 usage (FILE *f)
 {
-  fprintf (f,
-"usage: test_io [--member PATH]... [--chunk SIZE] [--no-uring] [--seed N]\n"
-"               [--sizes SIZE,SIZE,...] [--case NAME]\n"
-"  --member PATH  use this member (file or block device; OVERWRITTEN)\n"
-"  --chunk SIZE   chunk=SIZE (default: 12K with the built-in members,\n"
-"                 else not passed and 128K expected)\n"
-"  --no-uring     run nbdkit with -D stripe.io_uring=0\n"
-"  --seed N       random seed (default %llu)\n"
-"  --sizes LIST   sizes of generated members (default %s)\n"
-"  --case NAME    run only this case\n"
-"environment: STRIPE_PLUGIN (required), STRIPE_LD_PRELOAD,\n"
-"             STRIPE_TEST_VERBOSE=1, STRIPE_KEEP_TMP=1\n",
-           (unsigned long long) DEFAULT_SEED, default_sizes);
+  fprintf (
+    f,
+    "usage: test_io [--member PATH]... [--chunk SIZE] [--no-uring] [--seed "
+    "N]\n"
+    "               [--sizes SIZE,SIZE,...] [--case NAME]\n"
+    "  --member PATH  use this member (file or block device; OVERWRITTEN)\n"
+    "  --chunk SIZE   chunk=SIZE (default: 12K with the built-in members,\n"
+    "                 else not passed and 128K expected)\n"
+    "  --no-uring     run nbdkit with -D stripe.io_uring=0\n"
+    "  --seed N       random seed (default %llu)\n"
+    "  --sizes LIST   sizes of generated members (default %s)\n"
+    "  --case NAME    run only this case\n"
+    "environment: STRIPE_PLUGIN (required), STRIPE_LD_PRELOAD,\n"
+    "             STRIPE_TEST_VERBOSE=1, STRIPE_KEEP_TMP=1\n",
+    (unsigned long long) DEFAULT_SEED, default_sizes);
 }
 
 static int

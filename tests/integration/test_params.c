@@ -29,13 +29,12 @@
 #include "oracle.h"
 
 #define NM 3
-static const uint64_t member_sizes[NM] = {
-  1024 * 1024 + 1234, 2 * 1024 * 1024, 1024 * 1024 + 8192
-};
+static const uint64_t member_sizes[NM] = { 1024 * 1024 + 1234, 2 * 1024 * 1024,
+                                           1024 * 1024 + 8192 };
 
 struct fixture {
   char *dir;
-  char *path[NM + 4];           /* members, plus extra files a case makes */
+  char *path[NM + 4]; /* members, plus extra files a case makes */
   uint8_t *content[NM + 4];
   size_t len[NM + 4];
   unsigned nr;
@@ -118,7 +117,8 @@ expect_refusal (struct fixture *f, const struct nbdkit_opts *o,
   nbdkit_run_expect_fail (f->dir, o, params, &r);
   if (r.started)
     FAIL ("expected a refusal but nbdkit started and accepted a connection"
-          "\n  command: %s\n  stderr: %s", cmd, r.err);
+          "\n  command: %s\n  stderr: %s",
+          cmd, r.err);
   if (!WIFEXITED (r.wstatus) || WEXITSTATUS (r.wstatus) == 0)
     FAIL ("expected a non-zero exit, got %s\n  command: %s\n  stderr: %s",
           describe_wstatus (r.wstatus), cmd, r.err);
@@ -130,8 +130,8 @@ expect_refusal (struct fixture *f, const struct nbdkit_opts *o,
   if (!named) {
     char want[2048] = "";
     for (size_t i = 0; names[i]; i++)
-      snprintf (want + strlen (want), sizeof want - strlen (want),
-                "%s\"%s\"", i ? " or " : "", names[i]);
+      snprintf (want + strlen (want), sizeof want - strlen (want), "%s\"%s\"",
+                i ? " or " : "", names[i]);
     FAIL ("stderr does not name %s\n  command: %s\n  %s\n  stderr: %s", want,
           cmd, describe_wstatus (r.wstatus), r.err);
   }
@@ -146,8 +146,8 @@ expect_refusal (struct fixture *f, const struct nbdkit_opts *o,
   free (cmd);
 }
 
-#define PARAMS(...) ((const char *const []) { __VA_ARGS__, NULL })
-#define NAMES(...) ((const char *const []) { __VA_ARGS__, NULL })
+#define PARAMS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 static char *
 fileparam (const char *path)
@@ -166,19 +166,22 @@ case_control_valid_config_starts (void *arg)
   struct server s;
   struct nbd_handle *h;
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]),
-    *p2 = fileparam (f->path[2]);
+       *p2 = fileparam (f->path[2]);
   uint64_t expect = 0;
 
   for (unsigned i = 0; i < NM; i++)
     expect += member_sizes[i] / (128 * 1024) * (128 * 1024);
   server_start (&s, f->dir, NULL, PARAMS (p0, p1, p2));
   h = server_connect (&s);
-  CHECK (nbd_get_size (h) == (int64_t) expect, "size %" PRId64 " expected %"
-         PRIu64 " (default chunk 128K)", nbd_get_size (h), expect);
+  CHECK (nbd_get_size (h) == (int64_t) expect,
+         "size %" PRId64 " expected %" PRIu64 " (default chunk 128K)",
+         nbd_get_size (h), expect);
   close_handle (h);
   server_stop (&s);
   check_unchanged (f, "valid configuration, no I/O");
-  free (p0); free (p1); free (p2);
+  free (p0);
+  free (p1);
+  free (p2);
 }
 
 static void
@@ -187,7 +190,7 @@ case_no_file_at_all (void *arg)
   (void) arg;
   struct fixture *f = fixture_new ("nofile");
   expect_refusal (f, NULL, PARAMS ("chunk=128K"), NAMES ("file"));
-  expect_refusal (f, NULL, (const char *const []) { NULL }, NAMES ("file"));
+  expect_refusal (f, NULL, (const char *const[]){ NULL }, NAMES ("file"));
 }
 
 static void
@@ -197,9 +200,12 @@ case_member_missing (void *arg)
   struct fixture *f = fixture_new ("missing");
   char *missing = xasprintf ("%s/no-such-member.img", f->dir);
   char *p0 = fileparam (f->path[0]), *pm = fileparam (missing),
-    *p2 = fileparam (f->path[2]);
+       *p2 = fileparam (f->path[2]);
   expect_refusal (f, NULL, PARAMS (p0, pm, p2), NAMES (missing));
-  free (missing); free (p0); free (pm); free (p2);
+  free (missing);
+  free (p0);
+  free (pm);
+  free (p2);
 }
 
 static void
@@ -208,7 +214,7 @@ case_member_unreadable (void *arg)
   (void) arg;
   struct fixture *f = fixture_new ("unreadable");
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]),
-    *p2 = fileparam (f->path[2]);
+       *p2 = fileparam (f->path[2]);
   struct nbdkit_opts o = { 0 };
 
   if (geteuid () == 0) {
@@ -230,7 +236,8 @@ case_member_unreadable (void *arg)
     nbdkit_run_expect_fail (f->dir, &o, PARAMS (p0, p1, p2), &r);
     if (!r.started)
       SKIP ("nbdkit cannot run as nobody here (plugin or path not "
-            "accessible?): %s: %s", describe_wstatus (r.wstatus), r.err);
+            "accessible?): %s: %s",
+            describe_wstatus (r.wstatus), r.err);
     free (r.err);
     server_start (&s, f->dir, &o, PARAMS (p0, p1, p2));
     h = server_connect (&s);
@@ -242,7 +249,9 @@ case_member_unreadable (void *arg)
     FAIL ("chmod %s: %m", f->path[1]);
   expect_refusal (f, &o, PARAMS (p0, p1, p2), NAMES (f->path[1]));
   chmod (f->path[1], 0644);
-  free (p0); free (p1); free (p2);
+  free (p0);
+  free (p1);
+  free (p2);
 }
 
 static void
@@ -255,7 +264,9 @@ case_member_is_directory (void *arg)
   if (mkdir (d, 0755) == -1)
     FAIL ("mkdir: %m");
   expect_refusal (f, NULL, PARAMS (p0, pd), NAMES (d));
-  free (d); free (p0); free (pd);
+  free (d);
+  free (p0);
+  free (pd);
 }
 
 static void
@@ -265,7 +276,8 @@ case_same_member_twice (void *arg)
   struct fixture *f = fixture_new ("twice");
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]);
   expect_refusal (f, NULL, PARAMS (p0, p1, p0), NAMES (f->path[0]));
-  free (p0); free (p1);
+  free (p0);
+  free (p1);
 }
 
 static void
@@ -275,11 +287,14 @@ case_same_member_via_symlink (void *arg)
   struct fixture *f = fixture_new ("symlink");
   char *link = xasprintf ("%s/link-to-member0", f->dir);
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]),
-    *pl = fileparam (link);
+       *pl = fileparam (link);
   if (symlink (f->path[0], link) == -1)
     FAIL ("symlink: %m");
   expect_refusal (f, NULL, PARAMS (p0, p1, pl), NAMES (f->path[0], link));
-  free (link); free (p0); free (p1); free (pl);
+  free (link);
+  free (p0);
+  free (p1);
+  free (pl);
 }
 
 static void
@@ -289,11 +304,14 @@ case_same_member_via_hard_link (void *arg)
   struct fixture *f = fixture_new ("hardlink");
   char *hl = xasprintf ("%s/hardlink-to-member2", f->dir);
   char *p0 = fileparam (f->path[0]), *p2 = fileparam (f->path[2]),
-    *ph = fileparam (hl);
+       *ph = fileparam (hl);
   if (link (f->path[2], hl) == -1)
     FAIL ("link: %m");
   expect_refusal (f, NULL, PARAMS (p2, p0, ph), NAMES (f->path[2], hl));
-  free (hl); free (p0); free (p2); free (ph);
+  free (hl);
+  free (p0);
+  free (p2);
+  free (ph);
 }
 
 static void
@@ -303,10 +321,13 @@ case_same_member_via_other_spelling (void *arg)
   struct fixture *f = fixture_new ("spelling");
   char *alt = xasprintf ("%s/./member1.img", f->dir);
   char *p1 = fileparam (f->path[1]), *pa = fileparam (alt),
-    *p0 = fileparam (f->path[0]);
-  expect_refusal (f, NULL, PARAMS (p1, p0, pa), NAMES (f->path[1], alt,
-                                                       "member1.img"));
-  free (alt); free (p1); free (pa); free (p0);
+       *p0 = fileparam (f->path[0]);
+  expect_refusal (f, NULL, PARAMS (p1, p0, pa),
+                  NAMES (f->path[1], alt, "member1.img"));
+  free (alt);
+  free (p1);
+  free (pa);
+  free (p0);
 }
 
 static void
@@ -318,15 +339,47 @@ bad_chunk (const char *val)
   expect_refusal (f, NULL, PARAMS (p0, p1, pc), NAMES ("chunk"));
   /* chunk= before the files too. */
   expect_refusal (f, NULL, PARAMS (pc, p0, p1), NAMES ("chunk"));
-  free (p0); free (p1); free (pc);
+  free (p0);
+  free (p1);
+  free (pc);
 }
 
-static void case_chunk_0 (void *a) { (void) a; bad_chunk ("0"); }
-static void case_chunk_6000 (void *a) { (void) a; bad_chunk ("6000"); }
-static void case_chunk_abc (void *a) { (void) a; bad_chunk ("abc"); }
-static void case_chunk_2K (void *a) { (void) a; bad_chunk ("2K"); }
-static void case_chunk_negative (void *a) { (void) a; bad_chunk ("-4096"); }
-static void case_chunk_empty (void *a) { (void) a; bad_chunk (""); }
+static void
+case_chunk_0 (void *a)
+{
+  (void) a;
+  bad_chunk ("0");
+}
+static void
+case_chunk_6000 (void *a)
+{
+  (void) a;
+  bad_chunk ("6000");
+}
+static void
+case_chunk_abc (void *a)
+{
+  (void) a;
+  bad_chunk ("abc");
+}
+static void
+case_chunk_2K (void *a)
+{
+  (void) a;
+  bad_chunk ("2K");
+}
+static void
+case_chunk_negative (void *a)
+{
+  (void) a;
+  bad_chunk ("-4096");
+}
+static void
+case_chunk_empty (void *a)
+{
+  (void) a;
+  bad_chunk ("");
+}
 
 static void
 case_member_smaller_than_chunk (void *arg)
@@ -337,14 +390,17 @@ case_member_smaller_than_chunk (void *arg)
   const char *tiny = add_file (f, "tiny.img", 4096);
   const char *empty = add_file (f, "empty.img", 0);
   char *p0 = fileparam (f->path[0]), *ps = fileparam (small),
-    *pt = fileparam (tiny), *pe = fileparam (empty);
+       *pt = fileparam (tiny), *pe = fileparam (empty);
   /* Default chunk 128K; a member of 128K - 1 bytes. */
   expect_refusal (f, NULL, PARAMS (p0, ps), NAMES (small));
   /* chunk 12K; a 4K member. */
   expect_refusal (f, NULL, PARAMS (p0, pt, "chunk=12K"), NAMES (tiny));
   /* An empty member. */
   expect_refusal (f, NULL, PARAMS (pe, p0), NAMES (empty));
-  free (p0); free (ps); free (pt); free (pe);
+  free (p0);
+  free (ps);
+  free (pt);
+  free (pe);
 }
 
 static void
@@ -354,14 +410,15 @@ case_unknown_parameter (void *arg)
   struct fixture *f = fixture_new ("unknown");
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]);
   expect_refusal (f, NULL, PARAMS (p0, p1, "chunks=128K"), NAMES ("chunks"));
-  free (p0); free (p1);
+  free (p0);
+  free (p1);
 }
 
 /* ---- read-only member ------------------------------------------------- */
 
 struct ro_state {
   char *path;
-  char *mnt;                    /* bind mount point, or NULL */
+  char *mnt; /* bind mount point, or NULL */
   bool immutable;
 };
 
@@ -451,11 +508,13 @@ case_readonly_member_refused_without_r (void *arg)
   struct fixture *f = fixture_new ("ro1");
   const char *how = make_member_readonly (f, 1);
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]),
-    *p2 = fileparam (f->path[2]);
+       *p2 = fileparam (f->path[2]);
   note ("member 1 made read-only by %s", how);
   expect_refusal (f, NULL, PARAMS (p0, p1, p2, "chunk=64K"),
                   NAMES (f->path[1]));
-  free (p0); free (p1); free (p2);
+  free (p0);
+  free (p1);
+  free (p2);
 }
 
 static void
@@ -465,7 +524,7 @@ case_readonly_member_works_with_r (void *arg)
   struct fixture *f = fixture_new ("ro2");
   const char *how = make_member_readonly (f, 1);
   char *p0 = fileparam (f->path[0]), *p1 = fileparam (f->path[1]),
-    *p2 = fileparam (f->path[2]);
+       *p2 = fileparam (f->path[2]);
   struct nbdkit_opts o = { .readonly = true };
   struct server s;
   struct nbd_handle *h;
@@ -485,8 +544,8 @@ case_readonly_member_works_with_r (void *arg)
   server_start (&s, f->dir, &o, PARAMS (p0, p1, p2, "chunk=64K"));
   h = server_connect (&s);
   CHECK (nbd_is_read_only (h) == 1, "export not read-only with -r");
-  CHECK (nbd_get_size (h) == (int64_t) orc.size, "size %" PRId64
-         ", expected %" PRIu64, nbd_get_size (h), orc.size);
+  CHECK (nbd_get_size (h) == (int64_t) orc.size,
+         "size %" PRId64 ", expected %" PRIu64, nbd_get_size (h), orc.size);
   vol = xmalloc (orc.size);
   NBD_OK (nbd_pread (h, vol, orc.size, 0, 0));
   if (memcmp (vol, model, orc.size) != 0) {
@@ -497,17 +556,21 @@ case_readonly_member_works_with_r (void *arg)
       d++;
     oracle_map (&orc, d, &m, &mo);
     FAIL ("read-only volume differs at logical %" PRIu64 " (member %u "
-          "offset %" PRIu64 ")", d, m, mo);
+          "offset %" PRIu64 ")",
+          d, m, mo);
   }
   CHECK (nbd_pwrite (h, &one, 1, 0, 0) == -1, "write to a read-only export "
-         "succeeded");
+                                              "succeeded");
   note ("write refused: %s", nbd_get_error ());
   close_handle (h);
   server_stop (&s);
   check_unchanged (f, "after read-only serving");
-  free (vol); free (model);
+  free (vol);
+  free (model);
   oracle_free (&orc);
-  free (p0); free (p1); free (p2);
+  free (p0);
+  free (p1);
+  free (p2);
 }
 
 /* ---- main ------------------------------------------------------------- */

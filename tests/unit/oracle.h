@@ -37,22 +37,23 @@
 #define ORACLE_MAX_MEMBERS 64
 
 /* A check that says where and on what it failed. */
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      print_error ("%s:%d: check failed: %s\n", __FILE__, __LINE__,     \
-                   #cond);                                              \
-      print_error (__VA_ARGS__);                                        \
-      print_error ("\n");                                               \
-      fail ();                                                          \
-    }                                                                   \
+#define CHECK(cond, ...)                                                      \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      print_error ("%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+      print_error (__VA_ARGS__);                                              \
+      print_error ("\n");                                                     \
+      fail ();                                                                \
+    }                                                                         \
   } while (0)
 
 typedef unsigned long long ull;
 
 /* ---- PRNG: splitmix64, fixed seeds so that runs are reproducible ---- */
 
-struct rng { uint64_t s; };
+struct rng {
+  uint64_t s;
+};
 
 static inline uint64_t
 rng_next (struct rng *r)
@@ -82,17 +83,17 @@ rng_range (struct rng *r, uint64_t lo, uint64_t hi)
 struct oracle {
   uint64_t chunk;
   unsigned n;
-  uint64_t raw[ORACLE_MAX_MEMBERS];       /* sizes as given */
-  uint64_t rounded[ORACLE_MAX_MEMBERS];   /* usable bytes */
-  uint64_t mchunks[ORACLE_MAX_MEMBERS];   /* usable chunks */
-  uint64_t nchunks;                       /* logical chunks */
-  uint64_t size;                          /* logical bytes */
-  unsigned *owner;                        /* logical chunk -> member */
-  uint64_t *mchunk;                       /* logical chunk -> member chunk */
-  uint64_t *rev[ORACLE_MAX_MEMBERS];      /* member chunk -> logical chunk */
+  uint64_t raw[ORACLE_MAX_MEMBERS];     /* sizes as given */
+  uint64_t rounded[ORACLE_MAX_MEMBERS]; /* usable bytes */
+  uint64_t mchunks[ORACLE_MAX_MEMBERS]; /* usable chunks */
+  uint64_t nchunks;                     /* logical chunks */
+  uint64_t size;                        /* logical bytes */
+  unsigned *owner;                      /* logical chunk -> member */
+  uint64_t *mchunk;                     /* logical chunk -> member chunk */
+  uint64_t *rev[ORACLE_MAX_MEMBERS];    /* member chunk -> logical chunk */
   uint64_t nrows;
-  uint64_t *row_start;                    /* logical chunk starting row r;
-                                             nrows + 1 entries */
+  uint64_t *row_start; /* logical chunk starting row r;
+                          nrows + 1 entries */
 };
 
 static inline void *
@@ -158,8 +159,8 @@ oracle_free (struct oracle *o)
 
 /* Logical byte -> (member, member offset). */
 static inline void
-oracle_locate (const struct oracle *o, uint64_t x,
-               unsigned *member, uint64_t *member_offset)
+oracle_locate (const struct oracle *o, uint64_t x, unsigned *member,
+               uint64_t *member_offset)
 {
   uint64_t k = x / o->chunk;
   *member = o->owner[k];
@@ -174,18 +175,18 @@ oracle_logical (const struct oracle *o, unsigned member,
   if (member >= o->n || member_offset >= o->rounded[member])
     return false;
   *x = o->rev[member][member_offset / o->chunk] * o->chunk
-    + member_offset % o->chunk;
+       + member_offset % o->chunk;
   return true;
 }
 
 /* Per-member summary of a request according to the oracle. */
 struct oracle_member_use {
   bool touched;
-  uint64_t first;               /* member offset of the first byte */
-  uint64_t end;                 /* member offset one past the last byte */
-  unsigned pieces;              /* chunk pieces on this member */
-  unsigned runs;                /* maximal runs of buffer-adjacent pieces */
-  uint64_t last_logical_end;    /* logical end of the last piece */
+  uint64_t first;            /* member offset of the first byte */
+  uint64_t end;              /* member offset one past the last byte */
+  unsigned pieces;           /* chunk pieces on this member */
+  unsigned runs;             /* maximal runs of buffer-adjacent pieces */
+  uint64_t last_logical_end; /* logical end of the last piece */
 };
 
 /* Walk the request chunk piece by chunk piece and summarise it per member.
@@ -202,7 +203,7 @@ oracle_uses (const struct oracle *o, uint64_t offset, uint64_t count,
   uint64_t pieces = 0;
 
   memset (use, 0, o->n * sizeof *use);
-  for (uint64_t x = offset; x < end; ) {
+  for (uint64_t x = offset; x < end;) {
     uint64_t next = (x / o->chunk + 1) * o->chunk;
     uint64_t len = (next < end ? next : end) - x;
     unsigned m;
@@ -253,21 +254,21 @@ static inline const char *
 describe_case (const struct tcase *tc)
 {
   static char buf[2048];
-  int len = snprintf (buf, sizeof buf, "[%s chunk=%llu n=%u sizes=",
-                      tc->kind, (ull) tc->chunk, tc->n);
+  int len = snprintf (buf, sizeof buf, "[%s chunk=%llu n=%u sizes=", tc->kind,
+                      (ull) tc->chunk, tc->n);
   for (unsigned i = 0; i < tc->n && len < (int) sizeof buf - 40; ++i)
-    len += snprintf (buf + len, sizeof buf - len, "%s%llu",
-                     i ? "," : "", (ull) tc->sizes[i]);
+    len += snprintf (buf + len, sizeof buf - len, "%s%llu", i ? "," : "",
+                     (ull) tc->sizes[i]);
   snprintf (buf + len, sizeof buf - len, "]");
   return buf;
 }
 
 enum case_kind {
-  CASE_EQUAL,           /* all members the same whole number of chunks */
-  CASE_EQUAL_RAGGED,    /* same number of chunks, different tails */
-  CASE_MIXED,           /* random sizes, random tails */
-  CASE_MIXED_DUPS,      /* few distinct sizes, shared by several members */
-  CASE_FIXED,           /* hand-picked shapes */
+  CASE_EQUAL,        /* all members the same whole number of chunks */
+  CASE_EQUAL_RAGGED, /* same number of chunks, different tails */
+  CASE_MIXED,        /* random sizes, random tails */
+  CASE_MIXED_DUPS,   /* few distinct sizes, shared by several members */
+  CASE_FIXED,        /* hand-picked shapes */
 };
 
 static const char *const case_kind_name[] = {
@@ -293,7 +294,8 @@ tail (struct rng *r, uint64_t chunk)
 static inline unsigned
 make_cases (struct tcase **out, unsigned kinds_mask)
 {
-  static const unsigned fixed[][9] = {      /* n, then chunks per member */
+  static const unsigned fixed[][9] = {
+    /* n, then chunks per member */
     { 3, 3, 1, 2 },
     { 3, 1, 1, 5 },
     { 3, 5, 1, 1 },
@@ -356,8 +358,8 @@ make_cases (struct tcase **out, unsigned kinds_mask)
           if (nv > 1 && vals[0] == vals[1])
             vals[1] = vals[0] == 1 ? 2 : vals[0] - 1;
           for (unsigned i = 0; i < n; ++i)
-            tc->sizes[i] = vals[i < nv ? i : rng_below (&r, nv)] * chunk
-              + tail (&r, chunk);
+            tc->sizes[i] =
+              vals[i < nv ? i : rng_below (&r, nv)] * chunk + tail (&r, chunk);
           break;
         }
         }
@@ -382,10 +384,10 @@ make_cases (struct tcase **out, unsigned kinds_mask)
   return nr;
 }
 
-#define KINDS_ALL      0x1fu
-#define KINDS_EQUAL    ((1u << CASE_EQUAL) | (1u << CASE_EQUAL_RAGGED))
-#define KINDS_MIXED    ((1u << CASE_MIXED) | (1u << CASE_MIXED_DUPS) \
-                        | (1u << CASE_FIXED))
+#define KINDS_ALL 0x1fu
+#define KINDS_EQUAL ((1u << CASE_EQUAL) | (1u << CASE_EQUAL_RAGGED))
+#define KINDS_MIXED                                                           \
+  ((1u << CASE_MIXED) | (1u << CASE_MIXED_DUPS) | (1u << CASE_FIXED))
 
 /* ---- requests ---- */
 
@@ -399,15 +401,9 @@ pick_point (struct rng *r, const struct oracle *o)
   uint64_t x;
 
   switch (rng_below (r, 6)) {
-  case 0:
-    x = rng_range (r, 0, o->size);
-    break;
-  case 1:
-    x = rng_range (r, 0, o->size / 512) * 512;
-    break;
-  case 2:
-    x = rng_range (r, 0, o->nchunks) * o->chunk;
-    break;
+  case 0: x = rng_range (r, 0, o->size); break;
+  case 1: x = rng_range (r, 0, o->size / 512) * 512; break;
+  case 2: x = rng_range (r, 0, o->nchunks) * o->chunk; break;
   case 3:
   case 4: {
     static const int64_t deltas[] = { 0, 0, 1, -1, 512, -512, 4096, -4096 };
@@ -419,9 +415,7 @@ pick_point (struct rng *r, const struct oracle *o)
       x += d;
     break;
   }
-  default:
-    x = rng_below (r, 2) ? o->size : 0;
-    break;
+  default: x = rng_below (r, 2) ? o->size : 0; break;
   }
   return x > o->size ? o->size : x;
 }
@@ -436,7 +430,9 @@ pick_request (struct rng *r, const struct oracle *o, uint64_t max_count,
   uint64_t a = pick_point (r, o), b = pick_point (r, o);
 
   if (a > b) {
-    uint64_t t = a; a = b; b = t;
+    uint64_t t = a;
+    a = b;
+    b = t;
   }
   if (a == b) {
     if (a == o->size)
@@ -473,8 +469,8 @@ pattern_byte (uint64_t x)
  * error rather than a silent "0 tests run".
  */
 static inline int
-run_unit_tests (const char *group, const struct CMUnitTest *tests,
-                size_t nr, int argc, char **argv)
+run_unit_tests (const char *group, const struct CMUnitTest *tests, size_t nr,
+                int argc, char **argv)
 {
   if (argc < 2)
     return _cmocka_run_group_tests (group, tests, nr, NULL, NULL);

@@ -22,8 +22,8 @@ setup_case (const struct tcase *tc, struct layout *l, struct oracle *o)
   unsigned bad = 12345;
   enum layout_error err = layout_init (l, tc->chunk, tc->n, tc->sizes, &bad);
 
-  CHECK (err == LAYOUT_OK, "%s: layout_init failed: %s",
-         describe_case (tc), layout_strerror (err));
+  CHECK (err == LAYOUT_OK, "%s: layout_init failed: %s", describe_case (tc),
+         layout_strerror (err));
   oracle_build (o, tc->chunk, tc->n, tc->sizes);
   CHECK (l->size == o->size, "%s: size %llu, expected %llu",
          describe_case (tc), (ull) l->size, (ull) o->size);
@@ -46,13 +46,13 @@ check_map_one (const struct tcase *tc, const struct layout *l,
   memset (&p, 0xa5, sizeof p);
   layout_map (l, x, count, &p);
   CHECK (p.offset == x && p.length == want_len && p.member == m
-         && p.member_offset == mo,
+           && p.member_offset == mo,
          "%s: layout_map(offset %llu, count %llu) gave offset %llu "
          "length %llu member %u member_offset %llu; expected length %llu "
          "member %u member_offset %llu",
          describe_case (tc), (ull) x, (ull) count, (ull) p.offset,
-         (ull) p.length, p.member, (ull) p.member_offset, (ull) want_len,
-         m, (ull) mo);
+         (ull) p.length, p.member, (ull) p.member_offset, (ull) want_len, m,
+         (ull) mo);
 }
 
 /* Every step-aligned offset of the volume, with requests that run to the
@@ -109,12 +109,12 @@ layout_init_rejects_more_than_64_members (void **state)
   (void) state;
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS + 2; ++i)
     sizes[i] = 64 * KiB;
-  assert_int_equal (layout_init (&l, 4096, LAYOUT_MAX_MEMBERS + 1, sizes,
-                                 NULL),
-                    LAYOUT_ERR_TOO_MANY_MEMBERS);
-  assert_int_equal (layout_init (&l, 4096, LAYOUT_MAX_MEMBERS + 2, sizes,
-                                 NULL),
-                    LAYOUT_ERR_TOO_MANY_MEMBERS);
+  assert_int_equal (
+    layout_init (&l, 4096, LAYOUT_MAX_MEMBERS + 1, sizes, NULL),
+    LAYOUT_ERR_TOO_MANY_MEMBERS);
+  assert_int_equal (
+    layout_init (&l, 4096, LAYOUT_MAX_MEMBERS + 2, sizes, NULL),
+    LAYOUT_ERR_TOO_MANY_MEMBERS);
   assert_int_equal (layout_init (&l, 4096, UINT32_MAX, sizes, NULL),
                     LAYOUT_ERR_TOO_MANY_MEMBERS);
   /* exactly 64 is fine */
@@ -128,8 +128,19 @@ static void
 layout_init_rejects_chunk_not_a_multiple_of_4k (void **state)
 {
   static const uint64_t bad_chunks[] = {
-    0, 1, 512, 1024, 2048, 4095, 4097, 6000, 8191, 8192 + 512, 12289,
-    65536 + 1, UINT64_C (1) << 63 | 1,
+    0,
+    1,
+    512,
+    1024,
+    2048,
+    4095,
+    4097,
+    6000,
+    8191,
+    8192 + 512,
+    12289,
+    65536 + 1,
+    UINT64_C (1) << 63 | 1,
   };
   static const uint64_t good_chunks[] = {
     4096, 8192, 12288, 20480, 24576, 65536, 131072, 1 << 20,
@@ -179,7 +190,7 @@ layout_init_names_the_member_smaller_than_one_chunk (void **state)
     uint64_t sizes[8];
     for (unsigned i = 0; i < 8; ++i)
       sizes[i] = 3 * chunk + 1;
-    sizes[7] = 4096;            /* a multiple of 4 KiB, but < one chunk */
+    sizes[7] = 4096; /* a multiple of 4 KiB, but < one chunk */
     bad = 99;
     assert_int_equal (layout_init (&l, chunk, 8, sizes, &bad),
                       LAYOUT_ERR_MEMBER_TOO_SMALL);
@@ -200,8 +211,7 @@ layout_init_names_the_member_smaller_than_one_chunk (void **state)
       sizes[i] = chunk * (1 + i % 3);
     sizes[LAYOUT_MAX_MEMBERS - 1] = chunk - 4096;
     bad = 99;
-    assert_int_equal (layout_init (&l, chunk, LAYOUT_MAX_MEMBERS, sizes,
-                                   &bad),
+    assert_int_equal (layout_init (&l, chunk, LAYOUT_MAX_MEMBERS, sizes, &bad),
                       LAYOUT_ERR_MEMBER_TOO_SMALL);
     assert_int_equal (bad, LAYOUT_MAX_MEMBERS - 1);
   }
@@ -248,7 +258,7 @@ static void
 layout_strerror_describes_every_error (void **state)
 {
   static const enum layout_error errs[] = {
-    LAYOUT_OK, LAYOUT_ERR_NO_MEMBERS, LAYOUT_ERR_TOO_MANY_MEMBERS,
+    LAYOUT_OK,        LAYOUT_ERR_NO_MEMBERS,       LAYOUT_ERR_TOO_MANY_MEMBERS,
     LAYOUT_ERR_CHUNK, LAYOUT_ERR_MEMBER_TOO_SMALL, LAYOUT_ERR_TOO_BIG,
   };
   const size_t nerrs = sizeof errs / sizeof errs[0];
@@ -286,12 +296,12 @@ layout_rounds_members_down_to_whole_chunks (void **state)
     for (unsigned i = 0; i < tc->n; ++i) {
       uint64_t want = tc->sizes[i] - tc->sizes[i] % tc->chunk;
       CHECK (l.member_size[i] == want,
-             "%s: member %u usable %llu, expected %llu",
-             describe_case (tc), i, (ull) l.member_size[i], (ull) want);
+             "%s: member %u usable %llu, expected %llu", describe_case (tc), i,
+             (ull) l.member_size[i], (ull) want);
       sum += want;
     }
-    CHECK (l.size == sum, "%s: size %llu, expected %llu",
-           describe_case (tc), (ull) l.size, (ull) sum);
+    CHECK (l.size == sum, "%s: size %llu, expected %llu", describe_case (tc),
+           (ull) l.size, (ull) sum);
   }
   free (tcs);
 }
@@ -336,8 +346,8 @@ layout_zones_follow_md_create_strip_zones (void **state)
       for (unsigned i = 0; i < tc->n; ++i) {
         if (l.member_size[i] > dev) {
           CHECK (nd < z->nr_devs && z->devs[nd] == i,
-                 "%s: zone %u should contain member %u",
-                 describe_case (tc), zi, i);
+                 "%s: zone %u should contain member %u", describe_case (tc),
+                 zi, i);
           nd++;
           if (l.member_size[i] < next)
             next = l.member_size[i];
@@ -346,9 +356,8 @@ layout_zones_follow_md_create_strip_zones (void **state)
       CHECK (nd == z->nr_devs, "%s: zone %u has %u members, expected %u",
              describe_case (tc), zi, z->nr_devs, nd);
       CHECK (z->end - z->start == (next - dev) * nd,
-             "%s: zone %u is %llu bytes, expected %llu",
-             describe_case (tc), zi, (ull) (z->end - z->start),
-             (ull) ((next - dev) * nd));
+             "%s: zone %u is %llu bytes, expected %llu", describe_case (tc),
+             zi, (ull) (z->end - z->start), (ull) ((next - dev) * nd));
       logical = z->end;
       dev = next;
     }
@@ -369,7 +378,10 @@ layout_zones_follow_md_create_strip_zones (void **state)
 static void
 layout_small_mixed_example_matches_hand_computed_table (void **state)
 {
-  static const struct { unsigned member; uint64_t mchunk; } want[] = {
+  static const struct {
+    unsigned member;
+    uint64_t mchunk;
+  } want[] = {
     { 0, 0 }, { 1, 0 }, { 2, 0 }, { 0, 1 }, { 2, 1 }, { 0, 2 },
   };
   const uint64_t chunk = 12288;
@@ -421,16 +433,15 @@ layout_equal_members_match_md_raid0 (void **state)
     struct oracle o;
 
     setup_case (tc, &l, &o);
-    CHECK (l.size == n * (tc->sizes[0] / chunk) * chunk,
-           "%s: size %llu", describe_case (tc), (ull) l.size);
+    CHECK (l.size == n * (tc->sizes[0] / chunk) * chunk, "%s: size %llu",
+           describe_case (tc), (ull) l.size);
     for (uint64_t x = 0; x < l.size; x += 512) {
       struct layout_piece p;
       uint64_t k = x / chunk;
 
       layout_map (&l, x, l.size - x, &p);
-      CHECK (p.member == k % n
-             && p.member_offset == k / n * chunk + x % chunk
-             && p.length == chunk - x % chunk,
+      CHECK (p.member == k % n && p.member_offset == k / n * chunk + x % chunk
+               && p.length == chunk - x % chunk,
              "%s: offset %llu -> member %u offset %llu length %llu",
              describe_case (tc), (ull) x, p.member, (ull) p.member_offset,
              (ull) p.length);
@@ -470,13 +481,13 @@ layout_tiny_volumes_map_every_byte (void **state)
   (void) state;
   for (unsigned t = 0; t < 24; ++t) {
     struct tcase tc = { .chunk = t % 3 == 2 ? 8192 : 4096,
-                        .n = 1 + t % 4, .kind = "tiny" };
+                        .n = 1 + t % 4,
+                        .kind = "tiny" };
     struct layout l;
     struct oracle o;
 
     for (unsigned i = 0; i < tc.n; ++i)
-      tc.sizes[i] = rng_range (&r, 1, 3) * tc.chunk
-        + rng_below (&r, tc.chunk);
+      tc.sizes[i] = rng_range (&r, 1, 3) * tc.chunk + rng_below (&r, tc.chunk);
     setup_case (&tc, &l, &o);
     check_map_all (&tc, &l, &o, 1, &r);
     oracle_free (&o);
@@ -492,13 +503,14 @@ layout_64_members_match_md_raid0_alt_zones (void **state)
   (void) state;
   for (unsigned t = 0; t < 4; ++t) {
     struct tcase tc = { .chunk = t & 1 ? 12288 : 4096,
-                        .n = LAYOUT_MAX_MEMBERS, .kind = "64 members" };
+                        .n = LAYOUT_MAX_MEMBERS,
+                        .kind = "64 members" };
     struct layout l;
     struct oracle o;
 
     for (unsigned i = 0; i < tc.n; ++i)
       tc.sizes[i] = (t < 2 ? rng_range (&r, 1, 4) : 3) * tc.chunk
-        + rng_below (&r, tc.chunk);
+                    + rng_below (&r, tc.chunk);
     setup_case (&tc, &l, &o);
     check_map_all (&tc, &l, &o, 512, &r);
     check_iter (&tc, &l, &o, 0, o.size);
@@ -601,8 +613,9 @@ check_iter (const struct tcase *tc, const struct layout *l,
 
     CHECK (p.offset == at && p.length > 0 && p.length <= offset + count - at,
            "%s: request %llu+%llu: piece %llu+%llu, expected to start at "
-           "%llu", describe_case (tc), (ull) offset, (ull) count,
-           (ull) p.offset, (ull) p.length, (ull) at);
+           "%llu",
+           describe_case (tc), (ull) offset, (ull) count, (ull) p.offset,
+           (ull) p.length, (ull) at);
     CHECK (p.offset % chunk + p.length <= chunk,
            "%s: request %llu+%llu: piece %llu+%llu crosses a chunk boundary",
            describe_case (tc), (ull) offset, (ull) count, (ull) p.offset,
@@ -610,9 +623,9 @@ check_iter (const struct tcase *tc, const struct layout *l,
     oracle_locate (o, p.offset, &m, &mo);
     CHECK (p.member == m && p.member_offset == mo,
            "%s: request %llu+%llu: piece %llu+%llu on member %u at %llu, "
-           "expected member %u at %llu", describe_case (tc), (ull) offset,
-           (ull) count, (ull) p.offset, (ull) p.length, p.member,
-           (ull) p.member_offset, m, (ull) mo);
+           "expected member %u at %llu",
+           describe_case (tc), (ull) offset, (ull) count, (ull) p.offset,
+           (ull) p.length, p.member, (ull) p.member_offset, m, (ull) mo);
     at += p.length;
     nr++;
     CHECK (nr <= want_nr, "%s: request %llu+%llu: too many pieces",
@@ -620,8 +633,9 @@ check_iter (const struct tcase *tc, const struct layout *l,
   }
   CHECK (at == offset + count && nr == want_nr,
          "%s: request %llu+%llu: pieces cover up to %llu in %llu pieces, "
-         "expected %llu pieces", describe_case (tc), (ull) offset,
-         (ull) count, (ull) at, (ull) nr, (ull) want_nr);
+         "expected %llu pieces",
+         describe_case (tc), (ull) offset, (ull) count, (ull) at, (ull) nr,
+         (ull) want_nr);
   CHECK (!layout_iter_next (&it, &p), "%s: iterator not exhausted",
          describe_case (tc));
 }
@@ -668,8 +682,7 @@ check_spans (const struct tcase *tc, const struct layout *l,
   touched = layout_spans (l, offset, count, spans);
   CHECK (touched == want_touched,
          "%s: request %llu+%llu: %u members touched, expected %u",
-         describe_case (tc), (ull) offset, (ull) count, touched,
-         want_touched);
+         describe_case (tc), (ull) offset, (ull) count, touched, want_touched);
   for (unsigned m = 0; m < o->n; ++m) {
     const struct layout_span *s = &spans[m];
     const struct oracle_member_use *u = &use[m];
@@ -681,12 +694,12 @@ check_spans (const struct tcase *tc, const struct layout *l,
     if (!u->touched)
       continue;
     CHECK (s->member_offset == u->first && s->length == u->end - u->first
-           && s->nr_pieces == u->pieces,
+             && s->nr_pieces == u->pieces,
            "%s: request %llu+%llu: member %u span %llu+%llu in %u pieces, "
-           "expected %llu+%llu in %u pieces", describe_case (tc),
-           (ull) offset, (ull) count, m, (ull) s->member_offset,
-           (ull) s->length, s->nr_pieces, (ull) u->first,
-           (ull) (u->end - u->first), u->pieces);
+           "expected %llu+%llu in %u pieces",
+           describe_case (tc), (ull) offset, (ull) count, m,
+           (ull) s->member_offset, (ull) s->length, s->nr_pieces,
+           (ull) u->first, (ull) (u->end - u->first), u->pieces);
   }
   free (spans);
 }
@@ -741,7 +754,8 @@ trim_sends_one_range_per_member_exhaustively_on_tiny_volumes (void **state)
   (void) state;
   for (unsigned t = 0; t < 16; ++t) {
     struct tcase tc = { .chunk = t % 4 == 3 ? 12288 : 4096,
-                        .n = 1 + t % 5, .kind = "tiny" };
+                        .n = 1 + t % 5,
+                        .kind = "tiny" };
     struct layout l;
     struct oracle o;
     uint64_t *pts;
@@ -784,8 +798,9 @@ layout_unmap_inverts_layout_map_for_every_chunk (void **state)
     setup_case (tc, &l, &o);
     for (unsigned m = 0; m < o.n; ++m) {
       for (uint64_t mc = 0; mc < o.mchunks[m]; ++mc) {
-        const uint64_t ins[] = { 0, 1, 511, 512, o.chunk / 2, o.chunk - 1,
-                                 rng_below (&r, o.chunk) };
+        const uint64_t ins[] = {
+          0, 1, 511, 512, o.chunk / 2, o.chunk - 1, rng_below (&r, o.chunk)
+        };
         for (size_t i = 0; i < sizeof ins / sizeof ins[0]; ++i) {
           uint64_t mo = mc * o.chunk + ins[i], x = UINT64_MAX, want = 0;
           struct layout_piece p;
@@ -809,9 +824,9 @@ layout_unmap_inverts_layout_map_for_every_chunk (void **state)
       uint64_t x = k * o.chunk + rng_below (&r, o.chunk), back = 0;
 
       layout_map (&l, x, 1, &p);
-      CHECK (layout_unmap (&l, p.member, p.member_offset, &back)
-             && back == x, "%s: unmap(map(%llu)) = %llu",
-             describe_case (tc), (ull) x, (ull) back);
+      CHECK (layout_unmap (&l, p.member, p.member_offset, &back) && back == x,
+             "%s: unmap(map(%llu)) = %llu", describe_case (tc), (ull) x,
+             (ull) back);
     }
     oracle_free (&o);
   }
@@ -834,16 +849,22 @@ layout_unmap_rejects_offsets_beyond_the_usable_size (void **state)
     for (unsigned m = 0; m < tc->n; ++m) {
       const uint64_t usable = l.member_size[m];
       const uint64_t beyond[] = {
-        usable, usable + 1, usable + 4096, usable + tc->chunk,
+        usable,
+        usable + 1,
+        usable + 4096,
+        usable + tc->chunk,
         tc->sizes[m] > usable ? tc->sizes[m] - 1 : usable,
-        tc->sizes[m], 1000 * tc->chunk, UINT64_MAX,
+        tc->sizes[m],
+        1000 * tc->chunk,
+        UINT64_MAX,
       };
       for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; ++i) {
         uint64_t x = 4242;
         bool ok = layout_unmap (&l, m, beyond[i], &x);
-        CHECK (!ok, "%s: unmap(member %u, %llu) accepted (-> %llu), usable "
-               "size is %llu", describe_case (tc), m, (ull) beyond[i],
-               (ull) x, (ull) usable);
+        CHECK (!ok,
+               "%s: unmap(member %u, %llu) accepted (-> %llu), usable "
+               "size is %llu",
+               describe_case (tc), m, (ull) beyond[i], (ull) x, (ull) usable);
       }
     }
   }
@@ -870,7 +891,7 @@ layout_random_volumes_agree_with_md_raid0_oracle (void **state)
     uint64_t offset, count;
 
     for (unsigned i = 0; i < tc.n; ++i) {
-      if (i > 0 && rng_below (&r, 3) == 0)      /* same number of chunks */
+      if (i > 0 && rng_below (&r, 3) == 0) /* same number of chunks */
         tc.sizes[i] = tc.sizes[rng_below (&r, i)] / tc.chunk * tc.chunk;
       else
         tc.sizes[i] = rng_range (&r, 1, maxc) * tc.chunk;
@@ -915,14 +936,16 @@ main (int argc, char **argv)
     cmocka_unit_test (layout_tiny_volumes_map_every_byte),
     cmocka_unit_test (layout_64_members_match_md_raid0_alt_zones),
     cmocka_unit_test (layout_maps_offsets_near_2_64),
-    cmocka_unit_test (layout_iter_yields_chunk_bounded_pieces_in_logical_order),
+    cmocka_unit_test (
+      layout_iter_yields_chunk_bounded_pieces_in_logical_order),
     cmocka_unit_test (trim_sends_one_range_per_member),
-    cmocka_unit_test (trim_sends_one_range_per_member_exhaustively_on_tiny_volumes),
+    cmocka_unit_test (
+      trim_sends_one_range_per_member_exhaustively_on_tiny_volumes),
     cmocka_unit_test (layout_unmap_inverts_layout_map_for_every_chunk),
     cmocka_unit_test (layout_unmap_rejects_offsets_beyond_the_usable_size),
     cmocka_unit_test (layout_random_volumes_agree_with_md_raid0_oracle),
   };
 
-  return run_unit_tests ("layout", tests, sizeof tests / sizeof tests[0],
-                         argc, argv);
+  return run_unit_tests ("layout", tests, sizeof tests / sizeof tests[0], argc,
+                         argv);
 }

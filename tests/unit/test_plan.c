@@ -42,8 +42,8 @@ struct world {
   const struct tcase *tc;
   struct layout l;
   struct oracle o;
-  uint8_t *vol;                         /* logical contents */
-  uint8_t *img[ORACLE_MAX_MEMBERS];     /* member contents */
+  uint8_t *vol;                     /* logical contents */
+  uint8_t *img[ORACLE_MAX_MEMBERS]; /* member contents */
 };
 
 static void
@@ -111,7 +111,7 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
   struct oracle_member_use use[ORACLE_MAX_MEMBERS];
   uint64_t nr_pieces;
   unsigned touched = oracle_uses (o, offset, count, use, &nr_pieces);
-  uint8_t *buf = malloc (count);        /* exactly count: ASan-checked */
+  uint8_t *buf = malloc (count); /* exactly count: ASan-checked */
   uint8_t *rbuf = calloc (count, 1);
   struct iovec *all = malloc (nr_pieces * sizeof *all); /* every iovec */
   unsigned nr_all = 0;
@@ -127,12 +127,11 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
   memset (plan, 0x5a, sizeof *plan);
 
   rc = plan_rw (plan, &w->l, buf, count, offset);
-  CHECK (rc == 0, "%s: request %llu+%llu: plan_rw failed",
-         describe_case (tc), (ull) offset, (ull) count);
+  CHECK (rc == 0, "%s: request %llu+%llu: plan_rw failed", describe_case (tc),
+         (ull) offset, (ull) count);
   CHECK (plan->nr_ios == touched,
          "%s: request %llu+%llu: %u member ios, expected %u",
-         describe_case (tc), (ull) offset, (ull) count, plan->nr_ios,
-         touched);
+         describe_case (tc), (ull) offset, (ull) count, plan->nr_ios, touched);
   if (nr_pieces > PLAN_INLINE_IOV)
     CHECK (plan->iov != plan->inline_iov,
            "%s: request %llu+%llu: %llu pieces but inline iovecs",
@@ -150,35 +149,37 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
 
     CHECK (m < o->n && (i == 0 || m > prev) && use[m].touched,
            "%s: request %llu+%llu: io %u is for member %u (previous %u), "
-           "not a touched member in member order", describe_case (tc),
-           (ull) offset, (ull) count, i, m, prev);
+           "not a touched member in member order",
+           describe_case (tc), (ull) offset, (ull) count, i, m, prev);
     prev = m;
     CHECK (io->member_offset == use[m].first
-           && io->length == use[m].end - use[m].first,
+             && io->length == use[m].end - use[m].first,
            "%s: request %llu+%llu: member %u io %llu+%llu, expected "
-           "%llu+%llu", describe_case (tc), (ull) offset, (ull) count, m,
+           "%llu+%llu",
+           describe_case (tc), (ull) offset, (ull) count, m,
            (ull) io->member_offset, (ull) io->length, (ull) use[m].first,
            (ull) (use[m].end - use[m].first));
     CHECK (io->nr_iov == use[m].runs,
            "%s: request %llu+%llu: member %u has %u iovecs, expected %u "
-           "(%u pieces, adjacent ones merged)", describe_case (tc),
-           (ull) offset, (ull) count, m, io->nr_iov, use[m].runs,
-           use[m].pieces);
+           "(%u pieces, adjacent ones merged)",
+           describe_case (tc), (ull) offset, (ull) count, m, io->nr_iov,
+           use[m].runs, use[m].pieces);
     for (unsigned j = 0; j < io->nr_iov; ++j) {
       const uint8_t *base = io->iov[j].iov_base;
       size_t len = io->iov[j].iov_len;
 
       CHECK (len > 0 && base >= buf && base + len <= buf + count,
              "%s: request %llu+%llu: member %u iovec %u (%p, %zu) outside "
-             "the buffer %p+%llu", describe_case (tc), (ull) offset,
-             (ull) count, m, j, (const void *) base, len,
-             (const void *) buf, (ull) count);
+             "the buffer %p+%llu",
+             describe_case (tc), (ull) offset, (ull) count, m, j,
+             (const void *) base, len, (const void *) buf, (ull) count);
       if (j > 0) {
-        const uint8_t *pend = (const uint8_t *) io->iov[j - 1].iov_base
-          + io->iov[j - 1].iov_len;
-        CHECK (pend != base, "%s: request %llu+%llu: member %u iovecs %u "
-               "and %u are adjacent but not merged", describe_case (tc),
-               (ull) offset, (ull) count, m, j - 1, j);
+        const uint8_t *pend =
+          (const uint8_t *) io->iov[j - 1].iov_base + io->iov[j - 1].iov_len;
+        CHECK (pend != base,
+               "%s: request %llu+%llu: member %u iovecs %u "
+               "and %u are adjacent but not merged",
+               describe_case (tc), (ull) offset, (ull) count, m, j - 1, j);
       }
       sum += len;
       if (nr_all < nr_pieces)
@@ -197,16 +198,16 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
       memcpy (gathered + pos, io->iov[j].iov_base, io->iov[j].iov_len);
       pos += io->iov[j].iov_len;
     }
-    diff = first_difference (gathered, w->img[m] + io->member_offset,
-                             io->length);
+    diff =
+      first_difference (gathered, w->img[m] + io->member_offset, io->length);
     if (diff < io->length) {
       uint64_t want_x = 0;
       oracle_logical (o, m, io->member_offset + diff, &want_x);
       CHECK (diff == io->length,
              "%s: request %llu+%llu: member %u offset %llu would get the "
-             "wrong byte (it holds logical byte %llu)", describe_case (tc),
-             (ull) offset, (ull) count, m, (ull) (io->member_offset + diff),
-             (ull) want_x);
+             "wrong byte (it holds logical byte %llu)",
+             describe_case (tc), (ull) offset, (ull) count, m,
+             (ull) (io->member_offset + diff), (ull) want_x);
     }
     free (gathered);
 
@@ -222,28 +223,34 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
   }
 
   /* the iovecs of all members tile the buffer: every byte exactly once */
-  CHECK (nr_all <= nr_pieces, "%s: request %llu+%llu: %u iovecs for %llu "
-         "pieces", describe_case (tc), (ull) offset, (ull) count, nr_all,
+  CHECK (nr_all <= nr_pieces,
+         "%s: request %llu+%llu: %u iovecs for %llu "
+         "pieces",
+         describe_case (tc), (ull) offset, (ull) count, nr_all,
          (ull) nr_pieces);
   qsort (all, nr_all, sizeof *all, iov_cmp);
   {
     const uint8_t *at = buf;
     for (unsigned j = 0; j < nr_all; ++j) {
-      CHECK (all[j].iov_base == at, "%s: request %llu+%llu: buffer byte "
-             "%llu is %s", describe_case (tc), (ull) offset, (ull) count,
-             (ull) (at - buf),
+      CHECK (all[j].iov_base == at,
+             "%s: request %llu+%llu: buffer byte "
+             "%llu is %s",
+             describe_case (tc), (ull) offset, (ull) count, (ull) (at - buf),
              (const uint8_t *) all[j].iov_base > at ? "in no iovec"
-             : "in two iovecs");
+                                                    : "in two iovecs");
       at += all[j].iov_len;
     }
-    CHECK (at == buf + count, "%s: request %llu+%llu: buffer byte %llu is "
-           "in no iovec", describe_case (tc), (ull) offset, (ull) count,
-           (ull) (at - buf));
+    CHECK (at == buf + count,
+           "%s: request %llu+%llu: buffer byte %llu is "
+           "in no iovec",
+           describe_case (tc), (ull) offset, (ull) count, (ull) (at - buf));
   }
   {
     uint64_t diff = first_difference (rbuf, w->vol + offset, count);
-    CHECK (diff == count, "%s: request %llu+%llu: read puts the wrong byte "
-           "at logical %llu", describe_case (tc), (ull) offset, (ull) count,
+    CHECK (diff == count,
+           "%s: request %llu+%llu: read puts the wrong byte "
+           "at logical %llu",
+           describe_case (tc), (ull) offset, (ull) count,
            (ull) (offset + diff));
   }
 
@@ -313,7 +320,9 @@ static void
 plan_rw_makes_one_io_per_touched_member_in_member_order (void **state)
 {
   const uint64_t chunk = 8192;
-  struct tcase tc = { .chunk = chunk, .n = 4, .kind = "4 equal",
+  struct tcase tc = { .chunk = chunk,
+                      .n = 4,
+                      .kind = "4 equal",
                       .sizes = { 4 * chunk, 4 * chunk, 4 * chunk,
                                  4 * chunk } };
   struct world w;
@@ -352,7 +361,7 @@ plan_rw_single_member_request_is_one_iovec (void **state)
     uint64_t offset, count;
 
     tc.sizes[0] = (test_chunks[ci] <= 20480 ? 150 : 70) * tc.chunk
-      + rng_below (&r, tc.chunk);
+                  + rng_below (&r, tc.chunk);
     world_init (&w, &tc);
     for (unsigned i = 0; i < 30; ++i) {
       struct io_plan plan;
@@ -384,7 +393,9 @@ static void
 plan_rw_merges_pieces_adjacent_in_the_buffer (void **state)
 {
   const uint64_t chunk = 4096;
-  struct tcase tc = { .chunk = chunk, .n = 3, .kind = "2,2,10",
+  struct tcase tc = { .chunk = chunk,
+                      .n = 3,
+                      .kind = "2,2,10",
                       .sizes = { 2 * chunk, 2 * chunk + 5, 10 * chunk } };
   struct world w;
   struct io_plan plan;
@@ -395,9 +406,9 @@ plan_rw_merges_pieces_adjacent_in_the_buffer (void **state)
 
   check_plan (&w, 0, 14 * chunk, &plan);
   assert_int_equal (plan.nr_ios, 3);
-  assert_int_equal (plan.ios[0].nr_iov, 2);     /* L0, L3 */
-  assert_int_equal (plan.ios[1].nr_iov, 2);     /* L1, L4 */
-  assert_int_equal (plan.ios[2].nr_iov, 2);     /* L2, L5..L13 */
+  assert_int_equal (plan.ios[0].nr_iov, 2); /* L0, L3 */
+  assert_int_equal (plan.ios[1].nr_iov, 2); /* L1, L4 */
+  assert_int_equal (plan.ios[2].nr_iov, 2); /* L2, L5..L13 */
   assert_int_equal (plan.ios[2].member_offset, 0);
   assert_int_equal (plan.ios[2].length, 10 * chunk);
   assert_int_equal (plan.ios[2].iov[1].iov_len, 9 * chunk);
@@ -427,7 +438,9 @@ static void
 plan_rw_uses_heap_iovecs_beyond_the_inline_ones (void **state)
 {
   const uint64_t chunk = 4096;
-  struct tcase tc = { .chunk = chunk, .n = 3, .kind = "3x40",
+  struct tcase tc = { .chunk = chunk,
+                      .n = 3,
+                      .kind = "3x40",
                       .sizes = { 40 * chunk, 40 * chunk, 40 * chunk } };
   struct world w;
   struct io_plan plan;
@@ -474,11 +487,11 @@ plan_rw_fails_with_enomem_when_iovecs_cannot_be_allocated (void **state)
   fail_next_malloc = true;
   errno = 0;
   rc = plan_rw (&plan, &l, buf, 80 * chunk, 0);
-  assert_false (fail_next_malloc);      /* plan_rw did call malloc */
+  assert_false (fail_next_malloc); /* plan_rw did call malloc */
   fail_next_malloc = false;
   assert_int_equal (rc, -1);
   assert_int_equal (errno, ENOMEM);
-  plan_free (&plan);                    /* allowed, and must not crash */
+  plan_free (&plan); /* allowed, and must not crash */
 
   /* and the same request works when memory is there */
   assert_int_equal (plan_rw (&plan, &l, buf, 80 * chunk, 0), 0);
@@ -491,14 +504,16 @@ int
 main (int argc, char **argv)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (plan_rw_gives_each_member_exactly_its_range_byte_for_byte),
+    cmocka_unit_test (
+      plan_rw_gives_each_member_exactly_its_range_byte_for_byte),
     cmocka_unit_test (plan_rw_makes_one_io_per_touched_member_in_member_order),
     cmocka_unit_test (plan_rw_single_member_request_is_one_iovec),
     cmocka_unit_test (plan_rw_merges_pieces_adjacent_in_the_buffer),
     cmocka_unit_test (plan_rw_uses_heap_iovecs_beyond_the_inline_ones),
-    cmocka_unit_test (plan_rw_fails_with_enomem_when_iovecs_cannot_be_allocated),
+    cmocka_unit_test (
+      plan_rw_fails_with_enomem_when_iovecs_cannot_be_allocated),
   };
 
-  return run_unit_tests ("plan", tests, sizeof tests / sizeof tests[0],
-                         argc, argv);
+  return run_unit_tests ("plan", tests, sizeof tests / sizeof tests[0], argc,
+                         argv);
 }
