@@ -14,28 +14,6 @@
  */
 #define EXTENTS_MAX_RUNS 65536
 
-const char *
-cache_mode_name (enum cache_mode mode)
-{
-  switch (mode) {
-  case CACHE_WRITEBACK: return "writeback";
-  case CACHE_WRITETHROUGH: return "writethrough";
-  case CACHE_DIRECT: return "direct";
-  }
-  return "?";
-}
-
-int
-cache_mode_parse (const char *name, enum cache_mode *mode)
-{
-  for (enum cache_mode m = CACHE_WRITEBACK; m <= CACHE_DIRECT; ++m)
-    if (strcmp (name, cache_mode_name (m)) == 0) {
-      *mode = m;
-      return 0;
-    }
-  return -1;
-}
-
 int
 volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
              uint64_t chunk, enum cache_mode cache, bool readonly,

@@ -62,7 +62,7 @@ echo "== building $out/fuzz_config with $cc"
 "$cc" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -I"$src/include" "${libconfig_cflags[@]}" \
-  "$src/tests/config/fuzz_config.c" "$src/tests/config/fuzz_shim.c" \
+  "$src/tests/config/fuzz_config.c" "$src/plugin/cache_mode.c" \
   "$src/plugin/config.c" \
   "${libconfig_libs[@]}" -o "$out/fuzz_config"
 

@@ -1,9 +1,6 @@
-/* The two cache-mode functions config.c uses, for the fuzz target only.
- *
- * They live in plugin/volume.c, which would drag the whole I/O engine
- * (io_uring, threads, members) into the fuzzer for two string lookups.
- * Keep in step with volume.c; test_config links the real ones and checks
- * that every name the loader accepts is known to the engine.
+/* nbdstripe: cache mode names (see enum cache_mode in include/volume.h).
+ * A file of its own so that the config loader can use them without the
+ * I/O engine (its fuzz target links config.c and this alone).
  */
 
 #include <string.h>
