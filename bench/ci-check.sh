@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# CI check of the bench harness (issue 5): `stripe-bench --quick` on emulated
+# members with N = 1 and 2 must complete, its results.json must validate
+# against bench/results.schema.json and the chart files must exist.  It
+# asserts no speed.
+#
+#   bench/ci-check.sh [PLUGIN.so]
+#
+# PLUGIN.so defaults to $NBDSTRIPE_PLUGIN, then build/plugin/.  Exit 0 pass,
+# 1 fail, 77 skip (not root, no cgroup block throttling, no loop devices).
+# Installs gnuplot-nox, python3-jsonschema and fio with apt-get when missing.
+# Takes about 2 minutes.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+plugin=${1:-${NBDSTRIPE_PLUGIN:-$repo/build/plugin/nbdkit-stripe-plugin.so}}
+[ -f "$plugin" ] || fail "plugin not found: $plugin (pass it as the first argument)"
+
+[ "$(id -u)" -eq 0 ] || skip "not root: emulated members need loop devices and cgroup throttling"
+if [ ! -e /sys/fs/cgroup/blkio/blkio.throttle.read_bps_device ] &&
+   ! grep -qw io /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  skip "no cgroup v1 blkio or v2 io controller: block throttling is unavailable"
+fi
+[ -e /dev/loop-control ] || skip "no loop devices (/dev/loop-control missing)"
+command -v losetup >/dev/null || skip "losetup missing"
+command -v nbdkit >/dev/null || fail "nbdkit missing"
+
+# our own packages
+need=()
+command -v gnuplot >/dev/null || need+=(gnuplot-nox)
+/usr/bin/python3 -c 'import jsonschema' 2>/dev/null || need+=(python3-jsonschema)
+command -v fio >/dev/null || need+=(fio)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null 2>&1
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+      fail "apt-get install ${need[*]} failed"
+  fi
+fi
+
+out=$(mktemp -d /tmp/stripe-bench-ci.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+echo "== bench/stripe-bench --quick --counts 1,2 (output in $out)"
+start=$(date +%s)
+"$here/stripe-bench" --plugin "$plugin" --quick --counts 1,2 --out "$out/res" \
+  --workdir "$out/members" --noisy-retries 0 || fail "stripe-bench exited with $?"
+echo "== harness took $(( $(date +%s) - start )) s"
+
+res=$out/res
+[ -s "$res/results.json" ] || fail "results.json missing"
+[ -s "$res/results.csv" ] || fail "results.csv missing"
+[ -s "$res/summary.md" ] || fail "summary.md missing"
+/usr/bin/python3 "$here/validate-results" "$res/results.json" || fail "results.json does not validate"
+
+# every profile row is there (file plugin, N=1 and N=2), nothing more is asserted
+rows=$(/usr/bin/python3 -c '
+import json,sys
+d=json.load(open(sys.argv[1]))
+print(sum(1 for r in d["results"] if r["phase"]=="main"))' "$res/results.json")
+[ "$rows" -eq 30 ] || fail "expected 30 main rows (5 profiles x 2 rw x 3 configs), got $rows"
+
+for p in SEQ1M-Q8T1 SEQ1M-Q1T1 RND4K-Q32T1 RND4K-Q1T1 RND512K-Q8T1; do
+  f=$res/charts/scaling-$p.png
+  [ -s "$f" ] || fail "chart missing: $f"
+done
+for n in 1 2; do
+  [ -s "$res/charts/sustained-n$n.png" ] || fail "chart missing: sustained-n$n.png"
+done
+
+# it must have cleaned up after itself
+if losetup -l -n -O BACK-FILE 2>/dev/null | grep -q "$out/members"; then
+  fail "loop devices left behind"
+fi
+ls -d /sys/fs/cgroup/blkio/nbdstripe-bench-* /sys/fs/cgroup/nbdstripe-bench-* 2>/dev/null |
+  grep -q . && echo "note: a nbdstripe-bench cgroup exists (another run in progress?)"
+echo "PASS"
