@@ -88,6 +88,15 @@ cmd_check (int argc, char **argv)
             "(%" PRIu64 " bytes): can be served\n",
             cfg.path, cfg.name, uuid[0] ? " (" : "", uuid, uuid[0] ? ")" : "",
             cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs), size);
+  if (r == 0) {
+    /* Filesystems that know the stripe avoid read-modify-write across
+     * members.  Zone 0 (all members) is where nearly all data lives.
+     */
+    printf ("  mkfs.ext4 -b 4096 -E stride=%" PRIu64 ",stripe_width=%" PRIu64
+            "\n  mkfs.xfs -d su=%" PRIu64 "k,sw=%u\n",
+            cfg.chunk / 4096, cfg.chunk / 4096 * cfg.nr_members,
+            cfg.chunk / 1024, cfg.nr_members);
+  }
   config_free (&cfg);
   return r == 0 ? 0 : 1;
 }

@@ -1,0 +1,203 @@
+#!/bin/busybox sh
+# /init of the throw-away VM of nbd_client_vm.sh (busybox sh, PID 1).
+#
+# Parameters come on the kernel command line:
+#   vm.port=PORT      the volume, served on the host's 127.0.0.1:PORT,
+#                     which qemu's user networking makes 10.0.2.2:PORT
+#   vm.phase=1|2      1: nbd-client -C 4, mkfs.ext4 with the stripe
+#                        geometry, write files + a checksum manifest and
+#                        scratch files, delete the scratch files (no
+#                        discard), umount, e2fsck -fn, disconnect
+#                     2: nbd-client, mount, verify, fstrim, umount,
+#                        e2fsck -fn, disconnect, nbd-client -C 4 again,
+#                        mount read-only, verify, disconnect
+#   vm.size=BYTES     the volume size the kernel must see
+#   vm.stride=N vm.width=N   ext4 stride and stripe_width (4 KiB blocks)
+#   vm.manifest=SHA256 vm.files=N   (phase 2) what phase 1 wrote
+#   vm.sabotage=WORD  a deliberate fault, to see the test fail
+#
+# Every line for the host starts with "vm: ".  The last one is
+# "NBDSTRIPE-VM-PASS phase=N", then the VM exits through isa-debug-exit
+# (qemu's status 99); a failure prints why and exits with status 3.
+
+# This busybox prefers its own applets to PATH (it has a mke2fs too): the
+# real tools are called as /sbin/NAME.
+export PATH=/sbin:/bin
+/bin/busybox mkdir -p /proc /sys /dev /mnt /tmp
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+
+log () { echo "vm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+# isa-debug-exit at 0xf4: qemu exits with status (VALUE << 1) | 1.
+vm_exit ()
+{
+  sync
+  printf "\\$(printf %o "$1")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
+  # Not reached when the device is there.
+  echo "vm: isa-debug-exit did not stop the VM"
+  poweroff -f
+}
+
+fail ()
+{
+  echo "vm: FAIL: $*"
+  echo "vm: --- last kernel messages:"
+  dmesg | tail -n 25 | sed 's/^/vm: | /'
+  vm_exit 1
+}
+
+# Show a command's output (to the console) when it fails.
+run ()
+{
+  if ! "$@" >/tmp/run.out 2>&1; then
+    sed 's/^/vm: | /' /tmp/run.out
+    return 1
+  fi
+  return 0
+}
+
+for arg in $(cat /proc/cmdline); do
+  case $arg in
+    vm.*=*) k=${arg%%=*}; k=${k#vm.}; eval "P_$k=\${arg#*=}" ;;
+  esac
+done
+: "${P_port:?}" "${P_phase:?}" "${P_size:?}" "${P_stride:?}" "${P_width:?}"
+P_sabotage=${P_sabotage:-none}
+log "phase $P_phase, kernel $(uname -r), volume 10.0.2.2:$P_port"
+if [ "$P_sabotage" = panic ]; then
+  echo "vm: SABOTAGE: init exits (a kernel panic)"
+  exit 1
+fi
+
+# Modules: busybox modprobe reads modules.dep (made by busybox depmod).
+# crc32c before ext4: jbd2/ext4 metadata checksums need the algorithm
+# and there is no udev to load it on demand.
+for m in virtio_pci virtio_net virtio_blk nbd crc32c_generic ext4; do
+  modprobe "$m" || fail "modprobe $m"
+done
+
+ip link set lo up
+ip link set eth0 up || fail "no eth0 (virtio_net)"
+ip addr add 10.0.2.15/24 dev eth0 || fail "ip addr"
+ip route add default via 10.0.2.2 || fail "ip route"
+
+NBD=/dev/nbd0
+
+connect ()      # connect [-C N]
+{
+  run /sbin/nbd-client 10.0.2.2 "$P_port" "$NBD" -b 4096 "$@" ||
+    fail "nbd-client 10.0.2.2 $P_port $NBD -b 4096 $*"
+  got=$(blockdev --getsize64 "$NBD")
+  [ "$got" = "$P_size" ] || fail "$NBD has $got bytes, the volume $P_size"
+  # One blk-mq hardware queue per connection, at most one per CPU.
+  want=1
+  [ "$1" = -C ] && want=$2
+  [ "$want" -le "$(nproc)" ] || want=$(nproc)
+  queues=$(ls /sys/block/nbd0/mq | wc -l)
+  [ "$queues" = "$want" ] || fail "$NBD has $queues hardware queues, expected $want"
+  log "connected $NBD ($got bytes, nbd-client $*, $queues queue(s))"
+}
+
+disconnect ()
+{
+  run /sbin/nbd-client -d "$NBD" || fail "nbd-client -d $NBD"
+  log "disconnected"
+}
+
+fsck_clean ()
+{
+  run /sbin/e2fsck -fn "$NBD" || fail "e2fsck -fn $NBD is not clean"
+  log "e2fsck -fn: clean"
+}
+
+verify ()       # verify WHEN
+{
+  sum=$(sha256sum /mnt/MANIFEST | cut -d' ' -f1)
+  [ "$sum" = "$P_manifest" ] ||
+    fail "$1: MANIFEST has sha256 $sum, phase 1 wrote $P_manifest"
+  n=$(wc -l </mnt/MANIFEST)
+  [ "$n" = "$P_files" ] || fail "$1: MANIFEST lists $n files, phase 1 wrote $P_files"
+  cd /mnt/data || fail "$1: no /mnt/data"
+  if ! sha256sum -c /mnt/MANIFEST >/tmp/verify.out 2>&1; then
+    grep -v ': OK$' /tmp/verify.out | head -n 20 | sed 's/^/vm: | /'
+    fail "$1: checksums differ"
+  fi
+  ok=$(grep -c ': OK$' /tmp/verify.out)
+  [ "$ok" = "$P_files" ] || fail "$1: $ok of $P_files files verified"
+  cd /
+  log "$1: all $ok checksums verified"
+}
+
+case $P_phase in
+1)
+  connect -C 4
+  # 4 KiB blocks always (mke2fs would pick 1 KiB for a "small" volume);
+  # inode tables and journal written now, so that no lazy init writes
+  # behind the host's block counts.
+  run /sbin/mke2fs -q -t ext4 -b 4096 \
+      -E "stride=$P_stride,stripe_width=$P_width,lazy_itable_init=0,lazy_journal_init=0" \
+      "$NBD" || fail "mke2fs"
+  log "mkfs.ext4 -b 4096 -E stride=$P_stride,stripe_width=$P_width"
+  mount -t ext4 "$NBD" /mnt || fail "mount"
+  mkdir /mnt/data /mnt/scratch
+  # A few hundred small files of varied sizes, and some large ones.
+  i=0
+  while [ $i -lt 300 ]; do
+    head -c $(( 1 + (i * 7919) % 49152 )) /dev/urandom >/mnt/data/small.$i ||
+      fail "write small.$i"
+    i=$((i + 1))
+  done
+  for i in 0 1 2 3; do
+    dd if=/dev/urandom of=/mnt/data/large.$i bs=1M count=6 2>/dev/null ||
+      fail "write large.$i"
+  done
+  log "wrote $(ls /mnt/data | wc -l) files, $(du -sk /mnt/data | cut -f1) KiB"
+  (cd /mnt/data && sha256sum * >/mnt/MANIFEST) || fail "sha256sum"
+  manifest="$(sha256sum /mnt/MANIFEST | cut -d" " -f1) $(wc -l </mnt/MANIFEST)"
+  # Scratch files, deleted again: ext4 is mounted without "discard", so
+  # their blocks stay allocated on the members until phase 2's fstrim.
+  # (Not zeroes: nothing on the way may turn them into holes.)
+  yes nbdstripe-scratch | head -c 1048576 >/tmp/pattern
+  for i in 0 1 2 3; do
+    cat /tmp/pattern /tmp/pattern /tmp/pattern /tmp/pattern \
+        /tmp/pattern /tmp/pattern /tmp/pattern /tmp/pattern >/mnt/scratch/s.$i ||
+      fail "write scratch $i"
+  done
+  sync
+  rm -r /mnt/scratch
+  sync
+  log "wrote and deleted 32 MiB of scratch files"
+  umount /mnt || fail "umount"
+  fsck_clean
+  disconnect
+  echo "vm: MANIFEST $manifest"
+  ;;
+2)
+  : "${P_manifest:?}" "${P_files:?}"
+  connect
+  mount -t ext4 "$NBD" /mnt || fail "mount"
+  verify "after reconnecting"
+  if [ "$P_sabotage" = notrim ]; then
+    log "SABOTAGE: no fstrim"
+  else
+    fstrim -v /mnt >/tmp/fstrim.out 2>&1 || { cat /tmp/fstrim.out; fail "fstrim"; }
+    log "fstrim: $(cat /tmp/fstrim.out)"
+  fi
+  umount /mnt || fail "umount"
+  fsck_clean
+  disconnect
+  connect -C 4
+  mount -t ext4 -o ro "$NBD" /mnt || fail "mount -o ro"
+  verify "read-only, 4 connections"
+  umount /mnt || fail "umount"
+  disconnect
+  ;;
+*)
+  fail "vm.phase=$P_phase"
+  ;;
+esac
+
+echo "vm: NBDSTRIPE-VM-PASS phase=$P_phase"
+vm_exit 49

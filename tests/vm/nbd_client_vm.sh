@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# The Linux kernel's NBD client against `nbdstripe serve`, in a throw-away
+# qemu VM (TCG: no KVM needed), with ext4 on the volume.
+#
+# Host: install what is missing (qemu-system-x86, busybox-static,
+# nbd-client, e2fsprogs); fetch Debian's linux-image-6.1.0-*-amd64 with
+# `apt-get download` into $VM_CACHE (default /var/cache/nbdstripe-vm,
+# reused) and unpack it there; build an initramfs (busybox, the modules
+# with modules.dep from `busybox depmod`, nbd-client, mke2fs, e2fsck with
+# their libraries, /etc/mke2fs.conf, guest-init.sh as /init).  Create a
+# 4-member volume of mixed sizes with headers (chunk 64K: three zones) and
+# serve it on 127.0.0.1:PORT; the guest reaches it as 10.0.2.2:PORT.
+#
+# Boot 1 (guest-init.sh phase 1): nbd-client -C 4, mkfs.ext4 with the
+# stripe geometry from the members' headers, mount, write 304 files (4 of
+# 6 MiB) and a sha256 manifest, write and delete 32 MiB of scratch files,
+# umount, e2fsck -fn, disconnect.
+# Host: every member's allocated blocks grew; record them.
+# Boot 2 (phase 2): nbd-client, mount, verify every checksum, fstrim,
+# umount, e2fsck -fn, disconnect, nbd-client -C 4, mount -o ro, verify.
+# Host: every member's allocated blocks dropped (the trim reached every
+# member); nbdcopy the volume to a file: e2fsck -fn is clean, dumpe2fs
+# shows the stripe geometry, and the files debugfs extracts match the
+# manifest (checked with the host's sha256sum).
+#
+# A boot fails on a missing PASS marker, a kernel panic, a guest failure
+# or the time limit: both boots together get VM_TIMEOUT seconds (default
+# 150), enforced with timeout(1).  The reason and the end of the console
+# log are printed.
+#
+# Skipped (77) in the sanitizer build (STRIPE_LD_PRELOAD set: TCG is too
+# slow for the CI budget there; the other tests in this directory run in
+# both), and when the VM cannot run at all: qemu missing and not
+# installable, or no guest kernel cached and none to download.
+#
+# To see it fail: VM_SABOTAGE=notrim (the guest skips fstrim: the host's
+# trim check fails), VM_SABOTAGE=corrupt (the host flips a block of a
+# file's data on member 2 between the boots: the guest's verification
+# fails), VM_SABOTAGE=panic (the guest's init exits: a kernel panic),
+# VM_TIMEOUT=20 (the time limit).
+
+here=$(dirname "$(realpath "$0")")
+source "$here/lib.sh"
+
+[[ -z ${STRIPE_LD_PRELOAD:-} ]] ||
+  v_skip "sanitizer build (STRIPE_LD_PRELOAD set): the TCG VM runs in the plain build only"
+v_init
+VM_CACHE=${VM_CACHE:-/var/cache/nbdstripe-vm}
+VM_TIMEOUT=${VM_TIMEOUT:-150}
+VM_SABOTAGE=${VM_SABOTAGE:-none}
+
+# --- packages ---------------------------------------------------------------
+v_apt_install qemu-system-x86 busybox-static nbd-client e2fsprogs qemu-utils ||
+  v_log "could not install every package (see above)"
+command -v qemu-system-x86_64 >/dev/null ||
+  v_skip "qemu-system-x86_64 is not installed and could not be installed"
+qemu-system-x86_64 -accel tcg -machine help >/dev/null 2>&1 ||
+  v_skip "qemu-system-x86_64 with TCG does not run here"
+for t in nbdcopy nbdinfo e2fsck debugfs dumpe2fs dpkg-deb gzip ss ldd; do
+  command -v "$t" >/dev/null || v_fail "$t is not installed"
+done
+[[ -x /bin/busybox && $(ldd /bin/busybox 2>&1) == *'not a dynamic'* ]] ||
+  v_fail "/bin/busybox is not a static busybox (busybox-static)"
+NBD_CLIENT=$(command -v nbd-client) || v_fail "nbd-client is not installed"
+
+# --- guest kernel -------------------------------------------------------------
+mkdir -p "$VM_CACHE" 2>/dev/null || v_skip "cannot create the kernel cache $VM_CACHE (set VM_CACHE)"
+# What a run killed by SIGKILL left behind (a live run's are younger).
+find "$VM_CACHE" -maxdepth 1 \( -name 'download.*' -o -name 'unpack.*' \) -mmin +60 \
+  -exec rm -rf -- {} + 2>/dev/null
+deb=$(ls "$VM_CACHE"/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -n 1)
+if [[ -z $deb ]]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+        grep -o 'linux-image-6\.1\.0-[0-9]*-amd64$' | head -n 1)
+  [[ -n $pkg ]] ||
+    pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' |
+          cut -d' ' -f1 | sort -V | tail -n 1)
+  [[ -n $pkg ]] || { apt-get update -q >/dev/null 2>&1
+    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+          grep -o 'linux-image-6\.1\.0-[0-9]*-amd64$' | head -n 1); }
+  [[ -n $pkg ]] || v_skip "no linux-image-6.1.0-*-amd64 package known to apt"
+  v_log "fetching $pkg into $VM_CACHE"
+  dl=$(mktemp -d "$VM_CACHE/download.XXXXXX") && V_RM+=("$dl")
+  chown _apt "$dl" 2>/dev/null || :      # apt's download sandbox
+  (cd "$dl" && { apt-get download -q "$pkg" || { apt-get update -q && apt-get download -q "$pkg"; }; }) \
+    >"$V_TMP/download.log" 2>&1
+  mv "$dl"/*.deb "$VM_CACHE"/ 2>/dev/null
+  rm -rf -- "$dl"
+  deb=$(ls "$VM_CACHE"/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -n 1)
+  [[ -n $deb ]] || { cat "$V_TMP/download.log" >&2
+                     v_skip "cannot download $pkg (no package archive?)"; }
+fi
+kdir=${deb%.deb}.d
+if [[ ! -d $kdir ]]; then
+  v_log "unpacking $(basename "$deb")"
+  ktmp=$(mktemp -d "$VM_CACHE/unpack.XXXXXX") && V_RM+=("$ktmp")
+  dpkg-deb -x "$deb" "$ktmp" || { rm -rf -- "$ktmp"; v_fail "dpkg-deb -x $deb"; }
+  # Atomic for a concurrent run: whoever renames first wins.
+  mv -T "$ktmp" "$kdir" 2>/dev/null || rm -rf -- "$ktmp"
+fi
+vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -n 1)
+kver=${vmlinuz##*/vmlinuz-}
+[[ -f $vmlinuz && -d $kdir/lib/modules/$kver ]] ||
+  v_fail "$kdir: no kernel or modules (remove it to unpack again)"
+v_log "guest kernel $kver"
+
+# --- initramfs ----------------------------------------------------------------
+root=$V_TMP/root
+mkdir -p "$root"/{bin,sbin,etc,dev,proc,sys,mnt,tmp} || v_fail "mkdir $root"
+cp /bin/busybox "$root/bin/busybox"
+for a in $(/bin/busybox --list); do
+  [[ -e $root/bin/$a ]] || ln -s busybox "$root/bin/$a"
+done
+cp "$here/guest-init.sh" "$root/init" && chmod 755 "$root/init"
+cp /etc/mke2fs.conf "$root/etc/" || v_fail "no /etc/mke2fs.conf"
+# Real nbd-client and e2fsprogs (in /sbin, before busybox's in PATH),
+# with every library ldd lists, at the same paths.
+for b in "$NBD_CLIENT" "$(command -v mke2fs)" "$(command -v e2fsck)"; do
+  cp "$b" "$root/sbin/" || v_fail "cp $b"
+  for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
+    cp --parents -L -n "$lib" "$root/" || v_fail "cp $lib"
+  done
+done
+# Modules and what they depend on (from the .ko files themselves).
+mods=$kdir/lib/modules/$kver
+declare -A have=()
+add_module ()
+{
+  local name=$1 f d rel
+  [[ -z ${have[$name]:-} ]] || return 0
+  f=$(find "$mods/kernel" -name "$name.ko" -o -name "$name.ko.xz" | head -n 1)
+  if [[ -z $f ]]; then
+    grep -q "/$name.ko" "$mods/modules.builtin" 2>/dev/null && return 0
+    v_fail "module $name not found in $mods"
+  fi
+  have[$name]=1
+  rel=${f#"$mods"/}
+  mkdir -p "$root/lib/modules/$kver/${rel%/*}" &&
+    cp "$f" "$root/lib/modules/$kver/$rel" || v_fail "cp $f"
+  # The .modinfo section: NUL-separated key=value strings.
+  for d in $(tr "\0" "\n" <"$f" | sed -n "s/^depends=//p" | tr , " "); do
+    add_module "$d"
+  done
+}
+for m in virtio_pci virtio_net virtio_blk nbd crc32c_generic crc16 mbcache jbd2 ext4; do
+  add_module "$m"
+done
+cp "$mods"/modules.order "$mods"/modules.builtin "$root/lib/modules/$kver/"
+/bin/busybox depmod -b "$root" "$kver" || v_fail "busybox depmod"
+[[ -s $root/lib/modules/$kver/modules.dep ]] || v_fail "busybox depmod wrote no modules.dep"
+(cd "$root" && find . | /bin/busybox cpio -o -H newc 2>/dev/null) | gzip -1 >"$V_TMP/initrd.gz" ||
+  v_fail "cpio"
+v_log "initramfs: ${#have[@]} modules, $(du -k "$V_TMP/initrd.gz" | cut -f1) KiB"
+
+# --- the volume ---------------------------------------------------------------
+# Mixed sizes, not all multiples of the chunk: zone 0 over all four,
+# zone 1 over members 0 and 1, zone 2 over member 0.
+chunk=64K
+sizes=(96M $(( 80 * 1048576 + 12345 )) 64M $(( 64 * 1048576 + 4096 )))
+members=()
+for i in 0 1 2 3; do
+  truncate -s "${sizes[i]}" "$V_TMP/member$i" || v_fail "truncate"
+  members+=("$V_TMP/member$i")
+done
+pidfile=$V_TMP/nbdkit.pid
+served=false
+for try in 1 2 3 4 5; do
+  port=$(v_free_port) || v_fail "no free TCP port"
+  v_conf "$V_TMP/vm.conf" vmtest "$chunk" \
+    "address = \"127.0.0.1\"; port = $port; pidfile = \"$pidfile\";" "${members[@]}"
+  if [[ $try -eq 1 ]]; then
+    v_run create "$NBDSTRIPE" create "$V_TMP/vm.conf" || v_fail "nbdstripe create"
+  fi
+  if v_serve "$V_TMP/vm.conf" "$pidfile"; then served=true; break; fi
+done
+$served || v_fail "nbdstripe serve failed 5 times"
+uri=nbd://127.0.0.1:$port/
+size=$(nbdinfo --size "$uri") || v_fail "nbdinfo --size $uri"
+read -r gchunk gcount stride width < <(v_geometry "$V_TMP/member0") ||
+  v_fail "nbdstripe inspect --json member0"
+[[ $gchunk -eq 65536 && $gcount -eq 4 ]] ||
+  v_fail "header says chunk $gchunk, $gcount members; expected 65536, 4"
+v_log "volume: $size bytes on $uri; ext4 stride=$stride stripe_width=$width"
+
+# --- the VM ---------------------------------------------------------------------
+deadline=$(( SECONDS + VM_TIMEOUT ))
+
+# vm_boot PHASE [vm.KEY=VALUE...]: boot the guest, fail with the reason
+# and the console's tail unless it printed its PASS marker and exited
+# through isa-debug-exit.
+vm_boot ()
+{
+  local phase=$1 log=$V_TMP/console.$1.log left pid rc=0 why=
+  shift
+  left=$(( deadline - SECONDS ))
+  (( left > 0 )) || v_fail "no time left for boot $phase (VM_TIMEOUT=$VM_TIMEOUT)"
+  v_log "boot $phase (time limit ${left} s)"
+  setsid timeout -k 5 "$left" qemu-system-x86_64 \
+      -accel tcg -cpu max -smp 2 -m 512M \
+      -nodefaults -nographic -serial stdio -no-reboot \
+      -kernel "$vmlinuz" -initrd "$V_TMP/initrd.gz" \
+      -append "console=ttyS0 panic=-1 oops=panic loglevel=4 vm.port=$port vm.phase=$phase vm.size=$size vm.stride=$stride vm.width=$width $*" \
+      -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= \
+      -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+      </dev/null >"$log" 2>&1 &
+  pid=$!
+  V_PGIDS+=("$pid")
+  wait "$pid" || rc=$?
+  V_PGIDS=()
+  tr -d '\r' <"$log" | grep '^vm: ' | sed 's/^/   | /'
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    why="timed out (VM_TIMEOUT=$VM_TIMEOUT s for both boots)"
+  elif grep -q -a 'Kernel panic' "$log"; then
+    why=$(grep -a -m1 'Kernel panic' "$log" | tr -d '\r' | sed 's/^\[[ 0-9.]*\] //')
+  elif grep -q -a '^vm: FAIL:' "$log"; then
+    why="the guest failed: $(grep -a -m1 '^vm: FAIL:' "$log" | tr -d '\r')"
+  elif ! grep -q -a "^vm: NBDSTRIPE-VM-PASS phase=$phase" "$log"; then
+    why="no PASS marker on the console (qemu exit status $rc)"
+  elif [[ $rc -ne 99 ]]; then
+    why="qemu exit status $rc, not 99 (isa-debug-exit)"
+  fi
+  if [[ -n $why ]]; then
+    echo "--- last 40 lines of the console log:" >&2
+    tail -n 40 "$log" | tr -d '\r' >&2
+    v_fail "boot $phase: $why"
+  fi
+  kill -0 "$V_SERVER_PID" 2>/dev/null || v_fail "the server died during boot $phase"
+  v_ok "boot $phase passed"
+}
+
+blocks0=$(v_blocks "${members[@]}")
+vm_boot 1 "vm.sabotage=$VM_SABOTAGE"
+blocks1=$(v_blocks "${members[@]}")
+read -r manifest nfiles < <(tr -d '\r' <"$V_TMP/console.1.log" |
+                           sed -n 's/^vm: MANIFEST \([0-9a-f]\{64\}\) \([0-9]*\)$/\1 \2/p')
+[[ -n $manifest && $nfiles -gt 300 ]] || v_fail "boot 1 printed no manifest line"
+v_log "allocated blocks after create: $blocks0; after boot 1: $blocks1"
+b0=($blocks0); b1=($blocks1)
+for i in 0 1 2 3; do
+  (( b1[i] > b0[i] + 8192 )) ||
+    v_bad "member $i: allocation did not grow by 4 MiB with the guest's writes (${b0[i]} -> ${b1[i]})"
+done
+
+if [[ $VM_SABOTAGE == corrupt ]]; then
+  # Flip a 4 KiB block of /data/large.1 where it lies on member 2 (in
+  # zone 0, chunk k of the volume is on member k mod 4 at (k div 4) x
+  # chunk past the 1 MiB data offset).
+  nbdcopy "$uri" "$V_TMP/sabotage.img" || v_fail "nbdcopy"
+  for fblk in $(seq 0 1535); do
+    pblk=$(debugfs -R "bmap /data/large.1 $fblk" "$V_TMP/sabotage.img" 2>/dev/null)
+    off=$(( pblk * 4096 )); k=$(( off / 65536 ))
+    (( k % 4 == 2 && off < 4 * 63 * 1048576 )) && break
+  done
+  moff=$(( 1048576 + (k / 4) * 65536 + off % 65536 ))
+  v_log "SABOTAGE: overwriting member2 at $moff (block $fblk of /data/large.1)"
+  head -c 4096 /dev/urandom | dd of="$V_TMP/member2" bs=4096 seek=$(( moff / 4096 )) \
+    conv=notrunc status=none
+  rm -f "$V_TMP/sabotage.img"
+fi
+
+vm_boot 2 "vm.manifest=$manifest" "vm.files=$nfiles" "vm.sabotage=$VM_SABOTAGE"
+blocks2=$(v_blocks "${members[@]}")
+v_log "allocated blocks after boot 2 (fstrim): $blocks2"
+v_trim_reached_every_member "$blocks1" "$blocks2" 2048 "${members[@]##*/}"
+
+# --- the volume on the host ---------------------------------------------------
+v_run nbdcopy nbdcopy "$uri" "$V_TMP/volume.img" || v_fail "nbdcopy $uri"
+v_stop "$V_SERVER_PID"
+if v_run e2fsck e2fsck -fn "$V_TMP/volume.img"; then
+  v_ok "the volume copied with nbdcopy passes e2fsck -fn"
+else
+  v_bad "e2fsck -fn of the copied volume"
+fi
+geo=$(dumpe2fs -h "$V_TMP/volume.img" 2>/dev/null |
+      sed -n 's/^RAID stride: *\([0-9]*\)$/stride=\1/p; s/^RAID stripe width: *\([0-9]*\)$/width=\1/p' |
+      tr '\n' ' ')
+if [[ $geo == "stride=$stride width=$width " ]]; then
+  v_ok "ext4 geometry: $geo"
+else
+  v_bad "ext4 geometry: '$geo', expected stride=$stride width=$width"
+fi
+mkdir "$V_TMP/out"
+debugfs -R "rdump /data $V_TMP/out" "$V_TMP/volume.img" >/dev/null 2>&1
+debugfs -R "dump /MANIFEST $V_TMP/MANIFEST" "$V_TMP/volume.img" >/dev/null 2>&1
+if [[ $(sha256sum <"$V_TMP/MANIFEST" | cut -d' ' -f1) != "$manifest" ]]; then
+  v_bad "the MANIFEST in the copied volume is not the one boot 1 wrote"
+elif (cd "$V_TMP/out/data" && sha256sum --quiet -c "$V_TMP/MANIFEST" >&2); then
+  v_ok "host: all $nfiles files in the copied volume match the manifest"
+else
+  v_bad "host: files in the copied volume differ from the manifest"
+fi
+v_done
