@@ -101,8 +101,8 @@ cmd_check (int argc, char **argv)
   return r == 0 ? 0 : 1;
 }
 
-/* The plugin to give nbdkit: $NBDSTRIPE_PLUGIN, else the installed one,
- * else the one next to this binary in a build tree.
+/* The plugin to give nbdkit: $NBDSTRIPE_PLUGIN, else the one next to this
+ * binary in a build tree, else the installed one.
  */
 static const char *
 plugin_path (void)
@@ -114,8 +114,9 @@ plugin_path (void)
 
   if (env && *env)
     return env;
-  if (access (NBDSTRIPE_INSTALLED_PLUGIN, R_OK) == 0)
-    return NBDSTRIPE_INSTALLED_PLUGIN;
+  /* A build tree's binary uses the plugin built with it, never a stale
+   * installed one.
+   */
   n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     exe[n] = '\0';
@@ -124,6 +125,8 @@ plugin_path (void)
     if (access (path, R_OK) == 0)
       return path;
   }
+  if (access (NBDSTRIPE_INSTALLED_PLUGIN, R_OK) == 0)
+    return NBDSTRIPE_INSTALLED_PLUGIN;
   return "stripe"; /* let nbdkit look in its plugindir */
 }
 

@@ -90,7 +90,7 @@ recognise (struct target *t, char *what, size_t len)
       const char *v;
       if (blkid_probe_lookup_value (pr, "TYPE", &v, NULL) == 0)
         snprintf (what, len,
-                  "holds a %s signature (filesystem, RAID or "
+                  "holds a signature of type %s (filesystem, RAID or "
                   "LVM)",
                   v);
       else if (blkid_probe_lookup_value (pr, "PTTYPE", &v, NULL) == 0)
@@ -194,17 +194,20 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
   return 0;
 }
 
+/* Write and make durable; *what says which step failed. */
 static int
-write_all (int fd, const void *buf, size_t len, off_t off)
+write_all (int fd, const void *buf, size_t len, off_t off, const char **what)
 {
   ssize_t n = pwrite (fd, buf, len, off);
 
+  *what = "writing";
   if (n == -1)
     return -1;
   if ((size_t) n != len) {
     errno = EIO;
     return -1;
   }
+  *what = "syncing";
   return fdatasync (fd);
 }
 
@@ -328,16 +331,34 @@ cmd_create (int argc, char **argv)
     sb.member_index = i;
     uuid_generate (sb.member_uuid);
     sb_encode (&sb, buf);
-    if (write_all (t[i].fd, buf, SB_SIZE, 0) == -1) {
-      fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %m\n",
-               i, t[i].path);
-      /* All or nothing: give back what the others held before. */
+    const char *what;
+
+    if (write_all (t[i].fd, buf, SB_SIZE, 0, &what) == -1) {
+      fprintf (stderr, "nbdstripe: member %u (%s): %s the header: %m\n", i,
+               t[i].path, what);
+      /* All or nothing: give back what the members held before.  This
+       * one too when its write landed but the sync failed: best effort,
+       * since its device has just failed us.
+       */
+      if (strcmp (what, "syncing") == 0) {
+        if (pwrite (t[i].fd, t[i].old_header, SB_SIZE, 0) != SB_SIZE)
+          fprintf (stderr,
+                   "nbdstripe: member %u (%s): could not restore its "
+                   "first 4 KiB: check it with 'nbdstripe inspect'\n",
+                   i, t[i].path);
+        else if (fdatasync (t[i].fd) == -1)
+          fprintf (stderr,
+                   "nbdstripe: member %u (%s): its first 4 KiB were "
+                   "rewritten but the device failed to sync them (%m)\n",
+                   i, t[i].path);
+      }
       for (unsigned j = 0; j < i; ++j)
-        if (write_all (t[j].fd, t[j].old_header, SB_SIZE, 0) == -1)
+        if (write_all (t[j].fd, t[j].old_header, SB_SIZE, 0, &what) == -1)
           fprintf (stderr,
                    "nbdstripe: member %u (%s): could not restore "
-                   "its first 4 KiB: %m -- wipe it by hand\n",
-                   j, t[j].path);
+                   "its first 4 KiB (%s: %m): check it with "
+                   "'nbdstripe inspect' and wipe it by hand\n",
+                   j, t[j].path, what);
       fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
       goto out;
     }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The command line: exit status 0 on success, 1 when the command failed,
+# 2 for a usage error (nbdstripe(8), EXIT STATUS).
+#
+#   --help, -h: usage on stdout listing every command, exit 0
+#   --version, -V: "nbdstripe VERSION" (the project's version), exit 0
+#   no command, an unknown command: usage on stderr, exit 2
+#   COMMAND --help for each command: its usage on stdout, exit 0
+#   an unknown option, a missing or extra CONFIG: exit 2, usage on stderr
+#   a well-formed command that fails (a config that does not exist): 1
+source "$(dirname "$0")/lib.sh" || exit 1
+d_init
+
+# expect NAME STATUS STREAM SUBSTRING -- ARGS...: nbdstripe ARGS exits
+# STATUS and STREAM (out or err) contains SUBSTRING ("" for anything).
+expect ()
+{
+  local name=$1 status=$2 stream=$3 s=$4
+  shift 5
+  d_run "$name" d_ns "$@"
+  [[ $D_RC -eq $status ]] || d_bad "$name: nbdstripe $*: exit $D_RC, expected $status"
+  [[ -z $s ]] || grep -q -F -- "$s" "$D_TMP/$name.$stream" ||
+    d_bad "$name: std$stream lacks: $s"
+}
+
+expect help 0 out "Usage: nbdstripe COMMAND" -- --help
+for c in create serve check inspect; do
+  grep -q -E "^ +$c " "$D_TMP/help.out" || d_bad "--help does not list '$c'"
+done
+[[ ! -s $D_TMP/help.err ]] || d_bad "--help wrote to stderr"
+expect help.h 0 out "Usage: nbdstripe COMMAND" -- -h
+expect version 0 out "nbdstripe " -- --version
+if [[ -n ${NBDSTRIPE_VERSION:-} ]]; then
+  [[ $(<"$D_TMP/version.out") == "nbdstripe $NBDSTRIPE_VERSION" ]] ||
+    d_bad "--version says '$(<"$D_TMP/version.out")', expected 'nbdstripe $NBDSTRIPE_VERSION'"
+fi
+expect version.V 0 out "nbdstripe " -- -V
+
+expect no-command 2 err "Usage: nbdstripe" --
+expect unknown 2 err "unknown command 'frobnicate'" -- frobnicate
+expect unknown-option 2 err "" -- --frobnicate
+
+expect create.help 0 out "Usage: nbdstripe create" -- create --help
+expect serve.help 0 out "Usage: nbdstripe serve" -- serve --help
+expect check.help 0 out "Usage: nbdstripe check" -- check --help
+expect inspect.help 0 out "Usage: nbdstripe inspect" -- inspect --help
+
+expect create.bad-option 2 err "Usage: nbdstripe create" -- create --frobnicate x.conf
+expect serve.bad-option 2 err "Usage: nbdstripe serve" -- serve --frobnicate x.conf
+expect check.bad-option 2 err "Usage: nbdstripe check" -- check --frobnicate
+expect inspect.bad-option 2 err "Usage: nbdstripe inspect" -- inspect --frobnicate x
+expect create.no-config 2 err "Usage: nbdstripe create" -- create
+expect serve.no-config 2 err "Usage: nbdstripe serve" -- serve
+expect check.no-config 2 err "Usage: nbdstripe check" -- check
+expect inspect.no-member 2 err "Usage: nbdstripe inspect" -- inspect
+expect create.two-configs 2 err "Usage: nbdstripe create" -- create a.conf b.conf
+expect serve.two-configs 2 err "Usage: nbdstripe serve" -- serve a.conf b.conf
+expect check.two-configs 2 err "Usage: nbdstripe check" -- check a.conf b.conf
+
+missing=$D_TMP/no-such.conf
+expect create.missing 1 err "$missing" -- create "$missing"
+expect serve.missing 1 err "$missing" -- serve "$missing"
+expect check.missing 1 err "$missing" -- check "$missing"
+expect inspect.missing 1 err "no-such-member" -- inspect "$D_TMP/no-such-member"
+d_done

@@ -1,0 +1,299 @@
+# Shared helpers for the tests of the nbdstripe command (tests/daemon).
+# Sourced by bash scripts; not executable on its own.
+#
+# Environment (set by CTest, see CMakeLists.txt):
+#   NBDSTRIPE          the nbdstripe binary under test (required)
+#   STRIPE_PLUGIN      nbdkit-stripe-plugin.so under test (required); given
+#                      to `nbdstripe serve` as NBDSTRIPE_PLUGIN so that an
+#                      installed plugin is never picked up by mistake
+#   DAEMON_HELPER      tests/daemon/daemon_helper (free-port, crc32c)
+#   NBDSTRIPE_SOURCE_DIR  the source tree (for tests/config)
+#   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit (and into
+#                      `nbdstripe serve`, which execs nbdkit); may be empty
+#   STRIPE_ASAN_SHIM   tests/integration's asan_exit_shim, preloaded after
+#                      it (sanitizer builds only)
+#
+# Exit codes: 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE).
+#
+# No sleeps: `nbdstripe serve` (without --foreground) returns only once
+# nbdkit listens and has written the pidfile; servers are stopped with
+# kill and waited for with `tail --pid` (a blocking wait).
+
+set -uo pipefail
+
+D_TMP=
+D_PIDS=()                       # servers (nbdkit pids) we started
+D_MOUNTS=()                     # mounts we made (FUSE or not)
+D_LOOPS=()                      # loop devices we attached
+D_BGPIDS=()                     # background children (nbdfuse, ...)
+D_PRE=()                        # env prefix for nbdkit and `serve`
+D_FAILS=0
+
+d_log ()  { printf '== [%3ds] %s\n' "$SECONDS" "$*"; }
+d_skip () { printf 'SKIP: %s\n' "$*" >&2; exit 77; }
+d_fail () { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+# A failed check that lets the test go on (the script ends with d_done).
+d_bad ()  { printf 'FAIL: %s\n' "$*" >&2; D_FAILS=$((D_FAILS + 1)); }
+d_ok ()   { printf 'ok: %s\n' "$*"; }
+d_done ()
+{
+  d_asan_reports
+  if [[ $D_FAILS -ne 0 ]]; then
+    printf 'FAILED: %d check(s) failed\n' "$D_FAILS" >&2
+    exit 1
+  fi
+  d_log "PASS"
+  exit 0
+}
+
+# d_wait_gone PID [SECONDS]: wait until process PID has gone (it need not
+# be our child): a pidfd (daemon_helper), else `tail --pid`.
+d_wait_gone ()
+{
+  local pid=$1 secs=${2:-30} r=2
+  if [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]]; then
+    "$DAEMON_HELPER" wait-gone "$pid" "$secs" && return 0
+    r=$?
+  fi
+  [[ $r -eq 2 ]] || return 1
+  timeout "$secs" tail --pid="$pid" -f /dev/null 2>/dev/null
+}
+
+d_cleanup ()
+{
+  local rc=$? pid m
+  trap - EXIT INT TERM
+  for pid in "${D_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || :
+  done
+  for pid in "${D_PIDS[@]}"; do
+    d_wait_gone "$pid" 10 || kill -KILL "$pid" 2>/dev/null || :
+  done
+  # FUSE daemons first: a mount whose daemon is alive but not serving
+  # (e.g. blocked before its loop) would hang umount's stat; once the
+  # daemon has gone, the connection is aborted and umount works.
+  for pid in "${D_BGPIDS[@]}"; do
+    # Our background children run in process groups of their own.
+    kill -TERM -- "-$pid" 2>/dev/null || :
+  done
+  for pid in "${D_BGPIDS[@]}"; do
+    d_wait_gone "$pid" 10 || kill -KILL -- "-$pid" 2>/dev/null || :
+  done
+  for m in "${D_MOUNTS[@]}"; do
+    if grep -q -F " $m " /proc/mounts 2>/dev/null; then
+      timeout 10 umount "$m" 2>/dev/null || timeout 10 umount -l "$m" 2>/dev/null || :
+    fi
+  done
+  for m in "${D_LOOPS[@]}"; do
+    losetup -d "$m" 2>/dev/null || :
+  done
+  cd /
+  if [[ -n $D_TMP && -d $D_TMP ]]; then
+    rm -rf -- "$D_TMP"
+  fi
+  exit "$rc"
+}
+
+# d_init [TOOL...]: preconditions, $D_TMP, the cleanup trap.
+d_init ()
+{
+  local t
+  [[ -n ${NBDSTRIPE:-} ]] ||
+    d_skip "NBDSTRIPE is not set (run through ctest, or export it)"
+  [[ -x $NBDSTRIPE ]] || d_fail "NBDSTRIPE=$NBDSTRIPE: not an executable"
+  NBDSTRIPE=$(realpath "$NBDSTRIPE")
+  [[ -n ${STRIPE_PLUGIN:-} && -f $STRIPE_PLUGIN ]] ||
+    d_fail "STRIPE_PLUGIN=${STRIPE_PLUGIN:-}: no such file"
+  STRIPE_PLUGIN=$(realpath "$STRIPE_PLUGIN")
+  for t in "$@"; do
+    command -v "$t" >/dev/null || d_skip "$t is not installed"
+  done
+  if [[ -n ${STRIPE_LD_PRELOAD:-} && ! -f $STRIPE_LD_PRELOAD ]]; then
+    d_fail "STRIPE_LD_PRELOAD=$STRIPE_LD_PRELOAD: no such file"
+  fi
+  D_TMP=$(mktemp -d "${TMPDIR:-/tmp}/nbdstripe-daemon.XXXXXX")
+  trap d_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  cd "$D_TMP" || d_fail "cd $D_TMP"
+  D_PRE=(env "NBDSTRIPE_PLUGIN=$STRIPE_PLUGIN")
+  if [[ -n ${STRIPE_LD_PRELOAD:-} ]]; then
+    # nbdkit is not instrumented: the runtime must come first.  A daemon's
+    # stderr is /dev/null, so sanitizer reports go to files we check.
+    mkdir "$D_TMP/asan"
+    D_PRE+=("LD_PRELOAD=$STRIPE_LD_PRELOAD${STRIPE_ASAN_SHIM:+ $STRIPE_ASAN_SHIM}"
+            "ASAN_OPTIONS=detect_leaks=0:log_path=$D_TMP/asan/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+            "UBSAN_OPTIONS=print_stacktrace=1:log_path=$D_TMP/asan/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}")
+  fi
+  # libconfig 1.5 leaks on some syntax errors (see tests/config/lsan.supp):
+  # the nbdstripe binary is instrumented and checks its own leaks.
+  if [[ -n ${NBDSTRIPE_SOURCE_DIR:-} &&
+        -f $NBDSTRIPE_SOURCE_DIR/tests/config/lsan.supp ]]; then
+    export LSAN_OPTIONS="suppressions=$NBDSTRIPE_SOURCE_DIR/tests/config/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  fi
+}
+
+# Fail if a sanitizer wrote a report (sanitizer builds).
+d_asan_reports ()
+{
+  local f
+  [[ -n $D_TMP && -d $D_TMP/asan ]] || return 0
+  for f in "$D_TMP"/asan/*; do
+    [[ -e $f ]] || continue
+    printf -- '-- sanitizer report %s:\n' "$f" >&2
+    cat "$f" >&2
+    D_FAILS=$((D_FAILS + 1))
+    rm -f "$f"
+  done
+}
+
+# d_run NAME CMD...: run a command, stdout to $D_TMP/NAME.out and stderr to
+# $D_TMP/NAME.err (both shown); sets D_RC.
+d_run ()
+{
+  local name=$1
+  shift
+  D_RC=0
+  "$@" >"$D_TMP/$name.out" 2>"$D_TMP/$name.err" </dev/null || D_RC=$?
+  printf -- '-- %s: %s -> exit %d\n' "$name" "$*" "$D_RC"
+  sed 's/^/   | /' "$D_TMP/$name.out" "$D_TMP/$name.err"
+  # The nbdstripe binary is instrumented in a sanitizer build: a report
+  # (a leak, say) must fail the test even when a failure was expected.
+  if grep -E -q 'AddressSanitizer|LeakSanitizer|runtime error:' "$D_TMP/$name.err"; then
+    d_bad "$name: sanitizer report (above)"
+  fi
+}
+
+# The nbdstripe sub-commands.  check/create/inspect run as they are (the
+# binary is instrumented in a sanitizer build, leak checks included);
+# serve runs with the nbdkit environment, since it execs nbdkit.
+d_ns ()       { "$NBDSTRIPE" "$@"; }
+d_ns_serve () { "${D_PRE[@]}" "$NBDSTRIPE" serve "$@"; }
+# Plain nbdkit with the plugin under test.
+d_nbdkit ()   { "${D_PRE[@]}" nbdkit "$@"; }
+
+# d_expect_err NAME SUBSTRING...: each must occur in $D_TMP/NAME.err.
+d_expect_err ()
+{
+  local name=$1 s r=0
+  shift
+  for s in "$@"; do
+    if ! grep -q -F -- "$s" "$D_TMP/$name.err"; then
+      d_bad "$name: stderr does not contain: $s"
+      r=1
+    fi
+  done
+  return "$r"
+}
+
+# d_expect_fail NAME: D_RC (of the d_run NAME just done) must be non-zero,
+# and the exit status 1 (the man page: 2 is for usage errors only).
+d_expect_fail ()
+{
+  local name=$1
+  if [[ $D_RC -eq 0 ]]; then
+    d_bad "$name: exit status 0, expected a refusal"
+    return 1
+  elif [[ $D_RC -ne 1 ]]; then
+    d_bad "$name: exit status $D_RC, expected 1"
+    return 1
+  fi
+  return 0
+}
+
+# d_serve NAME CONFIG PIDFILE [--no-check]: start `nbdstripe serve CONFIG`
+# (daemonizing); it returns once nbdkit listens.  Remembers the server's
+# pid (from PIDFILE) for d_stop and cleanup; sets D_SERVER_PID.  Returns
+# non-zero if serve failed (D_RC is its status).
+d_serve ()
+{
+  local name=$1 conf=$2 pidfile=$3
+  rm -f "$pidfile"
+  d_run "$name" d_ns_serve "$conf"
+  if [[ $D_RC -ne 0 ]]; then
+    return 1
+  fi
+  [[ -s $pidfile ]] || d_fail "$name: serve exited 0 but wrote no pidfile $pidfile"
+  D_SERVER_PID=$(<"$pidfile")
+  D_PIDS+=("$D_SERVER_PID")
+  kill -0 "$D_SERVER_PID" 2>/dev/null ||
+    d_fail "$name: the server ($D_SERVER_PID) is not running"
+  # The server runs the plugin under test (not an installed one).
+  grep -q -F "$STRIPE_PLUGIN" "/proc/$D_SERVER_PID/maps" ||
+    d_bad "$name: server $D_SERVER_PID did not load $STRIPE_PLUGIN"
+  if [[ -n ${STRIPE_LD_PRELOAD:-} ]]; then
+    grep -q -F "$(realpath "$STRIPE_LD_PRELOAD")" "/proc/$D_SERVER_PID/maps" ||
+      d_bad "$name: server $D_SERVER_PID runs without $STRIPE_LD_PRELOAD"
+  fi
+  return 0
+}
+
+# d_stop PID: stop a server we started and wait until it has gone.
+d_stop ()
+{
+  local pid=$1 keep=() p
+  kill -TERM "$pid" 2>/dev/null || d_bad "server $pid was not running"
+  d_wait_gone "$pid" 30 || d_fail "server $pid did not exit within 30 s"
+  for p in "${D_PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+  D_PIDS=("${keep[@]}")
+}
+
+# d_serve_refused NAME CONFIG PIDFILE: `nbdstripe serve` must refuse; if it
+# started a server anyway, stop it (and count a failure).
+d_serve_refused ()
+{
+  local name=$1 conf=$2 pidfile=$3 pid
+  rm -f "$pidfile"
+  d_run "$name" d_ns_serve "$conf"
+  if [[ -s $pidfile ]]; then
+    pid=$(<"$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+      d_bad "$name: a server ($pid) was started"
+      D_PIDS+=("$pid")
+      d_stop "$pid"
+    fi
+  fi
+  d_expect_fail "$name"
+}
+
+# d_sums FILE...: "sha256  name" lines, to compare before and after.
+d_sums () { sha256sum -- "$@"; }
+
+# d_same_sums NAME BEFORE_TEXT FILE...: the files' checksums equal BEFORE.
+d_same_sums ()
+{
+  local name=$1 before=$2 after
+  shift 2
+  after=$(d_sums "$@")
+  if [[ $after != "$before" ]]; then
+    d_bad "$name: member files changed:"
+    diff <(echo "$before") <(echo "$after") >&2
+    return 1
+  fi
+  return 0
+}
+
+# d_u32 FILE OFFSET / d_u64 FILE OFFSET: a little-endian integer.
+d_u32 () { od -An -v --endian=little -t u4 -j "$2" -N 4 -- "$1" | tr -d ' '; }
+d_u64 () { od -An -v --endian=little -t u8 -j "$2" -N 8 -- "$1" | tr -d ' '; }
+# d_hex FILE OFFSET LEN: bytes as one hex string.
+d_hex () { od -An -v -t x1 -j "$2" -N "$3" -- "$1" | tr -d ' \n'; }
+
+# d_random FILE BYTES
+d_random () { head -c "$2" /dev/urandom >"$1"; }
+
+# d_nbd_size URI: the export size.
+d_nbd_size () { nbdinfo --size "$1"; }
+
+# d_conf FILE NAME CHUNK SERVE_GROUP_BODY MEMBER...: write a config.
+d_conf ()
+{
+  local file=$1 name=$2 chunk=$3 serve=$4 m sep=""
+  shift 4
+  {
+    printf 'name = "%s";\nchunk = "%s";\nmembers = [' "$name" "$chunk"
+    for m in "$@"; do printf '%s\n  "%s"' "$sep" "$m"; sep=","; done
+    printf ' ];\n'
+    [[ -z $serve ]] || printf 'serve = { %s };\n' "$serve"
+  } >"$file"
+}
