@@ -22,11 +22,13 @@
  *     # tls_certificates = "/etc/pki/nbdkit"; tls_psk = "/etc/nbdstripe/psk";
  *     # tls_verify_peer = false;
  *   };
- *   health = {                           # filled in by the health issue
+ *   health = {                           # see include/health.h
  *     status_file = "/run/nbdstripe/fast0.status.json";
  *     interval = 5;                      # seconds
  *     slow_factor = 4.0;
  *     error_threshold = 8;
+ *     window = 10; min_samples = 20; io_timeout = 30; probe_interval = 2;
+ *     on_change_timeout = 10;
  *     # prometheus_file = "..."; on_change = "/path/to/program";
  *   };
  */
@@ -37,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "health.h"
 #include "layout.h"
 #include "volume.h"
 
@@ -65,12 +68,17 @@ struct stripe_config {
     bool tls_verify_peer;
   } serve;
   struct {
-    char *status_file;        /* default /run/nbdstripe/NAME.status.json */
-    char *prometheus_file;    /* may be NULL */
-    char *on_change;          /* may be NULL */
-    unsigned interval;        /* seconds, default 5 */
-    double slow_factor;       /* default 4.0 */
-    unsigned error_threshold; /* default 8 */
+    char *status_file;          /* default /run/nbdstripe/NAME.status.json */
+    char *prometheus_file;      /* may be NULL */
+    char *on_change;            /* may be NULL */
+    unsigned interval;          /* seconds, default 5 */
+    double slow_factor;         /* default 4.0 */
+    unsigned error_threshold;   /* default 8 */
+    unsigned window;            /* seconds, default 10 */
+    unsigned min_samples;       /* default 20 */
+    unsigned io_timeout;        /* seconds, default 30; 0 = never */
+    unsigned probe_interval;    /* seconds, default 2 */
+    unsigned on_change_timeout; /* seconds, default 10 */
   } health;
 };
 

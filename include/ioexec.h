@@ -18,6 +18,7 @@
 #ifndef NBDSTRIPE_IOEXEC_H
 #define NBDSTRIPE_IOEXEC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -34,10 +35,16 @@ struct member_op {
   const struct iovec *iov;
   unsigned nr_iov;
   bool fua; /* write: durable before completion */
-  int err;  /* out: 0 or errno */
+  /* Optional, shared by all ops of one run: bit m->index is set while
+   * the op is in flight (health's view of who owes an answer).
+   */
+  _Atomic uint64_t *busy;
+  int err;     /* out: 0 or errno */
+  uint64_t ns; /* out: how long the op took */
   /* Private to ioexec: an aligned bounce buffer for O_DIRECT. */
   bool direct;
   struct iovec bounce;
+  unsigned pending; /* sub-operations in flight */
 };
 
 /* false forces the portable path (the -D stripe.io_uring=0 debug flag). */

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "health.h"
 #include "layout.h"
 #include "member.h"
 
@@ -37,6 +38,13 @@ struct volume {
   uint64_t data_offset;     /* where data starts on every member */
   uint32_t min_block;       /* largest logical block among members */
   uint32_t preferred_block; /* avoids read-modify-write on members */
+  /* Optional.  With it, every member operation is recorded, and requests
+   * touching a failed member fail at once with EIO.
+   */
+  struct health *health;
+  /* Header mode: what a re-probed member's header must say. */
+  bool has_header;
+  uint8_t array_uuid[16];
 };
 
 /* data_offset: where data starts on each member (0 without a header).
@@ -69,5 +77,11 @@ typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
                                  uint64_t length, bool is_hole);
 extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
                            bool req_one, volume_extent_fn add, void *opaque);
+
+/* The volume's side of health (see struct health_ops): check that a
+ * member is still the same and big enough, reopen and read it, adopt the
+ * reopened descriptors.
+ */
+extern void volume_health_ops (struct volume *v, struct health_ops *ops);
 
 #endif /* NBDSTRIPE_VOLUME_H */

@@ -1068,6 +1068,41 @@ set_error_threshold (struct loader *ld, const config_setting_t *s)
                    "a number of errors");
 }
 
+static int
+set_window (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.window,
+                   "a number of seconds");
+}
+
+static int
+set_min_samples (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.min_samples,
+                   "a number of requests");
+}
+
+static int
+set_io_timeout (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 0, 3600, &ld->cfg->health.io_timeout,
+                   "a number of seconds (0: never)");
+}
+
+static int
+set_probe_interval (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.probe_interval,
+                   "a number of seconds");
+}
+
+static int
+set_on_change_timeout (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.on_change_timeout,
+                   "a number of seconds");
+}
+
 static const struct key serve_keys[] = {
   { "socket", set_socket },
   { "address", set_address },
@@ -1089,6 +1124,11 @@ static const struct key health_keys[] = {
   { "interval", set_interval },
   { "slow_factor", set_slow_factor },
   { "error_threshold", set_error_threshold },
+  { "window", set_window },
+  { "min_samples", set_min_samples },
+  { "io_timeout", set_io_timeout },
+  { "probe_interval", set_probe_interval },
+  { "on_change_timeout", set_on_change_timeout },
   { NULL, NULL }
 };
 
@@ -1364,9 +1404,14 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   cfg->cache = CACHE_WRITEBACK;
   cfg->serve.threads = 16;
   cfg->serve.tls = TLS_OFF;
-  cfg->health.interval = 5;
-  cfg->health.slow_factor = 4.0;
-  cfg->health.error_threshold = 8;
+  cfg->health.interval = HEALTH_DEFAULT_INTERVAL;
+  cfg->health.slow_factor = HEALTH_DEFAULT_SLOW_FACTOR;
+  cfg->health.error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD;
+  cfg->health.window = HEALTH_DEFAULT_WINDOW;
+  cfg->health.min_samples = HEALTH_DEFAULT_MIN_SAMPLES;
+  cfg->health.io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;
+  cfg->health.probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL;
+  cfg->health.on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT;
   if (err && errlen)
     err[0] = '\0';
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <liburing.h>
 
@@ -158,6 +159,30 @@ op_iov (const struct member_op *op, unsigned *nr)
   return op->iov;
 }
 
+static uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void
+busy_set (struct member_op *op)
+{
+  if (op->busy)
+    atomic_fetch_or_explicit (op->busy, UINT64_C (1) << (op->m->index & 63),
+                              memory_order_relaxed);
+}
+
+static inline void
+busy_clear (struct member_op *op)
+{
+  if (op->busy)
+    atomic_fetch_and_explicit (
+      op->busy, ~(UINT64_C (1) << (op->m->index & 63)), memory_order_relaxed);
+}
+
 bool
 ioexec_uring_available (void)
 {
@@ -175,7 +200,9 @@ run_portable (struct member_op *op)
   const struct iovec *iov;
   unsigned nr;
   int r = 0;
+  uint64_t t0 = now_ns ();
 
+  busy_set (op);
   switch (op->kind) {
   case OP_READ:
     iov = op_iov (op, &nr);
@@ -189,6 +216,8 @@ run_portable (struct member_op *op)
   }
   if (r == -1 && op->err == 0)
     op->err = errno;
+  op->ns = now_ns () - t0;
+  busy_clear (op);
 }
 
 /* A piece of one op that fits in one SQE: at most IOV_MAX iovecs. */
@@ -293,6 +322,7 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
 {
   struct subop inline_subs[64], *subs = inline_subs;
   unsigned nsub = 0, next = 0, inflight = 0;
+  uint64_t t0;
 
   for (unsigned i = 0; i < nr; ++i) {
     unsigned n;
@@ -311,8 +341,10 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
     unsigned n;
     const struct iovec *iov = op_iov (op, &n);
 
+    op->pending = 0;
     if (op->kind == OP_FLUSH) {
       subs[nsub++] = (struct subop){ .op = op };
+      op->pending = 1;
       continue;
     }
     for (unsigned j = 0; j < n; j += IOV_MAX) {
@@ -325,7 +357,14 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
       for (unsigned k = 0; k < s->nr_iov; ++k)
         s->length += s->iov[k].iov_len;
       offset += s->length;
+      op->pending++;
     }
+  }
+
+  t0 = now_ns ();
+  for (unsigned i = 0; i < nr; ++i) {
+    ops[i].ns = 0;
+    busy_set (&ops[i]);
   }
 
   while (next < nsub || inflight > 0) {
@@ -349,7 +388,12 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
     }
     io_uring_for_each_cqe (ring, head, cqe)
     {
-      complete_subop (io_uring_cqe_get_data (cqe), cqe->res);
+      struct subop *s = io_uring_cqe_get_data (cqe);
+      complete_subop (s, cqe->res);
+      if (--s->op->pending == 0) {
+        s->op->ns = now_ns () - t0;
+        busy_clear (s->op);
+      }
       seen++;
     }
     io_uring_cq_advance (ring, seen);

@@ -16,6 +16,7 @@
 
 #include "assemble.h"
 #include "config.h"
+#include "health.h"
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
@@ -31,9 +32,11 @@ static uint64_t chunk = LAYOUT_DEFAULT_CHUNK;
 static enum cache_mode cache = CACHE_WRITEBACK;
 static bool adhoc_given;        /* file=, chunk= or cache= seen */
 static const char *config_file; /* config=FILE */
+static const char *status_file; /* status=FILE (ad hoc) */
 static struct stripe_config cfg;
 static struct volume volume;
 static bool volume_opened;
+static struct health *health;
 
 static void
 stripe_load (void)
@@ -43,8 +46,20 @@ stripe_load (void)
 }
 
 static void
+stripe_cleanup (void)
+{
+  /* The threads stop and the last status (running: false) is written
+   * while the members are still open.
+   */
+  volume.health = NULL;
+  health_free (health);
+  health = NULL;
+}
+
+static void
 stripe_unload (void)
 {
+  stripe_cleanup (); /* in case .cleanup was not called */
   if (volume_opened)
     volume_close (&volume);
   volume_opened = false;
@@ -60,6 +75,10 @@ stripe_config (const char *key, const char *value)
       return -1;
     }
     config_file = value;
+    return 0;
+  }
+  if (strcmp (key, "status") == 0) {
+    status_file = value;
     return 0;
   }
   adhoc_given = true;
@@ -103,9 +122,10 @@ stripe_config_complete (void)
   if (config_file) {
     char err[1024];
 
-    if (adhoc_given) {
+    if (adhoc_given || status_file) {
       nbdkit_error ("config=%s: the volume comes from the config file; "
-                    "do not give file=, chunk= or cache= as well",
+                    "do not give file=, chunk=, cache= or status= as well "
+                    "(the status file is health.status_file there)",
                     config_file);
       return -1;
     }
@@ -194,6 +214,59 @@ nbdkit_is_readonly (void)
   return ro;
 }
 
+/* The health tracker, from the config's health group (or the defaults
+ * with status=FILE ad hoc).  Its threads start after the fork.
+ */
+static int
+start_health (void)
+{
+  struct health_params p = {
+    .name = config_file ? cfg.name : "stripe",
+    .config = config_file,
+    .size = volume.layout.size,
+    .chunk = volume.layout.chunk,
+    .status_file = config_file ? cfg.health.status_file : status_file,
+    .interval = HEALTH_DEFAULT_INTERVAL,
+    .window = HEALTH_DEFAULT_WINDOW,
+    .min_samples = HEALTH_DEFAULT_MIN_SAMPLES,
+    .slow_factor = HEALTH_DEFAULT_SLOW_FACTOR,
+    .error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD,
+    .io_timeout = HEALTH_DEFAULT_IO_TIMEOUT,
+    .probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL,
+    .on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT,
+  };
+  struct health_ops ops;
+  const char *paths[LAYOUT_MAX_MEMBERS];
+  char uuid[37];
+
+  if (config_file) {
+    p.prometheus_file = cfg.health.prometheus_file;
+    p.on_change = cfg.health.on_change;
+    p.interval = cfg.health.interval;
+    p.window = cfg.health.window;
+    p.min_samples = cfg.health.min_samples;
+    p.slow_factor = cfg.health.slow_factor;
+    p.error_threshold = cfg.health.error_threshold;
+    p.io_timeout = cfg.health.io_timeout;
+    p.probe_interval = cfg.health.probe_interval;
+    p.on_change_timeout = cfg.health.on_change_timeout;
+  }
+  if (volume.has_header) {
+    sb_uuid_unparse (volume.array_uuid, uuid);
+    p.uuid = uuid;
+  }
+  for (unsigned i = 0; i < volume.nr_members; ++i)
+    paths[i] = volume.members[i].path;
+  volume_health_ops (&volume, &ops);
+  health = health_new (&p, volume.nr_members, paths, &ops);
+  if (health == NULL) {
+    nbdkit_error ("health: %m");
+    return -1;
+  }
+  volume.health = health;
+  return 0;
+}
+
 /* Open and check every member before nbdkit forks or serves anything:
  * any problem makes nbdkit exit non-zero, and nothing has been written.
  */
@@ -228,8 +301,19 @@ stripe_get_ready (void)
                      ro, a.data_offset, a.data_sizes)
         == -1)
       return -1;
+    volume.has_header = true;
+    memcpy (volume.array_uuid, a.sb.array_uuid, 16);
   }
   volume_opened = true;
+  return start_health ();
+}
+
+/* Threads do not survive nbdkit's fork: they start here. */
+static int
+stripe_after_fork (void)
+{
+  if (health_start (health) == -1)
+    return -1;
   return 0;
 }
 
@@ -340,7 +424,8 @@ stripe_dump_plugin (void)
   "file=<PATH>     (required, repeat) A member: file or block device.\n"      \
   "                The order of file= parameters is the member order.\n"      \
   "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n"            \
-  "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT)."
+  "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT).\n" \
+  "status=<FILE>   Keep the health status (JSON) in FILE."
 
 static struct nbdkit_plugin plugin = {
   .name = "stripe",
@@ -353,6 +438,8 @@ static struct nbdkit_plugin plugin = {
   .config_help = stripe_config_help,
   .magic_config_key = "file",
   .get_ready = stripe_get_ready,
+  .after_fork = stripe_after_fork,
+  .cleanup = stripe_cleanup,
   .dump_plugin = stripe_dump_plugin,
   .open = stripe_open,
   .get_size = stripe_get_size,

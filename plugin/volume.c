@@ -1,12 +1,21 @@
 /* nbdstripe: a volume, members + layout.  See include/volume.h. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 
+#include "health.h"
 #include "ioexec.h"
 #include "log.h"
 #include "plan.h"
+#include "superblock.h"
 #include "volume.h"
 
 /* Stop an extents walk after this many runs: the client asks again for
@@ -129,15 +138,70 @@ volume_close (struct volume *v)
   v->nr_members = 0;
 }
 
+/* Fail fast: a request touching a failed member fails at once with EIO,
+ * before any member is touched.
+ */
+static int
+refuse_failed (struct volume *v, uint64_t mask)
+{
+  if (v->health == NULL)
+    return 0;
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if ((mask >> i & 1) && health_member_state (v->health, i) == MS_FAILED) {
+      health_rejected (v->health, i);
+      stripe_debug ("member %u (%s) has failed: request refused (EIO)", i,
+                    v->members[i].path);
+      errno = EIO;
+      return -1;
+    }
+  return 0;
+}
+
+static enum health_op
+health_op_of (enum op_kind kind)
+{
+  switch (kind) {
+  case OP_READ: return HOP_READ;
+  case OP_WRITE: return HOP_WRITE;
+  case OP_FLUSH: break;
+  }
+  return HOP_FLUSH;
+}
+
+/* Run ops, recording each one with health. */
+static int
+run_ops (struct volume *v, struct member_op *ops, unsigned nr)
+{
+  _Atomic uint64_t *busy = health_io_begin (v->health);
+  int r, err;
+
+  for (unsigned i = 0; i < nr; ++i)
+    ops[i].busy = busy;
+  r = ioexec_run (ops, nr);
+  err = errno;
+  health_io_end (v->health);
+  if (v->health)
+    for (unsigned i = 0; i < nr; ++i)
+      health_record (v->health, ops[i].m->index, health_op_of (ops[i].kind),
+                     ops[i].length, ops[i].ns, ops[i].err, ops[i].offset);
+  errno = err;
+  return r;
+}
+
 static int
 rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     uint64_t offset, bool fua)
 {
   struct io_plan plan;
   struct member_op ops[LAYOUT_MAX_MEMBERS];
+  uint64_t mask = 0;
   int r = -1;
 
   if (plan_rw (&plan, &v->layout, buf, count, offset) == -1)
+    goto out;
+  for (unsigned i = 0; i < plan.nr_ios; ++i)
+    mask |= UINT64_C (1) << plan.ios[i].member;
+  if (refuse_failed (v, mask) == -1)
     goto out;
   for (unsigned i = 0; i < plan.nr_ios; ++i) {
     const struct member_io *io = &plan.ios[i];
@@ -151,10 +215,23 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
       .fua = fua,
     };
   }
-  r = ioexec_run (ops, plan.nr_ios);
-out:
+  r = run_ops (v, ops, plan.nr_ios);
+out : {
+  int err = errno;
   plan_free (&plan);
+  errno = err;
+}
   return r;
+}
+
+static uint64_t
+spans_mask (const struct volume *v, const struct layout_span *spans)
+{
+  uint64_t mask = 0;
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (spans == NULL || spans[i].touched)
+      mask |= UINT64_C (1) << i;
+  return mask;
 }
 
 int
@@ -184,13 +261,48 @@ flush_members (struct volume *v, const struct layout_span *spans)
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (spans == NULL || spans[i].touched)
       ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
-  return ioexec_run (ops, nr);
+  return run_ops (v, ops, nr);
 }
 
 int
 volume_flush (struct volume *v)
 {
+  if (refuse_failed (v, spans_mask (v, NULL)) == -1)
+    return -1;
   return flush_members (v, NULL);
+}
+
+/* A synchronous member call (trim, zero) as health sees it. */
+struct timed {
+  struct volume *v;
+  _Atomic uint64_t *busy;
+  unsigned member;
+  uint64_t t0;
+};
+
+static void
+timed_begin (struct timed *t, struct volume *v, _Atomic uint64_t *busy,
+             unsigned member)
+{
+  t->v = v;
+  t->busy = busy;
+  t->member = member;
+  if (busy)
+    atomic_fetch_or (busy, UINT64_C (1) << member);
+  t->t0 = health_now_ns ();
+}
+
+static void
+timed_end (struct timed *t, enum health_op op, uint64_t offset, uint64_t len,
+           int r)
+{
+  int err = r == -1 ? errno : 0;
+  uint64_t ns = health_now_ns () - t->t0;
+
+  if (t->busy)
+    atomic_fetch_and (t->busy, ~(UINT64_C (1) << t->member));
+  health_record (t->v->health, t->member, op, len, ns, err, offset);
+  errno = err;
 }
 
 /* Each touched member gets ONE contiguous range for the whole request, as
@@ -200,19 +312,27 @@ int
 volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
+  _Atomic uint64_t *busy;
   int r = 0, err = 0;
 
   layout_spans (&v->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (v, spans)) == -1)
+    return -1;
+  busy = health_io_begin (v->health);
   for (unsigned i = 0; i < v->nr_members; ++i) {
+    uint64_t off = v->data_offset + spans[i].member_offset;
+    struct timed t;
+
     if (!spans[i].touched)
       continue;
-    if (member_discard (&v->members[i],
-                        v->data_offset + spans[i].member_offset,
-                        spans[i].length)
-          == -1
-        && err == 0)
+    timed_begin (&t, v, busy, i);
+    r = member_discard (&v->members[i], off, spans[i].length);
+    timed_end (&t, HOP_TRIM, off, spans[i].length, r);
+    if (r == -1 && err == 0)
       err = errno;
   }
+  health_io_end (v->health);
+  r = 0;
   if ((fua || v->cache == CACHE_WRITETHROUGH) && flush_members (v, spans) == -1
       && err == 0)
     err = errno;
@@ -228,8 +348,11 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
              bool fast, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
+  _Atomic uint64_t *busy;
 
   layout_spans (&v->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (v, spans)) == -1)
+    return -1;
 
   /* Refuse up front what some member is known not to do, so that a fast
    * zero that cannot be fast changes nothing, and a slow one goes straight
@@ -244,13 +367,23 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
       return -1;
     }
 
-  for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans[i].touched
-        && member_zero (&v->members[i],
-                        v->data_offset + spans[i].member_offset,
-                        spans[i].length, may_trim, fast)
-             == -1)
+  busy = health_io_begin (v->health);
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    uint64_t off = v->data_offset + spans[i].member_offset;
+    struct timed t;
+    int r;
+
+    if (!spans[i].touched)
+      continue;
+    timed_begin (&t, v, busy, i);
+    r = member_zero (&v->members[i], off, spans[i].length, may_trim, fast);
+    timed_end (&t, HOP_ZERO, off, spans[i].length, r);
+    if (r == -1) {
+      health_io_end (v->health);
       return -1;
+    }
+  }
+  health_io_end (v->health);
 
   if (fua || v->cache == CACHE_WRITETHROUGH)
     return flush_members (v, spans);
@@ -272,7 +405,11 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   struct layout_piece p;
   unsigned runs = 0;
   bool first_is_data = false;
+  struct layout_span spans[LAYOUT_MAX_MEMBERS];
 
+  layout_spans (&v->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (v, spans)) == -1)
+    return -1;
   layout_iter_init (&it, &v->layout, offset, count);
   while (layout_iter_next (&it, &p)) {
     struct run_cache *c = &cache[p.member];
@@ -306,4 +443,193 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
     }
   }
   return 0;
+}
+
+/* Health's side: from its prober thread. */
+
+static uint64_t
+member_needs (const struct volume *v, unsigned i)
+{
+  return v->data_offset + v->layout.member_size[i];
+}
+
+static int
+fd_size (int fd, bool is_block, uint64_t *size)
+{
+  struct stat st;
+
+  if (is_block)
+    return ioctl (fd, BLKGETSIZE64, size);
+  if (fstat (fd, &st) == -1)
+    return -1;
+  *size = st.st_size;
+  return 0;
+}
+
+static int
+health_check (void *opaque, unsigned i, char *why, size_t len)
+{
+  struct volume *v = opaque;
+  struct member *m = &v->members[i];
+  struct stat st;
+  uint64_t size;
+
+  if (stat (m->path, &st) == -1) {
+    snprintf (why, len, "device gone: %s: %s", m->path, strerror (errno));
+    return -1;
+  }
+  if (m->is_block ? !S_ISBLK (st.st_mode) || st.st_rdev != m->st_rdev
+                  : !S_ISREG (st.st_mode) || st.st_dev != m->st_dev
+                      || st.st_ino != m->st_ino) {
+    snprintf (why, len, "device gone: %s now names another %s (replaced?)",
+              m->path, S_ISBLK (st.st_mode) ? "block device" : "file");
+    return -1;
+  }
+  if (fd_size (m->fd, m->is_block, &size) == -1) {
+    snprintf (why, len, "device gone: %s: size: %s", m->path,
+              strerror (errno));
+    return -1;
+  }
+  if (size < member_needs (v, i)) {
+    snprintf (why, len,
+              "device gone: %s truncated to %" PRIu64
+              " bytes, the volume needs %" PRIu64,
+              m->path, size, member_needs (v, i));
+    return -1;
+  }
+  return 0;
+}
+
+/* Read the first block so that the device itself answers: O_DIRECT where
+ * the file system allows it, else after dropping the cached page.
+ */
+static int
+read_first_block (const char *path, int fd, bool readonly, void *buf,
+                  char *why, size_t len)
+{
+  int dfd = open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
+  ssize_t r;
+
+  if (dfd == -1) {
+    posix_fadvise (fd, 0, SB_SIZE, POSIX_FADV_DONTNEED);
+    r = pread (fd, buf, SB_SIZE, 0);
+  }
+  else {
+    r = pread (dfd, buf, SB_SIZE, 0);
+    close (dfd);
+  }
+  if (r != SB_SIZE) {
+    snprintf (why, len, "%s: reading the first %u bytes: %s", path, SB_SIZE,
+              r == -1 ? strerror (errno) : "short read");
+    return -1;
+  }
+  return 0;
+}
+
+static int
+health_probe (void *opaque, unsigned i, int fds[2], char *why, size_t len)
+{
+  struct volume *v = opaque;
+  struct member *m = &v->members[i];
+  int flags = (m->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+  struct stat st;
+  uint64_t size;
+  void *buf = NULL;
+
+  fds[0] = fds[1] = -1;
+  fds[0] = open (m->path, flags);
+  if (fds[0] == -1) {
+    snprintf (why, len, "%s: open: %s", m->path, strerror (errno));
+    goto err;
+  }
+  if (fstat (fds[0], &st) == -1
+      || (m->is_block ? !S_ISBLK (st.st_mode) : !S_ISREG (st.st_mode))) {
+    snprintf (why, len, "%s is no longer a %s", m->path,
+              m->is_block ? "block device" : "regular file");
+    goto err;
+  }
+  if (fd_size (fds[0], m->is_block, &size) == -1
+      || size < member_needs (v, i)) {
+    snprintf (why, len, "%s: %" PRIu64 " bytes, the volume needs %" PRIu64,
+              m->path, size, member_needs (v, i));
+    goto err;
+  }
+  if (posix_memalign (&buf, 4096, SB_SIZE) != 0) {
+    buf = NULL;
+    snprintf (why, len, "out of memory");
+    goto err;
+  }
+  if (read_first_block (m->path, fds[0], m->readonly, buf, why, len) == -1)
+    goto err;
+  if (v->has_header) {
+    struct superblock sb;
+    const char *field = NULL;
+    enum sb_error e = sb_decode (buf, SB_SIZE, &sb, &field);
+
+    if (e != SB_OK) {
+      snprintf (why, len, "%s: header: %s", m->path, sb_strerror (e));
+      goto err;
+    }
+    if (memcmp (sb.array_uuid, v->array_uuid, 16) != 0
+        || sb.member_index != i) {
+      char uuid[37];
+      sb_uuid_unparse (sb.array_uuid, uuid);
+      snprintf (why, len,
+                "%s now holds member %u of volume %s (%s), not this one",
+                m->path, sb.member_index, sb.name, uuid);
+      goto err;
+    }
+  }
+  if (m->fd_direct >= 0) {
+    fds[1] = open (m->path, flags | O_DIRECT);
+    if (fds[1] == -1) {
+      snprintf (why, len, "%s: open with O_DIRECT: %s", m->path,
+                strerror (errno));
+      goto err;
+    }
+  }
+  free (buf);
+  return 0;
+
+err:
+  free (buf);
+  for (int k = 0; k < 2; ++k)
+    if (fds[k] >= 0)
+      close (fds[k]);
+  fds[0] = fds[1] = -1;
+  return -1;
+}
+
+/* dup2 replaces the descriptor atomically under the same number: I/O
+ * threads never see a closed or reused descriptor.
+ */
+static void
+health_adopt (void *opaque, unsigned i, const int fds[2])
+{
+  struct volume *v = opaque;
+  struct member *m = &v->members[i];
+  struct stat st;
+
+  if (fstat (fds[0], &st) == 0) {
+    m->st_dev = st.st_dev;
+    m->st_ino = st.st_ino;
+    m->st_rdev = st.st_rdev;
+  }
+  if (dup2 (fds[0], m->fd) == -1)
+    stripe_error ("member %u (%s): dup2: %m", i, m->path);
+  close (fds[0]);
+  if (fds[1] >= 0) {
+    if (dup2 (fds[1], m->fd_direct) == -1)
+      stripe_error ("member %u (%s): dup2: %m", i, m->path);
+    close (fds[1]);
+  }
+}
+
+void
+volume_health_ops (struct volume *v, struct health_ops *ops)
+{
+  ops->opaque = v;
+  ops->check = health_check;
+  ops->probe = health_probe;
+  ops->adopt = health_adopt;
 }

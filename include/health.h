@@ -1,0 +1,197 @@
+/* nbdstripe: per-member health.
+ *
+ * What is tracked, per member: requests, bytes and errors per operation
+ * (read, write, trim, zero, flush); the last error (operation, errno,
+ * member offset, time); latency per operation in log-linear histograms
+ * (4 buckets per power of two of nanoseconds, ~19% resolution), in total
+ * and over a sliding window.  The I/O path only does relaxed atomic adds
+ * on its member's counters: nothing is serialised; the health thread
+ * snapshots the cumulative histograms once a second and a window is the
+ * difference between now and WINDOW seconds ago.
+ *
+ * States of a member (worst first wins):
+ *   failed   error_threshold consecutive errors, or the device is gone
+ *            (ENODEV, ENXIO, ESHUTDOWN, ENOTCONN, ESTALE; the path
+ *            replaced, removed or truncated), or a request or a probe has
+ *            not answered within io_timeout.  Requests touching a failed
+ *            member fail at once with EIO without touching any member.
+ *            A failed member is re-probed in the background every
+ *            probe_interval (reopened by path, size and header checked,
+ *            first 4 KiB read, bounded by io_timeout); when it answers
+ *            it is back to ok (MemberRecovered).
+ *   failing  an I/O error within the last WINDOW seconds, fewer than
+ *            error_threshold in a row.  Back to ok after WINDOW seconds
+ *            without error.
+ *   slow     over the window, for comparable requests (same operation,
+ *            read or write, and same size class: <8K, <64K, <512K, more),
+ *            the member's median latency is more than slow_factor times
+ *            the median of its peers' requests taken together, with at
+ *            least min_samples requests on both sides and a member median
+ *            of at least 100 us (page-cache hits are not a verdict).
+ *            Back to ok when a window with enough samples says otherwise;
+ *            an idle member keeps its state.
+ *   ok
+ * Volume: failed if a member is failed, degraded if one is slow or
+ * failing, else ok.
+ *
+ * Every transition is logged (nbdkit's log) naming the member index and
+ * path, written to the status file at once, and then handed to the
+ * on_change program (in a thread of its own, with a timeout; never in the
+ * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
+ * MemberSlow, MemberFailing, MemberFailed, MemberRecovered (any return to
+ * ok), in order.  The environment also has NBDSTRIPE_EVENT,
+ * NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
+ * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
+ *
+ * The status file (JSON, format 1), replaced atomically (written to
+ * FILE.tmp then renamed) every interval and on every transition:
+ *
+ * {
+ *   "format": 1,
+ *   "running": true,            // false in the last write, at shutdown
+ *   "pid": 1234,
+ *   "updated_unix": 1796212345.123,
+ *   "interval": 5,              // seconds between rewrites
+ *   "volume": {
+ *     "name": "fast0", "uuid": "…" or null (no header), "config": "…" or null,
+ *     "size": 8589934592, "chunk": 131072, "members": 4,
+ *     "state": "ok" | "degraded" | "failed",
+ *     "started_unix": 1796212000.0, "uptime_seconds": 345
+ *   },
+ *   "health": { "window": 10, "slow_factor": 4.0, "error_threshold": 8,
+ *               "min_samples": 20, "io_timeout": 30, "probe_interval": 2 },
+ *   "members": [
+ *     { "index": 0, "path": "/dev/nvme0n1",
+ *       "state": "ok" | "slow" | "failing" | "failed",
+ *       "state_since_unix": 1796212000.0,
+ *       "reason": "" | "why it is in this state",
+ *       "consecutive_errors": 0,
+ *       "ops": {
+ *         "read":  { "requests": N, "bytes": N, "errors": N,
+ *                    "latency_us": { "p50": 81.0, "p99": 410.0, "samples": N
+ * }, "total_latency_us": { "p50": …, "p99": …, "sum": … } }, "write": …,
+ * "trim": …, "zero": …, "flush": …
+ *       },               // p50/p99 are null when there are no samples
+ *       "last_error": null | { "op": "read", "errno": 5, "error": "EIO",
+ *                              "message": "Input/output error",
+ *                              "offset": 1048576, "time_unix": … }
+ *     }, …
+ *   ]
+ * }
+ *
+ * The Prometheus text file (optional) holds the same figures:
+ * nbdstripe_volume_info{volume,uuid}, nbdstripe_volume_state{volume,state}
+ * (1 for the current state, 0 for the others), nbdstripe_volume_size_bytes,
+ * nbdstripe_volume_start_time_seconds, nbdstripe_member_state{volume,member,
+ * path,state}, nbdstripe_member_{read,write,trim,zero,flush}_
+ * {requests,bytes,errors}_total{volume,member}, and per operation a
+ * summary nbdstripe_member_OP_latency_seconds{volume,member,quantile} over
+ * the window with _sum and _count over the whole run.
+ */
+#ifndef NBDSTRIPE_HEALTH_H
+#define NBDSTRIPE_HEALTH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum health_op { HOP_READ, HOP_WRITE, HOP_TRIM, HOP_ZERO, HOP_FLUSH, HOP_NR };
+enum member_state { MS_OK, MS_SLOW, MS_FAILING, MS_FAILED };
+enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
+
+extern const char *health_op_name (enum health_op op);
+extern const char *member_state_name (enum member_state s);
+extern const char *volume_state_name (enum volume_state s);
+
+struct health_params {
+  const char *name;        /* volume name */
+  const char *uuid;        /* array UUID as text, or NULL */
+  const char *config;      /* config file, or NULL */
+  uint64_t size, chunk;    /* for the status */
+  const char *status_file; /* NULL: none */
+  const char *prometheus_file;
+  const char *on_change;
+  unsigned interval; /* s, status rewrite */
+  unsigned window;   /* s */
+  unsigned min_samples;
+  double slow_factor;
+  unsigned error_threshold;
+  unsigned io_timeout;        /* s, 0 = never */
+  unsigned probe_interval;    /* s */
+  unsigned on_change_timeout; /* s */
+};
+
+/* Defaults, also used by the config. */
+#define HEALTH_DEFAULT_INTERVAL 5
+#define HEALTH_DEFAULT_WINDOW 10
+#define HEALTH_DEFAULT_MIN_SAMPLES 20
+#define HEALTH_DEFAULT_SLOW_FACTOR 4.0
+#define HEALTH_DEFAULT_ERROR_THRESHOLD 8
+#define HEALTH_DEFAULT_IO_TIMEOUT 30
+#define HEALTH_DEFAULT_PROBE_INTERVAL 2
+#define HEALTH_DEFAULT_ON_CHANGE_TIMEOUT 10
+
+/* What health asks of the volume, from its prober thread (never from
+ * the health thread itself, so that a hung device cannot stall it).
+ * check: is member i still there, the same and big enough (stat-level,
+ * no data I/O)?  probe: open member i afresh by path, check its type,
+ * size and header and read its first block; on success return the new
+ * descriptors in fds (fds[1] = -1 when there is no O_DIRECT one), which
+ * health hands to adopt (under its lock, unless it gave up waiting) or
+ * closes.  check and probe return 0, or -1 with a reason in why.
+ */
+struct health_ops {
+  void *opaque;
+  int (*check) (void *opaque, unsigned i, char *why, size_t len);
+  int (*probe) (void *opaque, unsigned i, int fds[2], char *why, size_t len);
+  void (*adopt) (void *opaque, unsigned i, const int fds[2]);
+};
+
+struct health;
+
+/* Create the tracker (no threads yet).  paths: the members' paths. */
+extern struct health *health_new (const struct health_params *p,
+                                  unsigned nr_members,
+                                  const char *const *paths,
+                                  const struct health_ops *ops);
+/* Start the health, prober and hook threads (after nbdkit forks). */
+extern int health_start (struct health *h);
+/* Stop the threads, write the last status (running: false), free. */
+extern void health_free (struct health *h);
+
+/* The I/O path. */
+extern enum member_state health_member_state (const struct health *h,
+                                              unsigned i);
+/* Record one member operation: bytes transferred, latency, err = 0 or
+ * errno.  EOPNOTSUPP is not an error (capability probing).
+ */
+extern void health_record (struct health *h, unsigned i, enum health_op op,
+                           uint64_t bytes, uint64_t ns, int err,
+                           uint64_t offset);
+
+/* Requests in flight, to notice a member that does not answer.
+ * health_io_begin marks the calling thread busy since now and returns
+ * its mask of members still owed an answer (bit = member index), which
+ * the I/O code sets and clears per member operation (ioexec does); NULL
+ * when untracked.  health_io_end: the request is over.
+ */
+extern _Atomic uint64_t *health_io_begin (struct health *h);
+extern void health_io_end (struct health *h);
+
+/* Requests refused at once because they touch a failed member. */
+extern void health_rejected (struct health *h, unsigned i);
+
+/* For tests and tools, without the threads: one tick's decisions now
+ * (now: a health_now_ns value, possibly in the future), the window being
+ * advanced by one snapshot.  And a latency quantile q (0..1) of member i
+ * in microseconds, over the window or the whole run (NAN when empty).
+ */
+extern void health_tick (struct health *h, uint64_t now);
+extern double health_quantile_us (struct health *h, unsigned i,
+                                  enum health_op op, double q, bool window);
+
+/* Monotonic clock in ns. */
+extern uint64_t health_now_ns (void);
+
+#endif /* NBDSTRIPE_HEALTH_H */

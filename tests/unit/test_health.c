@@ -1,0 +1,335 @@
+/* nbdstripe unit tests: the health rules (plugin/health.c), without its
+ * threads: operations are recorded as the I/O path records them, and one
+ * tick's decisions are run with health_tick at a chosen time.  The
+ * states, thresholds and quantiles asserted are those of
+ * include/health.h.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "health.h"
+
+#define MS 1000000ull
+#define US 1000ull
+#define SEC 1000000000ull
+
+static const char *const paths[] = { "/dev/m0", "/dev/m1", "/dev/m2",
+                                     "/dev/m3" };
+
+static struct health *
+new_health (unsigned n, unsigned window, unsigned min_samples,
+            unsigned error_threshold, unsigned io_timeout)
+{
+  struct health_params p = {
+    .name = "t",
+    .size = 1 << 30,
+    .chunk = 65536,
+    .interval = 5,
+    .window = window,
+    .min_samples = min_samples,
+    .slow_factor = 4.0,
+    .error_threshold = error_threshold,
+    .io_timeout = io_timeout,
+    .probe_interval = 2,
+    .on_change_timeout = 10,
+  };
+  struct health *h = health_new (&p, n, paths, NULL);
+  assert_non_null (h);
+  return h;
+}
+
+static void
+record_n (struct health *h, unsigned i, enum health_op op, uint64_t bytes,
+          uint64_t ns, unsigned n)
+{
+  for (unsigned k = 0; k < n; ++k)
+    health_record (h, i, op, bytes, ns, 0, k * bytes);
+}
+
+static void
+assert_near (double got, double want, double rel)
+{
+  if (!(fabs (got - want) <= rel * want)) {
+    fprintf (stderr, "got %g, want %g +/- %g%%\n", got, want, rel * 100);
+    fail ();
+  }
+}
+
+static void
+latency_quantiles_are_within_13_percent_of_the_truth (void **state
+                                                      __attribute__ ((unused)))
+{
+  static const uint64_t values[] = { 1 * US,   83 * US, 2 * MS,      7 * MS,
+                                     333 * MS, 1 * SEC, 5 * US + 123 };
+  for (size_t k = 0; k < sizeof values / sizeof values[0]; ++k) {
+    struct health *h = new_health (2, 10, 20, 8, 30);
+    record_n (h, 0, HOP_READ, 4096, values[k], 100);
+    health_tick (h, health_now_ns ());
+    assert_near (health_quantile_us (h, 0, HOP_READ, 0.5, true),
+                 values[k] / 1000.0, 0.13);
+    assert_near (health_quantile_us (h, 0, HOP_READ, 0.5, false),
+                 values[k] / 1000.0, 0.13);
+    assert_true (isnan (health_quantile_us (h, 1, HOP_READ, 0.5, true)));
+    health_free (h);
+  }
+
+  /* 98% at 100 us, 2% at 10 ms: p50 is the first, p99 the second. */
+  struct health *h = new_health (2, 10, 20, 8, 30);
+  record_n (h, 0, HOP_WRITE, 65536, 100 * US, 980);
+  record_n (h, 0, HOP_WRITE, 65536, 10 * MS, 20);
+  health_tick (h, health_now_ns ());
+  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.5, true), 100, 0.13);
+  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.99, true), 10000, 0.13);
+  health_free (h);
+}
+
+static void
+errors_below_threshold_make_member_failing_and_a_success_resets_the_run (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 10, 20, 4, 30);
+
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  for (int k = 0; k < 3; ++k)
+    health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+
+  health_record (h, 1, HOP_READ, 4096, 10 * US, 0, 0); /* run reset */
+  for (int k = 0; k < 3; ++k)
+    health_record (h, 1, HOP_WRITE, 4096, 10 * US, EIO, 0);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  health_record (h, 1, HOP_WRITE, 4096, 10 * US, EIO, 0); /* 4 in a row */
+  assert_int_equal (health_member_state (h, 1), MS_FAILED);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+static void
+device_gone_errors_fail_the_member_at_once (void **state
+                                            __attribute__ ((unused)))
+{
+  static const int gone[] = { ENODEV, ENXIO, ESHUTDOWN, ENOTCONN };
+
+  for (size_t k = 0; k < sizeof gone / sizeof gone[0]; ++k) {
+    struct health *h = new_health (2, 10, 20, 8, 30);
+    health_record (h, 0, HOP_READ, 4096, 10 * US, gone[k], 0);
+    assert_int_equal (health_member_state (h, 0), MS_FAILED);
+    assert_int_equal (health_member_state (h, 1), MS_OK);
+    health_free (h);
+  }
+}
+
+static void
+eopnotsupp_is_not_an_error (void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 10, 20, 1, 30);
+
+  for (int k = 0; k < 10; ++k)
+    health_record (h, 0, HOP_ZERO, 65536, 10 * US, EOPNOTSUPP, 0);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+static void
+failing_member_is_ok_again_after_a_window_without_error (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+
+  health_record (h, 0, HOP_READ, 4096, 10 * US, EIO, 0);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_tick (h, t + 1 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_tick (h, t + 4 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+/* The signature of an SSD out of SLC cache: 5x its peers' latency. */
+static void
+member_five_times_slower_than_its_peers_is_slow_and_peers_stay_ok (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (4, 10, 20, 8, 30);
+
+  for (unsigned i = 0; i < 4; ++i)
+    record_n (h, i, HOP_READ, 65536, i == 2 ? 10 * MS : 2 * MS, 30);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 2), MS_SLOW);
+  for (unsigned i = 0; i < 4; ++i)
+    if (i != 2)
+      assert_int_equal (health_member_state (h, i), MS_OK);
+  health_free (h);
+}
+
+static void
+three_times_slower_is_not_slow_with_factor_4 (void **state
+                                              __attribute__ ((unused)))
+{
+  struct health *h = new_health (3, 10, 20, 8, 30);
+
+  for (unsigned i = 0; i < 3; ++i)
+    record_n (h, i, HOP_WRITE, 4096, i == 0 ? 6 * MS : 2 * MS, 50);
+  health_tick (h, health_now_ns ());
+  for (unsigned i = 0; i < 3; ++i)
+    assert_int_equal (health_member_state (h, i), MS_OK);
+  health_free (h);
+}
+
+static void
+no_latency_verdict_below_min_samples (void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 10, 20, 8, 30);
+
+  record_n (h, 0, HOP_READ, 4096, 50 * MS, 19);
+  record_n (h, 1, HOP_READ, 4096, 1 * MS, 100);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  record_n (h, 0, HOP_READ, 4096, 50 * MS, 1);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 0), MS_SLOW);
+  health_free (h);
+}
+
+/* Page-cache hits are microseconds: 10x of almost nothing is no verdict. */
+static void
+latency_below_100us_is_never_slow (void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 10, 20, 8, 30);
+
+  record_n (h, 0, HOP_READ, 4096, 50 * US, 100);
+  record_n (h, 1, HOP_READ, 4096, 5 * US, 100);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+/* Only requests of the same kind and size class are compared. */
+static void
+large_requests_are_not_compared_with_small_ones (void **state
+                                                 __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 10, 20, 8, 30);
+
+  record_n (h, 0, HOP_READ, 1 << 20, 20 * MS, 100);
+  record_n (h, 1, HOP_READ, 4096, 1 * MS, 100);
+  record_n (h, 0, HOP_WRITE, 4096, 30 * MS, 100);
+  record_n (h, 1, HOP_READ, 4096, 1 * MS, 100);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  health_free (h);
+}
+
+static void
+slow_member_is_ok_again_once_the_window_has_moved_on (void **state
+                                                      __attribute__ ((unused)))
+{
+  /* window 2 s: snapshots every second, the window is the last two. */
+  struct health *h = new_health (2, 2, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+
+  record_n (h, 0, HOP_READ, 65536, 10 * MS, 30);
+  record_n (h, 1, HOP_READ, 65536, 1 * MS, 30);
+  health_tick (h, t);
+  assert_int_equal (health_member_state (h, 0), MS_SLOW);
+  for (int s = 1; s <= 3; ++s) {
+    record_n (h, 0, HOP_READ, 65536, 1 * MS, 30);
+    record_n (h, 1, HOP_READ, 65536, 1 * MS, 30);
+    health_tick (h, t + s * SEC);
+  }
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+static void
+idle_slow_member_keeps_its_state (void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 2, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+
+  record_n (h, 0, HOP_READ, 65536, 10 * MS, 30);
+  record_n (h, 1, HOP_READ, 65536, 1 * MS, 30);
+  health_tick (h, t);
+  assert_int_equal (health_member_state (h, 0), MS_SLOW);
+  for (int s = 1; s <= 5; ++s)
+    health_tick (h, t + s * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_SLOW);
+  health_free (h);
+}
+
+static void
+request_unanswered_past_io_timeout_fails_only_the_members_owing_it (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (3, 10, 20, 8, 2);
+  uint64_t t = health_now_ns ();
+  _Atomic uint64_t *busy = health_io_begin (h);
+
+  assert_non_null (busy);
+  atomic_fetch_or (busy, UINT64_C (1) << 1);
+  health_tick (h, t + 1 * SEC);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  health_tick (h, t + 3 * SEC);
+  assert_int_equal (health_member_state (h, 1), MS_FAILED);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  assert_int_equal (health_member_state (h, 2), MS_OK);
+  health_io_end (h);
+  health_free (h);
+
+  /* io_timeout = 0: never. */
+  h = new_health (3, 10, 20, 8, 0);
+  assert_null (health_io_begin (h));
+  health_free (h);
+}
+
+static int
+run_unit_tests (const char *group, const struct CMUnitTest *tests, size_t nr,
+                int argc, char **argv)
+{
+  if (argc < 2)
+    return _cmocka_run_group_tests (group, tests, nr, NULL, NULL);
+  for (size_t i = 0; i < nr; ++i)
+    if (strcmp (tests[i].name, argv[1]) == 0)
+      return _cmocka_run_group_tests (group, &tests[i], 1, NULL, NULL);
+  fprintf (stderr, "%s: no test named %s\n", argv[0], argv[1]);
+  return 2;
+}
+
+int
+main (int argc, char **argv)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (latency_quantiles_are_within_13_percent_of_the_truth),
+    cmocka_unit_test (
+      errors_below_threshold_make_member_failing_and_a_success_resets_the_run),
+    cmocka_unit_test (device_gone_errors_fail_the_member_at_once),
+    cmocka_unit_test (eopnotsupp_is_not_an_error),
+    cmocka_unit_test (failing_member_is_ok_again_after_a_window_without_error),
+    cmocka_unit_test (
+      member_five_times_slower_than_its_peers_is_slow_and_peers_stay_ok),
+    cmocka_unit_test (three_times_slower_is_not_slow_with_factor_4),
+    cmocka_unit_test (no_latency_verdict_below_min_samples),
+    cmocka_unit_test (latency_below_100us_is_never_slow),
+    cmocka_unit_test (large_requests_are_not_compared_with_small_ones),
+    cmocka_unit_test (slow_member_is_ok_again_once_the_window_has_moved_on),
+    cmocka_unit_test (idle_slow_member_keeps_its_state),
+    cmocka_unit_test (
+      request_unanswered_past_io_timeout_fails_only_the_members_owing_it),
+  };
+
+  return run_unit_tests ("health", tests, sizeof tests / sizeof tests[0], argc,
+                         argv);
+}
