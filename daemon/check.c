@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "assemble.h"
 #include "log.h"
@@ -54,6 +57,18 @@ check_volume (const struct stripe_config *cfg, uint64_t *size, char uuid[37])
   return r;
 }
 
+/* Filesystems that know the stripe avoid read-modify-write across
+ * members.  Zone 0 (all members) is where nearly all data lives, so the
+ * geometry is the config's: chunk and member count.
+ */
+void
+print_mkfs_geometry (uint64_t chunk, unsigned nr_members)
+{
+  printf ("  mkfs.ext4 -b 4096 -E stride=%" PRIu64 ",stripe_width=%" PRIu64
+          "\n  mkfs.xfs -d su=%" PRIu64 "k,sw=%u\n",
+          chunk / 4096, chunk / 4096 * nr_members, chunk / 1024, nr_members);
+}
+
 static int
 check_usage (FILE *fp, int status)
 {
@@ -88,15 +103,8 @@ cmd_check (int argc, char **argv)
             "(%" PRIu64 " bytes): can be served\n",
             cfg.path, cfg.name, uuid[0] ? " (" : "", uuid, uuid[0] ? ")" : "",
             cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs), size);
-  if (r == 0) {
-    /* Filesystems that know the stripe avoid read-modify-write across
-     * members.  Zone 0 (all members) is where nearly all data lives.
-     */
-    printf ("  mkfs.ext4 -b 4096 -E stride=%" PRIu64 ",stripe_width=%" PRIu64
-            "\n  mkfs.xfs -d su=%" PRIu64 "k,sw=%u\n",
-            cfg.chunk / 4096, cfg.chunk / 4096 * cfg.nr_members,
-            cfg.chunk / 1024, cfg.nr_members);
-  }
+  if (r == 0)
+    print_mkfs_geometry (cfg.chunk, cfg.nr_members);
   config_free (&cfg);
   return r == 0 ? 0 : 1;
 }
@@ -176,6 +184,69 @@ clear_stale_socket (const char *path)
   }
   unlink (path);
   return 0;
+}
+
+/* nbdkit goes to the background by forking: its first process exits at
+ * once and the server writes the pidfile a little later, once it is
+ * ready.  So that `serve` returns only when the server is there (as the
+ * man page says, and as systemd and scripts expect), run nbdkit as a
+ * child, and after it exits 0 wait for the pidfile to name a live
+ * process.
+ */
+static int
+run_until_pidfile (const char *const *args, const char *pidfile)
+{
+  struct timespec pause = { 0, 10 * 1000 * 1000 };
+  int status;
+  pid_t pid;
+
+  if (unlink (pidfile) == -1 && errno != ENOENT) {
+    fprintf (stderr, "nbdstripe: %s: %m\n", pidfile);
+    return 1;
+  }
+  pid = fork ();
+  if (pid == -1) {
+    fprintf (stderr, "nbdstripe: fork: %m\n");
+    return 1;
+  }
+  if (pid == 0) {
+    execvp ("nbdkit", (char **) args);
+    fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+    _exit (127);
+  }
+  while (waitpid (pid, &status, 0) == -1)
+    if (errno != EINTR) {
+      fprintf (stderr, "nbdstripe: waitpid: %m\n");
+      return 1;
+    }
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    return 1; /* nbdkit said why */
+
+  /* Bounded: a server that is not ready within a minute is broken. */
+  for (int i = 0; i < 6000; ++i) {
+    FILE *fp = fopen (pidfile, "re");
+    long server = 0;
+
+    if (fp) {
+      int n = fscanf (fp, "%ld", &server);
+      fclose (fp);
+      if (n == 1 && server > 0) {
+        if (kill ((pid_t) server, 0) == 0 || errno == EPERM)
+          return 0;
+        fprintf (stderr,
+                 "nbdstripe: the server (pid %ld) exited at once "
+                 "(see the system log)\n",
+                 server);
+        return 1;
+      }
+    }
+    nanosleep (&pause, NULL);
+  }
+  fprintf (stderr,
+           "nbdstripe: nbdkit did not write its pidfile %s within "
+           "60 s\n",
+           pidfile);
+  return 1;
 }
 
 static int
@@ -278,6 +349,13 @@ cmd_serve (int argc, char **argv)
     fprintf (stderr, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
              cfg.serve.address, cfg.serve.port);
   fflush (stderr);
+  if (!foreground && cfg.serve.pidfile) {
+    int r = run_until_pidfile (args, cfg.serve.pidfile);
+    for (unsigned i = 0; i < nowned; ++i)
+      free (owned[i]);
+    config_free (&cfg);
+    return r;
+  }
   execvp ("nbdkit", (char **) args);
   fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
 err:

@@ -24,6 +24,7 @@ usage (FILE *fp)
     "  serve CONFIG [--foreground]           check, then serve with nbdkit\n"
     "  check CONFIG                          the assembly checks alone\n"
     "  inspect [--json] MEMBER...            print members' headers\n"
+    "  status CONFIG [--json]                a served volume's health\n"
     "\n"
     "  nbdstripe COMMAND --help   help on one command\n"
     "  nbdstripe --version\n"
@@ -68,10 +69,9 @@ main (int argc, char **argv)
     const char *name;
     int (*fn) (int, char **);
   } cmds[] = {
-    { "create", cmd_create },
-    { "serve", cmd_serve },
-    { "check", cmd_check },
-    { "inspect", cmd_inspect },
+    { "create", cmd_create }, { "serve", cmd_serve },
+    { "check", cmd_check },   { "inspect", cmd_inspect },
+    { "status", cmd_status },
   };
 
   if (argc < 2) {

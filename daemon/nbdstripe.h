@@ -8,6 +8,7 @@ extern int cmd_create (int argc, char **argv);
 extern int cmd_serve (int argc, char **argv);
 extern int cmd_check (int argc, char **argv);
 extern int cmd_inspect (int argc, char **argv);
+extern int cmd_status (int argc, char **argv);
 
 /* Load a config, printing the one-line error on failure.  Returns 0/-1;
  * cfg needs config_free either way.
@@ -21,6 +22,11 @@ extern int load_config (const char *path, struct stripe_config *cfg);
  */
 extern int check_volume (const struct stripe_config *cfg, uint64_t *size,
                          char uuid[37]);
+
+/* The mkfs.ext4 and mkfs.xfs stripe options for this geometry, two
+ * indented lines on stdout (check and status print them).
+ */
+extern void print_mkfs_geometry (uint64_t chunk, unsigned nr_members);
 
 /* "128K", "1.5G": human-readable size. */
 extern const char *human_size (uint64_t bytes, char *buf, size_t len);

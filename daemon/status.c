@@ -1,0 +1,861 @@
+/* nbdstripe status: the health of a served volume, read from the status
+ * file the plugin keeps (its format is the big comment at the top of
+ * include/health.h).  A table for people, as mdadm --detail prints, or
+ * (--json) the file itself; the exit status is the monitoring plugins'
+ * convention: 0 ok, 1 degraded, 2 failed, 3 unknown -- the file is
+ * missing, not JSON, of another format, or written by a server that is
+ * no longer running or updating it.
+ *
+ * The file is untrusted input: any field may be missing, of another type,
+ * huge or negative; it is then shown as "?" (null latencies, which the
+ * format allows, as "-").  Strings go to the terminal escaped.  No double
+ * is converted to an integer type without a range check first.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "nbdstripe.h"
+
+/* A status file describes at most 64 members in some 100 KiB; anything
+ * much bigger is not one.
+ */
+#define STATUS_MAX_SIZE (16 * 1024 * 1024)
+#define STATUS_FORMAT 1
+
+enum verdict { V_OK = 0, V_DEGRADED = 1, V_FAILED = 2, V_UNKNOWN = 3 };
+
+static int
+status_usage (FILE *fp, int status)
+{
+  fprintf (
+    fp,
+    "Usage: nbdstripe status [--json] CONFIG\n"
+    "Print the health of the volume CONFIG describes, from the status file\n"
+    "its server keeps (health.status_file): volume and member states, I/O\n"
+    "counters, latencies, last errors, and the stripe geometry for mkfs.\n"
+    "  --json   print the status file itself (JSON)\n"
+    "Exit status: 0 ok, 1 degraded, 2 failed, 3 unknown (status file\n"
+    "missing, invalid or stale, server not running; also a usage error).\n");
+  return status;
+}
+
+/* The code point of the valid UTF-8 sequence at s (at most n bytes) and
+ * its length, or 0 if it is not one.
+ */
+static size_t
+utf8_decode (const unsigned char *s, size_t n, unsigned *cp)
+{
+  size_t len;
+  unsigned min, c;
+
+  if (s[0] < 0x80)
+    len = 1, min = 0, c = s[0];
+  else if ((s[0] & 0xe0) == 0xc0)
+    len = 2, min = 0x80, c = s[0] & 0x1f;
+  else if ((s[0] & 0xf0) == 0xe0)
+    len = 3, min = 0x800, c = s[0] & 0x0f;
+  else if ((s[0] & 0xf8) == 0xf0)
+    len = 4, min = 0x10000, c = s[0] & 0x07;
+  else
+    return 0;
+  if (len > n)
+    return 0;
+  for (size_t i = 1; i < len; ++i) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    c = c << 6 | (s[i] & 0x3f);
+  }
+  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+    return 0;
+  *cp = c;
+  return len;
+}
+
+/* Code points a terminal acts on rather than shows: C0 and C1 controls,
+ * DEL, line and paragraph separators, and the bidirectional marks and
+ * overrides that make text read other than it is.
+ */
+static bool
+unsafe_code_point (unsigned c)
+{
+  return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x200e || c == 0x200f
+         || (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+/* Untrusted text (n bytes, NULs included) made safe for a terminal into
+ * out: unsafe code points as \uXXXX, bytes that are not UTF-8 as \xNN and
+ * a backslash doubled, so that the escapes are unambiguous.  Text longer
+ * than out is cut and ends with "...".  Returns out.
+ */
+static const char *
+safe_text (const char *s, size_t n, char *out, size_t len)
+{
+  const unsigned char *p = (const unsigned char *) s;
+  size_t o = 0, i = 0;
+
+  while (i < n) {
+    char piece[8];
+    size_t k;
+    unsigned cp;
+    size_t u = utf8_decode (&p[i], n - i, &cp);
+
+    if (u == 0) {
+      snprintf (piece, sizeof piece, "\\x%02x", p[i]);
+      u = 1;
+    }
+    else if (unsafe_code_point (cp))
+      snprintf (piece, sizeof piece, "\\u%04x", cp);
+    else if (cp == '\\')
+      strcpy (piece, "\\\\");
+    else {
+      memcpy (piece, &p[i], u);
+      piece[u] = '\0';
+    }
+    k = strlen (piece);
+    if (o + k + 4 > len) { /* room for "..." and the NUL */
+      strcpy (&out[o], "...");
+      return out;
+    }
+    memcpy (&out[o], piece, k);
+    o += k;
+    i += u;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+/* o[key] if o is an object and the value has that type, else NULL. */
+static struct json_object *
+field (struct json_object *o, const char *key, enum json_type type)
+{
+  struct json_object *v;
+
+  if (o == NULL || !json_object_is_type (o, json_type_object)
+      || !json_object_object_get_ex (o, key, &v) || v == NULL
+      || !json_object_is_type (v, type))
+    return NULL;
+  return v;
+}
+
+/* o[key] is the string s (all of it: JSON strings may hold NULs). */
+static bool
+text_is (struct json_object *o, const char *key, const char *s)
+{
+  struct json_object *v = field (o, key, json_type_string);
+
+  return v && (size_t) json_object_get_string_len (v) == strlen (s)
+         && strcmp (json_object_get_string (v), s) == 0;
+}
+
+/* o[key] is present and null. */
+static bool
+is_null (struct json_object *o, const char *key)
+{
+  struct json_object *v;
+
+  return o != NULL && json_object_is_type (o, json_type_object)
+         && json_object_object_get_ex (o, key, &v) && v == NULL;
+}
+
+/* A non-negative integer (json-c saturates what does not fit in 64 bits;
+ * an integral double in range is taken too).
+ */
+static bool
+get_uint (struct json_object *o, const char *key, uint64_t *out)
+{
+  struct json_object *v;
+  double d;
+
+  if ((v = field (o, key, json_type_int)) != NULL) {
+    int64_t i = json_object_get_int64 (v);
+
+    if (i < 0)
+      return false;
+    *out = i == INT64_MAX ? json_object_get_uint64 (v) : (uint64_t) i;
+    return true;
+  }
+  if ((v = field (o, key, json_type_double)) != NULL) {
+    d = json_object_get_double (v);
+    if (!(d >= 0 && d < 18446744073709551616.0) || d != floor (d))
+      return false;
+    *out = d;
+    return true;
+  }
+  return false;
+}
+
+/* Any finite number (json-c takes NaN and Infinity; 1e400 reads as
+ * infinity).
+ */
+static bool
+get_number (struct json_object *o, const char *key, double *out)
+{
+  struct json_object *v;
+
+  if ((v = field (o, key, json_type_int)) != NULL) {
+    int64_t i = json_object_get_int64 (v);
+
+    *out = i == INT64_MAX ? (double) json_object_get_uint64 (v) : (double) i;
+    return true;
+  }
+  if ((v = field (o, key, json_type_double)) != NULL) {
+    *out = json_object_get_double (v);
+    return isfinite (*out);
+  }
+  return false;
+}
+
+/* o[key] as safe text, "?" when it is not a string. */
+static const char *
+get_text (struct json_object *o, const char *key, char *buf, size_t len)
+{
+  struct json_object *v = field (o, key, json_type_string);
+
+  if (v == NULL)
+    return "?";
+  return safe_text (json_object_get_string (v),
+                    (size_t) json_object_get_string_len (v), buf, len);
+}
+
+static const char *
+fmt_uint (struct json_object *o, const char *key, char *buf, size_t len)
+{
+  uint64_t u;
+
+  if (!get_uint (o, key, &u))
+    return "?";
+  snprintf (buf, len, "%" PRIu64, u);
+  return buf;
+}
+
+/* 1234, 12.3k, 4.56M: a count in a narrow column. */
+static const char *
+fmt_count (struct json_object *o, const char *key, char *buf, size_t len)
+{
+  static const char units[] = "kMGTPE";
+  uint64_t u;
+  double v;
+  int i = -1;
+
+  if (!get_uint (o, key, &u))
+    return "?";
+  if (u < 10000) {
+    snprintf (buf, len, "%" PRIu64, u);
+    return buf;
+  }
+  for (v = u; v >= 999.5 && i < 5; v /= 1000)
+    i++;
+  snprintf (buf, len, v < 100 ? "%.3g%c" : "%.0f%c", v, units[i]);
+  return buf;
+}
+
+/* 512, 1.5K, 3.7G: bytes in a narrow column, 1024-based as ls -h. */
+static const char *
+fmt_bytes (struct json_object *o, const char *key, char *buf, size_t len)
+{
+  static const char units[] = "KMGTPE";
+  uint64_t u;
+  double v;
+  int i = -1;
+
+  if (!get_uint (o, key, &u))
+    return "?";
+  if (u < 1024) {
+    snprintf (buf, len, "%" PRIu64, u);
+    return buf;
+  }
+  for (v = u; v >= 1023.5 && i < 5; v /= 1024)
+    i++;
+  snprintf (buf, len, v < 100 ? "%.3g%c" : "%.0f%c", v, units[i]);
+  return buf;
+}
+
+/* A latency in microseconds; "-" for null (no samples). */
+static const char *
+fmt_latency (struct json_object *o, const char *key, char *buf, size_t len)
+{
+  double d;
+
+  if (is_null (o, key))
+    return "-";
+  if (!get_number (o, key, &d) || d < 0)
+    return "?";
+  if (d < 10)
+    snprintf (buf, len, "%.1f", d);
+  else if (d < 1e7)
+    snprintf (buf, len, "%.0f", d);
+  else
+    snprintf (buf, len, "%.2g", d);
+  return buf;
+}
+
+/* "45.2 s", "3m 12s", "2d 4h 0m 5s". */
+static const char *
+fmt_duration (double s, char *buf, size_t len)
+{
+  uint64_t t;
+
+  if (!(s >= 0 && s < 1e12)) {
+    snprintf (buf, len, "?");
+    return buf;
+  }
+  if (s < 60) {
+    snprintf (buf, len, "%.1f s", s);
+    return buf;
+  }
+  t = s;
+  if (t < 3600)
+    snprintf (buf, len, "%" PRIu64 "m %" PRIu64 "s", t / 60, t % 60);
+  else if (t < 86400)
+    snprintf (buf, len, "%" PRIu64 "h %" PRIu64 "m %" PRIu64 "s", t / 3600,
+              t / 60 % 60, t % 60);
+  else
+    snprintf (buf, len, "%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m %" PRIu64 "s",
+              t / 86400, t / 3600 % 24, t / 60 % 60, t % 60);
+  return buf;
+}
+
+/* How long ago o[key] (seconds since the epoch) was. */
+static const char *
+fmt_ago (struct json_object *o, const char *key, double now, char *buf,
+         size_t len)
+{
+  double t, age;
+
+  if (!get_number (o, key, &t)) {
+    snprintf (buf, len, "?");
+    return buf;
+  }
+  age = now - t;
+  if (!(fabs (age) < 1e12))
+    snprintf (buf, len, "?");
+  else if (age < 0)
+    snprintf (buf, len, "%.1f s in the future", -age);
+  else if (age < 10)
+    snprintf (buf, len, "%.1f s ago", age);
+  else
+    snprintf (buf, len, "%.0f s ago", age);
+  return buf;
+}
+
+/* The whole file, or -1 with the reason in why.  A status file is a
+ * regular file (the plugin renames it into place); O_NONBLOCK so that a
+ * FIFO in its place cannot hang us.
+ */
+static int
+read_file (const char *path, char **out, size_t *outlen, char *why,
+           size_t whylen)
+{
+  struct stat st;
+  char *buf = NULL;
+  size_t len = 0, size = 0;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+  if (fd == -1) {
+    if (errno == ENOENT)
+      snprintf (why, whylen,
+                "does not exist: the volume is not served, or its server "
+                "has not written it yet");
+    else
+      snprintf (why, whylen, "open: %m");
+    return -1;
+  }
+  if (fstat (fd, &st) == -1) {
+    snprintf (why, whylen, "fstat: %m");
+    goto err;
+  }
+  if (!S_ISREG (st.st_mode)) {
+    snprintf (why, whylen, "not a regular file");
+    goto err;
+  }
+  for (;;) {
+    ssize_t n;
+
+    if (len == size) {
+      char *p;
+
+      if (size >= STATUS_MAX_SIZE) {
+        snprintf (why, whylen, "larger than %d bytes: not a status file",
+                  STATUS_MAX_SIZE);
+        goto err;
+      }
+      size = size ? size * 2 : 65536;
+      p = realloc (buf, size + 1);
+      if (p == NULL) {
+        snprintf (why, whylen, "%m");
+        goto err;
+      }
+      buf = p;
+    }
+    n = read (fd, &buf[len], size - len);
+    if (n == -1 && errno == EINTR)
+      continue;
+    if (n == -1) {
+      snprintf (why, whylen, "read: %m");
+      goto err;
+    }
+    if (n == 0)
+      break;
+    len += n;
+  }
+  close (fd);
+  buf[len] = '\0';
+  *out = buf;
+  *outlen = len;
+  return 0;
+
+err:
+  free (buf);
+  close (fd);
+  return -1;
+}
+
+/* json-c's strict mode still takes control characters inside strings
+ * and the literals NaN, Infinity and -Infinity: none of them is JSON (RFC
+ * 8259) and jq refuses them.  Run on text json-c has accepted, whose
+ * strings are therefore well delimited.  Returns the offending byte's
+ * offset or -1.
+ */
+static ssize_t
+not_json_at (const char *buf, size_t len)
+{
+  bool in_string = false, escaped = false;
+
+  for (size_t i = 0; i < len; ++i) {
+    unsigned char c = buf[i];
+
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      else if (c < 0x20)
+        return i;
+    }
+    else if (c == '"')
+      in_string = true;
+    else if (c == 'N' || c == 'I')
+      return i;
+  }
+  return -1;
+}
+
+/* The file's text as a JSON object, or NULL with the reason in why. */
+static struct json_object *
+parse_status (const char *buf, size_t len, char *why, size_t whylen)
+{
+  struct json_tokener *tok = json_tokener_new_ex (JSON_TOKENER_DEFAULT_DEPTH);
+  struct json_object *obj;
+  enum json_tokener_error e;
+  size_t end;
+  ssize_t bad;
+
+  if (tok == NULL) {
+    snprintf (why, whylen, "out of memory");
+    return NULL;
+  }
+  json_tokener_set_flags (tok,
+                          JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+  obj = json_tokener_parse_ex (tok, buf, len);
+  e = json_tokener_get_error (tok);
+  end = json_tokener_get_parse_end (tok);
+  json_tokener_free (tok);
+  if (e == json_tokener_continue) {
+    snprintf (why, whylen, "not valid JSON: it ends early (%s)",
+              len ? "truncated" : "empty file");
+    json_object_put (obj);
+    return NULL;
+  }
+  if (e != json_tokener_success) {
+    snprintf (why, whylen, "not valid JSON: %s at byte %zu",
+              json_tokener_error_desc (e), end);
+    return NULL;
+  }
+  while (end < len && buf[end] && strchr (" \t\r\n", buf[end]))
+    end++;
+  bad = not_json_at (buf, len);
+  if (end < len || bad >= 0) {
+    snprintf (why, whylen, "not valid JSON: unexpected character at byte %zu",
+              bad >= 0 ? (size_t) bad : end);
+    json_object_put (obj);
+    return NULL;
+  }
+  if (obj == NULL || !json_object_is_type (obj, json_type_object)) {
+    snprintf (why, whylen, "not a JSON object: not an nbdstripe status file");
+    json_object_put (obj);
+    return NULL;
+  }
+  return obj;
+}
+
+static double
+now_unix (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Is a server still behind these figures?  Prints one line on stderr for
+ * every reason it is not (naming the file) and returns false then.
+ * *alive says whether the pid is a live process (for the table).
+ */
+static bool
+check_live (struct json_object *st, const struct stripe_config *cfg,
+            double now, bool *alive)
+{
+  const char *file = cfg->health.status_file;
+  struct json_object *running = field (st, "running", json_type_boolean);
+  struct json_object *vol;
+  uint64_t pid, interval;
+  double updated, limit;
+  char name[256];
+  bool live = true;
+
+  *alive = false;
+  if (running == NULL) {
+    fprintf (stderr, "nbdstripe: %s: no valid \"running\" field\n", file);
+    live = false;
+  }
+  else if (!json_object_get_boolean (running)) {
+    fprintf (stderr,
+             "nbdstripe: %s: the server has stopped (\"running\": false)\n",
+             file);
+    live = false;
+  }
+  /* Never kill(0) or kill(-1): those are process groups. */
+  if (!get_uint (st, "pid", &pid) || pid == 0 || pid > INT_MAX) {
+    fprintf (stderr, "nbdstripe: %s: no valid \"pid\" field\n", file);
+    live = false;
+  }
+  else if (kill ((pid_t) pid, 0) == -1 && errno == ESRCH) {
+    fprintf (stderr,
+             "nbdstripe: %s: the server (pid %" PRIu64 ") is not running\n",
+             file, pid);
+    live = false;
+  }
+  else
+    *alive = true;
+
+  /* The file's own interval, as long as it is one the config could
+   * have set.
+   */
+  if (!get_uint (st, "interval", &interval) || interval < 1 || interval > 3600)
+    interval = cfg->health.interval ? cfg->health.interval : 5;
+  limit = 3.0 * interval + 5;
+  if (!get_number (st, "updated_unix", &updated)) {
+    fprintf (stderr, "nbdstripe: %s: no valid \"updated_unix\" field\n", file);
+    live = false;
+  }
+  else if (now - updated > limit) {
+    if (now - updated < 1e12)
+      fprintf (stderr,
+               "nbdstripe: %s: stale: last updated %.0f s ago, more than "
+               "3 x interval (%" PRIu64 " s) + 5 s\n",
+               file, now - updated, interval);
+    else
+      fprintf (stderr, "nbdstripe: %s: stale: \"updated_unix\" is %g\n", file,
+               updated);
+    live = false;
+  }
+  else if (updated - now > limit) {
+    fprintf (stderr,
+             "nbdstripe: %s: \"updated_unix\" is %.0f s in the future\n", file,
+             updated - now);
+    live = false;
+  }
+
+  /* Two volumes sharing a status file would show each other's health. */
+  vol = field (st, "volume", json_type_object);
+  if (field (vol, "name", json_type_string)
+      && !text_is (vol, "name", cfg->name)) {
+    fprintf (stderr, "nbdstripe: %s: the status of volume '%s', not of '%s'\n",
+             file, get_text (vol, "name", name, sizeof name), cfg->name);
+    live = false;
+  }
+  return live;
+}
+
+static enum verdict
+member_verdict (struct json_object *m)
+{
+  if (text_is (m, "state", "failed"))
+    return V_FAILED;
+  if (text_is (m, "state", "slow") || text_is (m, "state", "failing"))
+    return V_DEGRADED;
+  return V_OK;
+}
+
+/* The volume's state, made no better than its members' states say. */
+static enum verdict
+volume_verdict (struct json_object *st)
+{
+  struct json_object *vol = field (st, "volume", json_type_object);
+  struct json_object *members = field (st, "members", json_type_array);
+  enum verdict v;
+
+  if (text_is (vol, "state", "ok"))
+    v = V_OK;
+  else if (text_is (vol, "state", "degraded"))
+    v = V_DEGRADED;
+  else if (text_is (vol, "state", "failed"))
+    v = V_FAILED;
+  else
+    return V_UNKNOWN;
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    enum verdict m = member_verdict (json_object_array_get_idx (members, i));
+
+    if (m > v)
+      v = m;
+  }
+  return v;
+}
+
+static void
+print_volume (struct json_object *st, const struct stripe_config *cfg,
+              double now, bool live, bool alive)
+{
+  struct json_object *vol = field (st, "volume", json_type_object);
+  struct json_object *members = field (st, "members", json_type_array);
+  struct json_object *running;
+  char buf[1024], buf2[64], path[4096];
+  uint64_t u;
+  double d;
+
+  printf ("%15s : %s\n", "Volume", get_text (vol, "name", buf, sizeof buf));
+  printf ("%15s : %s\n", "UUID",
+          is_null (vol, "uuid") ? "none (no header)"
+                                : get_text (vol, "uuid", buf, sizeof buf));
+  printf ("%15s : %s%s\n", "State", get_text (vol, "state", buf, sizeof buf),
+          live ? ""
+               : " (STALE: the last figures, no live server behind them)");
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i);
+    char reason[1024];
+    const char *why;
+
+    if (text_is (m, "state", "ok"))
+      continue;
+    printf ("%15s   member %s %s", "",
+            fmt_uint (m, "index", buf2, sizeof buf2),
+            get_text (m, "state", buf, sizeof buf));
+    if (get_number (m, "state_since_unix", &d) && now - d >= 0)
+      printf (" for %s", fmt_duration (now - d, buf, sizeof buf));
+    why = get_text (m, "reason", reason, sizeof reason);
+    printf ("%s%s (%s)\n", why[0] ? ": " : "", why,
+            get_text (m, "path", path, sizeof path));
+  }
+  if (get_uint (vol, "size", &u))
+    printf ("%15s : %s (%" PRIu64 " bytes)\n", "Size",
+            human_size (u, buf, sizeof buf), u);
+  else
+    printf ("%15s : ?\n", "Size");
+  if (get_uint (vol, "chunk", &u))
+    printf ("%15s : %s (%" PRIu64 " bytes)\n", "Chunk",
+            human_size (u, buf, sizeof buf), u);
+  else
+    printf ("%15s : ?\n", "Chunk");
+  printf ("%15s : %s\n", "Members",
+          fmt_uint (vol, "members", buf, sizeof buf));
+  printf ("%15s : %s\n", "Uptime",
+          get_number (vol, "uptime_seconds", &d)
+            ? fmt_duration (d, buf, sizeof buf)
+            : "?");
+  printf ("%15s : %s\n", "Last update",
+          fmt_ago (st, "updated_unix", now, buf, sizeof buf));
+  running = field (st, "running", json_type_boolean);
+  printf ("%15s : pid %s, %s\n", "Server",
+          fmt_uint (st, "pid", buf, sizeof buf),
+          !alive                                          ? "not running"
+          : running && !json_object_get_boolean (running) ? "stopped"
+                                                          : "running");
+  printf ("%15s : %s\n", "Status file", cfg->health.status_file);
+}
+
+static void
+print_members (struct json_object *st)
+{
+  struct json_object *members = field (st, "members", json_type_array);
+  struct json_object *health = field (st, "health", json_type_object);
+  char w[32];
+
+  printf ("\nMembers (latency in microseconds over the last %s s):\n",
+          fmt_uint (health, "window", w, sizeof w));
+  printf ("%4s %-8s %10s %7s %5s %10s %7s %5s %-15s %7s %7s %7s %7s  %s\n",
+          "#", "STATE", "READS", "R.BYTES", "R.ERR", "WRITES", "W.BYTES",
+          "W.ERR", "TRIM/ZERO/FLUSH", "R.P50", "R.P99", "W.P50", "W.P99",
+          "PATH");
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i);
+    struct json_object *ops = field (m, "ops", json_type_object);
+    struct json_object *rd = field (ops, "read", json_type_object);
+    struct json_object *wr = field (ops, "write", json_type_object);
+    struct json_object *rl = field (rd, "latency_us", json_type_object);
+    struct json_object *wl = field (wr, "latency_us", json_type_object);
+    char idx[32], state[32], b[14][32], tzf[100], path[4096];
+
+    snprintf (tzf, sizeof tzf, "%s/%s/%s",
+              fmt_count (field (ops, "trim", json_type_object), "requests",
+                         b[8], sizeof b[8]),
+              fmt_count (field (ops, "zero", json_type_object), "requests",
+                         b[9], sizeof b[9]),
+              fmt_count (field (ops, "flush", json_type_object), "requests",
+                         b[10], sizeof b[10]));
+    printf ("%4s %-8s %10s %7s %5s %10s %7s %5s %-15s %7s %7s %7s %7s  %s\n",
+            fmt_uint (m, "index", idx, sizeof idx),
+            get_text (m, "state", state, sizeof state),
+            fmt_uint (rd, "requests", b[0], sizeof b[0]),
+            fmt_bytes (rd, "bytes", b[1], sizeof b[1]),
+            fmt_uint (rd, "errors", b[2], sizeof b[2]),
+            fmt_uint (wr, "requests", b[3], sizeof b[3]),
+            fmt_bytes (wr, "bytes", b[4], sizeof b[4]),
+            fmt_uint (wr, "errors", b[5], sizeof b[5]), tzf,
+            fmt_latency (rl, "p50", b[6], sizeof b[6]),
+            fmt_latency (rl, "p99", b[7], sizeof b[7]),
+            fmt_latency (wl, "p50", b[11], sizeof b[11]),
+            fmt_latency (wl, "p99", b[12], sizeof b[12]),
+            get_text (m, "path", path, sizeof path));
+  }
+}
+
+static void
+print_last_errors (struct json_object *st, double now)
+{
+  struct json_object *members = field (st, "members", json_type_array);
+  bool header = false;
+
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i);
+    struct json_object *e = field (m, "last_error", json_type_object);
+    char idx[32], op[64], name[64], msg[1024], off[32], ago[64], num[32];
+    uint64_t u;
+
+    if (e == NULL)
+      continue;
+    if (!header)
+      printf ("\nLast errors:\n");
+    header = true;
+    if (field (e, "error", json_type_string))
+      get_text (e, "error", name, sizeof name);
+    else if (get_uint (e, "errno", &u) && u <= INT_MAX
+             && strerrorname_np ((int) u))
+      snprintf (name, sizeof name, "%s", strerrorname_np ((int) u));
+    else
+      snprintf (name, sizeof name, "?");
+    printf ("  member %s: %s %s (errno %s, %s) at member offset %s, %s\n",
+            fmt_uint (m, "index", idx, sizeof idx),
+            get_text (e, "op", op, sizeof op), name,
+            fmt_uint (e, "errno", num, sizeof num),
+            get_text (e, "message", msg, sizeof msg),
+            fmt_uint (e, "offset", off, sizeof off),
+            fmt_ago (e, "time_unix", now, ago, sizeof ago));
+  }
+}
+
+int
+cmd_status (int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "json", no_argument, NULL, 'j' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  struct stripe_config cfg;
+  struct json_object *st = NULL;
+  char *buf = NULL, why[512], hs[32];
+  size_t len = 0;
+  bool json = false, live = false, alive = false;
+  enum verdict v = V_UNKNOWN;
+  uint64_t format;
+  double now = now_unix ();
+  int c;
+
+  /* Usage errors exit 3 (unknown), not 2: to a monitoring script 2
+   * means the volume has failed.
+   */
+  while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = true; break;
+    case 'h': return status_usage (stdout, 0);
+    default: return status_usage (stderr, V_UNKNOWN);
+    }
+  }
+  if (optind != argc - 1)
+    return status_usage (stderr, V_UNKNOWN);
+
+  memset (&cfg, 0, sizeof cfg);
+  if (load_config (argv[optind], &cfg) == -1) {
+    config_free (&cfg);
+    return V_UNKNOWN;
+  }
+
+  if (read_file (cfg.health.status_file, &buf, &len, why, sizeof why) == -1
+      || (st = parse_status (buf, len, why, sizeof why)) == NULL)
+    fprintf (stderr, "nbdstripe: %s: %s\n", cfg.health.status_file, why);
+  else if (!get_uint (st, "format", &format))
+    fprintf (stderr,
+             "nbdstripe: %s: no valid \"format\" field: not an nbdstripe "
+             "status file\n",
+             cfg.health.status_file);
+  else if (format != STATUS_FORMAT)
+    fprintf (stderr, "nbdstripe: %s: format %" PRIu64 ", expected %d\n",
+             cfg.health.status_file, format, STATUS_FORMAT);
+  else {
+    live = check_live (st, &cfg, now, &alive);
+    v = volume_verdict (st);
+    if (v == V_UNKNOWN)
+      fprintf (stderr, "nbdstripe: %s: no valid volume state\n",
+               cfg.health.status_file);
+    if (!live)
+      v = V_UNKNOWN;
+  }
+
+  if (json) {
+    /* Any valid JSON, even of another format: the caller judges. */
+    if (st) {
+      fwrite (buf, 1, len, stdout);
+      if (len && buf[len - 1] != '\n')
+        putchar ('\n');
+    }
+    goto out;
+  }
+
+  printf ("%s:\n", cfg.path);
+  if (st && get_uint (st, "format", &format) && format == STATUS_FORMAT) {
+    print_volume (st, &cfg, now, live, alive);
+    print_members (st);
+    print_last_errors (st, now);
+  }
+  else {
+    printf ("%15s : %s\n", "Volume", cfg.name);
+    printf ("%15s : unknown (no status: see the message above)\n", "State");
+    printf ("%15s : %s\n", "Status file", cfg.health.status_file);
+  }
+  printf ("\nStripe geometry for mkfs (chunk %s, %u members):\n",
+          human_size (cfg.chunk, hs, sizeof hs), cfg.nr_members);
+  print_mkfs_geometry (cfg.chunk, cfg.nr_members);
+
+out:
+  json_object_put (st);
+  free (buf);
+  config_free (&cfg);
+  return v;
+}
