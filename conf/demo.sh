@@ -25,6 +25,7 @@ chunk = "128K";
 members = [ "$dir/member0.img", "$dir/member1.img",
             "$dir/member2.img", "$dir/member3.img" ];
 serve = { socket = "$sock"; };
+health = { status_file = "$dir/fast0.status.json"; interval = 2; };
 CONF
   build/daemon/nbdstripe create "$conf"
 fi
@@ -34,6 +35,7 @@ cat <<MSG
 == nbdstripe demo: volume 'fast0', 4 members, chunk 128K
    config:       $conf
    headers:      build/daemon/nbdstripe inspect $dir/member*.img
+   health:       build/daemon/nbdstripe status $conf   (--json: the raw status)
    look at it:   nbdinfo '$uri'
    copy in/out:  nbdcopy disk.img '$uri'
    attach (root, with the nbd kernel module):

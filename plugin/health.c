@@ -394,8 +394,14 @@ health_io_begin (struct health *h)
   }
   if (my_slot < 0)
     return NULL;
+  /* The coarse clock (the same clock, a few ms behind, no TSC read) is
+   * plenty for a timeout in seconds, and half the price on every request.
+   */
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
   atomic_store_explicit (&slots[my_slot].mask, 0, memory_order_relaxed);
-  atomic_store_explicit (&slots[my_slot].since, health_now_ns (),
+  atomic_store_explicit (&slots[my_slot].since,
+                         (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec,
                          memory_order_release);
   return &slots[my_slot].mask;
 }
@@ -1467,13 +1473,31 @@ health_free (struct health *h)
     pthread_mutex_unlock (&h->lock);
     if (h->p.on_change)
       pthread_join (h->hook_thread, NULL);
-    if (h->prober)
-      pthread_join (h->prober->thread, NULL);
-    free (h->prober);
-    if (h->nr_abandoned > 0) {
+    /* A prober blocked in a dead device is not waited for: it is
+     * abandoned, as when it overruns io_timeout.  It cannot start another
+     * check now that stop is set.
+     */
+    pthread_mutex_lock (&h->lock);
+    struct prober *pr = h->prober;
+    h->prober = NULL;
+    if (pr && atomic_load (&pr->busy_member) >= 0) {
+      pr->abandoned = true;
+      h->nr_abandoned++;
+      pthread_detach (pr->thread);
+      pr = NULL;
+    }
+    pthread_mutex_unlock (&h->lock);
+    if (pr) {
+      pthread_join (pr->thread, NULL);
+      free (pr);
+    }
+    pthread_mutex_lock (&h->lock);
+    unsigned abandoned = h->nr_abandoned;
+    pthread_mutex_unlock (&h->lock);
+    if (abandoned > 0) {
       /* A prober is stuck in a dead device and still points here. */
       stripe_debug ("health: %u prober thread(s) still blocked at exit",
-                    h->nr_abandoned);
+                    abandoned);
       return;
     }
   }
