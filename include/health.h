@@ -11,7 +11,8 @@
  *
  * States of a member (worst first wins):
  *   failed   error_threshold consecutive errors, or the device is gone
- *            (ENODEV, ENXIO, ESHUTDOWN, ENOTCONN, ESTALE; the path
+ *            (ENODEV, ENXIO, ESHUTDOWN, ENOTCONN, ECONNABORTED, ECONNRESET,
+ *            EPIPE, ESTALE, ETIMEDOUT; the path
  *            replaced, removed or truncated), or a request or a probe has
  *            not answered within io_timeout.  Requests touching a failed
  *            member fail at once with EIO without touching any member.

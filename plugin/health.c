@@ -238,7 +238,8 @@ static bool
 errno_is_gone (int err)
 {
   return err == ENODEV || err == ENXIO || err == ESHUTDOWN || err == ENOTCONN
-         || err == ESTALE || err == EBADF;
+         || err == ECONNABORTED || err == ECONNRESET || err == EPIPE
+         || err == ESTALE || err == EBADF || err == ETIMEDOUT;
 }
 
 /* Called with h->lock held. */
@@ -1124,8 +1125,11 @@ check_prober (struct health *h, uint64_t now)
     stripe_error ("health: cannot start a new prober thread: %m");
 }
 
+/* Hand the first n pending events (those the status file just written
+ * shows) to the hook thread; later ones wait for the next write.
+ */
 static void
-hand_events_to_hook (struct health *h)
+hand_events_to_hook (struct health *h, unsigned n)
 {
   if (h->pending_overflow) {
     stripe_error ("health: more than %d state changes at once: some "
@@ -1133,9 +1137,11 @@ hand_events_to_hook (struct health *h)
                   MAX_EVENTS);
     h->pending_overflow = false;
   }
-  for (unsigned k = 0; k < h->nr_pending; ++k) {
+  if (n > h->nr_pending)
+    n = h->nr_pending;
+  for (unsigned k = 0; k < n; ++k) {
     if (h->p.on_change == NULL)
-      break;
+      continue;
     if (h->hook_len == MAX_EVENTS) {
       stripe_error ("health: on_change is behind by %d events: dropping %s "
                     "for member %u",
@@ -1145,7 +1151,9 @@ hand_events_to_hook (struct health *h)
     }
     h->hookq[(h->hook_head + h->hook_len++) % MAX_EVENTS] = h->pending[k];
   }
-  h->nr_pending = 0;
+  memmove (h->pending, h->pending + n,
+           (h->nr_pending - n) * sizeof h->pending[0]);
+  h->nr_pending -= n;
   pthread_cond_signal (&h->hook_cond);
 }
 
@@ -1182,9 +1190,10 @@ health_main (void *arg)
     }
     if (h->nr_pending > 0 || h->pending_overflow
         || (h->dirty && now - h->last_status_mono >= DIRTY_DELAY_NS)) {
+      unsigned shown = h->nr_pending; /* in the file about to be written */
       h->dirty = false;
       write_status (h, true);
-      hand_events_to_hook (h);
+      hand_events_to_hook (h, shown);
       continue; /* the lock was dropped: look again */
     }
     deadline = next_tick;
@@ -1196,7 +1205,7 @@ health_main (void *arg)
   /* The last word: counters as they are, running: false. */
   update_windows (h, false);
   write_status (h, false);
-  hand_events_to_hook (h);
+  hand_events_to_hook (h, MAX_EVENTS); /* the last write showed them all */
   pthread_mutex_unlock (&h->lock);
   return NULL;
 }
