@@ -31,6 +31,7 @@
  *     on_change_timeout = 10;
  *     # prometheus_file = "..."; on_change = "/path/to/program";
  *   };
+ *   remote = { connections = 4; };      # members that are NBD URIs
  */
 #ifndef NBDSTRIPE_CONFIG_H
 #define NBDSTRIPE_CONFIG_H
@@ -80,6 +81,9 @@ struct stripe_config {
     unsigned probe_interval;    /* seconds, default 2 */
     unsigned on_change_timeout; /* seconds, default 10 */
   } health;
+  struct {
+    unsigned connections; /* per NBD member at most, default 4 (1..16) */
+  } remote;
 };
 
 /* Load and validate.  On error returns -1 and writes one line into err:

@@ -136,17 +136,18 @@ struct health_params {
 /* What health asks of the volume, from its prober thread (never from
  * the health thread itself, so that a hung device cannot stall it).
  * check: is member i still there, the same and big enough (stat-level,
- * no data I/O)?  probe: open member i afresh by path, check its type,
- * size and header and read its first block; on success return the new
- * descriptors in fds (fds[1] = -1 when there is no O_DIRECT one), which
- * health hands to adopt (under its lock, unless it gave up waiting) or
- * closes.  check and probe return 0, or -1 with a reason in why.
+ * or its connections alive; no data I/O)?  probe: open member i afresh
+ * (by path, or a new connection), check its type, size and header and
+ * read its first block; on success return what was opened in *fresh,
+ * which health hands to adopt (under its lock, unless it gave up waiting)
+ * or to discard.  check and probe return 0, or -1 with a reason in why.
  */
 struct health_ops {
   void *opaque;
   int (*check) (void *opaque, unsigned i, char *why, size_t len);
-  int (*probe) (void *opaque, unsigned i, int fds[2], char *why, size_t len);
-  void (*adopt) (void *opaque, unsigned i, const int fds[2]);
+  int (*probe) (void *opaque, unsigned i, void **fresh, char *why, size_t len);
+  void (*adopt) (void *opaque, unsigned i, void *fresh);
+  void (*discard) (void *opaque, unsigned i, void *fresh);
 };
 
 struct health;

@@ -45,6 +45,10 @@ struct member_op {
   bool direct;
   struct iovec bounce;
   unsigned pending; /* sub-operations in flight */
+  /* Private to remote.c (members that are NBD exports). */
+  struct remote_batch *rbatch;
+  unsigned rpending;
+  void *rconn;
 };
 
 /* false forces the portable path (the -D stripe.io_uring=0 debug flag). */

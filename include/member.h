@@ -20,9 +20,12 @@
 
 enum cap { CAP_NO = 0, CAP_YES = 1, CAP_UNKNOWN = 2 };
 
+struct remote;
+
 struct member {
   unsigned index;
   char *path;            /* as the user gave it (owned) */
+  struct remote *remote; /* an NBD export (remote.h), else NULL */
   int fd;                /* buffered I/O, trim, zero, sync */
   int fd_direct;         /* O_DIRECT, or -1 (cache=direct only) */
   uint32_t direct_align; /* offset/length/memory alignment for it */
@@ -41,7 +44,8 @@ struct member {
   _Atomic int can_seek_data;  /* SEEK_DATA / SEEK_HOLE */
 };
 
-/* Open a member.  With readonly, open O_RDONLY.  With direct, also open
+/* Open a member: a path, or an NBD URI (remote.h).  With readonly, open
+ * O_RDONLY.  With direct, also open
  * an O_DIRECT descriptor for aligned reads and writes.  Without, a member that
  * cannot be opened for writing is an error saying so (EROFS/EACCES/EPERM
  * are kept in errno so that the caller can explain -r).
@@ -50,7 +54,7 @@ extern int member_open (struct member *m, unsigned index, const char *path,
                         bool readonly, bool direct);
 extern void member_close (struct member *m);
 
-/* true if a and b are the same file or the same block device. */
+/* true if a and b are the same file, block device or NBD URI. */
 extern bool member_same (const struct member *a, const struct member *b);
 
 /* Synchronous vectored I/O of exactly the iovec's total length: short

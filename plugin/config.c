@@ -22,6 +22,7 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "remote.h"
 #include "superblock.h"
 
 /* A volume config is a few hundred bytes; anything much larger is not one
@@ -1103,6 +1104,23 @@ set_on_change_timeout (struct loader *ld, const config_setting_t *s)
                    "a number of seconds");
 }
 
+static int
+set_connections (struct loader *ld, const config_setting_t *s)
+{
+  return get_uint (ld, s, 1, REMOTE_MAX_CONNECTIONS,
+                   &ld->cfg->remote.connections,
+                   "a number of connections per remote member");
+}
+
+static const struct key remote_keys[] = { { "connections", set_connections },
+                                          { NULL, NULL } };
+
+static int
+set_remote (struct loader *ld, const config_setting_t *s)
+{
+  return walk_group (ld, s, remote_keys);
+}
+
 static const struct key serve_keys[] = {
   { "socket", set_socket },
   { "address", set_address },
@@ -1152,6 +1170,7 @@ static const struct key top_keys[] = { { "name", set_name },
                                        { "cache", set_cache },
                                        { "serve", set_serve },
                                        { "health", set_health },
+                                       { "remote", set_remote },
                                        { NULL, NULL } };
 
 /* Edit distance, for "did you mean": typos are the usual unknown keys. */
@@ -1412,6 +1431,7 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   cfg->health.io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;
   cfg->health.probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL;
   cfg->health.on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT;
+  cfg->remote.connections = REMOTE_DEFAULT_CONNECTIONS;
   if (err && errlen)
     err[0] = '\0';
 

@@ -1251,7 +1251,8 @@ prober_main (void *arg)
       struct member_health *m = &h->m[i];
       bool failed = atomic_load (&m->state) == MS_FAILED;
       char why[REASON_MAX] = "";
-      int fds[2] = { -1, -1 }, r;
+      void *fresh = NULL;
+      int r;
 
       if (failed && now < m->next_probe)
         continue;
@@ -1264,20 +1265,19 @@ prober_main (void *arg)
       atomic_store (&pr->busy_member, (int) i);
       pthread_mutex_unlock (&h->lock);
       if (failed)
-        r = h->ops.probe (h->ops.opaque, i, fds, why, sizeof why);
+        r = h->ops.probe (h->ops.opaque, i, &fresh, why, sizeof why);
       else
         r = h->ops.check (h->ops.opaque, i, why, sizeof why);
       pthread_mutex_lock (&h->lock);
       atomic_store (&pr->busy_member, -1);
       atomic_store (&pr->busy_since, 0);
       if (pr->abandoned || h->stop) {
-        for (int k = 0; k < 2; ++k)
-          if (fds[k] >= 0)
-            close (fds[k]);
+        if (fresh)
+          h->ops.discard (h->ops.opaque, i, fresh);
         break;
       }
       if (failed && r == 0) {
-        h->ops.adopt (h->ops.opaque, i, fds);
+        h->ops.adopt (h->ops.opaque, i, fresh);
         atomic_store (&m->consecutive, 0);
         atomic_store (&m->last_error_mono, 0);
         set_state (h, i, MS_OK, "answered the re-probe");

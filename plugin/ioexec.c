@@ -11,6 +11,7 @@
 
 #include "ioexec.h"
 #include "log.h"
+#include "remote.h"
 
 /* Enough for every member of the largest volume at once; requests with
  * more sub-operations than this are fed to the ring as it drains.
@@ -326,6 +327,8 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
 
   for (unsigned i = 0; i < nr; ++i) {
     unsigned n;
+    if (ops[i].m->remote)
+      continue;
     op_iov (&ops[i], &n);
     nsub += ops[i].kind == OP_FLUSH ? 1 : (n + IOV_MAX - 1) / IOV_MAX;
   }
@@ -339,7 +342,11 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
     struct member_op *op = &ops[i];
     uint64_t offset = op->offset;
     unsigned n;
-    const struct iovec *iov = op_iov (op, &n);
+    const struct iovec *iov;
+
+    if (op->m->remote)
+      continue;
+    iov = op_iov (op, &n);
 
     op->pending = 0;
     if (op->kind == OP_FLUSH) {
@@ -362,10 +369,11 @@ run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
   }
 
   t0 = now_ns ();
-  for (unsigned i = 0; i < nr; ++i) {
-    ops[i].ns = 0;
-    busy_set (&ops[i]);
-  }
+  for (unsigned i = 0; i < nr; ++i)
+    if (!ops[i].m->remote) {
+      ops[i].ns = 0;
+      busy_set (&ops[i]);
+    }
 
   while (next < nsub || inflight > 0) {
     struct io_uring_sqe *sqe;
@@ -409,23 +417,62 @@ int
 ioexec_run (struct member_op *ops, unsigned nr)
 {
   struct thread_state *t = nr > 0 ? thread_state () : NULL;
-  /* One operation gains nothing from a ring: the plain system call is one
-   * syscall too, and cheaper.
-   */
-  struct io_uring *ring = nr > 1 && t && t->ring_ok ? &t->ring : NULL;
+  struct remote_batch rb;
+  unsigned nr_local = 0, nr_remote = 0;
+  struct io_uring *ring;
 
-  for (unsigned i = 0; i < nr; ++i)
+  for (unsigned i = 0; i < nr; ++i) {
     ops[i].err = 0;
+    if (ops[i].m->remote)
+      nr_remote++;
+    else
+      nr_local++;
+  }
+  /* Remote members first: their commands are on the wire while the local
+   * ones run.
+   */
+  if (nr_remote) {
+    remote_batch_init (&rb);
+    for (unsigned i = 0; i < nr; ++i)
+      if (ops[i].m->remote)
+        remote_submit (&rb, ops[i].m->remote, &ops[i]);
+  }
+  /* One local operation gains nothing from a ring: the plain system call
+   * is one syscall too, and cheaper.
+   */
+  ring = nr_local > 1 && t && t->ring_ok ? &t->ring : NULL;
   if (setup_bounce (t, ops, nr) == -1) {
     stripe_error ("cannot allocate an O_DIRECT bounce buffer: %m");
-    return -1;
-  }
-
-  if (ring == NULL || run_uring (ring, ops, nr) == -1) {
     for (unsigned i = 0; i < nr; ++i)
-      run_portable (&ops[i]);
+      if (!ops[i].m->remote)
+        ops[i].err = ENOMEM;
+    nr_local = 0;
+  }
+  if (nr_local && (ring == NULL || run_uring (ring, ops, nr) == -1)) {
+    for (unsigned i = 0; i < nr; ++i)
+      if (!ops[i].m->remote)
+        run_portable (&ops[i]);
   }
   finish_bounce (ops, nr);
+
+  if (nr_remote) {
+    remote_batch_wait (&rb);
+    /* FUA where the server has none: the write, then a flush there. */
+    for (unsigned i = 0; i < nr; ++i) {
+      struct member_op *op = &ops[i];
+      if (op->m->remote && op->kind == OP_WRITE && op->fua && op->err == 0
+          && !remote_can_fua (op->m->remote)
+          && remote_flush (op->m->remote) == -1)
+        op->err = errno;
+    }
+    for (unsigned i = 0; i < nr; ++i)
+      if (ops[i].m->remote && ops[i].err)
+        member_io_error (ops[i].m,
+                         ops[i].kind == OP_READ    ? "read"
+                         : ops[i].kind == OP_WRITE ? "write"
+                                                   : "flush",
+                         ops[i].offset, ops[i].err);
+  }
 
   for (unsigned i = 0; i < nr; ++i)
     if (ops[i].err) {

@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "member.h"
+#include "remote.h"
 
 void
 member_io_error (const struct member *m, const char *what, uint64_t offset,
@@ -27,6 +28,15 @@ member_io_error (const struct member *m, const char *what, uint64_t offset,
   stripe_error ("member %u (%s): %s at member offset %" PRIu64 ": %m",
                 m->index, m->path, what, offset);
   errno = err;
+}
+
+/* The result of a remote operation: errors are logged as for files. */
+static int
+remote_call (struct member *m, const char *what, uint64_t offset, int r)
+{
+  if (r == -1)
+    member_io_error (m, what, offset, errno);
+  return r;
 }
 
 /* Read a number from the block queue's sysfs attributes.  Partitions have
@@ -73,6 +83,33 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
     return -1;
   }
   m->readonly = readonly;
+
+  if (remote_is_uri (path)) {
+    char why[512];
+    m->remote = remote_open (path, readonly, why, sizeof why);
+    if (m->remote == NULL) {
+      int err = errno;
+      stripe_error ("member %u: %s", index, why);
+      errno = err;
+      return -1;
+    }
+    m->size = remote_size (m->remote);
+    m->logical_block =
+      remote_min_block (m->remote) > 512 ? remote_min_block (m->remote) : 512;
+    m->physical_block = remote_preferred_block (m->remote) > 4096
+                          ? remote_preferred_block (m->remote)
+                          : 4096;
+    m->can_seek_data = CAP_NO;
+    stripe_debug ("member %u (%s): NBD export, %" PRIu64 " bytes, "
+                  "%u connection(s), trim %s, zero %s, fast zero %s, "
+                  "extents %s",
+                  index, path, m->size, remote_nr_connections (m->remote),
+                  remote_can_trim (m->remote) ? "yes" : "no",
+                  remote_can_zero (m->remote) ? "yes" : "no",
+                  remote_can_fast_zero (m->remote) ? "yes" : "no",
+                  remote_can_extents (m->remote) ? "yes" : "no");
+    return 0;
+  }
 
   m->fd = open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (m->fd == -1) {
@@ -160,6 +197,8 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
 void
 member_close (struct member *m)
 {
+  remote_close (m->remote);
+  m->remote = NULL;
   if (m->fd_direct >= 0)
     close (m->fd_direct);
   if (m->fd >= 0)
@@ -172,6 +211,8 @@ member_close (struct member *m)
 bool
 member_same (const struct member *a, const struct member *b)
 {
+  if (a->remote || b->remote)
+    return a->remote && b->remote && strcmp (a->path, b->path) == 0;
   if (a->is_block && b->is_block)
     return a->st_rdev == b->st_rdev;
   if (!a->is_block && !b->is_block)
@@ -259,6 +300,9 @@ int
 member_preadv (struct member *m, bool direct, const struct iovec *iov,
                unsigned nr_iov, uint64_t offset)
 {
+  if (m->remote)
+    return remote_call (m, "read", offset,
+                        remote_preadv (m->remote, iov, nr_iov, offset));
   return rw_full (m, direct, false, iov, nr_iov, offset, false);
 }
 
@@ -266,12 +310,18 @@ int
 member_pwritev (struct member *m, bool direct, const struct iovec *iov,
                 unsigned nr_iov, uint64_t offset, bool dsync)
 {
+  if (m->remote)
+    return remote_call (
+      m, "write", offset,
+      remote_pwritev (m->remote, iov, nr_iov, offset, dsync));
   return rw_full (m, direct, true, iov, nr_iov, offset, dsync);
 }
 
 int
 member_flush (struct member *m)
 {
+  if (m->remote)
+    return remote_call (m, "flush", 0, remote_flush (m->remote));
   if (fdatasync (m->fd) == -1) {
     member_io_error (m, "fdatasync", 0, errno);
     return -1;
@@ -340,6 +390,9 @@ try_blk_ioctl (struct member *m, _Atomic int *cap, unsigned long req,
 int
 member_discard (struct member *m, uint64_t offset, uint64_t len)
 {
+  if (m->remote)
+    return remote_call (m, "trim", offset,
+                        remote_trim (m->remote, offset, len));
   int r;
 
   if (m->is_block) {
@@ -372,6 +425,9 @@ bool
 member_zero_known_unsupported (const struct member *m, uint64_t offset,
                                uint64_t len, bool may_trim, bool fast)
 {
+  if (m->remote)
+    return !remote_can_zero (m->remote)
+           || (fast && !remote_can_fast_zero (m->remote));
   if (m->is_block) {
     uint64_t b = m->logical_block;
     if (offset % b || len % b)
@@ -387,6 +443,14 @@ int
 member_zero (struct member *m, uint64_t offset, uint64_t len, bool may_trim,
              bool fast)
 {
+  if (m->remote) {
+    if (remote_zero (m->remote, offset, len, may_trim, fast) == -1) {
+      if (errno != EOPNOTSUPP)
+        member_io_error (m, "write zeroes", offset, errno);
+      return -1;
+    }
+    return 0;
+  }
   if (m->is_block) {
     uint64_t b = m->logical_block;
     if (offset % b || len % b) {
@@ -443,6 +507,10 @@ int
 member_extent (struct member *m, uint64_t offset, uint64_t limit,
                bool *is_data, uint64_t *end)
 {
+  if (m->remote)
+    return remote_call (
+      m, "block status", offset,
+      remote_extent (m->remote, offset, limit, is_data, end));
   off_t pos;
 
   *is_data = true;

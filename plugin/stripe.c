@@ -20,6 +20,7 @@
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
+#include "remote.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
@@ -33,6 +34,8 @@ static enum cache_mode cache = CACHE_WRITEBACK;
 static bool adhoc_given;        /* file=, chunk= or cache= seen */
 static const char *config_file; /* config=FILE */
 static const char *status_file; /* status=FILE (ad hoc) */
+static unsigned connections = REMOTE_DEFAULT_CONNECTIONS; /* connections= */
+static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
 static struct volume volume;
 static bool volume_opened;
@@ -102,6 +105,24 @@ stripe_config (const char *key, const char *value)
     }
     chunk = r;
   }
+  else if (strcmp (key, "connections") == 0) {
+    if (nbdkit_parse_unsigned ("connections", value, &connections) == -1)
+      return -1;
+    if (connections < 1 || connections > REMOTE_MAX_CONNECTIONS) {
+      nbdkit_error ("connections=%s: expected 1 to %d connections per "
+                    "remote member",
+                    value, REMOTE_MAX_CONNECTIONS);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "timeout") == 0) {
+    if (nbdkit_parse_unsigned ("timeout", value, &io_timeout) == -1)
+      return -1;
+    if (io_timeout > 3600) {
+      nbdkit_error ("timeout=%s: expected 0 (never) to 3600 seconds", value);
+      return -1;
+    }
+  }
   else if (strcmp (key, "cache") == 0) {
     if (cache_mode_parse (value, &cache) == -1) {
       nbdkit_error ("cache=%s: expected writeback, writethrough or direct",
@@ -124,8 +145,9 @@ stripe_config_complete (void)
 
     if (adhoc_given || status_file) {
       nbdkit_error ("config=%s: the volume comes from the config file; "
-                    "do not give file=, chunk=, cache= or status= as well "
-                    "(the status file is health.status_file there)",
+                    "do not give file=, chunk=, cache=, connections=, "
+                    "timeout= or status= as well (the config's health and "
+                    "remote groups say those)",
                     config_file);
       return -1;
     }
@@ -231,7 +253,7 @@ start_health (void)
     .min_samples = HEALTH_DEFAULT_MIN_SAMPLES,
     .slow_factor = HEALTH_DEFAULT_SLOW_FACTOR,
     .error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD,
-    .io_timeout = HEALTH_DEFAULT_IO_TIMEOUT,
+    .io_timeout = io_timeout,
     .probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL,
     .on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT,
   };
@@ -277,6 +299,10 @@ stripe_get_ready (void)
   if (!ioexec_use_uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
   bool ro = nbdkit_is_readonly ();
+
+  /* Remote members: connections, and how long a request may wait. */
+  remote_max_connections = config_file ? cfg.remote.connections : connections;
+  remote_timeout = config_file ? cfg.health.io_timeout : io_timeout;
 
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, chunk, cache, ro, 0, NULL)
@@ -355,6 +381,19 @@ stripe_can_true (void *handle)
   return 1;
 }
 
+/* Fast zero cannot be emulated: advertised only when every member that
+ * says what it can do (NBD servers) can.  Local members learn by trying.
+ */
+static int
+stripe_can_fast_zero (void *handle)
+{
+  for (unsigned i = 0; i < volume.nr_members; ++i)
+    if (volume.members[i].remote
+        && !remote_can_fast_zero (volume.members[i].remote))
+      return 0;
+  return 1;
+}
+
 static int
 stripe_can_fua (void *handle)
 {
@@ -421,11 +460,15 @@ stripe_dump_plugin (void)
 
 #define stripe_config_help                                                    \
   "config=<FILE>   A volume config file (nbdstripe(8)); or, ad hoc:\n"        \
-  "file=<PATH>     (required, repeat) A member: file or block device.\n"      \
+  "file=<PATH|URI> (required, repeat) A member: file, block device or NBD\n"  \
+  "                URI (nbd://HOST/EXPORT, nbd+unix:///?socket=PATH, ...).\n" \
   "                The order of file= parameters is the member order.\n"      \
   "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n"            \
   "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT).\n" \
-  "status=<FILE>   Keep the health status (JSON) in FILE."
+  "status=<FILE>   Keep the health status (JSON) in FILE.\n"                  \
+  "connections=<N> Connections per NBD member (multi-conn servers; def. "     \
+  "4).\n"                                                                     \
+  "timeout=<SECS>  A request unanswered this long fails its member (30)."
 
 static struct nbdkit_plugin plugin = {
   .name = "stripe",
@@ -449,7 +492,7 @@ static struct nbdkit_plugin plugin = {
   .can_fua = stripe_can_fua,
   .can_trim = stripe_can_true,
   .can_zero = stripe_can_true,
-  .can_fast_zero = stripe_can_true,
+  .can_fast_zero = stripe_can_fast_zero,
   .can_extents = stripe_can_true,
   .can_multi_conn = stripe_can_true,
   .pread = stripe_pread,

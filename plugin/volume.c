@@ -15,6 +15,7 @@
 #include "ioexec.h"
 #include "log.h"
 #include "plan.h"
+#include "remote.h"
 #include "superblock.h"
 #include "volume.h"
 
@@ -474,6 +475,8 @@ health_check (void *opaque, unsigned i, char *why, size_t len)
   struct stat st;
   uint64_t size;
 
+  if (m->remote)
+    return remote_check (m->remote, why, len);
   if (stat (m->path, &st) == -1) {
     snprintf (why, len, "device gone: %s: %s", m->path, strerror (errno));
     return -1;
@@ -526,103 +529,175 @@ read_first_block (const char *path, int fd, bool readonly, void *buf,
   return 0;
 }
 
+/* What a re-probe opened. */
+struct fresh {
+  int fds[2];
+  struct remote *remote;
+};
+
+/* The header (header mode) in buf must be member i of this volume. */
 static int
-health_probe (void *opaque, unsigned i, int fds[2], char *why, size_t len)
+check_probed_header (struct volume *v, unsigned i, const void *buf, char *why,
+                     size_t len)
 {
-  struct volume *v = opaque;
+  struct superblock sb;
+  const char *field = NULL;
+  enum sb_error e;
+
+  if (!v->has_header)
+    return 0;
+  e = sb_decode (buf, SB_SIZE, &sb, &field);
+  if (e != SB_OK) {
+    snprintf (why, len, "%s: header: %s", v->members[i].path, sb_strerror (e));
+    return -1;
+  }
+  if (memcmp (sb.array_uuid, v->array_uuid, 16) != 0 || sb.member_index != i) {
+    char uuid[37];
+    sb_uuid_unparse (sb.array_uuid, uuid);
+    snprintf (why, len,
+              "%s now holds member %u of volume %s (%s), not this one",
+              v->members[i].path, sb.member_index, sb.name, uuid);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+probe_remote (struct volume *v, unsigned i, struct fresh *f, char *why,
+              size_t len)
+{
+  struct member *m = &v->members[i];
+  char buf[SB_SIZE];
+
+  f->remote = remote_open (m->path, m->readonly, why, len);
+  if (f->remote == NULL)
+    return -1;
+  if (remote_size (f->remote) < member_needs (v, i)) {
+    snprintf (why, len, "%s: %" PRIu64 " bytes, the volume needs %" PRIu64,
+              m->path, remote_size (f->remote), member_needs (v, i));
+    return -1;
+  }
+  if (remote_probe_pread (f->remote, buf, sizeof buf, 0, why, len) == -1)
+    return -1;
+  return check_probed_header (v, i, buf, why, len);
+}
+
+static int
+probe_local (struct volume *v, unsigned i, struct fresh *f, char *why,
+             size_t len)
+{
   struct member *m = &v->members[i];
   int flags = (m->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
   struct stat st;
-  uint64_t size;
+  uint64_t size = 0;
   void *buf = NULL;
+  int r = -1;
 
-  fds[0] = fds[1] = -1;
-  fds[0] = open (m->path, flags);
-  if (fds[0] == -1) {
+  f->fds[0] = open (m->path, flags);
+  if (f->fds[0] == -1) {
     snprintf (why, len, "%s: open: %s", m->path, strerror (errno));
-    goto err;
+    return -1;
   }
-  if (fstat (fds[0], &st) == -1
+  if (fstat (f->fds[0], &st) == -1
       || (m->is_block ? !S_ISBLK (st.st_mode) : !S_ISREG (st.st_mode))) {
     snprintf (why, len, "%s is no longer a %s", m->path,
               m->is_block ? "block device" : "regular file");
-    goto err;
+    return -1;
   }
-  if (fd_size (fds[0], m->is_block, &size) == -1
+  if (fd_size (f->fds[0], m->is_block, &size) == -1
       || size < member_needs (v, i)) {
     snprintf (why, len, "%s: %" PRIu64 " bytes, the volume needs %" PRIu64,
               m->path, size, member_needs (v, i));
-    goto err;
+    return -1;
   }
   if (posix_memalign (&buf, 4096, SB_SIZE) != 0) {
-    buf = NULL;
     snprintf (why, len, "out of memory");
-    goto err;
+    return -1;
   }
-  if (read_first_block (m->path, fds[0], m->readonly, buf, why, len) == -1)
-    goto err;
-  if (v->has_header) {
-    struct superblock sb;
-    const char *field = NULL;
-    enum sb_error e = sb_decode (buf, SB_SIZE, &sb, &field);
-
-    if (e != SB_OK) {
-      snprintf (why, len, "%s: header: %s", m->path, sb_strerror (e));
-      goto err;
-    }
-    if (memcmp (sb.array_uuid, v->array_uuid, 16) != 0
-        || sb.member_index != i) {
-      char uuid[37];
-      sb_uuid_unparse (sb.array_uuid, uuid);
-      snprintf (why, len,
-                "%s now holds member %u of volume %s (%s), not this one",
-                m->path, sb.member_index, sb.name, uuid);
-      goto err;
-    }
-  }
+  if (read_first_block (m->path, f->fds[0], m->readonly, buf, why, len) == -1
+      || check_probed_header (v, i, buf, why, len) == -1)
+    goto out;
   if (m->fd_direct >= 0) {
-    fds[1] = open (m->path, flags | O_DIRECT);
-    if (fds[1] == -1) {
+    f->fds[1] = open (m->path, flags | O_DIRECT);
+    if (f->fds[1] == -1) {
       snprintf (why, len, "%s: open with O_DIRECT: %s", m->path,
                 strerror (errno));
-      goto err;
+      goto out;
     }
   }
+  r = 0;
+out:
   free (buf);
-  return 0;
-
-err:
-  free (buf);
-  for (int k = 0; k < 2; ++k)
-    if (fds[k] >= 0)
-      close (fds[k]);
-  fds[0] = fds[1] = -1;
-  return -1;
+  return r;
 }
 
-/* dup2 replaces the descriptor atomically under the same number: I/O
- * threads never see a closed or reused descriptor.
+static void
+health_discard (void *opaque, unsigned i, void *p)
+{
+  struct fresh *f = p;
+
+  (void) opaque;
+  (void) i;
+  if (f == NULL)
+    return;
+  for (int k = 0; k < 2; ++k)
+    if (f->fds[k] >= 0)
+      close (f->fds[k]);
+  remote_close (f->remote);
+  free (f);
+}
+
+static int
+health_probe (void *opaque, unsigned i, void **out, char *why, size_t len)
+{
+  struct volume *v = opaque;
+  struct fresh *f = calloc (1, sizeof *f);
+  int r;
+
+  *out = NULL;
+  if (f == NULL) {
+    snprintf (why, len, "out of memory");
+    return -1;
+  }
+  f->fds[0] = f->fds[1] = -1;
+  r = v->members[i].remote ? probe_remote (v, i, f, why, len)
+                           : probe_local (v, i, f, why, len);
+  if (r == -1) {
+    health_discard (v, i, f);
+    return -1;
+  }
+  *out = f;
+  return 0;
+}
+
+/* Local: dup2 replaces the descriptor atomically under the same number,
+ * so I/O threads never see a closed or reused descriptor.  Remote: the
+ * new connections replace the old ones (remote_adopt).
  */
 static void
-health_adopt (void *opaque, unsigned i, const int fds[2])
+health_adopt (void *opaque, unsigned i, void *p)
 {
   struct volume *v = opaque;
   struct member *m = &v->members[i];
+  struct fresh *f = p;
   struct stat st;
 
-  if (fstat (fds[0], &st) == 0) {
-    m->st_dev = st.st_dev;
-    m->st_ino = st.st_ino;
-    m->st_rdev = st.st_rdev;
+  if (m->remote) {
+    remote_adopt (m->remote, f->remote);
+    f->remote = NULL;
   }
-  if (dup2 (fds[0], m->fd) == -1)
-    stripe_error ("member %u (%s): dup2: %m", i, m->path);
-  close (fds[0]);
-  if (fds[1] >= 0) {
-    if (dup2 (fds[1], m->fd_direct) == -1)
+  else {
+    if (fstat (f->fds[0], &st) == 0) {
+      m->st_dev = st.st_dev;
+      m->st_ino = st.st_ino;
+      m->st_rdev = st.st_rdev;
+    }
+    if (dup2 (f->fds[0], m->fd) == -1)
       stripe_error ("member %u (%s): dup2: %m", i, m->path);
-    close (fds[1]);
+    if (f->fds[1] >= 0 && dup2 (f->fds[1], m->fd_direct) == -1)
+      stripe_error ("member %u (%s): dup2: %m", i, m->path);
   }
+  health_discard (v, i, f);
 }
 
 void
@@ -632,4 +707,5 @@ volume_health_ops (struct volume *v, struct health_ops *ops)
   ops->check = health_check;
   ops->probe = health_probe;
   ops->adopt = health_adopt;
+  ops->discard = health_discard;
 }
