@@ -608,9 +608,15 @@ issue (struct conn *c, struct member_op *op, enum rkind kind, void *buf,
     op_command_done (op, e);
     return;
   }
-  uint64_t one = 1;
-  if (write (c->wake, &one, sizeof one) == -1) {
-    /* the counter is full: the dispatcher is awake anyway */
+  /* libnbd sent what the socket took.  If some of the request is still to
+   * be sent, the dispatcher (polling for replies only) must also poll for
+   * writing.
+   */
+  if (nbd_aio_get_direction (c->h) & LIBNBD_AIO_DIRECTION_WRITE) {
+    uint64_t one = 1;
+    if (write (c->wake, &one, sizeof one) == -1) {
+      /* the counter is full: the dispatcher is awake anyway */
+    }
   }
 }
 
