@@ -400,37 +400,66 @@ stripe_can_fua (void *handle)
   return NBDKIT_FUA_NATIVE;
 }
 
+/* What the client is told.  NBD has a handful of error codes and nbdkit
+ * maps errno onto them; a member that is gone (ENODEV, ENOTCONN,
+ * ETIMEDOUT...) is an I/O error of the volume -- and ESHUTDOWN, which
+ * NBD reserves for "the server is shutting down", must not leak out.
+ */
+static int
+io_result (int r)
+{
+  if (r == -1) {
+    switch (errno) {
+    case EIO:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EPERM:
+    case EROFS:
+    case EINVAL:
+    case ENOMEM:
+    case EOPNOTSUPP:
+    case EOVERFLOW: break;
+    default: errno = EIO;
+    }
+  }
+  return r;
+}
+
 static int
 stripe_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
               uint32_t flags)
 {
-  return volume_pread (&volume, buf, count, offset);
+  return io_result (volume_pread (&volume, buf, count, offset));
 }
 
 static int
 stripe_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
                uint32_t flags)
 {
-  return volume_pwrite (&volume, buf, count, offset, flags & NBDKIT_FLAG_FUA);
+  return io_result (
+    volume_pwrite (&volume, buf, count, offset, flags & NBDKIT_FLAG_FUA));
 }
 
 static int
 stripe_flush (void *handle, uint32_t flags)
 {
-  return volume_flush (&volume);
+  return io_result (volume_flush (&volume));
 }
 
 static int
 stripe_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return volume_trim (&volume, count, offset, flags & NBDKIT_FLAG_FUA);
+  return io_result (
+    volume_trim (&volume, count, offset, flags & NBDKIT_FLAG_FUA));
 }
 
 static int
 stripe_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return volume_zero (&volume, count, offset, flags & NBDKIT_FLAG_MAY_TRIM,
-                      flags & NBDKIT_FLAG_FAST_ZERO, flags & NBDKIT_FLAG_FUA);
+  return io_result (
+    volume_zero (&volume, count, offset, flags & NBDKIT_FLAG_MAY_TRIM,
+                 flags & NBDKIT_FLAG_FAST_ZERO, flags & NBDKIT_FLAG_FUA));
 }
 
 static int
@@ -445,8 +474,8 @@ static int
 stripe_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *extents)
 {
-  return volume_extents (&volume, count, offset, flags & NBDKIT_FLAG_REQ_ONE,
-                         add_extent, extents);
+  return io_result (volume_extents (
+    &volume, count, offset, flags & NBDKIT_FLAG_REQ_ONE, add_extent, extents));
 }
 
 static void
