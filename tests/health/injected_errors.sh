@@ -40,14 +40,8 @@ M=$((1024 * 1024))
 N=4
 CHUNK=65536
 for i in 0 1 2 3; do h_member "$i" $((8 * M)) error; done
-H_VOLUME=hvol
-H_LAYOUT="$N,$CHUNK,0"
-H_CONF=$D_TMP/vol.conf
-h_conf "$H_CONF" "$H_VOLUME" 64K 'metadata = "none";
-cache = "direct";' "$(h_health 'interval = 1;' 'window = 3;' 'min_samples = 20;' \
-  'slow_factor = 10.0;' 'error_threshold = 4;' 'io_timeout = 5;' \
-  'probe_interval = 1;' 'on_change_timeout = 5;')" \
-  "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2" "$D_TMP/m3"
+h_volume "$N" 0 'metadata = "none";
+cache = "direct";'
 h_serve "$H_CONF"
 ORACLE=$(h_oracle)
 m1=j[\"members\"][1]

@@ -337,6 +337,36 @@ h_health ()
   printf '  %s\n' "$@"
 }
 
+# h_volume N DATA_OFFSET TOP [KEY=VALUE...]: write $H_CONF for volume
+# "hvol" over $D_TMP/m0 .. m(N-1), chunk 64K, TOP as top-level settings,
+# and the tests' health settings -- interval 1, window 3, min_samples 20,
+# slow_factor 10.0 (a latency verdict only where a test wants one: this
+# 2-core machine is noisy), error_threshold 4, io_timeout 5,
+# probe_interval 1, on_change_timeout 5 -- KEY=VALUE replacing any of
+# them.  Sets H_VOLUME, H_LAYOUT (N,CHUNK,DATA_OFFSET for hclient), H_CONF.
+h_volume ()
+{
+  local n=$1 offset=$2 top=$3 kv k i items=() members=()
+  local -A hs=([interval]=1 [window]=3 [min_samples]=20 [slow_factor]=10.0
+               [error_threshold]=4 [io_timeout]=5 [probe_interval]=1
+               [on_change_timeout]=5)
+  shift 3
+  for kv in "$@"; do
+    [[ -n ${hs[${kv%%=*}]+set} ]] || d_fail "h_volume: unknown key in $kv"
+    hs[${kv%%=*}]=${kv#*=}
+  done
+  for k in interval window min_samples slow_factor error_threshold \
+           io_timeout probe_interval on_change_timeout; do
+    items+=("$k = ${hs[$k]};")
+  done
+  for ((i = 0; i < n; i++)); do members+=("$D_TMP/m$i"); done
+  H_VOLUME=hvol
+  H_LAYOUT="$n,65536,$offset"
+  H_CONF=$D_TMP/vol.conf
+  h_conf "$H_CONF" "$H_VOLUME" 64K "$top" "$(h_health "${items[@]}")" \
+    "${members[@]}"
+}
+
 # h_serve CONFIG: `nbdstripe serve CONFIG`; sets H_URI.  Fails the test if
 # serve fails.
 h_serve ()

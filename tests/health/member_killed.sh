@@ -51,14 +51,7 @@ M=$((1024 * 1024))
 N=4
 CHUNK=65536
 for i in 0 1 2 3; do h_member "$i" $((9 * M)) plain; done
-H_VOLUME=hvol
-H_LAYOUT="$N,$CHUNK,$M"
-H_CONF=$D_TMP/vol.conf
-h_conf "$H_CONF" "$H_VOLUME" 64K 'cache = "direct";' \
-  "$(h_health 'interval = 1;' 'window = 3;' 'min_samples = 20;' \
-  'slow_factor = 10.0;' 'error_threshold = 4;' 'io_timeout = 5;' \
-  'probe_interval = 1;' 'on_change_timeout = 5;')" \
-  "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2" "$D_TMP/m3"
+h_volume "$N" "$M" 'cache = "direct";'
 d_run create d_ns create "$H_CONF"
 [[ $D_RC -eq 0 ]] || d_fail "nbdstripe create failed"
 h_serve "$H_CONF"
