@@ -462,23 +462,6 @@ pattern_byte (uint64_t x)
   return (uint8_t) x;
 }
 
-/* ---- running ---- */
-
-/* Run every test, or with an argument only the test of that exact name (so
- * that CTest can register each test separately).  An unknown name is an
- * error rather than a silent "0 tests run".
- */
-static inline int
-run_unit_tests (const char *group, const struct CMUnitTest *tests, size_t nr,
-                int argc, char **argv)
-{
-  if (argc < 2)
-    return _cmocka_run_group_tests (group, tests, nr, NULL, NULL);
-  for (size_t i = 0; i < nr; ++i)
-    if (strcmp (tests[i].name, argv[1]) == 0)
-      return _cmocka_run_group_tests (group, &tests[i], 1, NULL, NULL);
-  fprintf (stderr, "%s: no test named %s\n", argv[0], argv[1]);
-  return 2;
-}
+#include "unit_main.h"
 
 #endif /* NBDSTRIPE_TEST_ORACLE_H */

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "health.h"
+#include "unit_main.h"
 
 #define MS 1000000ull
 #define US 1000ull
@@ -293,19 +294,6 @@ request_unanswered_past_io_timeout_fails_only_the_members_owing_it (
   h = new_health (3, 10, 20, 8, 0);
   assert_null (health_io_begin (h));
   health_free (h);
-}
-
-static int
-run_unit_tests (const char *group, const struct CMUnitTest *tests, size_t nr,
-                int argc, char **argv)
-{
-  if (argc < 2)
-    return _cmocka_run_group_tests (group, tests, nr, NULL, NULL);
-  for (size_t i = 0; i < nr; ++i)
-    if (strcmp (tests[i].name, argv[1]) == 0)
-      return _cmocka_run_group_tests (group, &tests[i], 1, NULL, NULL);
-  fprintf (stderr, "%s: no test named %s\n", argv[0], argv[1]);
-  return 2;
 }
 
 int
