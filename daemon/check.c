@@ -1,5 +1,7 @@
 /* nbdstripe check / serve: assemble and check a volume, then (serve) run
  * nbdkit with the stripe plugin.  The I/O path is the plugin's alone.
+ * Members that are NBD URIs are checked as files are: their servers must
+ * answer, with headers that agree (assemble.c) and sizes large enough.
  */
 
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include "assemble.h"
 #include "log.h"
 #include "nbdstripe.h"
+#include "remote.h"
 #include "volume.h"
 
 int
@@ -29,6 +32,12 @@ check_volume (const struct stripe_config *cfg, uint64_t *size, char uuid[37])
   struct assembly a;
   struct volume *v;
   int r;
+
+  /* A check needs one connection to each remote member, and must not
+   * wait on a server for ever whatever health.io_timeout says.
+   */
+  remote_max_connections = 1;
+  remote_timeout = REMOTE_CONNECT_TIMEOUT;
 
   uuid[0] = '\0';
   if (cfg->metadata == METADATA_HEADER) {

@@ -6,10 +6,13 @@
  * all-or-nothing: if one header cannot be written, the members already
  * written get their previous first 4 KiB back, so that no member is left
  * claiming to be part of an array that does not exist.
+ *
+ * A member is a path or an NBD URI, reached through rawdev: a remote
+ * member gets its header as a local one does (written, then flushed), and
+ * libblkid looks at a copy of its first and last MiB.
  */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -18,10 +21,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/falloc.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 
 #include <blkid.h>
 #include <uuid.h>
@@ -29,17 +28,14 @@
 #include "layout.h"
 #include "log.h"
 #include "nbdstripe.h"
+#include "rawdev.h"
 #include "superblock.h"
 
 struct target {
-  const char *path;
-  int fd;
-  bool is_block;
-  dev_t st_dev, st_rdev;
-  ino_t st_ino;
-  uint64_t size;
+  const char *path; /* or URI */
+  struct rawdev dev;
+  bool opened;
   uint8_t old_header[SB_SIZE]; /* restored if creation fails */
-  bool written;
 };
 
 static int
@@ -55,12 +51,17 @@ create_usage (FILE *fp, int status)
   return status;
 }
 
-/* What libblkid (or our own magic) recognises on the member, or NULL. */
+/* What libblkid (or our own magic) recognises on the member, or NULL.
+ * A remote member is probed through its copy (rawdev_probe_fd); one that
+ * cannot be copied is reported as such, since nothing can be said of it.
+ */
 static const char *
 recognise (struct target *t, char *what, size_t len)
 {
   blkid_probe pr;
   const char *type = NULL;
+  char why[256];
+  int fd;
 
   if (memcmp (t->old_header, SB_MAGIC, 8) == 0) {
     struct superblock sb;
@@ -77,10 +78,15 @@ recognise (struct target *t, char *what, size_t len)
     return what;
   }
 
+  fd = rawdev_probe_fd (&t->dev, why, sizeof why);
+  if (fd == -1) {
+    snprintf (what, len, "cannot be probed for signatures (%s)", why);
+    return what;
+  }
   pr = blkid_new_probe ();
   if (pr == NULL)
     return NULL;
-  if (blkid_probe_set_device (pr, t->fd, 0, 0) == 0) {
+  if (blkid_probe_set_device (pr, fd, 0, 0) == 0) {
     blkid_probe_enable_superblocks (pr, 1);
     blkid_probe_set_superblocks_flags (pr,
                                        BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL);
@@ -111,34 +117,16 @@ recognise (struct target *t, char *what, size_t len)
 static int
 open_target (unsigned i, struct target *t)
 {
-  struct stat st;
-  int flags = O_RDWR | O_CLOEXEC;
+  char why[512];
+  ssize_t n;
 
-  if (stat (t->path, &st) == 0 && S_ISBLK (st.st_mode))
-    flags |= O_EXCL; /* refuse a mounted or in-use device */
-  t->fd = open (t->path, flags);
-  if (t->fd == -1) {
-    fprintf (stderr, "nbdstripe: member %u (%s): open: %m\n", i, t->path);
+  if (rawdev_open (&t->dev, t->path, RAWDEV_EXCL, why, sizeof why) == -1) {
+    fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
+    rawdev_close (&t->dev);
     return -1;
   }
-  if (fstat (t->fd, &st) == -1) {
-    fprintf (stderr, "nbdstripe: member %u (%s): fstat: %m\n", i, t->path);
-    return -1;
-  }
-  t->st_dev = st.st_dev;
-  t->st_ino = st.st_ino;
-  t->st_rdev = st.st_rdev;
-  t->is_block = S_ISBLK (st.st_mode);
-  if (t->is_block) {
-    if (ioctl (t->fd, BLKGETSIZE64, &t->size) == -1) {
-      fprintf (stderr, "nbdstripe: member %u (%s): BLKGETSIZE64: %m\n", i,
-               t->path);
-      return -1;
-    }
-  }
-  else if (S_ISREG (st.st_mode))
-    t->size = st.st_size;
-  else {
+  t->opened = true;
+  if (!rawdev_is_remote (&t->dev) && !t->dev.is_block && !t->dev.is_regular) {
     fprintf (stderr,
              "nbdstripe: member %u (%s): not a regular file or a "
              "block device\n",
@@ -146,8 +134,9 @@ open_target (unsigned i, struct target *t)
     return -1;
   }
   memset (t->old_header, 0, SB_SIZE);
-  if (pread (t->fd, t->old_header, SB_SIZE, 0) == -1) {
-    fprintf (stderr, "nbdstripe: member %u (%s): read: %m\n", i, t->path);
+  n = rawdev_pread (&t->dev, t->old_header, SB_SIZE, 0, why, sizeof why);
+  if (n == -1) {
+    fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
     return -1;
   }
   return 0;
@@ -161,27 +150,20 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
 {
   const uint64_t step = 1024ull * 1024 * 1024;
   bool tty = isatty (STDERR_FILENO);
+  char why[512];
 
   for (uint64_t done = 0; done < len;) {
     uint64_t n = len - done < step ? len - done : step;
-    int r;
 
-    if (t->is_block) {
-      uint64_t range[2] = { offset + done, n };
-      r = ioctl (t->fd, BLKDISCARD, range);
-    }
-    else
-      r = fallocate (t->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                     offset + done, n);
-    if (r == -1) {
-      if (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL) {
-        fprintf (stderr,
-                 "nbdstripe: member %u (%s): cannot discard (%m), "
-                 "skipped\n",
-                 i, t->path);
+    if (rawdev_discard (&t->dev, offset + done, n, why, sizeof why) == -1) {
+      if (tty && done > 0)
+        fputc ('\n', stderr);
+      if (errno == EOPNOTSUPP) {
+        fprintf (stderr, "nbdstripe: member %u (%s): %s, skipped\n", i,
+                 t->path, why);
         return 0;
       }
-      fprintf (stderr, "nbdstripe: member %u (%s): discard: %m\n", i, t->path);
+      fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
       return -1;
     }
     done += n;
@@ -194,21 +176,21 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
   return 0;
 }
 
-/* Write and make durable; *what says which step failed. */
+/* Write the first 4 KiB and make them durable.  *sync_failed tells that
+ * the write landed and only making it durable failed.
+ */
 static int
-write_all (int fd, const void *buf, size_t len, off_t off, const char **what)
+write_header (struct target *t, const uint8_t *buf, bool *sync_failed,
+              char *why, size_t len)
 {
-  ssize_t n = pwrite (fd, buf, len, off);
-
-  *what = "writing";
-  if (n == -1)
+  *sync_failed = false;
+  if (rawdev_pwrite (&t->dev, buf, SB_SIZE, 0, why, len) == -1)
     return -1;
-  if ((size_t) n != len) {
-    errno = EIO;
+  if (rawdev_sync (&t->dev, why, len) == -1) {
+    *sync_failed = true;
     return -1;
   }
-  *what = "syncing";
-  return fdatasync (fd);
+  return 0;
 }
 
 int
@@ -258,9 +240,6 @@ cmd_create (int argc, char **argv)
     perror ("nbdstripe: calloc");
     goto out;
   }
-  for (unsigned i = 0; i < n; ++i)
-    t[i].fd = -1;
-
   /* Every check first. */
   for (unsigned i = 0; i < n; ++i) {
     t[i].path = cfg.members[i];
@@ -269,29 +248,28 @@ cmd_create (int argc, char **argv)
       continue;
     }
     for (unsigned j = 0; j < i; ++j)
-      if (t[j].fd >= 0
-          && (t[i].is_block ? t[j].is_block && t[j].st_rdev == t[i].st_rdev
-                            : !t[j].is_block && t[j].st_dev == t[i].st_dev
-                                && t[j].st_ino == t[i].st_ino)) {
+      if (t[j].opened && rawdev_same (&t[j].dev, &t[i].dev)) {
         fprintf (stderr,
                  "nbdstripe: member %u (%s) and member %u (%s) "
                  "are the same %s\n",
                  j, t[j].path, i, t[i].path,
-                 t[i].is_block ? "device" : "file");
+                 rawdev_is_remote (&t[i].dev) ? "NBD export"
+                 : t[i].dev.is_block          ? "device"
+                                              : "file");
         ok = false;
       }
-    if (t[i].size < cfg.data_offset + cfg.chunk) {
+    if (t[i].dev.size < cfg.data_offset + cfg.chunk) {
       fprintf (stderr,
                "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
                "too small: it needs the data offset (%" PRIu64 ") and at "
                "least one chunk (%" PRIu64 ")\n",
-               i, t[i].path, t[i].size, cfg.data_offset, cfg.chunk);
+               i, t[i].path, t[i].dev.size, cfg.data_offset, cfg.chunk);
       ok = false;
     }
     else
-      sizes[i] = (t[i].size - cfg.data_offset) / cfg.chunk * cfg.chunk;
+      sizes[i] = (t[i].dev.size - cfg.data_offset) / cfg.chunk * cfg.chunk;
     if (!force) {
-      char what[256];
+      char what[512];
       if (recognise (&t[i], what, sizeof what)) {
         fprintf (stderr,
                  "nbdstripe: member %u (%s): %s; refusing to "
@@ -327,38 +305,42 @@ cmd_create (int argc, char **argv)
 
   for (unsigned i = 0; i < n; ++i) {
     uint8_t buf[SB_SIZE];
+    char why[512];
+    bool sync_failed;
 
     sb.member_index = i;
     uuid_generate (sb.member_uuid);
     sb_encode (&sb, buf);
-    const char *what;
-
-    if (write_all (t[i].fd, buf, SB_SIZE, 0, &what) == -1) {
-      fprintf (stderr, "nbdstripe: member %u (%s): %s the header: %m\n", i,
-               t[i].path, what);
+    if (write_header (&t[i], buf, &sync_failed, why, sizeof why) == -1) {
+      fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
+               i, t[i].path, why);
       /* All or nothing: give back what the members held before.  This
        * one too when its write landed but the sync failed: best effort,
        * since its device has just failed us.
        */
-      if (strcmp (what, "syncing") == 0) {
-        if (pwrite (t[i].fd, t[i].old_header, SB_SIZE, 0) != SB_SIZE)
+      if (sync_failed) {
+        if (rawdev_pwrite (&t[i].dev, t[i].old_header, SB_SIZE, 0, why,
+                           sizeof why)
+            == -1)
           fprintf (stderr,
                    "nbdstripe: member %u (%s): could not restore its "
-                   "first 4 KiB: check it with 'nbdstripe inspect'\n",
-                   i, t[i].path);
-        else if (fdatasync (t[i].fd) == -1)
+                   "first 4 KiB (%s): check it with 'nbdstripe inspect'\n",
+                   i, t[i].path, why);
+        else if (rawdev_sync (&t[i].dev, why, sizeof why) == -1)
           fprintf (stderr,
                    "nbdstripe: member %u (%s): its first 4 KiB were "
-                   "rewritten but the device failed to sync them (%m)\n",
-                   i, t[i].path);
+                   "rewritten but the device failed to sync them (%s)\n",
+                   i, t[i].path, why);
       }
       for (unsigned j = 0; j < i; ++j)
-        if (write_all (t[j].fd, t[j].old_header, SB_SIZE, 0, &what) == -1)
+        if (write_header (&t[j], t[j].old_header, &sync_failed, why,
+                          sizeof why)
+            == -1)
           fprintf (stderr,
                    "nbdstripe: member %u (%s): could not restore "
-                   "its first 4 KiB (%s: %m): check it with "
+                   "its first 4 KiB (%s): check it with "
                    "'nbdstripe inspect' and wipe it by hand\n",
-                   j, t[j].path, what);
+                   j, t[j].path, why);
       fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
       goto out;
     }
@@ -374,8 +356,8 @@ cmd_create (int argc, char **argv)
 out:
   if (t)
     for (unsigned i = n; i-- > 0;)
-      if (t[i].fd >= 0)
-        close (t[i].fd);
+      if (t[i].opened)
+        rawdev_close (&t[i].dev);
   free (t);
   free (l);
   config_free (&cfg);

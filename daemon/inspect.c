@@ -1,8 +1,7 @@
 /* nbdstripe inspect: print members' headers, for people or (--json)
- * scripts.  Reads only.
+ * scripts.  A member is a path or an NBD URI (rawdev.h).  Reads only.
  */
 
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -12,14 +11,17 @@
 #include <unistd.h>
 
 #include "nbdstripe.h"
+#include "rawdev.h"
 #include "superblock.h"
 
 static int
 inspect_usage (FILE *fp, int status)
 {
-  fprintf (fp, "Usage: nbdstripe inspect [--json] MEMBER...\n"
-               "Print the nbdstripe header of each member (file or device).\n"
-               "Exit status 1 if any member has no valid header.\n");
+  fprintf (
+    fp,
+    "Usage: nbdstripe inspect [--json] MEMBER...\n"
+    "Print the nbdstripe header of each member (file, device or NBD URI).\n"
+    "Exit status 1 if any member has no valid header.\n");
   return status;
 }
 
@@ -101,18 +103,13 @@ read_header (const char *path, struct superblock *sb, char *err, size_t len)
 {
   uint8_t buf[SB_SIZE];
   const char *field = NULL;
+  struct rawdev d;
   enum sb_error e;
-  ssize_t n;
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = -1;
 
-  if (fd == -1) {
-    snprintf (err, len, "open: %m");
-    return -1;
-  }
-  n = pread (fd, buf, sizeof buf, 0);
-  if (n == -1)
-    snprintf (err, len, "read: %m");
-  close (fd);
+  if (rawdev_open (&d, path, RAWDEV_READONLY, err, len) == 0)
+    n = rawdev_pread (&d, buf, sizeof buf, 0, err, len);
+  rawdev_close (&d);
   if (n == -1)
     return -1;
   e = sb_decode (buf, n, sb, &field);

@@ -1,19 +1,18 @@
-/* nbdstripe: volume assembly.  See include/assemble.h. */
+/* nbdstripe: volume assembly.  See include/assemble.h.
+ *
+ * Headers are read through rawdev, so that a member given as an NBD URI
+ * is assembled as a file is: one plain connection, bounded in time.
+ */
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 
 #include "assemble.h"
 #include "log.h"
+#include "rawdev.h"
 
 struct probe {
   bool readable; /* opened and header decoded */
@@ -21,44 +20,29 @@ struct probe {
   struct superblock sb;
 };
 
-/* Size of a file or block device, or -1. */
-static int64_t
-fd_size (int fd)
-{
-  struct stat st;
-  uint64_t size;
-
-  if (fstat (fd, &st) == -1)
-    return -1;
-  if (S_ISBLK (st.st_mode))
-    return ioctl (fd, BLKGETSIZE64, &size) == -1 ? -1 : (int64_t) size;
-  return st.st_size;
-}
-
 static int
 probe_member (unsigned i, const char *path, struct probe *p)
 {
   uint8_t buf[SB_SIZE];
   const char *field = NULL;
+  struct rawdev d;
   enum sb_error e;
+  char why[512];
   ssize_t n;
-  int64_t size;
-  int fd;
 
-  fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (fd == -1) {
-    stripe_error ("member %u (%s): open: %m", i, path);
+  if (rawdev_open (&d, path, RAWDEV_READONLY, why, sizeof why) == -1) {
+    stripe_error ("member %u (%s): %s", i, path, why);
+    rawdev_close (&d);
     return -1;
   }
-  size = fd_size (fd);
-  n = pread (fd, buf, sizeof buf, 0);
+  n = rawdev_pread (&d, buf, sizeof buf, 0, why, sizeof why);
   if (n == -1) {
-    stripe_error ("member %u (%s): reading the header: %m", i, path);
-    close (fd);
+    stripe_error ("member %u (%s): %s", i, path, why);
+    rawdev_close (&d);
     return -1;
   }
-  close (fd);
-  p->size = size < 0 ? 0 : size;
+  p->size = d.size;
+  rawdev_close (&d);
 
   e = sb_decode (buf, n, &p->sb, &field);
   switch (e) {

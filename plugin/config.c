@@ -784,18 +784,24 @@ set_chunk (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
+/* A member is an absolute path (as any path in the config) or an NBD URI
+ * (remote.h), which libnbd parses when the member is opened.  The same
+ * string twice is refused here; the same file under two names is found
+ * when the members are opened.
+ */
 static int
 set_members (struct loader *ld, const config_setting_t *s)
 {
+  static const char expected[] = "an absolute path or an NBD URI";
   struct stripe_config *cfg = ld->cfg;
   int n;
 
   if (config_setting_type (s) != CONFIG_TYPE_ARRAY
       && config_setting_type (s) != CONFIG_TYPE_LIST)
     return error_at (ld, s,
-                     "expected an array of absolute paths such as "
-                     "[ \"/dev/nvme0n1\", \"/dev/nvme1n1\" ], got %s",
-                     TYPE_AND_VALUE (s));
+                     "expected an array of members, each %s, such as "
+                     "[ \"/dev/nvme0n1\", \"nbd://host/export\" ], got %s",
+                     expected, TYPE_AND_VALUE (s));
   n = config_setting_length (s);
   if (n == 0)
     return error_at (ld, s, "empty: a volume needs 1 to %d members",
@@ -806,25 +812,31 @@ set_members (struct loader *ld, const config_setting_t *s)
 
   for (int i = 0; i < n; ++i) {
     const config_setting_t *m = config_setting_get_elem (s, i);
-    const char *path = get_string (ld, m, "a member path (a string)");
+    const char *path = get_string (ld, m, "a member (a string)");
 
     if (path == NULL)
       return -1;
     if (path[0] == '\0')
-      return error_at (ld, m, "empty path: expected an absolute path");
-    if (path[0] != '/')
+      return error_at (ld, m, "empty member: expected %s", expected);
+    if (path[0] != '/' && !remote_is_uri (path)) {
+      if (strstr (path, "://"))
+        return error_at (ld, m,
+                         "%s: not an NBD URI (nbd://, nbds://, nbd+unix://, "
+                         "nbds+unix://, nbd+vsock://, nbds+vsock://): "
+                         "expected %s",
+                         QUOTE (path), expected);
       return error_at (ld, m,
-                       "%s is a relative path: members must be "
-                       "absolute paths (a relative path in a config file is "
-                       "ambiguous: a daemon does not run in the config's "
-                       "directory)",
-                       QUOTE (path));
+                       "%s is a relative path: each member must be %s (a "
+                       "relative path in a config file is ambiguous: a "
+                       "daemon does not run in the config's directory)",
+                       QUOTE (path), expected);
+    }
     for (int j = 0; j < i; ++j)
       if (strcmp (path, cfg->members[j]) == 0)
         return error_at (ld, m,
-                         "%s is the same path as members[%d]: each "
+                         "%s is the same %s as members[%d]: each "
                          "member can be used once",
-                         QUOTE (path), j);
+                         QUOTE (path), path[0] == '/' ? "path" : "URI", j);
     if (dup_string (ld, m, path, &cfg->members[i]) == -1)
       return -1;
     cfg->nr_members = i + 1;

@@ -71,12 +71,20 @@ now_ns (void)
   return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* libnbd's message already says what failed ("nbd_aio_connect_uri:
+ * connect: Connection refused"); ours only when it has none.
+ */
 static void
 set_why (char *why, size_t len, const char *what, const char *uri)
 {
   const char *e = nbd_get_error ();
-  if (why && len)
-    snprintf (why, len, "%s: %s: %s", uri, what, e ? e : strerror (errno));
+  if (why == NULL || len == 0)
+    return;
+  if (e)
+    snprintf (why, len, "%s%s%s", uri ? uri : "", uri ? ": " : "", e);
+  else
+    snprintf (why, len, "%s%s%s: %s", uri ? uri : "", uri ? ": " : "", what,
+              strerror (errno));
 }
 
 /* Drive a handle that has no dispatcher until done() or the deadline. */
@@ -198,7 +206,7 @@ plain_finish (struct nbd_handle *h, struct sync_cmd *c, unsigned timeout,
 
   if (c->cookie == -1) {
     int e = nbd_get_errno () ? nbd_get_errno () : EIO;
-    set_why (why, len, what, "server");
+    set_why (why, len, what, NULL);
     errno = e;
     return -1;
   }

@@ -68,7 +68,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
         stripe_error ("member %u (%s) and member %u (%s) are the same %s: "
                       "a member may be given only once",
                       j, paths[j], i, paths[i],
-                      v->members[i].is_block ? "block device" : "file");
+                      v->members[i].remote     ? "NBD export"
+                      : v->members[i].is_block ? "block device"
+                                               : "file");
         errno = EINVAL;
         goto err;
       }

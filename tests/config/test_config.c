@@ -580,6 +580,37 @@ member_order_is_kept_and_64_members_are_allowed (void **state)
   assert_string_equal (f->cfg.members[63], "/dev/m0");
 }
 
+static void
+nbd_uris_are_members_as_given_and_may_mix_with_paths (void **state)
+{
+  struct fixture *f = *state;
+
+  assert_loads (f, load (f, "name = \"n\";\nmembers = [ "
+                            "\"nbd://storage1:10809/disk0\", \"/dev/vdb\", "
+                            "\"nbds://storage2/disk0?tls-psk-file=/etc/psk\", "
+                            "\"nbd+unix:///disk0?socket=/run/disk0.sock\" ];\n"
+                            "remote = { connections = 2; };\n"));
+  assert_int_equal (f->cfg.nr_members, 4);
+  assert_string_equal (f->cfg.members[0], "nbd://storage1:10809/disk0");
+  assert_string_equal (f->cfg.members[1], "/dev/vdb");
+  assert_string_equal (f->cfg.members[2],
+                       "nbds://storage2/disk0?tls-psk-file=/etc/psk");
+  assert_string_equal (f->cfg.members[3],
+                       "nbd+unix:///disk0?socket=/run/disk0.sock");
+  assert_int_equal (f->cfg.remote.connections, 2);
+
+  assert_error_contains (
+    f,
+    load (f, "name = \"n\";\nmembers = [ \"nbd://h/e\", \"nbd://h/e\" ];\n"),
+    "is the same URI as members[0]");
+  assert_error_contains (
+    f, load (f, "name = \"n\";\nmembers = [ \"/dev/vda\", \"nfs://h/e\" ];\n"),
+    "not an NBD URI");
+  assert_error_contains (
+    f, load (f, "name = \"n\";\nmembers = [ \"/dev/vda\", \"nbd:h\" ];\n"),
+    "each member must be an absolute path or an NBD URI");
+}
+
 /* Runs every test, or with an argument only the test of that name (so
  * that CTest can register each one); an unknown name is an error rather
  * than a silent "0 tests run".
@@ -612,6 +643,7 @@ main (int argc, char **argv)
     config_test (config_free_is_safe_twice_and_after_a_failed_load),
     config_test (a_short_or_missing_error_buffer_is_respected),
     config_test (member_order_is_kept_and_64_members_are_allowed),
+    config_test (nbd_uris_are_members_as_given_and_may_mix_with_paths),
   };
 #undef config_test
 
