@@ -26,7 +26,8 @@
  *   slow     over the window, for comparable requests (same operation,
  *            read or write, and same size class: <8K, <64K, <512K, more),
  *            the member's median latency is more than slow_factor times
- *            the median of its peers' requests taken together, with at
+ *            the median of its peers' requests taken together (peers:
+ *            the other members of the same kind, local or NBD), with at
  *            least min_samples requests on both sides and a member median
  *            of at least 100 us (page-cache hits are not a verdict).
  *            Back to ok when a window with enough samples says otherwise;
@@ -121,6 +122,12 @@ struct health_params {
   unsigned io_timeout;        /* s, 0 = never */
   unsigned probe_interval;    /* s */
   unsigned on_change_timeout; /* s */
+  /* Optional, nr_members entries: members are compared for latency only
+   * with peers of the same class (local drives with local drives, NBD
+   * exports with NBD exports: a network round trip is not a slow drive).
+   * NULL: one class.
+   */
+  const unsigned *member_class;
 };
 
 /* Defaults, also used by the config. */

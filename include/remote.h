@@ -76,6 +76,12 @@ extern struct remote *remote_open (const char *uri, bool readonly, char *why,
                                    size_t len);
 extern void remote_close (struct remote *r);
 
+/* Start the dispatcher threads now (after nbdkit forks) rather than on
+ * first use, so that a server that goes away while the member is idle is
+ * noticed at once.
+ */
+extern int remote_start (struct remote *r);
+
 extern uint64_t remote_size (const struct remote *r);
 /* The server's block size constraints (minimum, preferred), or 0. */
 extern uint32_t remote_min_block (const struct remote *r);

@@ -57,6 +57,10 @@ extern int volume_open (struct volume *v, unsigned nr_members,
                         enum cache_mode cache, bool readonly,
                         uint64_t data_offset, const uint64_t *data_sizes);
 extern void volume_close (struct volume *v);
+/* Start what needs threads (remote members' dispatchers): after nbdkit
+ * forks.
+ */
+extern int volume_start (struct volume *v);
 
 extern int volume_pread (struct volume *v, void *buf, uint64_t count,
                          uint64_t offset);

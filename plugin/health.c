@@ -60,6 +60,7 @@ struct event {
 
 struct member_health {
   char *path;
+  unsigned class; /* peers for latency: same class */
   _Atomic int state;
   _Atomic uint64_t requests[HOP_NR], bytes[HOP_NR], errors[HOP_NR];
   _Atomic uint64_t lat_ns[HOP_NR];
@@ -440,6 +441,7 @@ health_new (const struct health_params *p, unsigned nr_members,
   h->p.status_file = dup_or_null (p->status_file);
   h->p.prometheus_file = dup_or_null (p->prometheus_file);
   h->p.on_change = dup_or_null (p->on_change);
+  h->p.member_class = NULL; /* copied into the members */
   if (h->p.interval == 0)
     h->p.interval = HEALTH_DEFAULT_INTERVAL;
   if (h->p.window == 0)
@@ -477,6 +479,7 @@ health_new (const struct health_params *p, unsigned nr_members,
   for (unsigned i = 0; i < nr_members; ++i) {
     struct member_health *m = &h->m[i];
     m->path = strdup (paths[i]);
+    m->class = p->member_class ? p->member_class[i] : 0;
     m->snaps = calloc (h->nsnaps, sizeof *m->snaps);
     m->win = calloc (1, sizeof *m->win);
     if (!m->path || !m->snaps || !m->win)
@@ -993,7 +996,7 @@ decide_slow (struct health *h)
         double mm, mp;
 
         for (unsigned j = 0; j < h->n; ++j)
-          if (j != i)
+          if (j != i && h->m[j].class == m->class)
             for (unsigned b = 0; b < NBUCKETS; ++b)
               peers[b] += h->m[j].win->b[op][s][b];
         mm = quantile (m->win->b[op][s], 0.5, &nm);

@@ -41,7 +41,11 @@ struct remote {
   bool readonly;
   uint64_t size;
   uint32_t min_block, preferred_block, max_payload;
-  bool can_trim, can_zero, can_fast_zero, can_flush, can_fua, can_extents;
+  bool can_trim, can_zero, can_flush, can_fua, can_extents;
+  /* Switched off the first time the server refuses a fast zero it
+   * advertised.
+   */
+  _Atomic bool can_fast_zero;
   unsigned nr_conns;
   struct conn *conns[REMOTE_MAX_CONNECTIONS];
   _Atomic unsigned next;
@@ -133,6 +137,35 @@ drive_until (struct nbd_handle *h, int (*done) (struct nbd_handle *, void *),
   }
 }
 
+/* The value of query parameter key in uri (percent-decoded), if any. */
+static bool
+uri_query_param (const char *uri, const char *key, char *out, size_t len)
+{
+  const char *q = strchr (uri, '?');
+  size_t klen = strlen (key);
+
+  while (q) {
+    q++;
+    if (strncmp (q, key, klen) == 0 && q[klen] == '=') {
+      const char *v = q + klen + 1;
+      size_t n = 0;
+      while (*v && *v != '&' && *v != '#' && n + 1 < len) {
+        unsigned c;
+        if (*v == '%' && v[1] && v[2] && sscanf (v + 1, "%2x", &c) == 1) {
+          out[n++] = c;
+          v += 3;
+        }
+        else
+          out[n++] = *v++;
+      }
+      out[n] = '\0';
+      return n > 0;
+    }
+    q = strchr (q, '&');
+  }
+  return false;
+}
+
 static int
 is_ready (struct nbd_handle *h, void *arg)
 {
@@ -154,6 +187,18 @@ remote_connect (const char *uri, unsigned timeout, bool meta, char *why,
     return NULL;
   }
   nbd_set_handle_name (h, "nbdstripe");
+  /* libnbd 1.14 ignores tls-username= in the URI (and then asks
+   * getlogin, which fails without a terminal): set it ourselves.
+   */
+  {
+    char user[256];
+    if (uri_query_param (uri, "tls-username", user, sizeof user)
+        && nbd_set_tls_username (h, user) == -1) {
+      set_why (why, len, "tls-username", uri);
+      nbd_close (h);
+      return NULL;
+    }
+  }
   /* tls-psk-file= and friends: the URI is the operator's own. */
   nbd_set_uri_allow_local_file (h, true);
   if (meta)
@@ -167,8 +212,15 @@ remote_connect (const char *uri, unsigned timeout, bool meta, char *why,
     if (errno == ETIMEDOUT)
       snprintf (why, len, "%s: no answer within %u s", uri,
                 timeout ? timeout : REMOTE_CONNECT_TIMEOUT);
-    else
+    else {
       set_why (why, len, "connect", uri);
+      if (strncmp (uri, "nbds", 4) == 0 && nbd_get_error ()
+          && strstr (nbd_get_error (), "handshake")) {
+        size_t n = strlen (why);
+        snprintf (why + n, len - n,
+                  " (TLS: wrong pre-shared key or user name?)");
+      }
+    }
     nbd_close (h);
     return NULL;
   }
@@ -493,7 +545,9 @@ dispatcher (void *arg)
   return NULL;
 }
 
-/* Threads start on first use: after nbdkit forks. */
+/* Threads start after nbdkit forks: from .after_fork (remote_start), or
+ * on first use.
+ */
 static int
 start_dispatchers (struct remote *r)
 {
@@ -536,6 +590,12 @@ pick_conn (struct remote *r)
       return c;
   }
   return NULL;
+}
+
+int
+remote_start (struct remote *r)
+{
+  return start_dispatchers (r);
 }
 
 void
@@ -844,8 +904,13 @@ remote_zero (struct remote *r, uint64_t offset, uint64_t len, bool may_trim,
   while (len > 0) {
     uint64_t n = len < 0x80000000u ? len : 0x80000000u - 65536;
     if (sync_op (r, RK_ZERO, NULL, 0, offset, n, flags) == -1) {
-      if (errno == ENOTSUP || errno == EOPNOTSUPP)
+      if (errno == ENOTSUP || errno == EOPNOTSUPP) {
+        if (fast && atomic_exchange (&r->can_fast_zero, false))
+          stripe_debug ("%s: the server refused a fast zero it advertised: "
+                        "fast zero switched off for it",
+                        r->uri);
         errno = EOPNOTSUPP;
+      }
       return -1;
     }
     offset += n;
@@ -995,6 +1060,10 @@ remote_adopt (struct remote *r, struct remote *fresh)
   atomic_store (&r->started, false);
   pthread_mutex_unlock (&r->start_lock);
   pthread_rwlock_unlock (&r->lock);
+  /* At once, so that a server that goes away while the member is idle is
+   * noticed (the dispatcher sees the connection close).
+   */
+  start_dispatchers (r);
 
   /* Nobody can pick the old connections now: close them. */
   for (unsigned i = 0; i < nr_old; ++i)

@@ -277,8 +277,12 @@ start_health (void)
     sb_uuid_unparse (volume.array_uuid, uuid);
     p.uuid = uuid;
   }
-  for (unsigned i = 0; i < volume.nr_members; ++i)
+  unsigned classes[LAYOUT_MAX_MEMBERS];
+  for (unsigned i = 0; i < volume.nr_members; ++i) {
     paths[i] = volume.members[i].path;
+    classes[i] = volume.members[i].remote != NULL;
+  }
+  p.member_class = classes;
   volume_health_ops (&volume, &ops);
   health = health_new (&p, volume.nr_members, paths, &ops);
   if (health == NULL) {
@@ -338,7 +342,7 @@ stripe_get_ready (void)
 static int
 stripe_after_fork (void)
 {
-  if (health_start (health) == -1)
+  if (volume_start (&volume) == -1 || health_start (health) == -1)
     return -1;
   return 0;
 }

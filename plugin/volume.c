@@ -191,6 +191,15 @@ run_ops (struct volume *v, struct member_op *ops, unsigned nr)
   return r;
 }
 
+int
+volume_start (struct volume *v)
+{
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (v->members[i].remote && remote_start (v->members[i].remote) == -1)
+      return -1;
+  return 0;
+}
+
 static int
 rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     uint64_t offset, bool fua)
@@ -370,14 +379,29 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
       return -1;
     }
 
+  /* A fast zero must change nothing when some member turns out unable to
+   * do it: members that can only tell by trying (NBD servers, files whose
+   * methods are not known yet) go first, those known to manage last.
+   */
+  unsigned order[LAYOUT_MAX_MEMBERS], nr = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (unsigned i = 0; i < v->nr_members; ++i) {
+      const struct member *m = &v->members[i];
+      bool unsure = m->remote
+                    || (!m->is_block
+                        && (m->can_punch == CAP_UNKNOWN
+                            || m->can_zero_range == CAP_UNKNOWN));
+      if (spans[i].touched && unsure == (pass == 0))
+        order[nr++] = i;
+    }
+
   busy = health_io_begin (v->health);
-  for (unsigned i = 0; i < v->nr_members; ++i) {
+  for (unsigned k = 0; k < nr; ++k) {
+    unsigned i = order[k];
     uint64_t off = v->data_offset + spans[i].member_offset;
     struct timed t;
     int r;
 
-    if (!spans[i].touched)
-      continue;
     timed_begin (&t, v, busy, i);
     r = member_zero (&v->members[i], off, spans[i].length, may_trim, fast);
     timed_end (&t, HOP_ZERO, off, spans[i].length, r);

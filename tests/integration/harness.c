@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <linux/fs.h>
 
@@ -582,16 +584,16 @@ env_skip (const char *e, bool preload)
   return false;
 }
 
-/* Fork+exec nbdkit with listen_fd as fd 3 and stdout/stderr to log_path.
- * Only async-signal-safe calls happen in the child.
+/* Fork+exec nbdkit (argv[0] "nbdkit") with listen_fd as fd 3 and
+ * stdout/stderr to log_path.  Only async-signal-safe calls happen in the
+ * child.
  */
-static pid_t
-spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
-              int listen_fd, const char *log_path)
+pid_t
+spawn_nbdkit_argv (const char *const *argv, bool sanitized, bool as_nobody,
+                   int listen_fd, const char *log_path)
 {
   const char *preload = getenv ("STRIPE_LD_PRELOAD");
-  bool use_preload = preload && *preload;
-  const char **argv = build_argv (o, params);
+  bool use_preload = sanitized && preload && *preload;
   char *exe = find_in_path ("nbdkit");
   size_t nenv = 0, k = 0;
   char **envp;
@@ -676,7 +678,7 @@ spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
       _exit (126);
     close_range (4, ~0U, 0);
 
-    if (o && o->as_nobody) {
+    if (as_nobody) {
       if (setgroups (0, NULL) == -1 || setgid (65534) == -1
           || setuid (65534) == -1) {
         static const char msg[] = "harness: cannot become nobody\n";
@@ -705,7 +707,6 @@ spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
 
   close (logfd);
   close (nullfd);
-  free (argv);
   free (envp);
   free (exe);
   free (ld);
@@ -713,8 +714,19 @@ spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
   return pid;
 }
 
-static int
-make_listener (const char *sock)
+static pid_t
+spawn_nbdkit (const struct nbdkit_opts *o, const char *const *params,
+              int listen_fd, const char *log_path)
+{
+  const char **argv = build_argv (o, params);
+  pid_t pid =
+    spawn_nbdkit_argv (argv, true, o && o->as_nobody, listen_fd, log_path);
+  free (argv);
+  return pid;
+}
+
+int
+listen_unix (const char *sock)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
   int fd;
@@ -734,7 +746,33 @@ make_listener (const char *sock)
 
 static int server_counter;
 
-static pid_t
+/* A listening TCP socket on 127.0.0.1:*port (0: any free port, which is
+ * stored in *port).  SO_REUSEADDR, so that a server can be started again
+ * on the same port while the old connections linger in TIME_WAIT.
+ */
+int
+listen_tcp_loopback (int *port)
+{
+  struct sockaddr_in sin = { .sin_family = AF_INET,
+                             .sin_port = htons (*port),
+                             .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof sin;
+  int one = 1, fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd == -1)
+    FAIL ("socket: %m");
+  if (setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == -1)
+    FAIL ("SO_REUSEADDR: %m");
+  if (bind (fd, (struct sockaddr *) &sin, sizeof sin) == -1)
+    FAIL ("bind 127.0.0.1:%d: %m", *port);
+  if (listen (fd, 64) == -1)
+    FAIL ("listen: %m");
+  if (getsockname (fd, (struct sockaddr *) &sin, &len) == -1)
+    FAIL ("getsockname: %m");
+  *port = ntohs (sin.sin_port);
+  return fd;
+}
+
+pid_t
 reap (pid_t pid, int *wstatus)
 {
   pid_t r;
@@ -766,16 +804,10 @@ server_start (struct server *s, const char *dir, const struct nbdkit_opts *o,
   s->dir = xstrdup (dir);
   s->sock = xasprintf ("%s/nbd%d.sock", dir, n);
   s->log = xasprintf ("%s/nbdkit%d.log", dir, n);
-  lfd = make_listener (s->sock);
+  lfd = listen_unix (s->sock);
   s->pid = spawn_nbdkit (o, params, lfd, s->log);
   close (lfd); /* only nbdkit holds the listener now */
   s->cleanup_handle = cleanup_push (server_kill, s);
-}
-
-static void
-handle_cleanup (void *arg)
-{
-  nbd_close (arg);
 }
 
 /* Handles are registered so that a failing case closes them.  We keep the
@@ -787,6 +819,20 @@ static struct {
   int slot;
 } handles[MAX_HANDLES];
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A case's end closes the handles it left open, and forgets them: a later
+ * handle at the same address must not find a stale slot.
+ */
+static void
+handle_cleanup (void *arg)
+{
+  pthread_mutex_lock (&handles_lock);
+  for (int i = 0; i < MAX_HANDLES; i++)
+    if (handles[i].h == arg)
+      handles[i].h = NULL;
+  pthread_mutex_unlock (&handles_lock);
+  nbd_close (arg);
+}
 
 struct nbd_handle *
 server_connect (struct server *s)
@@ -811,6 +857,12 @@ server_connect (struct server *s)
           "(%s) ---\n%s--- end of log ---",
           err, describe_wstatus (st), s->log, log);
   }
+  return track_handle (h);
+}
+
+struct nbd_handle *
+track_handle (struct nbd_handle *h)
+{
   pthread_mutex_lock (&handles_lock);
   for (int i = 0; i < MAX_HANDLES; i++)
     if (!handles[i].h) {
@@ -820,6 +872,7 @@ server_connect (struct server *s)
       return h;
     }
   pthread_mutex_unlock (&handles_lock);
+  nbd_close (h);
   FAIL ("too many handles");
 }
 
@@ -901,7 +954,7 @@ nbdkit_run_expect_fail (const char *dir, const struct nbdkit_opts *o,
   char *sock = xasprintf ("%s/nbd%d.sock", dir, n);
   char *log = xasprintf ("%s/nbdkit%d.log", dir, n);
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
-  int lfd = make_listener (sock), c;
+  int lfd = listen_unix (sock), c;
   struct server *tmp = xcalloc (1, sizeof *tmp);
   int slot;
 

@@ -155,6 +155,11 @@ extern void server_start (struct server *s, const char *dir,
  */
 extern struct nbd_handle *server_connect (struct server *s);
 
+/* Register a handle for cleanup at the end of the case (server_connect
+ * does); returns it.
+ */
+extern struct nbd_handle *track_handle (struct nbd_handle *h);
+
 /* Close a handle (nbd_shutdown + nbd_close). */
 extern void close_handle (struct nbd_handle *h);
 
@@ -179,6 +184,21 @@ extern const char *describe_wstatus (int wstatus);
 /* The command line, for messages. */
 extern char *describe_command (const struct nbdkit_opts *o,
                                const char *const *params);
+
+/* The pieces, for other nbdkit servers (msrv.h).  spawn_nbdkit_argv:
+ * fork+exec nbdkit with argv (argv[0] "nbdkit"), listen_fd as its socket
+ * activation fd 3, stdout and stderr to log_path; sanitized: give it
+ * STRIPE_LD_PRELOAD (only nbdkit processes that load our plugin need it).
+ * listen_unix: a listening socket bound at path (replacing a stale one).
+ * listen_tcp_loopback: one on 127.0.0.1:*port (0: a free port, stored).
+ * reap: waitpid, retried on EINTR.
+ */
+extern pid_t spawn_nbdkit_argv (const char *const *argv, bool sanitized,
+                                bool as_nobody, int listen_fd,
+                                const char *log_path);
+extern int listen_unix (const char *path);
+extern int listen_tcp_loopback (int *port);
+extern pid_t reap (pid_t pid, int *wstatus);
 
 /* True if the text contains a sanitizer report. */
 extern bool log_has_sanitizer_report (const char *text);

@@ -2,6 +2,7 @@
  *
  *   test_io [--member PATH]... [--chunk SIZE] [--no-uring] [--seed N]
  *           [--sizes SIZE,SIZE,...] [--case NAME]
+ *           [--remote HOW[,HOW...]] [--server I:ARGS] [--connections N]
  *
  * Without --member it makes its own sparse member files in a temporary
  * directory: by default four members of mixed sizes (5M+3584, 8M, 3M+17K,
@@ -11,8 +12,29 @@
  * --member or --sizes, no chunk= is passed and the plugin's default 128K is
  * expected).  --no-uring passes -D stripe.io_uring=0.  --case runs one case.
  *
+ * --remote serves members remotely (msrv.h): HOW is local, unix, tcp,
+ * tls-unix or tls-tcp, one for every member or one per member in order.
+ * A remote member's file (the same file as a local one would be: the
+ * backing file) is exported by a stock nbdkit of its own, by default
+ * `nbdkit file FILE`; --server I:ARGS replaces "file FILE" for member I
+ * with ARGS split at spaces, %s standing for the file (e.g.
+ * "1:--filter=multi-conn file %s multi-conn-mode=disable").  The volume
+ * gets the member's NBD URI instead of its path; TLS members share one
+ * PSK made by psktool.  --connections N passes connections=N.
+ *
  * Every byte is checked against an in-memory model of the volume, and the
  * member files against an independent layout oracle (oracle.c).
+ *
+ * With remote members, what each member server can do (asked with libnbd
+ * before the volume starts) sets what is expected: the volume advertises
+ * fast zero only if every remote member does; a trim leaves the bytes of
+ * a member without trim unchanged (and its file's blocks); extents of a
+ * member whose server does not report holes are all data; a FUA write reaches
+ * a server without FUA as a write and a flush.  And the volume's nbdkit opens
+ * exactly N connections (connections=, default 4) to a member server that
+ * advertises multi-conn and exactly 1 to one that does not: counted in the
+ * server's log filter lines, Connect and Disconnect in order, over the
+ * volume's whole run.
  *
  * Exit: 0 all passed, 1 a case failed, 77 everything skipped.
  */
@@ -30,6 +52,7 @@
 #include <libnbd.h>
 
 #include "harness.h"
+#include "msrv.h"
 #include "oracle.h"
 
 #define MAXM ORACLE_MAX_MEMBERS
@@ -48,7 +71,15 @@ static struct {
   bool no_uring;
   uint64_t seed;
   const char *only_case;
+  enum how { HOW_LOCAL, HOW_UNIX, HOW_TCP } how[MAXM];
+  bool tls[MAXM];
+  const char *server_args[MAXM]; /* --server I:ARGS */
+  unsigned connections;          /* --connections, 0: not passed */
 } cfg;
+
+/* The plugin's connections= default (include/remote.h). */
+#define DEFAULT_CONNECTIONS 4
+#define PSK_USER "nbdstripe"
 
 #define DEFAULT_SEED 20240611ULL
 static const char default_sizes[] = "5M+3584,8M,3M+17K,8M";
@@ -70,9 +101,21 @@ struct vol {
   struct prng rng;
   struct server srv;
   struct nbdkit_opts opts;
-  const char *params[MAXM + 2];
-  char *param_store[MAXM + 2];
+  const char *params[MAXM + 3];
+  char *param_store[MAXM + 3];
   bool any_blk;
+  /* Remote members: the member server, its URI, what it can do, and its
+   * request log's mark when the volume started.
+   */
+  bool remote[MAXM];
+  struct msrv msrv[MAXM];
+  char *uri[MAXM];
+  char *psk; /* freed by the case's cleanup */
+  struct {
+    bool trim, fast_zero, fua, flush, multi_conn, extents;
+  } caps[MAXM];
+  uint64_t mark[MAXM];
+  bool fast_zero; /* expected from the volume */
 };
 
 static void
@@ -83,8 +126,9 @@ vol_free (void *arg)
   for (unsigned i = 0; i < v->n; i++) {
     free (v->tail[i]);
     free (v->path[i]);
+    free (v->uri[i]);
   }
-  for (unsigned i = 0; i < MAXM + 2; i++)
+  for (unsigned i = 0; i < MAXM + 3; i++)
     free (v->param_store[i]);
   oracle_free (&v->o);
   free (v);
@@ -214,6 +258,146 @@ vol_snapshot (struct vol *v)
   }
 }
 
+/* The member server's arguments after the common ones: --server's, or
+ * "file FILE".
+ */
+static const char **
+server_args (const struct vol *v, unsigned i, char ***store)
+{
+  const char *spec = cfg.server_args[i] ? cfg.server_args[i] : "file %s";
+  char *copy = xstrdup (spec), *save = NULL, *tok;
+  const char **args = xcalloc (strlen (spec) + 2, sizeof *args);
+  size_t n = 0;
+
+  *store = xcalloc (strlen (spec) + 2, sizeof **store);
+  for (tok = strtok_r (copy, " ", &save); tok;
+       tok = strtok_r (NULL, " ", &save)) {
+    char *pct = strstr (tok, "%s");
+    if (pct)
+      (*store)[n] =
+        xasprintf ("%.*s%s%s", (int) (pct - tok), tok, v->path[i], pct + 2);
+    else
+      (*store)[n] = xstrdup (tok);
+    args[n] = (*store)[n];
+    n++;
+  }
+  free (copy);
+  return args;
+}
+
+static int
+first_flags (void *user_data, const char *metacontext, uint64_t offset,
+             uint32_t *entries, size_t nr_entries, int *error)
+{
+  (void) offset;
+  (void) error;
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) == 0
+      && nr_entries >= 2)
+    *(uint32_t *) user_data = entries[1];
+  return 0;
+}
+
+/* Whether member i's server reports its file's holes (base:allocation
+ * negotiated is not enough: nbdkit answers "all data" for a plugin or
+ * filter without extents).  Asked at the file's first hole, if any.
+ */
+static bool
+reports_holes (struct vol *v, unsigned i, struct nbd_handle *h)
+{
+  int fd;
+  off_t hole;
+  uint32_t flags = 0;
+
+  if (nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
+    return false;
+  fd = open (v->path[i], O_RDONLY | O_CLOEXEC);
+  if (fd == -1)
+    FAIL ("open %s: %m", v->path[i]);
+  hole = lseek (fd, 0, SEEK_HOLE);
+  close (fd);
+  if (hole == -1 || (uint64_t) hole >= v->size[i])
+    return true; /* no hole: nothing to tell */
+  NBD_OK (nbd_block_status (
+    h, 1, hole,
+    (nbd_extent_callback){ .callback = first_flags, .user_data = &flags },
+    LIBNBD_CMD_FLAG_REQ_ONE));
+  return flags & LIBNBD_STATE_HOLE;
+}
+
+/* Start the remote members' servers (their files are ready), note their
+ * URIs and ask each what it can do.
+ */
+static void
+start_member_servers (struct vol *v)
+{
+  v->fast_zero = true;
+  for (unsigned i = 0; i < v->n; i++) {
+    struct msrv_opts mo = { .transport =
+                              cfg.how[i] == HOW_TCP ? MSRV_TCP : MSRV_UNIX };
+    struct nbd_handle *h;
+    const char **args;
+    char **store, name[32];
+
+    if (cfg.how[i] == HOW_LOCAL)
+      continue;
+    v->remote[i] = true;
+    if (cfg.tls[i] && !v->psk)
+      v->psk = make_psk_file (v->dir, "psk", PSK_USER);
+    if (cfg.tls[i])
+      mo.tls_psk = v->psk;
+    snprintf (name, sizeof name, "member%u", i);
+    args = server_args (v, i, &store);
+    msrv_start (&v->msrv[i], v->dir, name, &mo, args);
+    for (size_t k = 0; store[k]; k++)
+      free (store[k]);
+    free (store);
+    free (args);
+    v->uri[i] = msrv_uri (&v->msrv[i], cfg.tls[i] ? v->psk : NULL, PSK_USER);
+
+    h = msrv_connect (&v->msrv[i], cfg.tls[i] ? v->psk : NULL, PSK_USER);
+    CHECK (nbd_get_size (h) == (int64_t) v->size[i],
+           "member %u server: size %" PRId64 ", the file has %" PRIu64, i,
+           nbd_get_size (h), v->size[i]);
+    v->caps[i].trim = nbd_can_trim (h) == 1;
+    v->caps[i].fast_zero = nbd_can_fast_zero (h) == 1;
+    v->caps[i].fua = nbd_can_fua (h) == 1;
+    v->caps[i].flush = nbd_can_flush (h) == 1;
+    v->caps[i].multi_conn = nbd_can_multi_conn (h) == 1;
+    v->caps[i].extents = reports_holes (v, i, h);
+    close_handle (h);
+    v->fast_zero &= v->caps[i].fast_zero;
+    note ("member %u: %s (trim %d, fast zero %d, fua %d, flush %d, "
+          "multi-conn %d, extents %d)",
+          i, v->uri[i], v->caps[i].trim, v->caps[i].fast_zero, v->caps[i].fua,
+          v->caps[i].flush, v->caps[i].multi_conn, v->caps[i].extents);
+  }
+}
+
+/* Whether a trim reaches member i's bytes. */
+static bool
+member_trims (const struct vol *v, unsigned i)
+{
+  return !v->remote[i] || v->caps[i].trim;
+}
+
+/* The model after a trim of [off, off+len) that reads back as zeroes on
+ * the members that trim and leaves the others' bytes as they were.
+ */
+static void
+model_trim (struct vol *v, uint64_t off, uint64_t len)
+{
+  uint64_t end = off + len;
+  while (off < end) {
+    unsigned m;
+    uint64_t mo, n = oracle_map (&v->o, off, &m, &mo);
+    if (n > end - off)
+      n = end - off;
+    if (member_trims (v, m))
+      memset (v->model + off, 0, n);
+    off += n;
+  }
+}
+
 static struct vol *
 vol_setup (const char *case_name, enum init_mode mode)
 {
@@ -258,14 +442,21 @@ vol_setup (const char *case_name, enum init_mode mode)
     close (fd);
   }
   vol_snapshot (v);
+  start_member_servers (v);
 
   for (unsigned i = 0; i < v->n; i++) {
-    v->param_store[np] = xasprintf ("file=%s", v->path[i]);
+    v->param_store[np] =
+      xasprintf ("file=%s", v->remote[i] ? v->uri[i] : v->path[i]);
     v->params[np] = v->param_store[np];
     np++;
   }
   if (cfg.chunk_str) {
     v->param_store[np] = xasprintf ("chunk=%s", cfg.chunk_str);
+    v->params[np] = v->param_store[np];
+    np++;
+  }
+  if (cfg.connections) {
+    v->param_store[np] = xasprintf ("connections=%u", cfg.connections);
     v->params[np] = v->param_store[np];
     np++;
   }
@@ -277,7 +468,37 @@ vol_setup (const char *case_name, enum init_mode mode)
 static void
 vol_start (struct vol *v)
 {
+  for (unsigned i = 0; i < v->n; i++)
+    if (v->remote[i])
+      v->mark[i] = msrv_log_mark (&v->msrv[i]);
   server_start (&v->srv, v->dir, &v->opts, v->params);
+}
+
+/* Stop the volume's nbdkit, then the member servers (cleanly), and count
+ * the connections the volume opened to each.
+ */
+static void
+vol_stop (struct vol *v)
+{
+  server_stop (&v->srv);
+  for (unsigned i = 0; i < v->n; i++) {
+    unsigned opened, peak, want;
+    if (!v->remote[i])
+      continue;
+    msrv_stop (&v->msrv[i]);
+    msrv_connections (&v->msrv[i], v->mark[i], &opened, &peak);
+    want = !v->caps[i].multi_conn ? 1
+           : cfg.connections      ? cfg.connections
+                                  : DEFAULT_CONNECTIONS;
+    note ("member %u server (multi-conn %d): the volume opened %u "
+          "connection(s), %u at most at once",
+          i, v->caps[i].multi_conn, opened, peak);
+    CHECK (opened == want && peak == want,
+           "member %u (%s): the volume opened %u connection(s), at most %u "
+           "at once; expected %u (server multi-conn %d; its log %s)",
+           i, v->uri[i], opened, peak, want, v->caps[i].multi_conn,
+           v->msrv[i].reqlog);
+  }
 }
 
 /* A connection that sends unaligned requests even when the server
@@ -466,7 +687,10 @@ case_properties (void *arg)
   CHECK (nbd_can_flush (h) == 1, "flush not advertised");
   CHECK (nbd_can_fua (h) == 1, "FUA not advertised");
   CHECK (nbd_can_zero (h) == 1, "zero not advertised");
-  CHECK (nbd_can_fast_zero (h) == 1, "fast zero not advertised");
+  CHECK (nbd_can_fast_zero (h) == v->fast_zero,
+         "fast zero advertised %d, expected %d (every remote member's "
+         "server can: %d)",
+         nbd_can_fast_zero (h), v->fast_zero, v->fast_zero);
   if (!v->any_blk)
     CHECK (nbd_can_trim (h) == 1, "trim not advertised on regular files");
   else
@@ -512,7 +736,7 @@ case_properties (void *arg)
                                   "did not read back");
   }
   close_handle (h);
-  server_stop (&v->srv);
+  vol_stop (v);
 }
 
 /* ---- case: concurrent random writes, then member bytes --------------- */
@@ -819,7 +1043,7 @@ case_concurrent_writes (void *arg)
     free (w[i].jobs);
     w[i].jobs = NULL;
   }
-  server_stop (&v->srv);
+  vol_stop (v);
 
   /* Now the members themselves, byte by byte, against the oracle. */
   check_members (v);
@@ -829,7 +1053,8 @@ case_concurrent_writes (void *arg)
 /* ---- case: trim ------------------------------------------------------- */
 
 /* Trim through NBD and update the model.  On regular files the range must
- * read back as zeroes; on block devices each byte may be zero or unchanged.
+ * read back as zeroes, except on remote members whose server cannot trim
+ * (unchanged there); on block devices each byte may be zero or unchanged.
  */
 static void
 do_trim (struct vol *v, struct nbd_handle *h, uint64_t off, uint64_t len,
@@ -842,8 +1067,10 @@ do_trim (struct vol *v, struct nbd_handle *h, uint64_t off, uint64_t len,
   if (nbd_trim (h, len, off, flags) == -1)
     FAIL ("nbd_trim(%s, off=%" PRIu64 ", len=%" PRIu64 ", flags=0x%x): %s",
           what, off, len, flags, nbd_get_error ());
-  if (!v->any_blk)
-    expect_zero (v, h, off, len, what);
+  if (!v->any_blk) {
+    model_trim (v, off, len);
+    read_compare (v, h, off, len, what);
+  }
   else {
     uint8_t *buf = xmalloc (len);
     NBD_OK (nbd_pread (h, buf, len, off, 0));
@@ -894,7 +1121,12 @@ case_trim (void *arg)
       continue;
     }
     after[i] = blocks_of (v->path[i]);
-    if (covers_block (v, i, off, len))
+    if (!member_trims (v, i))
+      CHECK (after[i] == before[i],
+             "member %u (%s): its server cannot trim, yet st_blocks went "
+             "%" PRIu64 " -> %" PRIu64,
+             i, v->path[i], before[i], after[i]);
+    else if (covers_block (v, i, off, len))
       CHECK (after[i] < before[i],
              "member %u (%s): st_blocks %" PRIu64 " -> %" PRIu64
              " after trim of [%" PRIu64 ", +%" PRIu64 "): no space was freed",
@@ -920,7 +1152,7 @@ case_trim (void *arg)
   NBD_OK (nbd_flush (h, 0));
   read_compare_all (v, h, "after trims");
   close_handle (h);
-  server_stop (&v->srv);
+  vol_stop (v);
   check_members (v);
 }
 
@@ -946,6 +1178,43 @@ do_zero (struct vol *v, struct nbd_handle *h, uint64_t off, uint64_t len,
   expect_zero (v, h, off, len, what);
 }
 
+/* A FUA write of one member's first chunk reaches a remote member's
+ * server as a write with FUA, or, when the server has no FUA, as a write
+ * followed by a flush (request log).
+ */
+static void
+check_fua_reaches_remote_members (struct vol *v, struct nbd_handle *h)
+{
+  for (unsigned i = 0; i < v->n; i++) {
+    uint64_t off, mark;
+    unsigned writes, fua_writes, flushes;
+    if (!v->remote[i])
+      continue;
+    CHECK (oracle_unmap (&v->o, i, 0, &off), "member %u holds no chunk", i);
+    mark = msrv_log_mark (&v->msrv[i]);
+    prng_fill (&v->rng, v->model + off, 512);
+    NBD_OK (nbd_pwrite (h, v->model + off, 512, off, LIBNBD_CMD_FLAG_FUA));
+    writes = msrv_requests (&v->msrv[i], mark, "Write", NULL);
+    fua_writes = msrv_requests (&v->msrv[i], mark, "Write", " fua=1 ");
+    flushes = msrv_requests (&v->msrv[i], mark, "Flush", NULL);
+    note ("FUA write to member %u (server fua %d, flush %d): %u write(s), "
+          "%u with FUA, %u flush(es)",
+          i, v->caps[i].fua, v->caps[i].flush, writes, fua_writes, flushes);
+    CHECK (writes == 1, "member %u: %u writes reached its server, expected 1",
+           i, writes);
+    if (v->caps[i].fua)
+      CHECK (fua_writes == 1,
+             "member %u: the write reached its server "
+             "without FUA",
+             i);
+    else if (v->caps[i].flush)
+      CHECK (flushes >= 1,
+             "member %u: its server has no FUA, and no flush "
+             "followed the write",
+             i);
+  }
+}
+
 static void
 case_zero_fua_flush (void *arg)
 {
@@ -953,13 +1222,21 @@ case_zero_fua_flush (void *arg)
   struct vol *v = vol_setup ("zero_fua_flush", INIT_RANDOM);
   struct nbd_handle *h;
   uint64_t S = zone0_stripe (v), c = v->o.chunk, V = v->o.size, off, len;
+  uint32_t fz;
   uint64_t b = v->o.nr_boundaries ? v->o.boundary[0] : V / 2;
 
   vol_start (v);
   h = vol_connect (v);
   CHECK (nbd_can_zero (h) == 1, "zero not advertised");
-  CHECK (nbd_can_fast_zero (h) == 1, "fast zero not advertised");
+  CHECK (nbd_can_fast_zero (h) == v->fast_zero,
+         "fast zero advertised %d, expected %d", nbd_can_fast_zero (h),
+         v->fast_zero);
   CHECK (nbd_can_fua (h) == 1, "FUA not advertised");
+  /* Without fast zero advertised, libnbd refuses the flag: plain zeroes. */
+  fz = v->fast_zero ? LIBNBD_CMD_FLAG_FAST_ZERO : 0;
+  if (!fz)
+    note ("fast zero not advertised (a remote member cannot): the FAST_ZERO "
+          "zeroes below go without the flag");
 
   clip (v, S + 333, 5 * S + 4444, &off, &len);
   do_zero (v, h, off, len, 0, "may trim, across stripes");
@@ -968,9 +1245,9 @@ case_zero_fua_flush (void *arg)
            "NO_HOLE, across a zone "
            "boundary");
   clip (v, 7 * S, 11 * S, &off, &len);
-  do_zero (v, h, off, len, LIBNBD_CMD_FLAG_FAST_ZERO, "FAST_ZERO, aligned");
+  do_zero (v, h, off, len, fz, "FAST_ZERO, aligned");
   clip (v, 12 * S + 1, 14 * S + c + 3, &off, &len);
-  do_zero (v, h, off, len, LIBNBD_CMD_FLAG_FAST_ZERO | LIBNBD_CMD_FLAG_NO_HOLE,
+  do_zero (v, h, off, len, fz | LIBNBD_CMD_FLAG_NO_HOLE,
            "FAST_ZERO|NO_HOLE, unaligned");
   clip (v, 15 * S + 17, 15 * S + 18, &off, &len);
   do_zero (v, h, off, len, LIBNBD_CMD_FLAG_NO_HOLE, "1 byte");
@@ -993,9 +1270,10 @@ case_zero_fua_flush (void *arg)
             nbd_get_error ());
   }
   NBD_OK (nbd_flush (h, 0));
+  check_fua_reaches_remote_members (v, h);
   read_compare_all (v, h, "after zeroes and FUA writes");
   close_handle (h);
-  server_stop (&v->srv);
+  vol_stop (v);
   check_members (v);
 }
 
@@ -1031,6 +1309,13 @@ scan_member (struct vol *v, struct holes *hs, unsigned i)
   size_t cap = 0;
   if (fd == -1)
     FAIL ("open %s: %m", v->path[i]);
+  if (v->remote[i] && !v->caps[i].extents && lim > 0) {
+    /* Its server does not report holes: all data. */
+    hs->data[i] = xmalloc (sizeof (struct ivl));
+    hs->data[i][0] = (struct ivl){ 0, lim };
+    hs->nr[i] = 1;
+    pos = lim;
+  }
   while (pos < lim) {
     off_t d = lseek (fd, pos, SEEK_DATA), e;
     if (d == -1 && errno == ENXIO)
@@ -1277,7 +1562,7 @@ case_extents (void *arg)
   if (!v->any_blk && nbd_can_trim (h) == 1) {
     clip (v, v->o.chunk * v->n + 4096, 5 * v->o.chunk * v->n, &off, &len);
     NBD_OK (nbd_trim (h, len, off, 0));
-    memset (v->model + off, 0, len);
+    model_trim (v, off, len);
   }
   /* Write into what is probably a hole, across chunk boundaries. */
   clip (v, V / 2 - v->o.chunk - 100, V / 2 + v->o.chunk + 100, &off, &len);
@@ -1294,7 +1579,7 @@ case_extents (void *arg)
 
   read_compare_all (v, h, "after trim+write");
   close_handle (h);
-  server_stop (&v->srv);
+  vol_stop (v);
   check_members (v);
 }
 
@@ -1315,6 +1600,11 @@ usage (FILE *f)
     "  --seed N       random seed (default %llu)\n"
     "  --sizes LIST   sizes of generated members (default %s)\n"
     "  --case NAME    run only this case\n"
+    "  --remote HOW[,HOW...]  serve members remotely: local, unix, tcp,\n"
+    "                 tls-unix, tls-tcp (one for all, or one per member)\n"
+    "  --server I:ARGS  member I's server runs ARGS instead of \"file %%s\"\n"
+    "                 (%%s: its file)\n"
+    "  --connections N  pass connections=N\n"
     "environment: STRIPE_PLUGIN (required), STRIPE_LD_PRELOAD,\n"
     "             STRIPE_TEST_VERBOSE=1, STRIPE_KEEP_TMP=1\n",
     (unsigned long long) DEFAULT_SEED, default_sizes);
@@ -1337,6 +1627,50 @@ parse_sizes (const char *list)
   return cfg.n ? 0 : -1;
 }
 
+/* --remote: one HOW for every member, or one per member. */
+static int
+parse_remote (const char *list)
+{
+  char *copy = xstrdup (list), *save = NULL, *tok;
+  unsigned k = 0;
+  for (tok = strtok_r (copy, ",", &save); tok;
+       tok = strtok_r (NULL, ",", &save)) {
+    enum how how;
+    bool tls = strncmp (tok, "tls-", 4) == 0;
+    const char *t = tls ? tok + 4 : tok;
+    if (strcmp (t, "local") == 0 && !tls)
+      how = HOW_LOCAL;
+    else if (strcmp (t, "unix") == 0)
+      how = HOW_UNIX;
+    else if (strcmp (t, "tcp") == 0)
+      how = HOW_TCP;
+    else {
+      fprintf (stderr, "test_io: --remote: unknown %s\n", tok);
+      free (copy);
+      return -1;
+    }
+    if (k == MAXM) {
+      free (copy);
+      return -1;
+    }
+    cfg.how[k] = how;
+    cfg.tls[k] = tls;
+    k++;
+  }
+  free (copy);
+  if (k == 1)
+    for (unsigned i = 1; i < cfg.n; i++) {
+      cfg.how[i] = cfg.how[0];
+      cfg.tls[i] = cfg.tls[0];
+    }
+  else if (k != cfg.n) {
+    fprintf (stderr, "test_io: --remote: %u entries for %u members\n", k,
+             cfg.n);
+    return -1;
+  }
+  return 0;
+}
+
 static const struct {
   const char *name;
   void (*fn) (void *);
@@ -1351,7 +1685,7 @@ static const struct {
 int
 main (int argc, char **argv)
 {
-  const char *sizes = NULL;
+  const char *sizes = NULL, *remote = NULL;
   int passed = 0, failed = 0, skipped = 0;
   bool ran = false;
 
@@ -1390,6 +1724,28 @@ main (int argc, char **argv)
       cfg.only_case = val;
       i++;
     }
+    else if (strcmp (a, "--remote") == 0 && val) {
+      remote = val;
+      i++;
+    }
+    else if (strcmp (a, "--server") == 0 && val) {
+      char *end;
+      unsigned long m = strtoul (val, &end, 10);
+      if (end == val || *end != ':' || m >= MAXM) {
+        fprintf (stderr, "test_io: bad --server %s (I:ARGS)\n", val);
+        return 1;
+      }
+      cfg.server_args[m] = end + 1;
+      i++;
+    }
+    else if (strcmp (a, "--connections") == 0 && val) {
+      cfg.connections = strtoul (val, NULL, 10);
+      if (cfg.connections == 0) {
+        fprintf (stderr, "test_io: bad --connections %s\n", val);
+        return 1;
+      }
+      i++;
+    }
     else if (strcmp (a, "--help") == 0 || strcmp (a, "-h") == 0) {
       usage (stdout);
       return 0;
@@ -1415,6 +1771,13 @@ main (int argc, char **argv)
   }
   if (!cfg.chunk_str)
     cfg.chunk = 128 * 1024;
+  if (remote && parse_remote (remote) == -1)
+    return 1;
+  for (unsigned i = 0; i < MAXM; i++)
+    if (cfg.server_args[i] && (i >= cfg.n || cfg.how[i] == HOW_LOCAL)) {
+      fprintf (stderr, "test_io: --server %u: not a remote member\n", i);
+      return 1;
+    }
 
   if (!getenv ("STRIPE_PLUGIN") || !*getenv ("STRIPE_PLUGIN")) {
     printf ("SKIP: STRIPE_PLUGIN is not set\n");
@@ -1427,10 +1790,15 @@ main (int argc, char **argv)
           cfg.chunk_str ? "" : " (plugin default, not passed)",
           cfg.no_uring ? ", -D stripe.io_uring=0" : "", cfg.n);
   for (unsigned i = 0; i < cfg.n; i++) {
+    static const char *const how[] = { "local", "unix", "tcp" };
     if (cfg.given)
       printf (" %s", cfg.member[i]);
     else
       printf (" %llu", (unsigned long long) cfg.sizes[i]);
+    if (remote)
+      printf (" (%s%s%s%s)", cfg.tls[i] ? "tls-" : "", how[cfg.how[i]],
+              cfg.server_args[i] ? ": " : "",
+              cfg.server_args[i] ? cfg.server_args[i] : "");
   }
   printf ("\n");
 

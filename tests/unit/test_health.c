@@ -296,6 +296,43 @@ request_unanswered_past_io_timeout_fails_only_the_members_owing_it (
   health_free (h);
 }
 
+/* A network round trip is not a slow drive: NBD members are compared
+ * with NBD members only.
+ */
+static void
+members_are_compared_only_with_peers_of_their_class (void **state
+                                                     __attribute__ ((unused)))
+{
+  static const unsigned classes[] = { 0, 0, 1, 1 };
+  struct health_params p = {
+    .name = "t",
+    .window = 10,
+    .min_samples = 20,
+    .slow_factor = 4.0,
+    .error_threshold = 8,
+    .io_timeout = 30,
+    .member_class = classes,
+  };
+  struct health *h = health_new (&p, 4, paths, NULL);
+
+  assert_non_null (h);
+  /* Local members at 200 us, NBD members at 2 ms: nobody is slow. */
+  record_n (h, 0, HOP_READ, 4096, 200 * US, 50);
+  record_n (h, 1, HOP_READ, 4096, 200 * US, 50);
+  record_n (h, 2, HOP_READ, 4096, 2 * MS, 50);
+  record_n (h, 3, HOP_READ, 4096, 2 * MS, 50);
+  health_tick (h, health_now_ns ());
+  for (unsigned i = 0; i < 4; ++i)
+    assert_int_equal (health_member_state (h, i), MS_OK);
+  /* One NBD member 10x its NBD peer: slow. */
+  record_n (h, 3, HOP_READ, 4096, 40 * MS, 200);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 3), MS_SLOW);
+  assert_int_equal (health_member_state (h, 2), MS_OK);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -316,6 +353,7 @@ main (int argc, char **argv)
     cmocka_unit_test (idle_slow_member_keeps_its_state),
     cmocka_unit_test (
       request_unanswered_past_io_timeout_fails_only_the_members_owing_it),
+    cmocka_unit_test (members_are_compared_only_with_peers_of_their_class),
   };
 
   return run_unit_tests ("health", tests, sizeof tests / sizeof tests[0], argc,
