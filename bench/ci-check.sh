@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# CI check of the bench harness (issue 5): `stripe-bench --quick` on emulated
-# members with N = 1 and 2 must complete, its results.json must validate
-# against bench/results.schema.json and the chart files must exist.  It
-# asserts no speed.
+# CI check of the bench harness (issues 5 and 7): `stripe-bench --quick`
+#  1. on remote members (nbdkit servers behind the rate and delay filters),
+#     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1 (about 50 s; no root
+#     needed), then
+#  2. on emulated local members with N = 1 and 2, every profile
+# must complete, its results.json must validate against
+# bench/results.schema.json and the chart files must exist.  It asserts no
+# speed.
 #
 #   bench/ci-check.sh [PLUGIN.so]
 #
 # PLUGIN.so defaults to $NBDSTRIPE_PLUGIN, then build/plugin/.  Exit 0 pass,
-# 1 fail, 77 skip (not root, no cgroup block throttling, no loop devices).
-# Installs gnuplot-nox, python3-jsonschema and fio with apt-get when missing.
-# Takes about 2 minutes.
+# 1 fail, 77 skip of the local part (not root, no cgroup block throttling, no
+# loop devices) after the remote part passed.  Installs gnuplot-nox,
+# python3-jsonschema and fio with apt-get when missing (as root).
+# Takes about 3 minutes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -20,13 +25,6 @@ fail() { echo "FAIL: $*"; exit 1; }
 plugin=${1:-${NBDSTRIPE_PLUGIN:-$repo/build/plugin/nbdkit-stripe-plugin.so}}
 [ -f "$plugin" ] || fail "plugin not found: $plugin (pass it as the first argument)"
 
-[ "$(id -u)" -eq 0 ] || skip "not root: emulated members need loop devices and cgroup throttling"
-if [ ! -e /sys/fs/cgroup/blkio/blkio.throttle.read_bps_device ] &&
-   ! grep -qw io /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  skip "no cgroup v1 blkio or v2 io controller: block throttling is unavailable"
-fi
-[ -e /dev/loop-control ] || skip "no loop devices (/dev/loop-control missing)"
-command -v losetup >/dev/null || skip "losetup missing"
 command -v nbdkit >/dev/null || fail "nbdkit missing"
 
 # our own packages
@@ -35,6 +33,7 @@ command -v gnuplot >/dev/null || need+=(gnuplot-nox)
 /usr/bin/python3 -c 'import jsonschema' 2>/dev/null || need+=(python3-jsonschema)
 command -v fio >/dev/null || need+=(fio)
 if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" -eq 0 ] || skip "missing ${need[*]} and not root to install them"
   echo "== installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
@@ -46,6 +45,48 @@ fi
 
 out=$(mktemp -d /tmp/stripe-bench-ci.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+
+# ---- 1. remote members
+echo "== bench/stripe-bench --quick --remote --counts 1,2 --profiles SEQ1M-Q8T1,RND4K-Q1T1 (output in $out/remote)"
+start=$(date +%s)
+"$here/stripe-bench" --plugin "$plugin" --quick --remote --counts 1,2 \
+  --profiles SEQ1M-Q8T1,RND4K-Q1T1 --out "$out/remote" --noisy-retries 0 ||
+  fail "stripe-bench --remote exited with $?"
+echo "== remote run took $(( $(date +%s) - start )) s"
+rres=$out/remote
+[ -s "$rres/results.json" ] || fail "remote: results.json missing"
+[ -s "$rres/results.csv" ] || fail "remote: results.csv missing"
+[ -s "$rres/summary.md" ] || fail "remote: summary.md missing"
+/usr/bin/python3 "$here/validate-results" "$rres/results.json" || fail "remote: results.json does not validate"
+# 2 profiles x 2 rw x (nbd plugin, N=1, N=2) main rows, RND4K-Q1T1 x 2 rw x 3
+# with rate and delay lifted; the member servers and their sockets are gone
+/usr/bin/python3 - "$rres/results.json" <<'PY' || fail "remote: unexpected results.json content"
+import json, os, re, subprocess, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"]
+assert d["members"]["mode"] == "remote" and d["parameters"]["reference"] == "nbd", "not a remote run"
+assert sum(r["phase"] == "main" for r in rows) == 12, "expected 12 main rows"
+assert sum(r["phase"] == "unthrottled" for r in rows) == 6, "expected 6 rows with limits lifted"
+assert {r["config"] for r in rows} == {"nbd", "plugin"}, "configs"
+for u in d["members"]["devices"]:
+    m = re.search(r"socket=(\S+)", u)
+    assert not (m and os.path.exists(m.group(1))), "member socket left behind: " + u
+    left = subprocess.run(["pgrep", "-f", re.escape(m.group(1) if m else u)],
+                          stdout=subprocess.PIPE).stdout.strip()
+    assert not left, "member server left running: " + u
+PY
+for p in SEQ1M-Q8T1 RND4K-Q1T1; do
+  [ -s "$rres/charts/scaling-$p.png" ] || fail "remote: chart missing: scaling-$p.png"
+done
+
+# ---- 2. emulated local members
+[ "$(id -u)" -eq 0 ] || skip "local part: not root: emulated members need loop devices and cgroup throttling (remote part passed)"
+if [ ! -e /sys/fs/cgroup/blkio/blkio.throttle.read_bps_device ] &&
+   ! grep -qw io /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  skip "local part: no cgroup v1 blkio or v2 io controller: block throttling is unavailable (remote part passed)"
+fi
+[ -e /dev/loop-control ] || skip "local part: no loop devices (/dev/loop-control missing) (remote part passed)"
+command -v losetup >/dev/null || skip "local part: losetup missing (remote part passed)"
 echo "== bench/stripe-bench --quick --counts 1,2 (output in $out)"
 start=$(date +%s)
 "$here/stripe-bench" --plugin "$plugin" --quick --counts 1,2 --out "$out/res" \
