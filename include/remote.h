@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 struct nbd_handle;
@@ -47,8 +48,21 @@ extern unsigned remote_timeout;
 #define REMOTE_MAX_CONNECTIONS 16
 #define REMOTE_CONNECT_TIMEOUT 30
 
-/* Whether s is an NBD URI (nbd:, nbds:, nbd+unix:, nbds+unix:). */
-extern bool remote_is_uri (const char *s);
+/* Whether s is an NBD URI (nbd:, nbds:, nbd+unix:, nbds+unix:,
+ * nbd+vsock:, nbds+vsock:).  Inline: the config loader (and its fuzzer)
+ * use it without libnbd.
+ */
+static inline bool
+remote_is_uri (const char *s)
+{
+  static const char *const schemes[] = { "nbd://",       "nbds://",
+                                         "nbd+unix://",  "nbds+unix://",
+                                         "nbd+vsock://", "nbds+vsock://" };
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; ++i)
+    if (strncmp (s, schemes[i], strlen (schemes[i])) == 0)
+      return true;
+  return false;
+}
 
 /* A plain connection, no threads: for headers (nbdstripe create, check,
  * inspect) and probes.  Bounded by timeout seconds (connect + handshake).

@@ -54,19 +54,6 @@ struct remote {
   _Atomic bool started; /* dispatchers running */
 };
 
-bool
-remote_is_uri (const char *s)
-{
-  static const char *const schemes[] = {
-    "nbd://",       "nbds://",       "nbd+unix://", "nbds+unix://",
-    "nbd+vsock://", "nbds+vsock://", NULL
-  };
-  for (size_t i = 0; schemes[i]; ++i)
-    if (strncmp (s, schemes[i], strlen (schemes[i])) == 0)
-      return true;
-  return false;
-}
-
 static uint64_t
 now_ns (void)
 {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "remote.h"
 
 static char dir[256];
 static char path[sizeof dir + 16];
@@ -64,7 +65,8 @@ check_accepted (const struct stripe_config *c)
   require (c->name && strlen (c->name) >= 1 && strlen (c->name) <= 63);
   require (c->nr_members >= 1 && c->nr_members <= LAYOUT_MAX_MEMBERS);
   for (unsigned i = 0; i < c->nr_members; ++i) {
-    require (c->members[i] && c->members[i][0] == '/');
+    require (c->members[i]
+             && (c->members[i][0] == '/' || remote_is_uri (c->members[i])));
     for (unsigned j = 0; j < i; ++j)
       require (strcmp (c->members[i], c->members[j]) != 0);
   }
