@@ -21,6 +21,8 @@
 
 set -uo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" || exit 1
+
 D_TMP=
 D_PIDS=()                       # servers (nbdkit pids) we started
 D_MOUNTS=()                     # mounts we made (FUSE or not)
@@ -97,34 +99,14 @@ d_cleanup ()
 # d_init [TOOL...]: preconditions, $D_TMP, the cleanup trap.
 d_init ()
 {
-  local t
-  [[ -n ${NBDSTRIPE:-} ]] ||
-    d_skip "NBDSTRIPE is not set (run through ctest, or export it)"
-  [[ -x $NBDSTRIPE ]] || d_fail "NBDSTRIPE=$NBDSTRIPE: not an executable"
-  NBDSTRIPE=$(realpath "$NBDSTRIPE")
-  [[ -n ${STRIPE_PLUGIN:-} && -f $STRIPE_PLUGIN ]] ||
-    d_fail "STRIPE_PLUGIN=${STRIPE_PLUGIN:-}: no such file"
-  STRIPE_PLUGIN=$(realpath "$STRIPE_PLUGIN")
-  for t in "$@"; do
-    command -v "$t" >/dev/null || d_skip "$t is not installed"
-  done
-  if [[ -n ${STRIPE_LD_PRELOAD:-} && ! -f $STRIPE_LD_PRELOAD ]]; then
-    d_fail "STRIPE_LD_PRELOAD=$STRIPE_LD_PRELOAD: no such file"
-  fi
+  t_check_env d_skip d_fail "$@"
   D_TMP=$(mktemp -d "${TMPDIR:-/tmp}/nbdstripe-daemon.XXXXXX")
   trap d_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   cd "$D_TMP" || d_fail "cd $D_TMP"
-  D_PRE=(env "NBDSTRIPE_PLUGIN=$STRIPE_PLUGIN")
-  if [[ -n ${STRIPE_LD_PRELOAD:-} ]]; then
-    # nbdkit is not instrumented: the runtime must come first.  A daemon's
-    # stderr is /dev/null, so sanitizer reports go to files we check.
-    mkdir "$D_TMP/asan"
-    D_PRE+=("LD_PRELOAD=$STRIPE_LD_PRELOAD${STRIPE_ASAN_SHIM:+ $STRIPE_ASAN_SHIM}"
-            "ASAN_OPTIONS=detect_leaks=0:log_path=$D_TMP/asan/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-            "UBSAN_OPTIONS=print_stacktrace=1:log_path=$D_TMP/asan/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}")
-  fi
+  t_server_env "$D_TMP"
+  D_PRE=("${T_PRE[@]}")
   # libconfig 1.5 leaks on some syntax errors (see tests/config/lsan.supp):
   # the nbdstripe binary is instrumented and checks its own leaks.
   if [[ -n ${NBDSTRIPE_SOURCE_DIR:-} &&

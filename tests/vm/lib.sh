@@ -19,6 +19,8 @@
 
 set -uo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" || exit 1
+
 V_TMP=
 V_PIDS=()                       # servers (nbdkit pids) we started
 V_PGIDS=()                      # background process groups (qemu, nbdfuse)
@@ -94,34 +96,14 @@ v_cleanup ()
 # cleanup trap, the environment for `nbdstripe serve`.
 v_init ()
 {
-  local t
-  [[ -n ${NBDSTRIPE:-} ]] ||
-    v_skip "NBDSTRIPE is not set (run through ctest, or export it)"
-  [[ -x $NBDSTRIPE ]] || v_fail "NBDSTRIPE=$NBDSTRIPE: not an executable"
-  NBDSTRIPE=$(realpath "$NBDSTRIPE")
-  [[ -n ${STRIPE_PLUGIN:-} && -f $STRIPE_PLUGIN ]] ||
-    v_fail "STRIPE_PLUGIN=${STRIPE_PLUGIN:-}: no such file"
-  STRIPE_PLUGIN=$(realpath "$STRIPE_PLUGIN")
-  for t in "$@"; do
-    command -v "$t" >/dev/null || v_skip "$t is not installed"
-  done
-  if [[ -n ${STRIPE_LD_PRELOAD:-} && ! -f $STRIPE_LD_PRELOAD ]]; then
-    v_fail "STRIPE_LD_PRELOAD=$STRIPE_LD_PRELOAD: no such file"
-  fi
+  t_check_env v_skip v_fail "$@"
   V_TMP=$(mktemp -d "${TMPDIR:-/tmp}/nbdstripe-vm.XXXXXX")
   trap v_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   cd "$V_TMP" || v_fail "cd $V_TMP"
-  V_PRE=(env "NBDSTRIPE_PLUGIN=$STRIPE_PLUGIN")
-  if [[ -n ${STRIPE_LD_PRELOAD:-} ]]; then
-    # nbdkit is not instrumented: the runtime must come first.  A daemon's
-    # stderr is /dev/null, so sanitizer reports go to files we check.
-    mkdir "$V_TMP/asan"
-    V_PRE+=("LD_PRELOAD=$STRIPE_LD_PRELOAD${STRIPE_ASAN_SHIM:+ $STRIPE_ASAN_SHIM}"
-            "ASAN_OPTIONS=detect_leaks=0:log_path=$V_TMP/asan/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-            "UBSAN_OPTIONS=print_stacktrace=1:log_path=$V_TMP/asan/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}")
-  fi
+  t_server_env "$V_TMP"
+  V_PRE=("${T_PRE[@]}")
 }
 
 # Count a failure for every sanitizer report (sanitizer builds).
