@@ -3,7 +3,7 @@
  * What is tracked, per member: requests, bytes and errors per operation
  * (read, write, trim, zero, flush); the last error (operation, errno,
  * member offset, time); latency per operation in log-linear histograms
- * (4 buckets per power of two of nanoseconds, ~19% resolution), in total
+ * (8 buckets per power of two of nanoseconds: within 6.25%), in total
  * and over a sliding window.  The I/O path only does relaxed atomic adds
  * on its member's counters: nothing is serialised; the health thread
  * snapshots the cumulative histograms once a second and a window is the

@@ -3,11 +3,12 @@
 # volume degraded, the others stay ok, and no request fails.
 #
 # Volume: 4 members of 8 MiB (nbdkit file + delay filter behind nbdfuse):
-# members 0, 1, 3 delay every read and write by 2 ms, member 2 by 10 ms;
+# members 0, 1, 3 delay every read and write by 2 ms, member 2 by 12 ms
+# (with ~0.5 ms of FUSE and nbdkit per request under this load, ~2.5 vs
+# ~12.5 ms at the member: measured 4.8x);
 # chunk 64K, metadata "none", cache "direct" (every read reaches the
 # delay filter); health interval 1 s, window 3 s, min_samples 20,
-# slow_factor 4.0, the default (10 ms + overhead against 2 ms + overhead:
-# measured 4.9x here),
+# slow_factor 4.0, the default,
 # error_threshold 4, io_timeout 5 s.
 #
 # Load: 4 connections, each reading 4 KiB at random places of members 0, 1,
@@ -29,7 +30,7 @@ M=$((1024 * 1024))
 N=4
 CHUNK=65536
 for i in 0 1 2 3; do
-  if [[ $i -eq 2 ]]; then d=10ms; else d=2ms; fi
+  if [[ $i -eq 2 ]]; then d=12ms; else d=2ms; fi
   h_member "$i" $((8 * M)) "delay=$d"
 done
 h_volume "$N" 0 'metadata = "none";

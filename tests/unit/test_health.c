@@ -67,8 +67,8 @@ assert_near (double got, double want, double rel)
 }
 
 static void
-latency_quantiles_are_within_13_percent_of_the_truth (void **state
-                                                      __attribute__ ((unused)))
+latency_quantiles_are_within_7_percent_of_the_truth (void **state
+                                                     __attribute__ ((unused)))
 {
   static const uint64_t values[] = { 1 * US,   83 * US, 2 * MS,      7 * MS,
                                      333 * MS, 1 * SEC, 5 * US + 123 };
@@ -77,9 +77,9 @@ latency_quantiles_are_within_13_percent_of_the_truth (void **state
     record_n (h, 0, HOP_READ, 4096, values[k], 100);
     health_tick (h, health_now_ns ());
     assert_near (health_quantile_us (h, 0, HOP_READ, 0.5, true),
-                 values[k] / 1000.0, 0.13);
+                 values[k] / 1000.0, 0.07);
     assert_near (health_quantile_us (h, 0, HOP_READ, 0.5, false),
-                 values[k] / 1000.0, 0.13);
+                 values[k] / 1000.0, 0.07);
     assert_true (isnan (health_quantile_us (h, 1, HOP_READ, 0.5, true)));
     health_free (h);
   }
@@ -89,8 +89,8 @@ latency_quantiles_are_within_13_percent_of_the_truth (void **state
   record_n (h, 0, HOP_WRITE, 65536, 100 * US, 980);
   record_n (h, 0, HOP_WRITE, 65536, 10 * MS, 20);
   health_tick (h, health_now_ns ());
-  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.5, true), 100, 0.13);
-  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.99, true), 10000, 0.13);
+  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.5, true), 100, 0.07);
+  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.99, true), 10000, 0.07);
   health_free (h);
 }
 
@@ -337,7 +337,7 @@ int
 main (int argc, char **argv)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (latency_quantiles_are_within_13_percent_of_the_truth),
+    cmocka_unit_test (latency_quantiles_are_within_7_percent_of_the_truth),
     cmocka_unit_test (
       errors_below_threshold_make_member_failing_and_a_success_resets_the_run),
     cmocka_unit_test (device_gone_errors_fail_the_member_at_once),
