@@ -68,11 +68,12 @@
  *       "state_since_unix": 1796212000.0,
  *       "reason": "" | "why it is in this state",
  *       "consecutive_errors": 0,
+ *       "rejected": 0,        // requests refused at once (member failed)
  *       "ops": {
- *         "read":  { "requests": N, "bytes": N, "errors": N,
- *                    "latency_us": { "p50": 81.0, "p99": 410.0, "samples": N
- * }, "total_latency_us": { "p50": …, "p99": …, "sum": … } }, "write": …,
- * "trim": …, "zero": …, "flush": …
+ *         "read": { "requests": N, "bytes": N, "errors": N,
+ *           "latency_us": { "p50": 81.0, "p99": 410.0, "samples": N },
+ *           "total_latency_us": { "p50": 80.0, "p99": 400.0, "sum": S } },
+ *         "write": …, "trim": …, "zero": …, "flush": …
  *       },               // p50/p99 are null when there are no samples
  *       "last_error": null | { "op": "read", "errno": 5, "error": "EIO",
  *                              "message": "Input/output error",
@@ -88,7 +89,8 @@
  * path,state}, nbdstripe_member_{read,write,trim,zero,flush}_
  * {requests,bytes,errors}_total{volume,member}, and per operation a
  * summary nbdstripe_member_OP_latency_seconds{volume,member,quantile} over
- * the window with _sum and _count over the whole run.
+ * the window with _sum and _count over the whole run, and
+ * nbdstripe_member_rejected_total{volume,member}.
  */
 #ifndef NBDSTRIPE_HEALTH_H
 #define NBDSTRIPE_HEALTH_H
