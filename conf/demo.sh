@@ -40,7 +40,7 @@ cat <<MSG
    copy in/out:  nbdcopy disk.img '$uri'
    attach (root, with the nbd kernel module):
        nbd-client -unix $sock /dev/nbd0 -b 4096 -connections 4
-       mkfs.ext4 -E stride=32,stripe_width=128 /dev/nbd0
+       mkfs.ext4 -b 4096 -E stride=32,stripe_width=128 /dev/nbd0
    Ctrl-C stops the server.
 MSG
 exec build/daemon/nbdstripe serve --foreground "$conf"
