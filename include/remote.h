@@ -72,15 +72,21 @@ remote_is_uri (const char *s)
 extern struct nbd_handle *remote_connect (const char *uri, unsigned timeout,
                                           bool meta, char *why, size_t len);
 
-/* Synchronous I/O on such a plain handle, bounded by timeout seconds;
- * -1 with errno and a reason in why.
+/* Synchronous commands on such a plain handle, each bounded by timeout
+ * seconds; -1 with errno and a reason in why.  A flush to a server
+ * without flush does nothing.
  */
 extern int remote_plain_pread (struct nbd_handle *h, void *buf, size_t count,
                                uint64_t offset, unsigned timeout, char *why,
                                size_t len);
 extern int remote_plain_pwrite (struct nbd_handle *h, const void *buf,
-                                size_t count, uint64_t offset, bool sync,
+                                size_t count, uint64_t offset,
                                 unsigned timeout, char *why, size_t len);
+extern int remote_plain_flush (struct nbd_handle *h, unsigned timeout,
+                               char *why, size_t len);
+extern int remote_plain_trim (struct nbd_handle *h, uint64_t count,
+                              uint64_t offset, unsigned timeout, char *why,
+                              size_t len);
 
 /* A member's pool.  Opening connects (bounded by the timeouts above),
  * reads the size and what the server can do.  Closing stops the

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
@@ -59,48 +58,6 @@ last_nbd_error (void)
   const char *e = nbd_get_error ();
 
   return e ? e : "unknown error";
-}
-
-static uint64_t
-now_ms (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Wait, at most RAWDEV_TIMEOUT seconds, for a command issued on a plain
- * handle without a completion callback.  remote.h has plain reads and
- * writes only; a flush and a trim are waited for here, the same way.
- */
-static int
-wait_command (struct nbd_handle *h, int64_t cookie, const char *what,
-              char *why, size_t len)
-{
-  const uint64_t deadline = now_ms () + RAWDEV_TIMEOUT * 1000ull;
-
-  if (cookie == -1)
-    return fail (why, len, nbd_get_errno () ? nbd_get_errno () : EIO, "%s: %s",
-                 what, last_nbd_error ());
-  for (;;) {
-    int r = nbd_aio_command_completed (h, cookie);
-    uint64_t now;
-
-    if (r == 1)
-      return 0;
-    if (r == -1) {
-      int err = nbd_get_errno () ? nbd_get_errno () : EIO;
-      return fail (why, len, err, "%s: %s", what, strerror (err));
-    }
-    now = now_ms ();
-    if (now >= deadline)
-      return fail (why, len, ETIMEDOUT, "%s: no answer within %u s", what,
-                   RAWDEV_TIMEOUT);
-    if (nbd_poll (h, (int) (deadline - now)) == -1)
-      return fail (why, len, nbd_get_errno () ? nbd_get_errno () : EIO,
-                   "%s: %s", what, last_nbd_error ());
-  }
 }
 
 static int
@@ -247,8 +204,8 @@ rawdev_pwrite (struct rawdev *d, const void *buf, size_t count,
   size_t done = 0;
 
   if (d->nbd)
-    return remote_plain_pwrite (d->nbd, buf, count, offset, false,
-                                RAWDEV_TIMEOUT, why, len);
+    return remote_plain_pwrite (d->nbd, buf, count, offset, RAWDEV_TIMEOUT,
+                                why, len);
   while (done < count) {
     ssize_t n =
       pwrite (d->fd, (const char *) buf + done, count - done, offset + done);
@@ -268,11 +225,7 @@ int
 rawdev_sync (struct rawdev *d, char *why, size_t len)
 {
   if (d->nbd) {
-    if (nbd_can_flush (d->nbd) != 1)
-      return 0;
-    return wait_command (d->nbd,
-                         nbd_aio_flush (d->nbd, NBD_NULL_COMPLETION, 0),
-                         "flush", why, len);
+    return remote_plain_flush (d->nbd, RAWDEV_TIMEOUT, why, len);
   }
   if (fdatasync (d->fd) == -1)
     return fail (why, len, errno, "fdatasync: %s", strerror (errno));
@@ -289,9 +242,7 @@ rawdev_discard (struct rawdev *d, uint64_t offset, uint64_t length, char *why,
                    "cannot discard: the server does not support trim");
     while (length > 0) {
       uint64_t n = length < REMOTE_TRIM_MAX ? length : REMOTE_TRIM_MAX;
-      if (wait_command (
-            d->nbd, nbd_aio_trim (d->nbd, n, offset, NBD_NULL_COMPLETION, 0),
-            "trim", why, len)
+      if (remote_plain_trim (d->nbd, n, offset, RAWDEV_TIMEOUT, why, len)
           == -1)
         return -1;
       offset += n;

@@ -23,6 +23,11 @@
 unsigned remote_max_connections = REMOTE_DEFAULT_CONNECTIONS;
 unsigned remote_timeout = 30;
 
+/* The longest trim, zero or block status range in one command: NBD
+ * lengths are 32 bits; kept block-aligned.
+ */
+#define MAX_RANGE (0x80000000u - 65536)
+
 /* When the server does not say: nbdkit and qemu-nbd take 32M. */
 #define DEFAULT_MAX_PAYLOAD (32u * 1024 * 1024)
 
@@ -251,8 +256,11 @@ plain_finish (struct nbd_handle *h, struct sync_cmd *c, unsigned timeout,
   }
   if (drive_until (h, sync_is_done, c, deadline) == -1) {
     int e = errno;
-    snprintf (why, len, "%s: %s", what,
-              e == ETIMEDOUT ? "no answer in time" : strerror (e));
+    if (e == ETIMEDOUT)
+      snprintf (why, len, "%s: no answer within %u s", what,
+                timeout ? timeout : 3600);
+    else
+      snprintf (why, len, "%s: %s", what, strerror (e));
     errno = e;
     return -1;
   }
@@ -264,37 +272,45 @@ plain_finish (struct nbd_handle *h, struct sync_cmd *c, unsigned timeout,
   return 0;
 }
 
+#define SYNC_CB(c)                                                            \
+  ((nbd_completion_callback){ .callback = sync_done_cb, .user_data = &(c) })
+
 int
 remote_plain_pread (struct nbd_handle *h, void *buf, size_t count,
                     uint64_t offset, unsigned timeout, char *why, size_t len)
 {
   struct sync_cmd c = { 0 };
-  c.cookie = nbd_aio_pread (
-    h, buf, count, offset,
-    (nbd_completion_callback){ .callback = sync_done_cb, .user_data = &c }, 0);
+  c.cookie = nbd_aio_pread (h, buf, count, offset, SYNC_CB (c), 0);
   return plain_finish (h, &c, timeout, "read", why, len);
 }
 
 int
 remote_plain_pwrite (struct nbd_handle *h, const void *buf, size_t count,
-                     uint64_t offset, bool sync, unsigned timeout, char *why,
-                     size_t len)
+                     uint64_t offset, unsigned timeout, char *why, size_t len)
 {
   struct sync_cmd c = { 0 };
-  c.cookie = nbd_aio_pwrite (
-    h, buf, count, offset,
-    (nbd_completion_callback){ .callback = sync_done_cb, .user_data = &c }, 0);
-  if (plain_finish (h, &c, timeout, "write", why, len) == -1)
-    return -1;
-  if (sync && nbd_can_flush (h) == 1) {
-    struct sync_cmd f = { 0 };
-    f.cookie = nbd_aio_flush (
-      h,
-      (nbd_completion_callback){ .callback = sync_done_cb, .user_data = &f },
-      0);
-    return plain_finish (h, &f, timeout, "flush", why, len);
-  }
-  return 0;
+  c.cookie = nbd_aio_pwrite (h, buf, count, offset, SYNC_CB (c), 0);
+  return plain_finish (h, &c, timeout, "write", why, len);
+}
+
+int
+remote_plain_flush (struct nbd_handle *h, unsigned timeout, char *why,
+                    size_t len)
+{
+  struct sync_cmd c = { 0 };
+  if (nbd_can_flush (h) != 1)
+    return 0;
+  c.cookie = nbd_aio_flush (h, SYNC_CB (c), 0);
+  return plain_finish (h, &c, timeout, "flush", why, len);
+}
+
+int
+remote_plain_trim (struct nbd_handle *h, uint64_t count, uint64_t offset,
+                   unsigned timeout, char *why, size_t len)
+{
+  struct sync_cmd c = { 0 };
+  c.cookie = nbd_aio_trim (h, count, offset, SYNC_CB (c), 0);
+  return plain_finish (h, &c, timeout, "trim", why, len);
 }
 
 /* The pool. */
@@ -626,10 +642,34 @@ command_cb (void *user_data, int *error)
   return 1;
 }
 
+struct extent_result {
+  bool got;
+  bool is_data;
+  uint64_t length;
+};
+
+static int
+extent_cb (void *user_data, const char *metacontext, uint64_t offset,
+           uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct extent_result *x = user_data;
+
+  (void) offset;
+  (void) error;
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 || x->got
+      || nr_entries < 2)
+    return 0;
+  x->got = true;
+  x->length = entries[0];
+  x->is_data = !(entries[1] & LIBNBD_STATE_HOLE);
+  return 0;
+}
+
 /* Issue one command of op on c (the read lock held).  The batch counts
  * it before it is issued: its completion may run before this returns.
+ * buf: the data (read, write), or the extent_result (extents).
  */
-enum rkind { RK_READ, RK_WRITE, RK_FLUSH, RK_TRIM, RK_ZERO };
+enum rkind { RK_READ, RK_WRITE, RK_FLUSH, RK_TRIM, RK_ZERO, RK_EXTENTS };
 
 static void
 issue (struct conn *c, struct member_op *op, enum rkind kind, void *buf,
@@ -654,6 +694,12 @@ issue (struct conn *c, struct member_op *op, enum rkind kind, void *buf,
   case RK_FLUSH: cookie = nbd_aio_flush (c->h, cb, flags); break;
   case RK_TRIM: cookie = nbd_aio_trim (c->h, count, offset, cb, flags); break;
   case RK_ZERO: cookie = nbd_aio_zero (c->h, count, offset, cb, flags); break;
+  case RK_EXTENTS:
+    cookie = nbd_aio_block_status (
+      c->h, count, offset,
+      (nbd_extent_callback){ .callback = extent_cb, .user_data = buf }, cb,
+      flags);
+    break;
   }
   if (cookie == -1) {
     /* Not issued: the callback will not run. */
@@ -677,7 +723,8 @@ issue (struct conn *c, struct member_op *op, enum rkind kind, void *buf,
 
 static void
 submit_kind (struct remote_batch *b, struct remote *r, struct member_op *op,
-             enum rkind kind, uint64_t offset, uint64_t count, uint32_t flags)
+             enum rkind kind, uint64_t offset, uint64_t count, uint32_t flags,
+             void *arg)
 {
   struct conn *c;
 
@@ -723,7 +770,7 @@ submit_kind (struct remote_batch *b, struct remote *r, struct member_op *op,
     }
     break;
   }
-  default: issue (c, op, kind, NULL, count, offset, flags); break;
+  default: issue (c, op, kind, arg, count, offset, flags); break;
   }
   pthread_rwlock_unlock (&r->lock);
   /* Nothing issued (zero length): done. */
@@ -739,15 +786,15 @@ remote_submit (struct remote_batch *b, struct remote *r, struct member_op *op)
 {
   switch (op->kind) {
   case OP_READ:
-    submit_kind (b, r, op, RK_READ, op->offset, op->length, 0);
+    submit_kind (b, r, op, RK_READ, op->offset, op->length, 0, NULL);
     break;
   case OP_WRITE:
     submit_kind (b, r, op, RK_WRITE, op->offset, op->length,
-                 op->fua && r->can_fua ? LIBNBD_CMD_FLAG_FUA : 0);
+                 op->fua && r->can_fua ? LIBNBD_CMD_FLAG_FUA : 0, NULL);
     break;
   case OP_FLUSH:
     if (r->can_flush)
-      submit_kind (b, r, op, RK_FLUSH, 0, 0, 0);
+      submit_kind (b, r, op, RK_FLUSH, 0, 0, 0, NULL);
     else {
       op->rbatch = b;
       op->rpending = 0;
@@ -805,7 +852,8 @@ remote_batch_wait (struct remote_batch *b)
 /* Synchronous operations: one op, one batch. */
 static int
 sync_op (struct remote *r, enum rkind kind, const struct iovec *iov,
-         unsigned nr, uint64_t offset, uint64_t count, uint32_t flags)
+         unsigned nr, uint64_t offset, uint64_t count, uint32_t flags,
+         void *arg)
 {
   struct remote_batch b;
   struct member_op op = {
@@ -822,7 +870,7 @@ sync_op (struct remote *r, enum rkind kind, const struct iovec *iov,
 
   op.m = &dummy;
   remote_batch_init (&b);
-  submit_kind (&b, r, &op, kind, offset, count, flags);
+  submit_kind (&b, r, &op, kind, offset, count, flags, arg);
   remote_batch_wait (&b);
   if (op.err) {
     errno = op.err;
@@ -835,7 +883,7 @@ int
 remote_preadv (struct remote *r, const struct iovec *iov, unsigned nr,
                uint64_t offset)
 {
-  return sync_op (r, RK_READ, iov, nr, offset, 0, 0);
+  return sync_op (r, RK_READ, iov, nr, offset, 0, 0, NULL);
 }
 
 int
@@ -843,7 +891,7 @@ remote_pwritev (struct remote *r, const struct iovec *iov, unsigned nr,
                 uint64_t offset, bool fua)
 {
   if (sync_op (r, RK_WRITE, iov, nr, offset, 0,
-               fua && r->can_fua ? LIBNBD_CMD_FLAG_FUA : 0)
+               fua && r->can_fua ? LIBNBD_CMD_FLAG_FUA : 0, NULL)
       == -1)
     return -1;
   if (fua && !r->can_fua)
@@ -856,7 +904,7 @@ remote_flush (struct remote *r)
 {
   if (!r->can_flush)
     return 0;
-  return sync_op (r, RK_FLUSH, NULL, 0, 0, 0, 0);
+  return sync_op (r, RK_FLUSH, NULL, 0, 0, 0, 0, NULL);
 }
 
 int
@@ -865,8 +913,8 @@ remote_trim (struct remote *r, uint64_t offset, uint64_t len)
   if (!r->can_trim || r->readonly)
     return 0; /* advisory */
   while (len > 0) {
-    uint64_t n = len < 0x80000000u ? len : 0x80000000u - 65536;
-    if (sync_op (r, RK_TRIM, NULL, 0, offset, n, 0) == -1) {
+    uint64_t n = len < MAX_RANGE ? len : MAX_RANGE;
+    if (sync_op (r, RK_TRIM, NULL, 0, offset, n, 0, NULL) == -1) {
       if (errno == EOPNOTSUPP || errno == EINVAL)
         return 0;
       return -1;
@@ -889,8 +937,8 @@ remote_zero (struct remote *r, uint64_t offset, uint64_t len, bool may_trim,
     return -1;
   }
   while (len > 0) {
-    uint64_t n = len < 0x80000000u ? len : 0x80000000u - 65536;
-    if (sync_op (r, RK_ZERO, NULL, 0, offset, n, flags) == -1) {
+    uint64_t n = len < MAX_RANGE ? len : MAX_RANGE;
+    if (sync_op (r, RK_ZERO, NULL, 0, offset, n, flags, NULL) == -1) {
       if (errno == ENOTSUP || errno == EOPNOTSUPP) {
         if (fast && atomic_exchange (&r->can_fast_zero, false))
           stripe_debug ("%s: the server refused a fast zero it advertised: "
@@ -906,43 +954,11 @@ remote_zero (struct remote *r, uint64_t offset, uint64_t len, bool may_trim,
   return 0;
 }
 
-struct extent_result {
-  bool got;
-  bool is_data;
-  uint64_t length;
-};
-
-static int
-extent_cb (void *user_data, const char *metacontext, uint64_t offset,
-           uint32_t *entries, size_t nr_entries, int *error)
-{
-  struct extent_result *x = user_data;
-
-  (void) offset;
-  (void) error;
-  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 || x->got
-      || nr_entries < 2)
-    return 0;
-  x->got = true;
-  x->length = entries[0];
-  x->is_data = !(entries[1] & LIBNBD_STATE_HOLE);
-  return 0;
-}
-
-struct extent_sync {
-  struct sync_cmd cmd;
-  struct remote_batch *b;
-};
-
 int
 remote_extent (struct remote *r, uint64_t offset, uint64_t limit,
                bool *is_data, uint64_t *end)
 {
   struct extent_result x = { 0 };
-  struct remote_batch b;
-  struct member_op op = { 0 };
-  static struct member dummy;
-  struct conn *c;
   uint64_t count = limit - offset;
 
   if (!r->can_extents || count == 0) {
@@ -950,47 +966,12 @@ remote_extent (struct remote *r, uint64_t offset, uint64_t limit,
     *end = limit;
     return 0;
   }
-  if (count > 0x80000000u - 65536)
-    count = 0x80000000u - 65536;
-  op.m = &dummy;
-  remote_batch_init (&b);
-  op.rbatch = &b;
-  if (b.nr_ops < 64)
-    b.ops[b.nr_ops++] = &op;
-  if (start_dispatchers (r) == -1) {
-    remote_batch_wait (&b);
-    errno = EIO;
+  if (count > MAX_RANGE)
+    count = MAX_RANGE;
+  if (sync_op (r, RK_EXTENTS, NULL, 0, offset, count, LIBNBD_CMD_FLAG_REQ_ONE,
+               &x)
+      == -1)
     return -1;
-  }
-  pthread_rwlock_rdlock (&r->lock);
-  c = pick_conn (r);
-  if (c) {
-    op.rconn = c;
-    pthread_mutex_lock (&b.lock);
-    b.pending++;
-    op.rpending++;
-    pthread_mutex_unlock (&b.lock);
-    int64_t cookie = nbd_aio_block_status (
-      c->h, count, offset,
-      (nbd_extent_callback){ .callback = extent_cb, .user_data = &x },
-      (nbd_completion_callback){ .callback = command_cb, .user_data = &op },
-      LIBNBD_CMD_FLAG_REQ_ONE);
-    if (cookie == -1)
-      op_command_done (&op, nbd_get_errno () ? nbd_get_errno () : ENOTCONN);
-    else {
-      uint64_t one = 1;
-      if (write (c->wake, &one, sizeof one) == -1) {
-      }
-    }
-  }
-  else
-    op.err = ENOTCONN;
-  pthread_rwlock_unlock (&r->lock);
-  remote_batch_wait (&b);
-  if (op.err) {
-    errno = op.err;
-    return -1;
-  }
   *is_data = x.got ? x.is_data : true;
   *end = x.got && x.length > 0 && offset + x.length < limit ? offset + x.length
                                                             : limit;
