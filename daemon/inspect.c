@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "nbdstripe.h"
+#include "utf8.h"
 #include "rawdev.h"
 #include "superblock.h"
 
@@ -25,34 +26,6 @@ inspect_usage (FILE *fp, int status)
   return status;
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
-static size_t
-utf8_len (const unsigned char *s)
-{
-  size_t n;
-  unsigned min;
-  unsigned cp;
-
-  if (s[0] < 0x80)
-    return 1;
-  if ((s[0] & 0xe0) == 0xc0)
-    n = 2, min = 0x80, cp = s[0] & 0x1f;
-  else if ((s[0] & 0xf0) == 0xe0)
-    n = 3, min = 0x800, cp = s[0] & 0x0f;
-  else if ((s[0] & 0xf8) == 0xf0)
-    n = 4, min = 0x10000, cp = s[0] & 0x07;
-  else
-    return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((s[i] & 0xc0) != 0x80)
-      return 0;
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-    return 0;
-  return n;
-}
-
 /* Paths and names go into JSON: escape what JSON requires, and since
  * JSON text is UTF-8, a byte that is not part of valid UTF-8 (Linux paths
  * may hold any byte) becomes U+FFFD.
@@ -64,7 +37,8 @@ json_string (const char *str)
 
   putchar ('"');
   while (*s) {
-    size_t n = utf8_len (s);
+    unsigned cp;
+    size_t n = utf8_decode (s, 4, &cp);
 
     if (n == 0) {
       fputs ("\\ufffd", stdout);

@@ -32,6 +32,7 @@
 
 #include "health.h"
 #include "log.h"
+#include "utf8.h"
 
 extern char **environ;
 
@@ -520,15 +521,9 @@ json_str (FILE *fp, const char *s)
       fputc (*p, fp);
     else {
       /* Pass valid UTF-8 through; anything else becomes U+FFFD. */
-      unsigned len = *p >= 0xf0 && *p < 0xf5   ? 4
-                     : *p >= 0xe0 && *p < 0xf0 ? 3
-                     : *p >= 0xc2 && *p < 0xe0 ? 2
-                                               : 0;
-      unsigned k;
-      for (k = 1; k < len; ++k)
-        if ((p[k] & 0xc0) != 0x80)
-          break;
-      if (len == 0 || k < len) {
+      unsigned cp;
+      size_t len = utf8_decode (p, 4, &cp);
+      if (len == 0) {
         fputs ("\\ufffd", fp);
         continue;
       }
