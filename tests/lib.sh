@@ -45,3 +45,19 @@ t_server_env ()
             "UBSAN_OPTIONS=print_stacktrace=1:log_path=$dir/asan/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}")
   fi
 }
+
+# t_asan_reports DIR: show and remove the sanitizer reports t_server_env
+# sent to DIR/asan; sets T_REPORTS to how many there were.
+t_asan_reports ()
+{
+  local dir=$1 f
+  T_REPORTS=0
+  [[ -n $dir && -d $dir/asan ]] || return 0
+  for f in "$dir"/asan/*; do
+    [[ -e $f ]] || continue
+    printf -- '-- sanitizer report %s:\n' "$f" >&2
+    cat "$f" >&2
+    T_REPORTS=$((T_REPORTS + 1))
+    rm -f "$f"
+  done
+}

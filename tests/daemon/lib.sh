@@ -118,15 +118,8 @@ d_init ()
 # Fail if a sanitizer wrote a report (sanitizer builds).
 d_asan_reports ()
 {
-  local f
-  [[ -n $D_TMP && -d $D_TMP/asan ]] || return 0
-  for f in "$D_TMP"/asan/*; do
-    [[ -e $f ]] || continue
-    printf -- '-- sanitizer report %s:\n' "$f" >&2
-    cat "$f" >&2
-    D_FAILS=$((D_FAILS + 1))
-    rm -f "$f"
-  done
+  t_asan_reports "$D_TMP"
+  D_FAILS=$((D_FAILS + T_REPORTS))
 }
 
 # d_run NAME CMD...: run a command, stdout to $D_TMP/NAME.out and stderr to

@@ -109,15 +109,8 @@ v_init ()
 # Count a failure for every sanitizer report (sanitizer builds).
 v_asan_reports ()
 {
-  local f
-  [[ -n $V_TMP && -d $V_TMP/asan ]] || return 0
-  for f in "$V_TMP"/asan/*; do
-    [[ -e $f ]] || continue
-    printf -- '-- sanitizer report %s:\n' "$f" >&2
-    cat "$f" >&2
-    V_FAILS=$((V_FAILS + 1))
-    rm -f "$f"
-  done
+  t_asan_reports "$V_TMP"
+  V_FAILS=$((V_FAILS + T_REPORTS))
 }
 
 # v_run NAME CMD...: run a command with its output in $V_TMP/NAME.log,
