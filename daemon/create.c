@@ -298,9 +298,10 @@ cmd_create (int argc, char **argv)
   sb.ctime = time (NULL);
   sb.member_count = n;
   sb.chunk = cfg.chunk;
-  sb.layout_id = LAYOUT_ID_RAID0_ALT;
+  sb.layout = LAYOUT_MD_ALT;
   sb.flags = 0;
   sb.data_offset = cfg.data_offset;
+  sb.events = 1;
   memcpy (sb.member_sizes, l->member_size, n * sizeof sb.member_sizes[0]);
 
   for (unsigned i = 0; i < n; ++i) {

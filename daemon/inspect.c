@@ -146,9 +146,9 @@ cmd_inspect (int argc, char **argv)
                 "\"member_index\": %" PRIu32 ", \"member_count\": %" PRIu32
                 ", \"chunk\": %" PRIu64 ", \"layout\": %" PRIu32
                 ", \"flags\": %" PRIu32 ", \"data_offset\": %" PRIu64
-                ", \"member_sizes\": [",
+                ", \"events\": %" PRIu64 ", \"member_sizes\": [",
                 sb.ctime, when, sb.member_index, sb.member_count, sb.chunk,
-                sb.layout_id, sb.flags, sb.data_offset);
+                sb.layout, sb.flags, sb.data_offset, sb.events);
         for (uint32_t k = 0; k < sb.member_count; ++k)
           printf ("%s%" PRIu64, k ? ", " : "", sb.member_sizes[k]);
         printf ("]");
@@ -161,21 +161,34 @@ cmd_inspect (int argc, char **argv)
       continue;
     }
     uint64_t total = 0;
+    bool overflow = false;
     for (uint32_t k = 0; k < sb.member_count; ++k)
-      total += sb.member_sizes[k];
+      if (__builtin_add_overflow (total, sb.member_sizes[k], &total))
+        overflow = true;
+    char size[64], events[64];
+    if (overflow)
+      snprintf (size, sizeof size, "too large (the sizes overflow 64 bits)");
+    else
+      snprintf (size, sizeof size, "%" PRIu64 " bytes", total);
+    if (sb.version == SB_VERSION_1)
+      snprintf (events, sizeof events, "none (version 1 header)");
+    else
+      snprintf (events, sizeof events, "%" PRIu64, sb.events);
     printf ("%s:\n"
             "  volume:       %s\n"
             "  array UUID:   %s\n"
             "  member:       %" PRIu32 " of %" PRIu32 " (UUID %s)\n"
             "  created:      %s\n"
             "  chunk:        %" PRIu64 " bytes\n"
-            "  layout:       %" PRIu32 " (md raid0 alternate multi-zone)\n"
+            "  layout:       md raid0 layout %" PRIu32 " (%s)\n"
             "  data offset:  %" PRIu64 " bytes\n"
+            "  generation:   %s\n"
             "  format:       version %" PRIu32 ", flags %#" PRIx32 "\n"
-            "  volume size:  %" PRIu64 " bytes\n",
+            "  volume size:  %s\n",
             argv[i], sb.name, au, sb.member_index, sb.member_count, mu, when,
-            sb.chunk, sb.layout_id, sb.data_offset, sb.version, sb.flags,
-            total);
+            sb.chunk, sb.layout,
+            sb.layout == LAYOUT_MD_ALT ? "alternate multi-zone" : "original",
+            sb.data_offset, events, sb.version, sb.flags, size);
     for (uint32_t k = 0; k < sb.member_count; ++k)
       printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,
               sb.member_sizes[k]);

@@ -15,8 +15,11 @@
  *   member offset and contiguous on that member, so a request touches each
  *   member in ONE contiguous member range (layout_spans).
  * - Volume size = sum of the rounded member sizes.
- * - LAYOUT_ID_RAID0_ALT names this mapping; it is what member headers record.
- *   A different mapping must get a new identifier, never change this one.
+ * - Layouts are named by md's own numbers (the raid0 "layout" of an md
+ *   superblock): LAYOUT_MD_ALT (2) is the mapping above, the one member
+ *   headers record.  LAYOUT_MD_ORIG (1), md's original multi-zone mapping,
+ *   differs in zones after the first; it is not served.  A number never
+ *   changes meaning.
  */
 #ifndef NBDSTRIPE_LAYOUT_H
 #define NBDSTRIPE_LAYOUT_H
@@ -24,7 +27,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LAYOUT_ID_RAID0_ALT 1u /* md raid0 alternate multi-zone */
+#define LAYOUT_MD_ORIG 1u /* md raid0 RAID0_ORIG_LAYOUT */
+#define LAYOUT_MD_ALT 2u  /* md raid0 RAID0_ALT_MULTIZONE_LAYOUT */
 #define LAYOUT_MAX_MEMBERS 64
 #define LAYOUT_CHUNK_ALIGN 4096u /* chunk must be a multiple of this */
 #define LAYOUT_DEFAULT_CHUNK (128u * 1024)
@@ -38,7 +42,7 @@ struct layout_zone {
 };
 
 struct layout {
-  uint32_t id;    /* LAYOUT_ID_* */
+  uint32_t id;    /* LAYOUT_MD_* */
   uint64_t chunk; /* bytes */
   unsigned nr_members;
   uint64_t member_size[LAYOUT_MAX_MEMBERS]; /* usable bytes (whole chunks) */

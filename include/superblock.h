@@ -6,7 +6,7 @@
  *
  *   off  size  field
  *     0     8  magic "NBDSTRIP"
- *     8     4  format version (SB_VERSION)
+ *     8     4  format version: 2 (SB_VERSION); 1 is still read
  *    12     4  header size (4096)
  *    16    16  array UUID (same on every member)
  *    32    16  this member's UUID
@@ -15,12 +15,19 @@
  *   120     4  member index (0-based)
  *   124     4  member count
  *   128     8  chunk size in bytes
- *   136     4  layout identifier (LAYOUT_ID_*)
+ *   136     4  layout, in md raid0's numbering (LAYOUT_MD_*): version 2
+ *              writes 2, md's alternate multi-zone layout; version 1
+ *              wrote 1 for that same layout (read as 2)
  *   140     4  flags (none defined: must be 0)
  *   144     8  data offset in bytes (multiple of 4096)
  *   152   512  usable data size of every member, 64 x u64 (unused: 0),
  *              so that the layout can be rebuilt from any one member
- *   664  3428  reserved, zero
+ *   664     8  events (version 2): the volume's generation, at least 1,
+ *              the same on every member; bumped on the members still in
+ *              the volume when one drops out while it is served, so that
+ *              a stale member (an older copy) is told apart.  Version 1:
+ *              reserved (read as 0)
+ *   672  3420  reserved, zero
  *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
  */
 #ifndef NBDSTRIPE_SUPERBLOCK_H
@@ -32,7 +39,8 @@
 #include "layout.h"
 
 #define SB_MAGIC "NBDSTRIP"
-#define SB_VERSION 1u
+#define SB_VERSION 2u
+#define SB_VERSION_1 1u
 #define SB_SIZE 4096u
 #define SB_NAME_MAX 63
 #define SB_DEFAULT_DATA_OFFSET (1024u * 1024)
@@ -46,10 +54,11 @@ struct superblock {
   uint32_t member_index;
   uint32_t member_count;
   uint64_t chunk;
-  uint32_t layout_id;
+  uint32_t layout; /* LAYOUT_MD_* (md's numbering) whatever the version */
   uint32_t flags;
   uint64_t data_offset;
   uint64_t member_sizes[LAYOUT_MAX_MEMBERS];
+  uint64_t events; /* 0 in version 1 */
 };
 
 enum sb_error {
@@ -64,11 +73,13 @@ enum sb_error {
 /* Fill buf (SB_SIZE bytes) from sb, CRC included. */
 extern void sb_encode (const struct superblock *sb, uint8_t *buf);
 
-/* Parse and verify a header (the first SB_SIZE bytes of buf).  On
- * SB_ERR_FIELD, *field (if field is not NULL) names the offending field:
- * header_size, name, member_count, member_index, chunk, layout_id, flags,
- * data_offset, member_sizes or reserved; otherwise it is set to NULL.
- * Nothing in sb is meaningful unless SB_OK.
+/* Parse and verify a header (the first SB_SIZE bytes of buf), version 1
+ * or 2.  On SB_ERR_FIELD, *field (if field is not NULL) names the
+ * offending field: header_size, name, member_count, member_index, chunk,
+ * layout, flags, data_offset, member_sizes, events or reserved; otherwise
+ * it is set to NULL.  Nothing in sb is meaningful unless SB_OK.
+ * sb_encode of what was decoded gives the same bytes back (the version
+ * included).
  */
 extern enum sb_error sb_decode (const uint8_t *buf, size_t len,
                                 struct superblock *sb, const char **field);

@@ -143,7 +143,7 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
       ok = false;
       continue;
     }
-    if (sb->chunk != a->sb.chunk || sb->layout_id != a->sb.layout_id
+    if (sb->chunk != a->sb.chunk || sb->layout != a->sb.layout
         || sb->data_offset != a->sb.data_offset
         || sb->member_count != a->sb.member_count
         || memcmp (sb->member_sizes, a->sb.member_sizes,

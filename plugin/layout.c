@@ -20,7 +20,7 @@ layout_init (struct layout *l, uint64_t chunk, unsigned nr_members,
   if (chunk == 0 || chunk % LAYOUT_CHUNK_ALIGN != 0)
     return LAYOUT_ERR_CHUNK;
 
-  l->id = LAYOUT_ID_RAID0_ALT;
+  l->id = LAYOUT_MD_ALT;
   l->chunk = chunk;
   l->nr_members = nr_members;
   for (unsigned i = 0; i < nr_members; ++i) {

@@ -486,7 +486,7 @@ static void
 stripe_dump_plugin (void)
 {
   printf ("stripe_io_uring=%s\n", ioexec_uring_available () ? "yes" : "no");
-  printf ("stripe_layout=%u\n", LAYOUT_ID_RAID0_ALT);
+  printf ("stripe_layout=%u\n", LAYOUT_MD_ALT);
   printf ("stripe_max_members=%d\n", LAYOUT_MAX_MEMBERS);
   printf ("stripe_default_chunk=%u\n", LAYOUT_DEFAULT_CHUNK);
 }

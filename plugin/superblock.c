@@ -24,14 +24,16 @@
 #define OFF_MEMBER_INDEX 120
 #define OFF_MEMBER_COUNT 124
 #define OFF_CHUNK 128
-#define OFF_LAYOUT_ID 136
+#define OFF_LAYOUT 136
 #define OFF_FLAGS 140
 #define OFF_DATA_OFFSET 144
 #define OFF_MEMBER_SIZES 152
-#define OFF_RESERVED (OFF_MEMBER_SIZES + 8 * LAYOUT_MAX_MEMBERS)
+#define OFF_EVENTS (OFF_MEMBER_SIZES + 8 * LAYOUT_MAX_MEMBERS)
+#define OFF_RESERVED_1 OFF_EVENTS /* version 1: reserved from here */
+#define OFF_RESERVED (OFF_EVENTS + 8)
 #define OFF_CRC (SB_SIZE - 4)
 
-_Static_assert(OFF_RESERVED == 664, "member_sizes must end at 664");
+_Static_assert(OFF_EVENTS == 664, "member_sizes must end at 664");
 _Static_assert(sizeof SB_MAGIC - 1 == 8, "the magic is 8 bytes");
 _Static_assert(sizeof ((struct superblock *) 0)->name == OFF_CTIME - OFF_NAME,
                "struct superblock's name is the whole 64-byte field");
@@ -138,10 +140,31 @@ get_le64 (const uint8_t *p)
   return v;
 }
 
+/* Version 1 wrote 1 for md's alternate layout, which it called "layout
+ * identifier 1"; md calls that layout 2.  The header keeps the number of
+ * its own version; struct superblock always holds md's.
+ */
+static uint32_t
+layout_on_disk (uint32_t version, uint32_t layout)
+{
+  if (version == SB_VERSION_1)
+    return layout == LAYOUT_MD_ALT ? 1 : 0;
+  return layout;
+}
+
+static uint32_t
+layout_from_disk (uint32_t version, uint32_t v)
+{
+  if (version == SB_VERSION_1)
+    return v == 1 ? LAYOUT_MD_ALT : 0;
+  return v;
+}
+
 /* The name is copied up to its first NUL and at most SB_NAME_MAX bytes, so
  * the field is always NUL-terminated and NUL-padded whatever sits after the
  * terminator in sb->name.  Nothing else is checked: encoding an invalid
- * superblock gives a header that sb_decode rejects.
+ * superblock gives a header that sb_decode rejects.  sb->version says
+ * which version to write (version 1 has no events).
  */
 void
 sb_encode (const struct superblock *sb, uint8_t *buf)
@@ -157,11 +180,13 @@ sb_encode (const struct superblock *sb, uint8_t *buf)
   put_le32 (buf + OFF_MEMBER_INDEX, sb->member_index);
   put_le32 (buf + OFF_MEMBER_COUNT, sb->member_count);
   put_le64 (buf + OFF_CHUNK, sb->chunk);
-  put_le32 (buf + OFF_LAYOUT_ID, sb->layout_id);
+  put_le32 (buf + OFF_LAYOUT, layout_on_disk (sb->version, sb->layout));
   put_le32 (buf + OFF_FLAGS, sb->flags);
   put_le64 (buf + OFF_DATA_OFFSET, sb->data_offset);
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     put_le64 (buf + OFF_MEMBER_SIZES + 8 * i, sb->member_sizes[i]);
+  if (sb->version != SB_VERSION_1)
+    put_le64 (buf + OFF_EVENTS, sb->events);
   put_le32 (buf + OFF_CRC, crc32c (0, buf, OFF_CRC));
 }
 
@@ -219,7 +244,7 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
            const char **field)
 {
   const char *bad = NULL;
-  uint32_t header_size;
+  uint32_t header_size, version;
 
   if (field)
     *field = NULL;
@@ -227,13 +252,14 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
     return SB_ERR_TRUNCATED;
   if (memcmp (buf + OFF_MAGIC, SB_MAGIC, 8) != 0)
     return SB_ERR_MAGIC;
-  if (get_le32 (buf + OFF_VERSION) != SB_VERSION)
+  version = get_le32 (buf + OFF_VERSION);
+  if (version != SB_VERSION && version != SB_VERSION_1)
     return SB_ERR_VERSION;
   if (get_le32 (buf + OFF_CRC) != crc32c (0, buf, OFF_CRC))
     return SB_ERR_CRC;
 
   memset (sb, 0, sizeof *sb);
-  sb->version = get_le32 (buf + OFF_VERSION);
+  sb->version = version;
   header_size = get_le32 (buf + OFF_HEADER_SIZE);
   memcpy (sb->array_uuid, buf + OFF_ARRAY_UUID, 16);
   memcpy (sb->member_uuid, buf + OFF_MEMBER_UUID, 16);
@@ -242,11 +268,13 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
   sb->member_index = get_le32 (buf + OFF_MEMBER_INDEX);
   sb->member_count = get_le32 (buf + OFF_MEMBER_COUNT);
   sb->chunk = get_le64 (buf + OFF_CHUNK);
-  sb->layout_id = get_le32 (buf + OFF_LAYOUT_ID);
+  sb->layout = layout_from_disk (version, get_le32 (buf + OFF_LAYOUT));
   sb->flags = get_le32 (buf + OFF_FLAGS);
   sb->data_offset = get_le64 (buf + OFF_DATA_OFFSET);
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     sb->member_sizes[i] = get_le64 (buf + OFF_MEMBER_SIZES + 8 * i);
+  if (version != SB_VERSION_1)
+    sb->events = get_le64 (buf + OFF_EVENTS);
 
   if (header_size != SB_SIZE)
     bad = "header_size";
@@ -258,8 +286,8 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
     bad = "member_index";
   else if (sb->chunk == 0 || sb->chunk % LAYOUT_CHUNK_ALIGN != 0)
     bad = "chunk";
-  else if (sb->layout_id != LAYOUT_ID_RAID0_ALT)
-    bad = "layout_id";
+  else if (sb->layout != LAYOUT_MD_ALT)
+    bad = "layout";
   else if (sb->flags != 0)
     bad = "flags";
   else if (sb->data_offset < SB_SIZE || sb->data_offset % SB_SIZE != 0)
@@ -276,7 +304,12 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
       else if (size != 0)
         bad = "member_sizes";
     }
-    if (!bad && !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED))
+    if (!bad && version != SB_VERSION_1 && sb->events == 0)
+      bad = "events";
+    else if (!bad && version == SB_VERSION_1
+             && !all_zero (buf + OFF_RESERVED_1, OFF_CRC - OFF_RESERVED_1))
+      bad = "reserved";
+    else if (!bad && !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED))
       bad = "reserved";
   }
 

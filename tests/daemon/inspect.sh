@@ -76,7 +76,7 @@ if json_ok "$D_TMP/json.out"; then
   for i in 0 1 2; do
     for kv in "path=${m[i]}" "name=insp-0" "member_index=$i" "member_count=3" \
               "chunk=32768" "data_offset=1048576" "array_uuid=$uuid" \
-              "layout=1" "flags=0" "version=1"; do
+              "layout=2" "flags=0" "version=2" "events=1"; do
       k=${kv%%=*} v=${kv#*=}
       got=$(jget "$D_TMP/json.out" ".[$i].$k")
       [[ $got == "$v" ]] || d_bad "--json member $i: $k is '$got', expected '$v'"

@@ -3,11 +3,12 @@
 # straight from the member files and checked against the format the man
 # page documents -- without the code under test decoding anything:
 #
-#   header (4096 bytes at 0, little-endian): magic "NBDSTRIP", version 1,
+#   header (4096 bytes at 0, little-endian): magic "NBDSTRIP", version 2,
 #   header size 4096, one array UUID on every member, distinct member
 #   UUIDs, the volume name NUL-padded, member index i, member count N,
-#   chunk, layout 1, flags 0, data offset 1 MiB, every member's usable size
-#   (then zeros), reserved bytes zero, and a CRC32C of bytes 0..4091 at
+#   chunk, layout 2 (md's alternate multi-zone), flags 0, data offset
+#   1 MiB, every member's usable size (then zeros), events 1 at 664,
+#   reserved bytes zero, and a CRC32C of bytes 0..4091 at
 #   4092 (computed here by a bit-at-a-time implementation);
 #
 #   data: N equal members, so logical chunk k is on member k mod N at
@@ -64,7 +65,7 @@ for ((i = 0; i < N; i++)); do
   mi="member $i (${m[i]})"
   f=${m[i]}
   field magic "$(head -c 8 "$f")" NBDSTRIP
-  field version "$(d_u32 "$f" 8)" 1
+  field version "$(d_u32 "$f" 8)" 2
   field header_size "$(d_u32 "$f" 12)" 4096
   u=$(d_hex "$f" 16 16)
   field array_uuid_nonzero "$([[ $u =~ ^0+$ ]] && echo zero || echo set)" set
@@ -81,14 +82,15 @@ for ((i = 0; i < N; i++)); do
   field member_index "$(d_u32 "$f" 120)" "$i"
   field member_count "$(d_u32 "$f" 124)" "$N"
   field chunk "$(d_u64 "$f" 128)" "$chunk"
-  field layout "$(d_u32 "$f" 136)" 1
+  field layout "$(d_u32 "$f" 136)" 2
   field flags "$(d_u32 "$f" 140)" 0
   field data_offset "$(d_u64 "$f" 144)" "$data_offset"
   want=$(for ((j = 0; j < 64; j++)); do ((j < N)) && echo "$usable" || echo 0; done)
   field "member_sizes[0..63]" \
     "$(od -An -v --endian=little -t u8 -j 152 -N 512 -- "$f" | tr -s ' ' '\n' | sed '/^$/d')" \
     "$want"
-  cmp -s -n $((4092 - 664)) -i 664:0 "$f" /dev/zero || d_bad "$mi: reserved bytes 664..4091 are not zero"
+  field events "$(d_u64 "$f" 664)" 1
+  cmp -s -n $((4092 - 672)) -i 672:0 "$f" /dev/zero || d_bad "$mi: reserved bytes 672..4091 are not zero"
   field crc32c "$(d_u32 "$f" 4092)" "$("$DAEMON_HELPER" crc32c "$f" 0 4092)"
   cmp -s -n $((data_offset - 4096)) -i 4096:0 "$f" /dev/zero ||
     d_bad "$mi: bytes between the header and the data offset are not zero"

@@ -71,8 +71,8 @@ r_tcp ()
 
 # r_header_ok LABEL FILE INDEX COUNT CHUNK DATA_OFFSET MEMBER_SIZE NAME:
 # FILE (a backing file, read directly) holds at offset 0 a header as the
-# format says (magic, version, size, name, index, count, chunk, layout,
-# flags, data offset, this member's size, CRC32C of bytes 0..4091 by
+# format says (magic, version 2, size, name, index, count, chunk, layout 2,
+# flags, data offset, this member's size, events 1, CRC32C of bytes 0..4091 by
 # daemon_helper's own implementation).  Sets R_UUID to the array UUID
 # (hex); counts a failure (d_bad) for every field that is wrong.
 r_header_ok ()
@@ -81,16 +81,17 @@ r_header_ok ()
   name_hex=$(printf '%s' "$name" | od -An -v -t x1 | tr -d ' \n')
   name_hex=$name_hex$(printf '%0*d' $((128 - ${#name_hex})) 0)
   r_field "$label" magic "$(head -c 8 -- "$f")" NBDSTRIP
-  r_field "$label" version "$(d_u32 "$f" 8)" 1
+  r_field "$label" version "$(d_u32 "$f" 8)" 2
   r_field "$label" header_size "$(d_u32 "$f" 12)" 4096
   r_field "$label" name "$(d_hex "$f" 48 64)" "$name_hex"
   r_field "$label" member_index "$(d_u32 "$f" 120)" "$i"
   r_field "$label" member_count "$(d_u32 "$f" 124)" "$n"
   r_field "$label" chunk "$(d_u64 "$f" 128)" "$chunk"
-  r_field "$label" layout "$(d_u32 "$f" 136)" 1
+  r_field "$label" layout "$(d_u32 "$f" 136)" 2
   r_field "$label" flags "$(d_u32 "$f" 140)" 0
   r_field "$label" data_offset "$(d_u64 "$f" 144)" "$doff"
   r_field "$label" "member_sizes[$i]" "$(d_u64 "$f" $((152 + 8 * i)))" "$msize"
+  r_field "$label" events "$(d_u64 "$f" 664)" 1
   r_field "$label" crc32c "$(d_u32 "$f" 4092)" \
     "$("$DAEMON_HELPER" crc32c "$f" 0 4092)"
   R_UUID=$(d_hex "$f" 16 16)

@@ -52,7 +52,8 @@ main (int argc, char **argv)
   sb.member_index = 1;
   sb.member_count = 3;
   sb.chunk = LAYOUT_DEFAULT_CHUNK;
-  sb.layout_id = LAYOUT_ID_RAID0_ALT;
+  sb.layout = LAYOUT_MD_ALT;
+  sb.events = 1;
   sb.data_offset = SB_DEFAULT_DATA_OFFSET;
   sb.member_sizes[0] = 1024 * LAYOUT_DEFAULT_CHUNK;
   sb.member_sizes[1] = 2048 * LAYOUT_DEFAULT_CHUNK;

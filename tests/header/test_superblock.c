@@ -104,9 +104,10 @@ plain_superblock (struct superblock *sb)
   sb->member_index = 2;
   sb->member_count = 4;
   sb->chunk = 128 * KiB;
-  sb->layout_id = LAYOUT_ID_RAID0_ALT;
+  sb->layout = LAYOUT_MD_ALT;
   sb->flags = 0;
   sb->data_offset = SB_DEFAULT_DATA_OFFSET;
+  sb->events = 57;
   for (unsigned i = 0; i < 4; ++i)
     sb->member_sizes[i] = 1024 * MiB;
 }
@@ -130,8 +131,9 @@ random_superblock (struct rng *r, struct superblock *sb)
   sb->member_index = (uint32_t) rng_range (r, 0, sb->member_count - 1);
   /* Up to 4 GiB chunks and 2^31 chunks a member: no overflow. */
   sb->chunk = LAYOUT_CHUNK_ALIGN * rng_range (r, 1, UINT64_C (1) << 20);
-  sb->layout_id = LAYOUT_ID_RAID0_ALT;
+  sb->layout = LAYOUT_MD_ALT;
   sb->data_offset = SB_SIZE * rng_range (r, 1, UINT64_MAX / SB_SIZE);
+  sb->events = rng_range (r, 1, UINT64_MAX);
   for (unsigned i = 0; i < sb->member_count; ++i)
     sb->member_sizes[i] = sb->chunk * rng_range (r, 1, UINT64_C (1) << 31);
 }
@@ -148,9 +150,10 @@ assert_superblocks_equal (const struct superblock *a,
   assert_int_equal (a->member_index, b->member_index);
   assert_int_equal (a->member_count, b->member_count);
   assert_int_equal (a->chunk, b->chunk);
-  assert_int_equal (a->layout_id, b->layout_id);
+  assert_int_equal (a->layout, b->layout);
   assert_int_equal (a->flags, b->flags);
   assert_int_equal (a->data_offset, b->data_offset);
+  assert_int_equal (a->events, b->events);
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     assert_int_equal (a->member_sizes[i], b->member_sizes[i]);
 }
@@ -264,16 +267,18 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
 {
   struct superblock sb;
   uint8_t buf[SB_SIZE];
-  static const uint8_t version[4] = { 0x01, 0, 0, 0 };
+  static const uint8_t version[4] = { 0x02, 0, 0, 0 };
   static const uint8_t header_size[4] = { 0x00, 0x10, 0, 0 };
   static const uint8_t ctime[8] = { 0x08, 0x07, 0x06, 0x05,
                                     0x04, 0x03, 0x02, 0x01 };
   static const uint8_t member_index[4] = { 0x29, 0, 0, 0 };
   static const uint8_t member_count[4] = { 0x2a, 0, 0, 0 };
   static const uint8_t chunk[8] = { 0x00, 0x60, 0x45, 0x23, 0x01, 0, 0, 0 };
-  static const uint8_t layout_id[4] = { 0x01, 0, 0, 0 };
+  static const uint8_t layout[4] = { 0x02, 0, 0, 0 };
   static const uint8_t data_offset[8] = { 0x00, 0x00, 0x10, 0x00,
                                           0x00, 0x00, 0x00, 0x00 };
+  static const uint8_t events[8] = { 0x11, 0x22, 0x33, 0x44,
+                                     0x55, 0x66, 0x77, 0x08 };
   uint8_t name[64] = "my-volume_1.0";
 
   (void) state;
@@ -284,6 +289,7 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
   sb.member_index = 41;
   sb.chunk = UINT64_C (0x123456000);
   sb.data_offset = 1 * MiB;
+  sb.events = UINT64_C (0x0877665544332211);
   for (unsigned i = 0; i < 42; ++i)
     sb.member_sizes[i] = sb.chunk * (UINT64_C (0x10203) + i);
   sb_encode (&sb, buf);
@@ -298,7 +304,7 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
   assert_memory_equal (buf + 120, member_index, 4);
   assert_memory_equal (buf + 124, member_count, 4);
   assert_memory_equal (buf + 128, chunk, 8);
-  assert_memory_equal (buf + 136, layout_id, 4);
+  assert_memory_equal (buf + 136, layout, 4);
   for (unsigned i = 140; i < 144; ++i)
     assert_int_equal (buf[i], 0); /* flags */
   assert_memory_equal (buf + 144, data_offset, 8);
@@ -307,9 +313,67 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
     le64_put (want, sb.member_sizes[i]);
     assert_memory_equal (buf + 152 + 8 * i, want, 8);
   }
-  for (unsigned i = 664; i < 4092; ++i)
+  assert_memory_equal (buf + 664, events, 8);
+  for (unsigned i = 672; i < 4092; ++i)
     assert_int_equal (buf[i], 0); /* reserved */
   expect_ok (buf);
+}
+
+/* A header written by version 1 (nbdstripe 0.1): layout 1 on disk, which
+ * meant md's alternate layout, and no events.  It still reads, with that
+ * meaning, and re-encodes to the same bytes.
+ */
+static void
+header_version_1_still_reads_with_its_own_layout_number (void **state)
+{
+  struct superblock sb, out;
+  uint8_t buf[SB_SIZE], again[SB_SIZE];
+  const char *field = NULL;
+  uint32_t crc;
+
+  (void) state;
+  plain_superblock (&sb);
+  sb.events = 0;
+  sb_encode (&sb, buf);
+  buf[8] = 1;   /* version 1 */
+  buf[136] = 1; /* its number for md's alternate layout */
+  memset (buf + 664, 0, 8);
+  crc = crc32c (0, buf, SB_SIZE - 4);
+  for (unsigned i = 0; i < 4; ++i)
+    buf[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+  assert_int_equal (sb_decode (buf, SB_SIZE, &out, &field), SB_OK);
+  assert_int_equal (out.version, SB_VERSION_1);
+  assert_int_equal (out.layout, LAYOUT_MD_ALT);
+  assert_int_equal (out.events, 0);
+  sb_encode (&out, again);
+  assert_memory_equal (buf, again, SB_SIZE);
+
+  /* Version 1's reserved area starts at 664: events are not allowed. */
+  buf[664] = 1;
+  crc = crc32c (0, buf, SB_SIZE - 4);
+  for (unsigned i = 0; i < 4; ++i)
+    buf[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+  assert_int_equal (sb_decode (buf, SB_SIZE, &out, &field), SB_ERR_FIELD);
+  assert_string_equal (field, "reserved");
+  /* Version 1's layout 2 is no layout it ever wrote. */
+  buf[664] = 0;
+  buf[136] = 2;
+  crc = crc32c (0, buf, SB_SIZE - 4);
+  for (unsigned i = 0; i < 4; ++i)
+    buf[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+  assert_int_equal (sb_decode (buf, SB_SIZE, &out, &field), SB_ERR_FIELD);
+  assert_string_equal (field, "layout");
+}
+
+static void
+header_rejects_events_zero (void **state)
+{
+  struct superblock sb;
+
+  (void) state;
+  plain_superblock (&sb);
+  sb.events = 0;
+  expect_encoded_field_error (&sb, "events");
 }
 
 static void
@@ -455,7 +519,7 @@ header_checks_magic_then_version_then_crc_then_fields (void **state)
   expect_field_error (buf, "flags");
   buf[4092] ^= 1; /* ... a bad CRC ... */
   assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_CRC);
-  buf[8] = 2; /* ... a bad version ... */
+  buf[8] = 3; /* ... a bad version ... */
   assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_VERSION);
   buf[0] = 'X'; /* ... no magic ... */
   assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
@@ -654,16 +718,17 @@ header_rejects_chunk_zero_or_not_a_multiple_of_4096 (void **state)
 }
 
 static void
-header_rejects_layout_id_other_than_raid0_alt (void **state)
+header_rejects_layout_other_than_md_alternate (void **state)
 {
-  static const uint32_t ids[] = { 0, LAYOUT_ID_RAID0_ALT + 1, UINT32_MAX };
+  static const uint32_t ids[] = { 0, LAYOUT_MD_ORIG, LAYOUT_MD_ALT + 1,
+                                  UINT32_MAX };
   struct superblock sb;
 
   (void) state;
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
     plain_superblock (&sb);
-    sb.layout_id = ids[i];
-    expect_encoded_field_error (&sb, "layout_id");
+    sb.layout = ids[i];
+    expect_encoded_field_error (&sb, "layout");
   }
 }
 
@@ -739,7 +804,7 @@ header_rejects_any_nonzero_reserved_byte (void **state)
 
   (void) state;
   plain_superblock (&sb);
-  for (unsigned i = 664; i < 4092; ++i) {
+  for (unsigned i = 672; i < 4092; ++i) {
     sb_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
@@ -821,7 +886,9 @@ main (void)
     cmocka_unit_test (header_rejects_member_count_zero_or_above_64),
     cmocka_unit_test (header_rejects_member_index_not_below_member_count),
     cmocka_unit_test (header_rejects_chunk_zero_or_not_a_multiple_of_4096),
-    cmocka_unit_test (header_rejects_layout_id_other_than_raid0_alt),
+    cmocka_unit_test (header_rejects_layout_other_than_md_alternate),
+    cmocka_unit_test (header_version_1_still_reads_with_its_own_layout_number),
+    cmocka_unit_test (header_rejects_events_zero),
     cmocka_unit_test (header_rejects_nonzero_flags),
     cmocka_unit_test (header_rejects_data_offset_below_4096_or_unaligned),
     cmocka_unit_test (header_rejects_member_size_zero_or_not_whole_chunks),

@@ -160,7 +160,7 @@ layout_init_rejects_chunk_not_a_multiple_of_4k (void **state)
     CHECK (err == LAYOUT_OK, "chunk %llu: got error %d (%s)",
            (ull) good_chunks[i], err, layout_strerror (err));
     assert_int_equal (l.chunk, good_chunks[i]);
-    assert_int_equal (l.id, LAYOUT_ID_RAID0_ALT);
+    assert_int_equal (l.id, LAYOUT_MD_ALT);
   }
 }
 
@@ -290,7 +290,7 @@ layout_rounds_members_down_to_whole_chunks (void **state)
 
     assert_int_equal (layout_init (&l, tc->chunk, tc->n, tc->sizes, NULL),
                       LAYOUT_OK);
-    assert_int_equal (l.id, LAYOUT_ID_RAID0_ALT);
+    assert_int_equal (l.id, LAYOUT_MD_ALT);
     assert_int_equal (l.chunk, tc->chunk);
     assert_int_equal (l.nr_members, tc->n);
     for (unsigned i = 0; i < tc->n; ++i) {
