@@ -27,10 +27,21 @@
 #include "volume.h"
 
 int
-check_volume (const struct stripe_config *cfg, uint64_t *size, char uuid[37])
+check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
+              char uuid[37])
 {
   struct assembly a;
   struct volume *v;
+  /* Read-only: checking must never write.  With claim (serve), members
+   * are locked (shared) while they are checked, so that a volume already
+   * served is refused now, naming its server.
+   */
+  struct volume_options o = {
+    .chunk = cfg->chunk,
+    .cache = CACHE_WRITEBACK,
+    .readonly = true,
+    .claim = claim,
+  };
   int r;
 
   /* A check needs one connection to each remote member, and must not
@@ -44,20 +55,14 @@ check_volume (const struct stripe_config *cfg, uint64_t *size, char uuid[37])
     if (assemble (cfg, &a) == -1)
       return -1;
     sb_uuid_unparse (a.sb.array_uuid, uuid);
+    o.assembly = &a;
   }
   v = malloc (sizeof *v);
   if (v == NULL) {
     perror ("nbdstripe: malloc");
     return -1;
   }
-  /* Read-only: checking must never write. */
-  if (cfg->metadata == METADATA_HEADER)
-    r = volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
-                     cfg->chunk, CACHE_WRITEBACK, true, a.data_offset,
-                     a.data_sizes);
-  else
-    r = volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
-                     cfg->chunk, CACHE_WRITEBACK, true, 0, NULL);
+  r = volume_open (v, cfg->nr_members, (const char *const *) cfg->members, &o);
   if (r == 0) {
     *size = v->layout.size;
     volume_close (v);
@@ -106,7 +111,7 @@ cmd_check (int argc, char **argv)
     config_free (&cfg);
     return 1;
   }
-  r = check_volume (&cfg, &size, uuid);
+  r = check_volume (&cfg, false, &size, uuid);
   if (r == 0)
     printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
             "(%" PRIu64 " bytes): can be served\n",
@@ -300,7 +305,7 @@ cmd_serve (int argc, char **argv)
 
   memset (&cfg, 0, sizeof cfg);
   if (load_config (argv[optind], &cfg) == -1
-      || check_volume (&cfg, &size, uuid) == -1) {
+      || check_volume (&cfg, true, &size, uuid) == -1) {
     config_free (&cfg);
     return 1;
   }
@@ -348,7 +353,18 @@ cmd_serve (int argc, char **argv)
       ADD ("--tls-verify-peer");
   }
   ADD (plugin_path ());
-  ADDF ("config=%s", cfg.path);
+  {
+    /* Absolute: nbdkit changes to / when it goes to the background, and
+     * others (claim.h naming who holds a member) read it from /proc.
+     */
+    char *abs = realpath (cfg.path, NULL);
+    if (abs == NULL) {
+      fprintf (stderr, "nbdstripe: %s: %m\n", cfg.path);
+      goto err;
+    }
+    ADDF ("config=%s", abs);
+    free (abs);
+  }
   args[nargs] = NULL;
 
   if (cfg.serve.socket)

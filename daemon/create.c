@@ -120,19 +120,12 @@ open_target (unsigned i, struct target *t)
   char why[512];
   ssize_t n;
 
-  if (rawdev_open (&t->dev, t->path, RAWDEV_EXCL, why, sizeof why) == -1) {
+  if (rawdev_open (&t->dev, t->path, 0, why, sizeof why) == -1) {
     fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
     rawdev_close (&t->dev);
     return -1;
   }
   t->opened = true;
-  if (!rawdev_is_remote (&t->dev) && !t->dev.is_block && !t->dev.is_regular) {
-    fprintf (stderr,
-             "nbdstripe: member %u (%s): not a regular file or a "
-             "block device\n",
-             i, t->path);
-    return -1;
-  }
   memset (t->old_header, 0, SB_SIZE);
   n = rawdev_pread (&t->dev, t->old_header, SB_SIZE, 0, why, sizeof why);
   if (n == -1) {
@@ -193,6 +186,23 @@ write_header (struct target *t, const uint8_t *buf, bool *sync_failed,
   return 0;
 }
 
+/* All or nothing: give members 0..n-1 back what they held before. */
+static void
+restore (struct target *t, unsigned n)
+{
+  bool sync_failed;
+  char why[512];
+
+  for (unsigned j = 0; j < n; ++j)
+    if (write_header (&t[j], t[j].old_header, &sync_failed, why, sizeof why)
+        == -1)
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): could not restore "
+               "its first 4 KiB (%s): check it with "
+               "'nbdstripe inspect' and wipe it by hand\n",
+               j, t[j].path, why);
+}
+
 int
 cmd_create (int argc, char **argv)
 {
@@ -207,6 +217,7 @@ cmd_create (int argc, char **argv)
   struct superblock sb;
   struct layout *l = NULL;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
   bool force = false, discard = false, ok = true;
   unsigned n = 0, bad;
   char uuid[37], hs[32];
@@ -247,17 +258,27 @@ cmd_create (int argc, char **argv)
       ok = false;
       continue;
     }
-    for (unsigned j = 0; j < i; ++j)
-      if (t[j].opened && rawdev_same (&t[j].dev, &t[i].dev)) {
+    bool alias = false;
+    for (unsigned j = 0; j < i; ++j) {
+      char how[512];
+      if (t[j].opened && rawdev_alias (&t[j].dev, &t[i].dev, how, sizeof how)) {
+        alias = true;
         fprintf (stderr,
-                 "nbdstripe: member %u (%s) and member %u (%s) "
-                 "are the same %s\n",
-                 j, t[j].path, i, t[i].path,
-                 rawdev_is_remote (&t[i].dev) ? "NBD export"
-                 : t[i].dev.is_block          ? "device"
-                                              : "file");
+                 "nbdstripe: member %u (%s) and member %u (%s) are %s: a "
+                 "member may be given only once, and members must not "
+                 "overlap\n",
+                 j, t[j].path, i, t[i].path, how);
         ok = false;
       }
+    }
+    if (!alias) {
+      char why[512];
+      if (rawdev_claim (&t[i].dev, why, sizeof why) == -1) {
+        fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t[i].path,
+                 why);
+        ok = false;
+      }
+    }
     if (t[i].dev.size < cfg.data_offset + cfg.chunk) {
       fprintf (stderr,
                "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
@@ -333,15 +354,43 @@ cmd_create (int argc, char **argv)
                    "rewritten but the device failed to sync them (%s)\n",
                    i, t[i].path, why);
       }
-      for (unsigned j = 0; j < i; ++j)
-        if (write_header (&t[j], t[j].old_header, &sync_failed, why,
-                          sizeof why)
-            == -1)
-          fprintf (stderr,
-                   "nbdstripe: member %u (%s): could not restore "
-                   "its first 4 KiB (%s): check it with "
-                   "'nbdstripe inspect' and wipe it by hand\n",
-                   j, t[j].path, why);
+      restore (t, i);
+      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
+      goto out;
+    }
+    memcpy (member_uuid[i], sb.member_uuid, 16);
+  }
+
+  /* Each header read back through every member must be that member's
+   * own: two names for one device (two servers exporting one file, say)
+   * show the header written last.
+   */
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t buf[SB_SIZE];
+    struct superblock back;
+    char why[512];
+    ssize_t got;
+
+    got = rawdev_pread_fresh (&t[i].dev, buf, SB_SIZE, 0, why, sizeof why);
+    if (got != SB_SIZE || sb_decode (buf, SB_SIZE, &back, NULL) != SB_OK
+        || memcmp (back.member_uuid, member_uuid[i], 16) != 0) {
+      unsigned other = n;
+      if (got == SB_SIZE && sb_decode (buf, SB_SIZE, &back, NULL) == SB_OK)
+        for (unsigned j = 0; j < n; ++j)
+          if (memcmp (back.member_uuid, member_uuid[j], 16) == 0)
+            other = j;
+      if (other < n)
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s) and member %u (%s) are the "
+                 "same device: read back, member %u shows the header "
+                 "written to member %u\n",
+                 other, t[other].path, i, t[i].path, i, other);
+      else
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s): its header did not read back "
+                 "as written%s%s\n",
+                 i, t[i].path, got == -1 ? ": " : "", got == -1 ? why : "");
+      restore (t, n);
       fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
       goto out;
     }

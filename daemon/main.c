@@ -25,6 +25,7 @@ usage (FILE *fp)
     "  check CONFIG                          the assembly checks alone\n"
     "  inspect [--json] MEMBER...            print members' headers\n"
     "  status CONFIG [--json]                a served volume's health\n"
+    "  accept CONFIG INDEX                   take back a stale member\n"
     "\n"
     "  nbdstripe COMMAND --help   help on one command\n"
     "  nbdstripe --version\n"
@@ -71,7 +72,7 @@ main (int argc, char **argv)
   } cmds[] = {
     { "create", cmd_create }, { "serve", cmd_serve },
     { "check", cmd_check },   { "inspect", cmd_inspect },
-    { "status", cmd_status },
+    { "status", cmd_status }, { "accept", cmd_accept },
   };
 
   if (argc < 2) {

@@ -9,6 +9,7 @@ extern int cmd_serve (int argc, char **argv);
 extern int cmd_check (int argc, char **argv);
 extern int cmd_inspect (int argc, char **argv);
 extern int cmd_status (int argc, char **argv);
+extern int cmd_accept (int argc, char **argv);
 
 /* Load a config, printing the one-line error on failure.  Returns 0/-1;
  * cfg needs config_free either way.
@@ -16,12 +17,15 @@ extern int cmd_status (int argc, char **argv);
 extern int load_config (const char *path, struct stripe_config *cfg);
 
 /* Check that the volume described by cfg can be served: headers agree
- * with the config (metadata "header") and the members open and are big
- * enough.  Nothing is written.  Prints every problem; returns 0/-1.  On
- * success fills in the volume's size and UUID text ("" without header).
+ * with the config (metadata "header"), the members open, none is
+ * another's alias, and they are big enough.  Nothing is written.  With
+ * claim, members are also locked for the check (shared), so that one in
+ * use by a server is refused, naming it.  Prints every problem; returns
+ * 0/-1.  On success fills in the volume's size and UUID text ("" without
+ * header).
  */
-extern int check_volume (const struct stripe_config *cfg, uint64_t *size,
-                         char uuid[37]);
+extern int check_volume (const struct stripe_config *cfg, bool claim,
+                         uint64_t *size, char uuid[37]);
 
 /* The mkfs.ext4 and mkfs.xfs stripe options for this geometry, two
  * indented lines on stdout (check and status print them).

@@ -22,11 +22,21 @@ struct assembly {
   struct superblock sb; /* the agreed header (member 0's fields) */
   uint64_t data_offset;
   uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
+  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
 };
 
 /* Returns 0 when the volume can be served, -1 (after logging every
- * problem) when it cannot.
+ * problem) when it cannot.  Members must all be at one generation
+ * (events); one behind the others is stale (it dropped out while the
+ * volume was served, or is an older copy).
  */
 extern int assemble (const struct stripe_config *cfg, struct assembly *a);
+
+/* The same, except that member stale_ok may be behind the others (for
+ * `nbdstripe accept`); *events_of is set to that member's generation.
+ */
+extern int assemble_accepting (const struct stripe_config *cfg,
+                               struct assembly *a, unsigned stale_ok,
+                               uint64_t *events_of);
 
 #endif /* NBDSTRIPE_ASSEMBLE_H */

@@ -146,10 +146,13 @@ struct health_params {
  * the health thread itself, so that a hung device cannot stall it).
  * check: is member i still there, the same and big enough (stat-level,
  * or its connections alive; no data I/O)?  probe: open member i afresh
- * (by path, or a new connection), check its type, size and header and
- * read its first block; on success return what was opened in *fresh,
- * which health hands to adopt (under its lock, unless it gave up waiting)
- * or to discard.  check and probe return 0, or -1 with a reason in why.
+ * (by path, or a new connection), check that it is the same member (its
+ * identity, or its header and generation), its size, and read its first
+ * block; on success return what was opened in *fresh, which health hands
+ * to adopt (under its lock, unless it gave up waiting) or to discard.
+ * check and probe return 0, or -1 with a reason in why.  dropped (may be
+ * NULL): member i has just failed, before it is probed: the volume
+ * records that it dropped out (the generation).
  */
 struct health_ops {
   void *opaque;
@@ -157,6 +160,7 @@ struct health_ops {
   int (*probe) (void *opaque, unsigned i, void **fresh, char *why, size_t len);
   void (*adopt) (void *opaque, unsigned i, void *fresh);
   void (*discard) (void *opaque, unsigned i, void *fresh);
+  void (*dropped) (void *opaque, unsigned i);
 };
 
 struct health;
@@ -192,6 +196,12 @@ extern void health_io_end (struct health *h);
 
 /* Requests refused at once because they touch a failed member. */
 extern void health_rejected (struct health *h, unsigned i);
+
+/* Member i is unusable for a reason found outside of an I/O error (it was
+ * truncated, say): failed at once with that reason.
+ */
+extern void health_member_gone (struct health *h, unsigned i,
+                                const char *reason);
 
 /* For tests and tools, without the threads: one tick's decisions now
  * (now: a health_now_ns value, possibly in the future), the window being

@@ -1,4 +1,5 @@
-/* nbdstripe: one backing store (a regular file or a block device).
+/* nbdstripe: one backing store: a regular file, a block device or an NBD
+ * export (remote.h).
  *
  * A member knows its own fd, size and what it can do; it knows nothing of
  * the layout or of other members.  Capabilities that can only be learnt by
@@ -18,6 +19,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "identity.h"
+
 enum cap { CAP_NO = 0, CAP_YES = 1, CAP_UNKNOWN = 2 };
 
 struct remote;
@@ -30,11 +33,11 @@ struct member {
   int fd_direct;         /* O_DIRECT, or -1 (cache=direct only) */
   uint32_t direct_align; /* offset/length/memory alignment for it */
   bool is_block;
-  bool readonly; /* opened O_RDONLY */
-  dev_t st_dev;  /* identity, to refuse the same member twice */
-  ino_t st_ino;
-  dev_t st_rdev;
-  uint64_t size;              /* raw size in bytes */
+  bool is_regular;
+  bool readonly;      /* opened O_RDONLY */
+  struct identity id; /* what it is, as opened (identity.h) */
+  uint64_t size;      /* raw size in bytes, when opened */
+  uint64_t need;      /* bytes the volume uses (data offset included) */
   uint32_t logical_block;     /* BLKSSZGET; 512 for files */
   uint32_t physical_block;    /* BLKPBSZGET; 4096 for files */
   _Atomic int can_punch;      /* files: PUNCH_HOLE; blockdev: unmap-zero */
@@ -45,17 +48,28 @@ struct member {
 };
 
 /* Open a member: a path, or an NBD URI (remote.h).  With readonly, open
- * O_RDONLY.  With direct, also open
- * an O_DIRECT descriptor for aligned reads and writes.  Without, a member that
- * cannot be opened for writing is an error saying so (EROFS/EACCES/EPERM
- * are kept in errno so that the caller can explain -r).
+ * O_RDONLY.  With direct, also open an O_DIRECT descriptor for aligned
+ * reads and writes.  A member that cannot be opened for writing is an
+ * error saying so (EROFS/EACCES/EPERM are kept in errno so that the
+ * caller can explain -r).  Anything but a regular file, a block device
+ * or a URI is refused without blocking (a FIFO, say).  m->id says what
+ * it is.
  */
 extern int member_open (struct member *m, unsigned index, const char *path,
                         bool readonly, bool direct);
 extern void member_close (struct member *m);
 
-/* true if a and b are the same file, block device or NBD URI. */
-extern bool member_same (const struct member *a, const struct member *b);
+/* Own a local member while it is served (claim.h): a block device that
+ * is written reopened O_EXCL, an OFD lock on every one (shared when only
+ * read).  One in use is refused, naming who holds it (EBUSY).  NBD
+ * exports: nothing to do.
+ */
+extern int member_claim (struct member *m);
+
+/* The member's size now (fstat, BLKGETSIZE64; an NBD export's does not
+ * change).  0 or -1 with errno.
+ */
+extern int member_current_size (struct member *m, uint64_t *size);
 
 /* Synchronous vectored I/O of exactly the iovec's total length: short
  * transfers are continued; end of file is EIO, logged.  With dsync the

@@ -23,13 +23,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "identity.h"
 #include "remote.h"
 
 #define RAWDEV_TIMEOUT REMOTE_CONNECT_TIMEOUT
 
 /* rawdev_open flags. */
 #define RAWDEV_READONLY 1 /* open for reading only */
-#define RAWDEV_EXCL 2     /* a block device: O_EXCL (refuse one in use) */
 
 /* How far from each end libblkid looks for signatures (rawdev_probe_fd). */
 #define RAWDEV_PROBE_SPAN (1024 * 1024)
@@ -42,34 +42,47 @@ struct rawdev {
   struct nbd_handle *nbd; /* a URI: the connection; else NULL */
   bool is_block;          /* a block device */
   bool is_regular;        /* a regular file */
-  dev_t st_dev;           /* identity of a path, for rawdev_same */
-  ino_t st_ino;
-  dev_t st_rdev;
-  uint64_t size; /* bytes */
+  struct identity id;     /* what it is (identity.h) */
+  uint64_t size;          /* bytes */
   int probe_fd;  /* a URI: the snapshot for libblkid, or -1 */
 };
 
-/* Open name.  A path is opened whatever it is (the caller decides what
- * to accept from is_block and is_regular); a URI is connected, and opened
- * for writing only if the server allows it (else EROFS).
+/* Open name.  A path must be a regular file or a block device (anything
+ * else, a FIFO say, is refused without blocking: EINVAL); a URI is
+ * connected, and opened for writing only if the server allows it (else
+ * EROFS).
  */
 extern int rawdev_open (struct rawdev *d, const char *name, unsigned flags,
                         char *why, size_t len);
+/* Claim a local member opened for writing (claim.h): O_EXCL on a block
+ * device, an exclusive OFD lock; EBUSY with who holds it in why.  Done
+ * after the alias checks, so that a second name for one member is
+ * reported as such.  Nothing to do for a URI.
+ */
+extern int rawdev_claim (struct rawdev *d, char *why, size_t len);
+
 /* Safe on a closed or never opened rawdev whose fds are -1. */
 extern void rawdev_close (struct rawdev *d);
 
 extern bool rawdev_is_remote (const struct rawdev *d);
 
-/* The same file, block device or URI (a server reached under two URIs is
- * not recognised).
+/* Whether a and b are the same member or overlap (identity_alias), and
+ * how, in words.
  */
-extern bool rawdev_same (const struct rawdev *a, const struct rawdev *b);
+extern bool rawdev_alias (const struct rawdev *a, const struct rawdev *b,
+                          char *how, size_t len);
 
 /* Read up to count bytes at offset: fewer only at the end of the member
  * (then the number read, possibly 0).
  */
 extern ssize_t rawdev_pread (struct rawdev *d, void *buf, size_t count,
                              uint64_t offset, char *why, size_t len);
+
+/* rawdev_pread from the device itself, past the page cache (after
+ * rawdev_sync), to see what another name for the same device wrote.
+ */
+extern ssize_t rawdev_pread_fresh (struct rawdev *d, void *buf, size_t count,
+                                   uint64_t offset, char *why, size_t len);
 
 /* Write exactly count bytes at offset; durable only after rawdev_sync. */
 extern int rawdev_pwrite (struct rawdev *d, const void *buf, size_t count,

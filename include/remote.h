@@ -152,6 +152,10 @@ extern int remote_extent (struct remote *r, uint64_t offset, uint64_t limit,
 extern int remote_check (struct remote *r, char *why, size_t len);
 extern int remote_probe_pread (struct remote *r, void *buf, size_t count,
                                uint64_t offset, char *why, size_t len);
+/* A durable write (write, then flush) on a fresh pool, for its header. */
+extern int remote_probe_pwrite (struct remote *r, const void *buf,
+                                size_t count, uint64_t offset, char *why,
+                                size_t len);
 extern void remote_adopt (struct remote *r, struct remote *fresh);
 
 #endif /* NBDSTRIPE_REMOTE_H */

@@ -6,18 +6,39 @@
  * nbdkit; the plugin translates callbacks and flags into these calls.
  *
  * volume_open checks everything before the volume is usable and writes
- * nothing: members exist, are files or block devices, are distinct, are at
- * least one chunk, the chunk is valid.
+ * nothing: members exist, are files, block devices or NBD exports, none
+ * is another's alias (identity.h: the same file, a loop device over
+ * another member's file, overlapping partitions, two spellings of one NBD
+ * export), each is at least one chunk, the chunk is valid.  A served
+ * volume owns its members (claim.h).
+ *
+ * Identity and freshness: a member that fails is re-probed (health) and
+ * adopted again only if it proves to be the same member.  Without a
+ * header: the same inode or device.  With a header: the volume's array
+ * UUID, the member's index and member UUID, and its generation (events):
+ * when a member drops out of a writable volume that goes on being served,
+ * the generation is bumped on every member still writable -- the one
+ * dropping out too, through the descriptor still open, when it answers --
+ * so that an older copy of a member, put in its place, is told apart and
+ * refused ("older generation 41 < 42"), at re-probe and at the next
+ * assembly.  A member adopted again gets the current generation.
+ *
+ * A write never extends a member file: before a write, each regular-file
+ * member it touches must still be as large as the volume needs, and its
+ * size must not have changed by the time the write is done; a member
+ * found truncated is failed (named) and the write fails with EIO.
  */
 #ifndef NBDSTRIPE_VOLUME_H
 #define NBDSTRIPE_VOLUME_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "health.h"
 #include "layout.h"
 #include "member.h"
+#include "superblock.h"
 
 /* How members are written, as qemu's cache modes.  writeback: page cache,
  * durable on FLUSH/FUA.  writethrough: every write durable before it is
@@ -42,20 +63,37 @@ struct volume {
    * touching a failed member fail at once with EIO.
    */
   struct health *health;
-  /* Header mode: what a re-probed member's header must say. */
+  /* Header mode: the agreed header (sb.events is the volume's
+   * generation), each member's own UUID, and the generation each
+   * member's header holds as far as we know (header_lock).
+   */
   bool has_header;
-  uint8_t array_uuid[16];
+  struct superblock sb;
+  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
+  uint64_t member_events[LAYOUT_MAX_MEMBERS];
+  pthread_mutex_t header_lock;
 };
 
-/* data_offset: where data starts on each member (0 without a header).
- * data_sizes: each member's usable data size as recorded in its header,
- * or NULL to use each member's size less data_offset (rounded down to
- * whole chunks by the layout).
- */
+struct assembly;
+
+struct volume_options {
+  uint64_t chunk;
+  enum cache_mode cache;
+  bool readonly;
+  /* Own the members (serving): O_EXCL, OFD locks.  false: only look
+   * (nbdstripe check).
+   */
+  bool claim;
+  /* The members' headers as assemble() found them, or NULL without
+   * headers: data starts at 0 and each member's usable size is its size
+   * rounded down to whole chunks.
+   */
+  const struct assembly *assembly;
+};
+
 extern int volume_open (struct volume *v, unsigned nr_members,
-                        const char *const *paths, uint64_t chunk,
-                        enum cache_mode cache, bool readonly,
-                        uint64_t data_offset, const uint64_t *data_sizes);
+                        const char *const *paths,
+                        const struct volume_options *o);
 extern void volume_close (struct volume *v);
 /* Start what needs threads (remote members' dispatchers): after nbdkit
  * forks.

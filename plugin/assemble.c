@@ -5,18 +5,22 @@
  */
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "assemble.h"
+#include "identity.h"
 #include "log.h"
 #include "rawdev.h"
 
 struct probe {
+  bool opened;
   bool readable; /* opened and header decoded */
   uint64_t size;
+  struct identity id;
   struct superblock sb;
 };
 
@@ -42,6 +46,8 @@ probe_member (unsigned i, const char *path, struct probe *p)
     return -1;
   }
   p->size = d.size;
+  p->id = d.id;
+  p->opened = true;
   rawdev_close (&d);
 
   e = sb_decode (buf, n, &p->sb, &field);
@@ -67,8 +73,25 @@ probe_member (unsigned i, const char *path, struct probe *p)
   }
 }
 
+static int assemble_ (const struct stripe_config *cfg, struct assembly *a,
+                      unsigned stale_ok, uint64_t *events_of);
+
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
+{
+  return assemble_ (cfg, a, UINT_MAX, NULL);
+}
+
+int
+assemble_accepting (const struct stripe_config *cfg, struct assembly *a,
+                    unsigned stale_ok, uint64_t *events_of)
+{
+  return assemble_ (cfg, a, stale_ok, events_of);
+}
+
+static int
+assemble_ (const struct stripe_config *cfg, struct assembly *a,
+           unsigned stale_ok, uint64_t *events_of)
 {
   const unsigned n = cfg->nr_members;
   struct probe *p;
@@ -85,6 +108,35 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
   for (unsigned i = 0; i < n; ++i)
     if (probe_member (i, cfg->members[i], &p[i]) == -1)
       ok = false;
+
+  /* Two names for one member, or members that overlap: each would
+   * overwrite the other's data.
+   */
+  for (unsigned i = 0; i < n; ++i)
+    for (unsigned j = 0; j < i; ++j) {
+      char how[512];
+      if (p[i].opened && p[j].opened
+          && identity_alias (&p[j].id, &p[i].id, how, sizeof how)) {
+        stripe_error ("member %u (%s) and member %u (%s) are %s: a member "
+                      "may be given only once, and members must not "
+                      "overlap",
+                      j, cfg->members[j], i, cfg->members[i], how);
+        p[i].readable = false;
+        ok = false;
+      }
+      else if (p[i].readable && p[j].readable
+               && memcmp (p[i].sb.member_uuid, p[j].sb.member_uuid, 16) == 0
+               && memcmp (p[i].sb.array_uuid, p[j].sb.array_uuid, 16) == 0) {
+        char mu[37];
+        sb_uuid_unparse (p[i].sb.member_uuid, mu);
+        stripe_error ("member %u (%s) and member %u (%s) show the same "
+                      "header (member UUID %s): two names for one device, "
+                      "or a copy of a member",
+                      j, cfg->members[j], i, cfg->members[i], mu);
+        p[i].readable = false;
+        ok = false;
+      }
+    }
 
   /* The array is the UUID most members agree on (ties: the first). */
   for (unsigned i = 0; i < n; ++i) {
@@ -167,6 +219,36 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
       ok = false;
     }
   }
+
+  /* One generation: a member behind the others dropped out of the
+   * volume while it was served (or is an older copy of a member).
+   */
+  uint64_t newest = 0;
+  for (unsigned i = 0; i < n; ++i)
+    if (p[i].readable
+        && memcmp (p[i].sb.array_uuid, a->sb.array_uuid, 16) == 0
+        && p[i].sb.events > newest)
+      newest = p[i].sb.events;
+  if (stale_ok < n && events_of)
+    *events_of = p[stale_ok].readable ? p[stale_ok].sb.events : 0;
+  for (unsigned i = 0; i < n; ++i)
+    if (p[i].readable && i != stale_ok
+        && memcmp (p[i].sb.array_uuid, a->sb.array_uuid, 16) == 0
+        && p[i].sb.events < newest) {
+      stripe_error ("member %u (%s): stale: its header is at generation "
+                    "%" PRIu64 ", the volume is at %" PRIu64 ": it dropped "
+                    "out while the volume was served, or it is an older "
+                    "copy of the member (if it is the member itself and "
+                    "nothing wrote to it since, 'nbdstripe accept %s %u' "
+                    "takes it back)",
+                    i, cfg->members[i], p[i].sb.events, newest, cfg->path,
+                    i);
+      ok = false;
+    }
+  a->sb.events = newest;
+  for (unsigned i = 0; i < n; ++i)
+    if (p[i].readable)
+      memcpy (a->member_uuid[i], p[i].sb.member_uuid, 16);
 
   if (order_wrong) {
     /* Say which member holds each index, so the fix is a copy-paste. */

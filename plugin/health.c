@@ -83,7 +83,9 @@ struct member_health {
   double le_time;
   double since;
   char reason[REASON_MAX];
-  uint64_t next_probe; /* monotonic ns */
+  char cause[REASON_MAX]; /* why it failed, kept while re-probes report */
+  bool dropped_done;      /* ops.dropped called for this failure */
+  uint64_t next_probe;    /* monotonic ns */
 
   /* Health thread only. */
   struct hist_set *snaps; /* ring of nsnaps */
@@ -267,6 +269,11 @@ set_state (struct health *h, unsigned i, enum member_state s,
   atomic_store (&m->state, s);
   m->since = now_unix ();
   snprintf (m->reason, sizeof m->reason, "%s", s == MS_OK ? "" : reason);
+  if (s == MS_FAILED) {
+    snprintf (m->cause, sizeof m->cause, "%s", reason ? reason : "");
+    m->dropped_done = false;
+    pthread_cond_signal (&h->probe_cond); /* drop it out now */
+  }
   stripe_error ("health: member %u (%s): %s -> %s%s%s", i, m->path,
                 state_names[old], state_names[s], reason ? ": " : "",
                 reason ? reason : "");
@@ -364,6 +371,17 @@ health_rejected (struct health *h, unsigned i)
 {
   if (h && i < h->n)
     atomic_fetch_add_explicit (&h->m[i].rejected, 1, memory_order_relaxed);
+}
+
+void
+health_member_gone (struct health *h, unsigned i, const char *reason)
+{
+  if (h == NULL || i >= h->n)
+    return;
+  pthread_mutex_lock (&h->lock);
+  if (atomic_load (&h->m[i].state) != MS_FAILED)
+    set_state (h, i, MS_FAILED, reason);
+  pthread_mutex_unlock (&h->lock);
 }
 
 /* In-flight tracking. */
@@ -1257,6 +1275,21 @@ prober_main (void *arg)
       void *fresh = NULL;
       int r;
 
+      if (failed && !m->dropped_done && h->ops.dropped) {
+        /* Once per failure, before any re-probe. */
+        m->dropped_done = true;
+        atomic_store (&pr->probing, true);
+        atomic_store (&pr->busy_since, health_now_ns ());
+        atomic_store (&pr->busy_member, (int) i);
+        pthread_mutex_unlock (&h->lock);
+        h->ops.dropped (h->ops.opaque, i);
+        pthread_mutex_lock (&h->lock);
+        atomic_store (&pr->busy_member, -1);
+        atomic_store (&pr->busy_since, 0);
+        if (pr->abandoned || h->stop)
+          break;
+        now = health_now_ns ();
+      }
       if (failed && now < m->next_probe)
         continue;
       if (failed)
@@ -1285,8 +1318,14 @@ prober_main (void *arg)
         atomic_store (&m->last_error_mono, 0);
         set_state (h, i, MS_OK, "answered the re-probe");
       }
-      else if (failed)
+      else if (failed) {
+        /* Still failed: the status says what the re-probe found. */
+        char reason[REASON_MAX];
         stripe_debug ("health: member %u (%s): re-probe: %s", i, m->path, why);
+        snprintf (reason, sizeof reason, "%.120s; re-probe: %.120s", m->cause,
+                  why);
+        set_state (h, i, MS_FAILED, reason);
+      }
       else if (r == -1 && atomic_load (&m->state) != MS_FAILED)
         set_state (h, i, MS_FAILED, why);
     }

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include "claim.h"
+#include "identity.h"
 #include "log.h"
 #include "member.h"
 #include "remote.h"
@@ -71,6 +73,7 @@ int
 member_open (struct member *m, unsigned index, const char *path, bool readonly,
              bool direct)
 {
+  char why[512];
   struct stat st;
 
   memset (m, 0, sizeof *m);
@@ -85,7 +88,12 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
   m->readonly = readonly;
 
   if (remote_is_uri (path)) {
-    char why[512];
+    if (identity_of_uri (path, &m->id, why, sizeof why) == -1) {
+      int err = errno;
+      stripe_error ("member %u (%s): %s", index, path, why);
+      errno = err;
+      return -1;
+    }
     m->remote = remote_open (path, readonly, why, sizeof why);
     if (m->remote == NULL) {
       int err = errno;
@@ -111,29 +119,23 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
     return 0;
   }
 
-  m->fd = open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  m->fd = claim_open (path, readonly, 0, &st, why, sizeof why);
   if (m->fd == -1) {
     int err = errno;
     if (!readonly && (err == EROFS || err == EACCES || err == EPERM)
         && access (path, R_OK) == 0)
-      stripe_error ("member %u (%s): cannot be opened for writing: %m "
+      stripe_error ("member %u (%s): cannot be opened for writing: %s "
                     "(serve the volume read-only with nbdkit -r)",
-                    index, path);
+                    index, path, why);
     else
-      stripe_error ("member %u (%s): open: %m", index, path);
+      stripe_error ("member %u (%s): %s", index, path, why);
     errno = err;
     return -1;
   }
-  if (fstat (m->fd, &st) == -1) {
-    stripe_error ("member %u (%s): fstat: %m", index, path);
-    return -1;
-  }
-  m->st_dev = st.st_dev;
-  m->st_ino = st.st_ino;
-  m->st_rdev = st.st_rdev;
   m->can_seek_data = CAP_UNKNOWN;
 
   if (S_ISREG (st.st_mode)) {
+    m->is_regular = true;
     m->size = st.st_size;
     m->logical_block = 512;
     m->physical_block = 4096;
@@ -142,7 +144,7 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
     m->can_discard = CAP_NO;
     m->can_zeroout = CAP_NO;
   }
-  else if (S_ISBLK (st.st_mode)) {
+  else {
     uint64_t size;
     int lbs = 512;
     unsigned int pbs = 4096;
@@ -170,18 +172,26 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
     m->can_zeroout = CAP_YES;
     m->can_seek_data = CAP_NO;
   }
-  else {
-    stripe_error ("member %u (%s): not a regular file or a block device",
-                  index, path);
-    errno = EINVAL;
+  if (identity_of_fd (m->fd, m->size, &m->id, why, sizeof why) == -1) {
+    stripe_error ("member %u (%s): %s", index, path, why);
     return -1;
   }
   if (direct) {
+    struct stat dst;
+
     m->fd_direct =
       open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
     if (m->fd_direct == -1) {
       stripe_error ("member %u (%s): open with O_DIRECT (cache=direct): %m",
                     index, path);
+      return -1;
+    }
+    /* The path was looked up again: it must still be the same member. */
+    if (fstat (m->fd_direct, &dst) == -1 || dst.st_dev != st.st_dev
+        || dst.st_ino != st.st_ino || dst.st_rdev != st.st_rdev) {
+      stripe_error ("member %u (%s): changed while it was being opened",
+                    index, path);
+      errno = EAGAIN;
       return -1;
     }
     /* Files: a page is always enough.  Block devices: the logical block. */
@@ -191,6 +201,40 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
                 "logical block %" PRIu32 ", physical block %" PRIu32,
                 index, path, m->is_block ? "block device" : "file", m->size,
                 m->logical_block, m->physical_block);
+  return 0;
+}
+
+int
+member_claim (struct member *m)
+{
+  char why[512];
+
+  if (m->remote)
+    return 0;
+  if (claim_take (&m->fd, m->path, !m->readonly, m->readonly, why, sizeof why)
+      == -1) {
+    int err = errno;
+    stripe_error ("member %u (%s): %s", m->index, m->path, why);
+    errno = err;
+    return -1;
+  }
+  return 0;
+}
+
+int
+member_current_size (struct member *m, uint64_t *size)
+{
+  struct stat st;
+
+  if (m->remote) {
+    *size = remote_size (m->remote);
+    return 0;
+  }
+  if (m->is_block)
+    return ioctl (m->fd, BLKGETSIZE64, size);
+  if (fstat (m->fd, &st) == -1)
+    return -1;
+  *size = st.st_size;
   return 0;
 }
 
@@ -206,18 +250,6 @@ member_close (struct member *m)
   m->fd = m->fd_direct = -1;
   free (m->path);
   m->path = NULL;
-}
-
-bool
-member_same (const struct member *a, const struct member *b)
-{
-  if (a->remote || b->remote)
-    return a->remote && b->remote && strcmp (a->path, b->path) == 0;
-  if (a->is_block && b->is_block)
-    return a->st_rdev == b->st_rdev;
-  if (!a->is_block && !b->is_block)
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-  return false;
 }
 
 /* Drop n transferred bytes from the front of an iovec (a private copy). */

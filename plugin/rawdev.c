@@ -16,6 +16,7 @@
 
 #include <libnbd.h>
 
+#include "claim.h"
 #include "rawdev.h"
 
 /* Remote reads and trims go in pieces no server refuses (NBD servers take
@@ -65,6 +66,8 @@ open_remote (struct rawdev *d, unsigned flags, char *why, size_t len)
 {
   int64_t size;
 
+  if (identity_of_uri (d->name, &d->id, why, len) == -1)
+    return -1;
   d->nbd = remote_connect (d->name, RAWDEV_TIMEOUT, false, why, len);
   if (d->nbd == NULL) {
     int err = errno ? errno : ECONNREFUSED;
@@ -84,22 +87,11 @@ open_remote (struct rawdev *d, unsigned flags, char *why, size_t len)
 static int
 open_local (struct rawdev *d, unsigned flags, char *why, size_t len)
 {
-  int oflags = O_CLOEXEC;
   struct stat st;
 
-  oflags |= flags & RAWDEV_READONLY ? O_RDONLY : O_RDWR;
-  /* O_EXCL on a block device: refuse one that is mounted or in use. */
-  if ((flags & RAWDEV_EXCL) && stat (d->name, &st) == 0
-      && S_ISBLK (st.st_mode))
-    oflags |= O_EXCL;
-  d->fd = open (d->name, oflags);
+  d->fd = claim_open (d->name, flags & RAWDEV_READONLY, 0, &st, why, len);
   if (d->fd == -1)
-    return fail (why, len, errno, "open: %s", strerror (errno));
-  if (fstat (d->fd, &st) == -1)
-    return fail (why, len, errno, "fstat: %s", strerror (errno));
-  d->st_dev = st.st_dev;
-  d->st_ino = st.st_ino;
-  d->st_rdev = st.st_rdev;
+    return -1;
   d->is_block = S_ISBLK (st.st_mode);
   d->is_regular = S_ISREG (st.st_mode);
   if (d->is_block) {
@@ -108,7 +100,7 @@ open_local (struct rawdev *d, unsigned flags, char *why, size_t len)
   }
   else
     d->size = st.st_size < 0 ? 0 : st.st_size;
-  return 0;
+  return identity_of_fd (d->fd, d->size, &d->id, why, len);
 }
 
 int
@@ -142,6 +134,14 @@ rawdev_close (struct rawdev *d)
   d->fd = -1;
 }
 
+int
+rawdev_claim (struct rawdev *d, char *why, size_t len)
+{
+  if (d->nbd)
+    return 0;
+  return claim_take (&d->fd, d->name, true, false, why, len);
+}
+
 bool
 rawdev_is_remote (const struct rawdev *d)
 {
@@ -149,15 +149,10 @@ rawdev_is_remote (const struct rawdev *d)
 }
 
 bool
-rawdev_same (const struct rawdev *a, const struct rawdev *b)
+rawdev_alias (const struct rawdev *a, const struct rawdev *b, char *how,
+              size_t len)
 {
-  if (a->nbd || b->nbd)
-    return a->nbd && b->nbd && strcmp (a->name, b->name) == 0;
-  if (a->fd < 0 || b->fd < 0)
-    return false;
-  if (a->is_block || b->is_block)
-    return a->is_block && b->is_block && a->st_rdev == b->st_rdev;
-  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+  return identity_alias (&a->id, &b->id, how, len);
 }
 
 ssize_t
@@ -195,6 +190,18 @@ rawdev_pread (struct rawdev *d, void *buf, size_t count, uint64_t offset,
     done += n;
   }
   return done;
+}
+
+ssize_t
+rawdev_pread_fresh (struct rawdev *d, void *buf, size_t count,
+                    uint64_t offset, char *why, size_t len)
+{
+  /* Written and synced: the cached pages are clean and can go, so that
+   * the read comes from the device.
+   */
+  if (d->nbd == NULL)
+    posix_fadvise (d->fd, offset, count, POSIX_FADV_DONTNEED);
+  return rawdev_pread (d, buf, count, offset, why, len);
 }
 
 int

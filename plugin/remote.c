@@ -1002,6 +1002,19 @@ remote_probe_pread (struct remote *r, void *buf, size_t count, uint64_t offset,
     remote_timeout ? remote_timeout : REMOTE_CONNECT_TIMEOUT, why, len);
 }
 
+int
+remote_probe_pwrite (struct remote *r, const void *buf, size_t count,
+                     uint64_t offset, char *why, size_t len)
+{
+  unsigned t = remote_timeout ? remote_timeout : REMOTE_CONNECT_TIMEOUT;
+  struct nbd_handle *h = r->conns[0]->h;
+
+  if (remote_plain_pwrite (h, buf, count, offset, t, why, len) == -1
+      || remote_plain_flush (h, t, why, len) == -1)
+    return -1;
+  return 0;
+}
+
 void
 remote_adopt (struct remote *r, struct remote *fresh)
 {

@@ -274,7 +274,7 @@ start_health (void)
     p.on_change_timeout = cfg.health.on_change_timeout;
   }
   if (volume.has_header) {
-    sb_uuid_unparse (volume.array_uuid, uuid);
+    sb_uuid_unparse (volume.sb.array_uuid, uuid);
     p.uuid = uuid;
   }
   unsigned classes[LAYOUT_MAX_MEMBERS];
@@ -308,31 +308,30 @@ stripe_get_ready (void)
   remote_max_connections = config_file ? cfg.remote.connections : connections;
   remote_timeout = config_file ? cfg.health.io_timeout : io_timeout;
 
+  /* Served: the members are claimed (claim.h). */
+  struct volume_options o = {
+    .chunk = config_file ? cfg.chunk : chunk,
+    .cache = config_file ? cfg.cache : cache,
+    .readonly = ro,
+    .claim = true,
+  };
+  static struct assembly a;
+
   if (config_file == NULL) {
-    if (volume_open (&volume, nr_paths, paths, chunk, cache, ro, 0, NULL)
-        == -1)
-      return -1;
-  }
-  else if (cfg.metadata == METADATA_NONE) {
-    if (volume_open (&volume, cfg.nr_members,
-                     (const char *const *) cfg.members, cfg.chunk, cfg.cache,
-                     ro, 0, NULL)
-        == -1)
+    if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;
   }
   else {
     /* Headers are checked before any member is opened for writing. */
-    struct assembly a;
-
-    if (assemble (&cfg, &a) == -1)
-      return -1;
+    if (cfg.metadata == METADATA_HEADER) {
+      if (assemble (&cfg, &a) == -1)
+        return -1;
+      o.assembly = &a;
+    }
     if (volume_open (&volume, cfg.nr_members,
-                     (const char *const *) cfg.members, cfg.chunk, cfg.cache,
-                     ro, a.data_offset, a.data_sizes)
+                     (const char *const *) cfg.members, &o)
         == -1)
       return -1;
-    volume.has_header = true;
-    memcpy (volume.array_uuid, a.sb.array_uuid, 16);
   }
   volume_opened = true;
   return start_health ();

@@ -11,7 +11,10 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include "assemble.h"
+#include "claim.h"
 #include "health.h"
+#include "identity.h"
 #include "ioexec.h"
 #include "log.h"
 #include "plan.h"
@@ -26,16 +29,19 @@
 
 int
 volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
-             uint64_t chunk, enum cache_mode cache, bool readonly,
-             uint64_t data_offset, const uint64_t *data_sizes)
+             const struct volume_options *o)
 {
+  const struct assembly *a = o->assembly;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  uint64_t data_offset = a ? a->data_offset : 0;
+  uint64_t chunk = o->chunk;
   enum layout_error lerr;
   unsigned bad = 0;
 
   memset (v, 0, sizeof *v);
-  v->readonly = readonly;
-  v->cache = cache;
+  pthread_mutex_init (&v->header_lock, NULL);
+  v->readonly = o->readonly;
+  v->cache = o->cache;
   v->data_offset = data_offset;
   if (nr_members == 0) {
     stripe_error ("no members: give at least one file=PATH");
@@ -56,24 +62,28 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   }
 
   for (unsigned i = 0; i < nr_members; ++i) {
-    if (member_open (&v->members[i], i, paths[i], readonly,
-                     cache == CACHE_DIRECT)
+    if (member_open (&v->members[i], i, paths[i], o->readonly,
+                     o->cache == CACHE_DIRECT)
         == -1) {
       v->nr_members = i + 1; /* member_open leaves it closable */
       goto err;
     }
     v->nr_members = i + 1;
-    for (unsigned j = 0; j < i; ++j)
-      if (member_same (&v->members[j], &v->members[i])) {
-        stripe_error ("member %u (%s) and member %u (%s) are the same %s: "
-                      "a member may be given only once",
-                      j, paths[j], i, paths[i],
-                      v->members[i].remote     ? "NBD export"
-                      : v->members[i].is_block ? "block device"
-                                               : "file");
+    for (unsigned j = 0; j < i; ++j) {
+      char how[512];
+      if (identity_alias (&v->members[j].id, &v->members[i].id, how,
+                          sizeof how)) {
+        stripe_error ("member %u (%s) and member %u (%s) are %s: a member "
+                      "may be given only once, and members must not "
+                      "overlap",
+                      j, paths[j], i, paths[i], how);
         errno = EINVAL;
         goto err;
       }
+    }
+    /* Only now: a second name for a member is an alias, not "in use". */
+    if (o->claim && member_claim (&v->members[i]) == -1)
+      goto err;
     if (v->members[i].size < data_offset) {
       stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
                     "the data offset (%" PRIu64 ")",
@@ -82,19 +92,19 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
       goto err;
     }
     sizes[i] = v->members[i].size - data_offset;
-    if (data_sizes) {
+    if (a) {
       /* The header says how much data the member holds: a member that
        * shrank (or was replaced by a smaller one) would lose data.
        */
-      if (data_sizes[i] > sizes[i]) {
+      if (a->data_sizes[i] > sizes[i]) {
         stripe_error ("member %u (%s): holds %" PRIu64 " bytes of data "
                       "but the volume expects %" PRIu64 ": truncated or "
                       "replaced by a smaller member?",
-                      i, paths[i], sizes[i], data_sizes[i]);
+                      i, paths[i], sizes[i], a->data_sizes[i]);
         errno = EINVAL;
         goto err;
       }
-      sizes[i] = data_sizes[i];
+      sizes[i] = a->data_sizes[i];
     }
     if (v->members[i].logical_block > v->min_block)
       v->min_block = v->members[i].logical_block;
@@ -117,15 +127,25 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     errno = EINVAL;
     goto err;
   }
-  for (unsigned i = 0; i < nr_members; ++i)
-    if (data_sizes == NULL && v->layout.member_size[i] != sizes[i])
+  for (unsigned i = 0; i < nr_members; ++i) {
+    v->members[i].need = data_offset + v->layout.member_size[i];
+    if (a == NULL && v->layout.member_size[i] != sizes[i])
       stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
                     "(not a whole chunk)",
                     i, paths[i], sizes[i] - v->layout.member_size[i]);
+  }
+  if (a) {
+    v->has_header = true;
+    v->sb = a->sb;
+    for (unsigned i = 0; i < nr_members; ++i) {
+      memcpy (v->member_uuid[i], a->member_uuid[i], 16);
+      v->member_events[i] = a->sb.events;
+    }
+  }
   stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
                 "%" PRIu64 " bytes, cache=%s",
                 nr_members, chunk, v->layout.nr_zones, v->layout.size,
-                cache_mode_name (cache));
+                cache_mode_name (o->cache));
   return 0;
 
 err:
@@ -139,6 +159,7 @@ volume_close (struct volume *v)
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
+  pthread_mutex_destroy (&v->header_lock);
 }
 
 /* Fail fast: a request touching a failed member fails at once with EIO,
@@ -200,13 +221,84 @@ volume_start (struct volume *v)
   return 0;
 }
 
+/* A member found unusable outside of an I/O error: failed at once, named. */
+static void
+member_gone (struct volume *v, unsigned i, const char *reason)
+{
+  stripe_error ("member %u (%s): %s", i, v->members[i].path, reason);
+  health_member_gone (v->health, i, reason);
+}
+
+/* A write must never extend a member file: one truncated under us would
+ * be re-extended with holes where its data was, and the loss would go
+ * unseen.  Before a write, every regular-file member it touches must
+ * still hold what the volume needs; seen[] keeps the sizes found.
+ */
+static int
+guard_sizes (struct volume *v, uint64_t mask, uint64_t *seen)
+{
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    struct member *m = &v->members[i];
+    char reason[256];
+
+    if (!(mask >> i & 1) || !m->is_regular)
+      continue;
+    if (member_current_size (m, &seen[i]) == -1) {
+      snprintf (reason, sizeof reason, "device gone: size: %s",
+                strerror (errno));
+      member_gone (v, i, reason);
+      errno = EIO;
+      return -1;
+    }
+    if (seen[i] < m->need) {
+      snprintf (reason, sizeof reason,
+                "device gone: truncated to %" PRIu64 " bytes, the volume "
+                "needs %" PRIu64 " (nothing written to it)",
+                seen[i], m->need);
+      member_gone (v, i, reason);
+      errno = EIO;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* After the write: a size that changed meanwhile means the file was cut
+ * (and perhaps re-extended by this very write).
+ */
+static int
+recheck_sizes (struct volume *v, uint64_t mask, const uint64_t *seen)
+{
+  int r = 0;
+
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    struct member *m = &v->members[i];
+    uint64_t now;
+    char reason[256];
+
+    if (!(mask >> i & 1) || !m->is_regular)
+      continue;
+    if (member_current_size (m, &now) == 0 && now == seen[i])
+      continue;
+    snprintf (reason, sizeof reason,
+              "device gone: its size changed during a write (%" PRIu64
+              " -> %" PRIu64 " bytes): truncated under the volume?",
+              seen[i], now);
+    member_gone (v, i, reason);
+    r = -1;
+  }
+  if (r == -1)
+    errno = EIO;
+  return r;
+}
+
 static int
 rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     uint64_t offset, bool fua)
 {
   struct io_plan plan;
   struct member_op ops[LAYOUT_MAX_MEMBERS];
-  uint64_t mask = 0;
+  uint64_t mask = 0, seen[LAYOUT_MAX_MEMBERS];
   int r = -1;
 
   if (plan_rw (&plan, &v->layout, buf, count, offset) == -1)
@@ -214,6 +306,8 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
   for (unsigned i = 0; i < plan.nr_ios; ++i)
     mask |= UINT64_C (1) << plan.ios[i].member;
   if (refuse_failed (v, mask) == -1)
+    goto out;
+  if (kind == OP_WRITE && guard_sizes (v, mask, seen) == -1)
     goto out;
   for (unsigned i = 0; i < plan.nr_ios; ++i) {
     const struct member_io *io = &plan.ios[i];
@@ -228,6 +322,8 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     };
   }
   r = run_ops (v, ops, plan.nr_ios);
+  if (kind == OP_WRITE && recheck_sizes (v, mask, seen) == -1)
+    r = -1;
 out : {
   int err = errno;
   plan_free (&plan);
@@ -474,23 +570,93 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
 
 /* Health's side: from its prober thread. */
 
-static uint64_t
-member_needs (const struct volume *v, unsigned i)
+/* Write member i's header with generation events, durably, through
+ * whatever reaches it: fd is a descriptor of it (a re-probe's), or -1
+ * for the member's own I/O path; h a fresh remote pool, or NULL.
+ */
+static int
+write_header (struct volume *v, unsigned i, uint64_t events, int fd,
+              struct remote *fresh, char *why, size_t len)
 {
-  return v->data_offset + v->layout.member_size[i];
+  struct superblock sb = v->sb;
+  uint8_t buf[SB_SIZE];
+  struct iovec iov = { buf, SB_SIZE };
+
+  sb.version = SB_VERSION;
+  sb.member_index = i;
+  memcpy (sb.member_uuid, v->member_uuid[i], 16);
+  sb.events = events;
+  sb_encode (&sb, buf);
+  if (fresh) {
+    if (remote_probe_pwrite (fresh, buf, SB_SIZE, 0, why, len) == -1)
+      return -1;
+    return 0;
+  }
+  if (fd >= 0) {
+    if (pwrite (fd, buf, SB_SIZE, 0) != SB_SIZE || fdatasync (fd) == -1) {
+      snprintf (why, len, "writing its header: %s", strerror (errno));
+      return -1;
+    }
+    return 0;
+  }
+  if (member_pwritev (&v->members[i], false, &iov, 1, 0, true) == -1) {
+    snprintf (why, len, "writing its header: %s", strerror (errno));
+    return -1;
+  }
+  return 0;
 }
 
-static int
-fd_size (int fd, bool is_block, uint64_t *size)
+/* Member i dropped out of a volume that goes on: bump the generation on
+ * every member still in it, then (best effort, through the descriptor
+ * still open: a member whose path was replaced is still reachable that
+ * way) on member i, so that an older copy of any of them is told apart.
+ */
+static void
+health_dropped (void *opaque, unsigned i)
 {
-  struct stat st;
+  struct volume *v = opaque;
+  struct member *m = &v->members[i];
+  uint64_t old, events, size;
+  char why[256];
+  bool reached = false;
 
-  if (is_block)
-    return ioctl (fd, BLKGETSIZE64, size);
-  if (fstat (fd, &st) == -1)
-    return -1;
-  *size = st.st_size;
-  return 0;
+  if (!v->has_header || v->readonly)
+    return;
+  /* The lock guards the bookkeeping, never I/O: a member that hangs must
+   * not stop the next re-probe.
+   */
+  pthread_mutex_lock (&v->header_lock);
+  old = v->sb.events;
+  events = old + 1;
+  v->sb.events = events;
+  pthread_mutex_unlock (&v->header_lock);
+  for (unsigned j = 0; j < v->nr_members; ++j) {
+    if (j == i || health_member_state (v->health, j) == MS_FAILED)
+      continue;
+    if (write_header (v, j, events, -1, NULL, why, sizeof why) == -1) {
+      stripe_error ("member %u (%s): cannot record generation %" PRIu64
+                    " (member %u dropped out): %s",
+                    j, v->members[j].path, events, i, why);
+      continue;
+    }
+    pthread_mutex_lock (&v->header_lock);
+    v->member_events[j] = events;
+    pthread_mutex_unlock (&v->header_lock);
+  }
+  /* Not a file cut short: writing its header would extend it. */
+  if (!(m->is_regular
+        && (member_current_size (m, &size) == -1 || size < m->need))
+      && write_header (v, i, events, -1, NULL, why, sizeof why) == 0) {
+    pthread_mutex_lock (&v->header_lock);
+    v->member_events[i] = events;
+    pthread_mutex_unlock (&v->header_lock);
+    reached = true;
+  }
+  stripe_error ("member %u (%s) dropped out of volume '%s': generation "
+                "%" PRIu64 " -> %" PRIu64 "%s",
+                i, m->path, v->sb.name, old, events,
+                reached ? " (on it too)"
+                        : " (not on it: it is taken back at the old one)");
 }
 
 static int
@@ -507,23 +673,23 @@ health_check (void *opaque, unsigned i, char *why, size_t len)
     snprintf (why, len, "device gone: %s: %s", m->path, strerror (errno));
     return -1;
   }
-  if (m->is_block ? !S_ISBLK (st.st_mode) || st.st_rdev != m->st_rdev
-                  : !S_ISREG (st.st_mode) || st.st_dev != m->st_dev
-                      || st.st_ino != m->st_ino) {
+  if (m->is_block ? !S_ISBLK (st.st_mode) || st.st_rdev != m->id.st_rdev
+                  : !S_ISREG (st.st_mode) || st.st_dev != m->id.st_dev
+                      || st.st_ino != m->id.st_ino) {
     snprintf (why, len, "device gone: %s now names another %s (replaced?)",
               m->path, S_ISBLK (st.st_mode) ? "block device" : "file");
     return -1;
   }
-  if (fd_size (m->fd, m->is_block, &size) == -1) {
+  if (member_current_size (m, &size) == -1) {
     snprintf (why, len, "device gone: %s: size: %s", m->path,
               strerror (errno));
     return -1;
   }
-  if (size < member_needs (v, i)) {
+  if (size < m->need) {
     snprintf (why, len,
               "device gone: %s truncated to %" PRIu64
               " bytes, the volume needs %" PRIu64,
-              m->path, size, member_needs (v, i));
+              m->path, size, m->need);
     return -1;
   }
   return 0;
@@ -533,12 +699,20 @@ health_check (void *opaque, unsigned i, char *why, size_t len)
  * the file system allows it, else after dropping the cached page.
  */
 static int
-read_first_block (const char *path, int fd, bool readonly, void *buf,
-                  char *why, size_t len)
+read_first_block (const char *path, int fd, void *buf, char *why, size_t len)
 {
-  int dfd = open (path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
+  int dfd = open (path, O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
   ssize_t r;
+  struct stat a, b;
 
+  /* O_DIRECT on the same file, or nothing (the path may have moved). */
+  if (dfd >= 0
+      && (fstat (dfd, &a) == -1 || fstat (fd, &b) == -1
+          || a.st_dev != b.st_dev || a.st_ino != b.st_ino
+          || a.st_rdev != b.st_rdev)) {
+    close (dfd);
+    dfd = -1;
+  }
   if (dfd == -1) {
     posix_fadvise (fd, 0, SB_SIZE, POSIX_FADV_DONTNEED);
     r = pread (fd, buf, SB_SIZE, 0);
@@ -555,36 +729,87 @@ read_first_block (const char *path, int fd, bool readonly, void *buf,
   return 0;
 }
 
-/* What a re-probe opened. */
+/* What a re-probe found, for adopt. */
 struct fresh {
-  int fds[2];
-  struct remote *remote;
+  bool same;             /* the very member: keep its descriptors */
+  int fds[2];            /* another file proven by its header: fd, direct */
+  struct identity id;    /* ... and what it is */
+  struct remote *remote; /* a remote member's new connections */
+  uint64_t events;       /* the generation its header holds now */
 };
 
-/* The header (header mode) in buf must be member i of this volume. */
+/* The header in buf must be member i of this volume, at the generation
+ * member i had when it dropped out.
+ */
 static int
-check_probed_header (struct volume *v, unsigned i, const void *buf, char *why,
-                     size_t len)
+check_probed_header (struct volume *v, unsigned i, const void *buf,
+                     uint64_t *events, char *why, size_t len)
 {
   struct superblock sb;
   const char *field = NULL;
   enum sb_error e;
+  char uuid[37];
+  uint64_t want;
 
-  if (!v->has_header)
-    return 0;
   e = sb_decode (buf, SB_SIZE, &sb, &field);
   if (e != SB_OK) {
-    snprintf (why, len, "%s: header: %s", v->members[i].path, sb_strerror (e));
+    snprintf (why, len, "%s: header: %s%s%s", v->members[i].path,
+              sb_strerror (e), field ? ": field " : "", field ? field : "");
     return -1;
   }
-  if (memcmp (sb.array_uuid, v->array_uuid, 16) != 0 || sb.member_index != i) {
-    char uuid[37];
-    sb_uuid_unparse (sb.array_uuid, uuid);
+  sb_uuid_unparse (sb.array_uuid, uuid);
+  if (memcmp (sb.array_uuid, v->sb.array_uuid, 16) != 0
+      || sb.member_index != i) {
     snprintf (why, len,
-              "%s now holds member %u of volume %s (%s), not this one",
+              "%s now holds member %u of volume '%s' (%s), not this one",
               v->members[i].path, sb.member_index, sb.name, uuid);
     return -1;
   }
+  if (memcmp (sb.member_uuid, v->member_uuid[i], 16) != 0) {
+    snprintf (why, len,
+              "%s holds member %u of this volume with another member UUID "
+              "(a member written by another 'nbdstripe create'?)",
+              v->members[i].path, i);
+    return -1;
+  }
+  pthread_mutex_lock (&v->header_lock);
+  want = v->member_events[i];
+  pthread_mutex_unlock (&v->header_lock);
+  if (sb.events < want) {
+    snprintf (why, len,
+              "%s holds a stale copy of member %u: older generation "
+              "%" PRIu64 " < %" PRIu64,
+              v->members[i].path, i, sb.events, want);
+    return -1;
+  }
+  if (sb.events > want) {
+    snprintf (why, len,
+              "%s holds member %u at generation %" PRIu64 ", newer than "
+              "this volume's %" PRIu64 " (written by another server?)",
+              v->members[i].path, i, sb.events, want);
+    return -1;
+  }
+  *events = sb.events;
+  return 0;
+}
+
+/* Bring a member adopted again up to the volume's generation. */
+static int
+catch_up (struct volume *v, unsigned i, struct fresh *f, int fd, char *why,
+          size_t len)
+{
+  uint64_t now;
+
+  if (!v->has_header || v->readonly)
+    return 0;
+  pthread_mutex_lock (&v->header_lock);
+  now = v->sb.events;
+  pthread_mutex_unlock (&v->header_lock);
+  if (f->events == now)
+    return 0;
+  if (write_header (v, i, now, fd, f->remote, why, len) == -1)
+    return -1;
+  f->events = now;
   return 0;
 }
 
@@ -598,14 +823,18 @@ probe_remote (struct volume *v, unsigned i, struct fresh *f, char *why,
   f->remote = remote_open (m->path, m->readonly, why, len);
   if (f->remote == NULL)
     return -1;
-  if (remote_size (f->remote) < member_needs (v, i)) {
+  if (remote_size (f->remote) < m->need) {
     snprintf (why, len, "%s: %" PRIu64 " bytes, the volume needs %" PRIu64,
-              m->path, remote_size (f->remote), member_needs (v, i));
+              m->path, remote_size (f->remote), m->need);
     return -1;
   }
   if (remote_probe_pread (f->remote, buf, sizeof buf, 0, why, len) == -1)
     return -1;
-  return check_probed_header (v, i, buf, why, len);
+  if (v->has_header
+      && (check_probed_header (v, i, buf, &f->events, why, len) == -1
+          || catch_up (v, i, f, -1, why, len) == -1))
+    return -1;
+  return 0;
 }
 
 static int
@@ -613,46 +842,97 @@ probe_local (struct volume *v, unsigned i, struct fresh *f, char *why,
              size_t len)
 {
   struct member *m = &v->members[i];
-  int flags = (m->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
   struct stat st;
-  uint64_t size = 0;
+  char reason[256], a[256], b[256];
   void *buf = NULL;
-  int r = -1;
+  int fd, r = -1;
+  uint64_t size = 0;
 
-  f->fds[0] = open (m->path, flags);
-  if (f->fds[0] == -1) {
-    snprintf (why, len, "%s: open: %s", m->path, strerror (errno));
+  /* Look first (no claim: the member's own descriptor still holds it). */
+  fd = claim_open (m->path, true, 0, &st, reason, sizeof reason);
+  if (fd == -1) {
+    snprintf (why, len, "%s: %s", m->path, reason);
     return -1;
   }
-  if (fstat (f->fds[0], &st) == -1
-      || (m->is_block ? !S_ISBLK (st.st_mode) : !S_ISREG (st.st_mode))) {
+  if (m->is_block ? !S_ISBLK (st.st_mode) : !S_ISREG (st.st_mode)) {
     snprintf (why, len, "%s is no longer a %s", m->path,
               m->is_block ? "block device" : "regular file");
-    return -1;
+    goto out;
   }
-  if (fd_size (f->fds[0], m->is_block, &size) == -1
-      || size < member_needs (v, i)) {
+  if ((m->is_block ? ioctl (fd, BLKGETSIZE64, &size) : 0) == -1)
+    size = 0;
+  if (!m->is_block)
+    size = st.st_size;
+  if (identity_of_fd (fd, size, &f->id, reason, sizeof reason) == -1) {
+    snprintf (why, len, "%s: %s", m->path, reason);
+    goto out;
+  }
+  f->same = identity_same (&m->id, &f->id);
+  if (!f->same && (!v->has_header || v->readonly)) {
+    /* Nothing but the inode or device says which member this is. */
+    snprintf (why, len, "another file: %s now names %s, the volume opened %s",
+              m->path, identity_describe (&f->id, a, sizeof a),
+              identity_describe (&m->id, b, sizeof b));
+    goto out;
+  }
+  if (size < m->need) {
     snprintf (why, len, "%s: %" PRIu64 " bytes, the volume needs %" PRIu64,
-              m->path, size, member_needs (v, i));
-    return -1;
+              m->path, size, m->need);
+    goto out;
   }
   if (posix_memalign (&buf, 4096, SB_SIZE) != 0) {
     snprintf (why, len, "out of memory");
-    return -1;
-  }
-  if (read_first_block (m->path, f->fds[0], m->readonly, buf, why, len) == -1
-      || check_probed_header (v, i, buf, why, len) == -1)
     goto out;
-  if (m->fd_direct >= 0) {
-    f->fds[1] = open (m->path, flags | O_DIRECT);
-    if (f->fds[1] == -1) {
-      snprintf (why, len, "%s: open with O_DIRECT: %s", m->path,
-                strerror (errno));
+  }
+  if (read_first_block (m->path, fd, buf, why, len) == -1)
+    goto out;
+  if (v->has_header
+      && check_probed_header (v, i, buf, &f->events, why, len) == -1)
+    goto out;
+  if (!f->same) {
+    /* Another file that proves to be this member (a device that came
+     * back under another number, a remounted file system): it must not
+     * be another member too, and it is claimed as the first was.
+     */
+    for (unsigned j = 0; j < v->nr_members; ++j) {
+      char how[512];
+      if (j != i && identity_alias (&v->members[j].id, &f->id, how, sizeof how)) {
+        snprintf (why, len, "%s and member %u (%s) are %s", m->path, j,
+                  v->members[j].path, how);
+        goto out;
+      }
+    }
+    close (fd);
+    fd = -1;
+    f->fds[0] = claim_open (m->path, false, 0, &st, reason, sizeof reason);
+    if (f->fds[0] == -1
+        || claim_take (&f->fds[0], m->path, true, false, reason,
+                       sizeof reason)
+             == -1) {
+      snprintf (why, len, "%s: %s", m->path, reason);
       goto out;
     }
+    struct identity again;
+    if (identity_of_fd (f->fds[0], size, &again, reason, sizeof reason) == -1
+        || !identity_same (&again, &f->id)) {
+      snprintf (why, len, "%s changed while it was being probed", m->path);
+      goto out;
+    }
+    if (m->fd_direct >= 0) {
+      f->fds[1] = open (m->path, O_RDWR | O_CLOEXEC | O_DIRECT);
+      if (f->fds[1] == -1) {
+        snprintf (why, len, "%s: open with O_DIRECT: %s", m->path,
+                  strerror (errno));
+        goto out;
+      }
+    }
   }
+  if (catch_up (v, i, f, f->same ? m->fd : f->fds[0], why, len) == -1)
+    goto out;
   r = 0;
 out:
+  if (fd >= 0)
+    close (fd);
   free (buf);
   return r;
 }
@@ -696,9 +976,10 @@ health_probe (void *opaque, unsigned i, void **out, char *why, size_t len)
   return 0;
 }
 
-/* Local: dup2 replaces the descriptor atomically under the same number,
- * so I/O threads never see a closed or reused descriptor.  Remote: the
- * new connections replace the old ones (remote_adopt).
+/* Local: dup3 replaces the descriptor atomically under the same number,
+ * so I/O threads never see a closed or reused descriptor (O_CLOEXEC kept:
+ * the on_change program must not inherit a member).  Remote: the new
+ * connections replace the old ones (remote_adopt).
  */
 static void
 health_adopt (void *opaque, unsigned i, void *p)
@@ -706,22 +987,22 @@ health_adopt (void *opaque, unsigned i, void *p)
   struct volume *v = opaque;
   struct member *m = &v->members[i];
   struct fresh *f = p;
-  struct stat st;
 
   if (m->remote) {
     remote_adopt (m->remote, f->remote);
     f->remote = NULL;
   }
-  else {
-    if (fstat (f->fds[0], &st) == 0) {
-      m->st_dev = st.st_dev;
-      m->st_ino = st.st_ino;
-      m->st_rdev = st.st_rdev;
-    }
-    if (dup2 (f->fds[0], m->fd) == -1)
-      stripe_error ("member %u (%s): dup2: %m", i, m->path);
-    if (f->fds[1] >= 0 && dup2 (f->fds[1], m->fd_direct) == -1)
-      stripe_error ("member %u (%s): dup2: %m", i, m->path);
+  else if (!f->same) {
+    if (dup3 (f->fds[0], m->fd, O_CLOEXEC) == -1)
+      stripe_error ("member %u (%s): dup3: %m", i, m->path);
+    if (f->fds[1] >= 0 && dup3 (f->fds[1], m->fd_direct, O_CLOEXEC) == -1)
+      stripe_error ("member %u (%s): dup3: %m", i, m->path);
+    m->id = f->id;
+  }
+  if (v->has_header) {
+    pthread_mutex_lock (&v->header_lock);
+    v->member_events[i] = f->events;
+    pthread_mutex_unlock (&v->header_lock);
   }
   health_discard (v, i, f);
 }
@@ -734,4 +1015,5 @@ volume_health_ops (struct volume *v, struct health_ops *ops)
   ops->probe = health_probe;
   ops->adopt = health_adopt;
   ops->discard = health_discard;
+  ops->dropped = health_dropped;
 }

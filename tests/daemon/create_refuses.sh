@@ -131,7 +131,7 @@ if [[ $(id -u) -eq 0 ]] && command -v losetup >/dev/null && command -v mount >/d
       before=$(first1k; d_sums "$D_TMP/b1")
       d_run mounted d_ns create --force mounted.conf
       d_expect_fail mounted
-      err_line mounted "member 0 ($loop)" "busy"
+      err_line mounted "member 0 ($loop)" "in use by a file system mounted on $D_TMP/mnt"
       [[ $(first1k; d_sums "$D_TMP/b1") == "$before" ]] && d_ok "mounted: nothing written" ||
         d_bad "mounted: a member changed"
       umount "$D_TMP/mnt" || d_bad "umount $D_TMP/mnt"

@@ -87,10 +87,10 @@ for f in "${m[@]}"; do
   [[ $(o_direct "$pid1" "$f") == no ]] || d_bad "unix.1: $f: not open, or open with O_DIRECT (cache is writeback)"
 done
 
-d_log "serve again while it runs: refused"
+d_log "serve again while it runs: refused, naming the server that holds the members"
 d_run unix.live d_ns_serve unix.conf
 d_expect_fail unix.live
-d_expect_err unix.live "$usock: a server is already listening there"
+d_expect_err unix.live "member 0 (${m[0]}): in use by nbdkit (pid $pid1) serving volume 'vol0'"
 [[ $(<"$upid") == "$pid1" ]] || d_bad "the refused serve rewrote the pidfile"
 kill -0 "$pid1" 2>/dev/null || d_bad "the running server has gone"
 verify unix.live "$uuri" src1

@@ -1,0 +1,126 @@
+/* nbdstripe accept: take back a member that is behind the volume's
+ * generation, on the operator's word.
+ *
+ * A member that dropped out while the volume was served stays at the
+ * generation it had; the others move on (volume.h).  At the next
+ * assembly it is refused as stale, since an older copy of a member looks
+ * exactly the same.  When the operator knows it is the member itself and
+ * that nothing wrote to it since (a disk that went away and came back
+ * after the server stopped), `accept` writes the volume's generation into
+ * its header.  Everything else assemble() checks must hold, the volume
+ * must not be served (every member is claimed, exclusively, while the
+ * header is written), and nothing but that member's header is written.
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assemble.h"
+#include "log.h"
+#include "nbdstripe.h"
+#include "rawdev.h"
+#include "superblock.h"
+
+static int
+accept_usage (FILE *fp, int status)
+{
+  fprintf (fp,
+           "Usage: nbdstripe accept CONFIG INDEX\n"
+           "Take back member INDEX, refused as stale (behind the volume's\n"
+           "generation), when it is the member itself and nothing wrote to\n"
+           "it since it dropped out.  Writes only that member's header.\n");
+  return status;
+}
+
+int
+cmd_accept (int argc, char **argv)
+{
+  struct stripe_config cfg;
+  struct assembly a;
+  struct rawdev d[LAYOUT_MAX_MEMBERS];
+  unsigned n = 0, opened = 0;
+  uint64_t events = 0;
+  unsigned long idx;
+  char *end, why[512];
+  int status = 1;
+
+  if (argc == 2 && strcmp (argv[1], "--help") == 0)
+    return accept_usage (stdout, 0);
+  if (argc != 3 || argv[1][0] == '-')
+    return accept_usage (stderr, 2);
+  errno = 0;
+  idx = strtoul (argv[2], &end, 10);
+  if (errno || end == argv[2] || *end || idx >= LAYOUT_MAX_MEMBERS) {
+    fprintf (stderr, "nbdstripe: accept: INDEX '%s': expected a member "
+                     "index (0, 1, ...)\n",
+             argv[2]);
+    return 2;
+  }
+
+  memset (&cfg, 0, sizeof cfg);
+  if (load_config (argv[1], &cfg) == -1)
+    goto out;
+  n = cfg.nr_members;
+  if (cfg.metadata != METADATA_HEADER) {
+    fprintf (stderr, "nbdstripe: %s: metadata = \"none\": no generation to "
+                     "accept\n",
+             cfg.path);
+    goto out;
+  }
+  if (idx >= n) {
+    fprintf (stderr, "nbdstripe: %s: no member %lu (%u members)\n", cfg.path,
+             idx, n);
+    goto out;
+  }
+
+  /* Nobody serves it while we write: claim every member first. */
+  for (unsigned i = 0; i < n; ++i) {
+    if (rawdev_open (&d[i], cfg.members[i], 0, why, sizeof why) == -1
+        || rawdev_claim (&d[i], why, sizeof why) == -1) {
+      fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, cfg.members[i],
+               why);
+      rawdev_close (&d[i]);
+      goto out;
+    }
+    opened = i + 1;
+  }
+  if (assemble_accepting (&cfg, &a, idx, &events) == -1)
+    goto out;
+  if (events >= a.sb.events) {
+    printf ("%s: member %lu (%s) is at generation %" PRIu64 ", as the "
+            "volume: nothing to accept\n",
+            cfg.path, idx, cfg.members[idx], events);
+    status = 0;
+    goto out;
+  }
+
+  {
+    struct superblock sb = a.sb;
+    uint8_t buf[SB_SIZE];
+
+    sb.version = SB_VERSION;
+    sb.member_index = idx;
+    memcpy (sb.member_uuid, a.member_uuid[idx], 16);
+    sb_encode (&sb, buf);
+    if (rawdev_pwrite (&d[idx], buf, SB_SIZE, 0, why, sizeof why) == -1
+        || rawdev_sync (&d[idx], why, sizeof why) == -1) {
+      fprintf (stderr, "nbdstripe: member %lu (%s): writing its header: %s\n",
+               idx, cfg.members[idx], why);
+      goto out;
+    }
+  }
+  printf ("%s: member %lu (%s) taken back: generation %" PRIu64
+          " -> %" PRIu64 "\n",
+          cfg.path, idx, cfg.members[idx], events, a.sb.events);
+  status = 0;
+
+out:
+  for (unsigned i = opened; i-- > 0;)
+    rawdev_close (&d[i]);
+  config_free (&cfg);
+  return status;
+}
