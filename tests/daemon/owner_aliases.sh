@@ -10,7 +10,9 @@
 #                   NOT aliases: create and serve accept them (control)
 #   NBD spellings   one nbdkit export reached as socket=DIR/s.sock and as
 #                   socket=DIR/./s.sock: create and check refuse (the same
-#                   NBD server); nothing written
+#                   NBD server); nothing written.  Over TCP as
+#                   nbd://localhost:P/ and nbd://127.0.0.1:P/: check,
+#                   serve and the plugin refuse
 #   two servers     two nbdkit servers exporting the same file: nothing in
 #                   the URIs says so; create finds out by reading every
 #                   header back, refuses, and restores what it wrote
@@ -112,6 +114,20 @@ echo 'metadata = "none";' >>nb.conf
 d_run nb.check d_ns check nb.conf
 d_expect_fail nb.check
 d_expect_err nb.check "member 0 (nbd+unix:///?socket=$D_TMP/s.sock) and member 1 (nbd+unix:///?socket=$D_TMP/./s.sock) are the same NBD server"
+
+d_log "one NBD export over TCP as localhost and as 127.0.0.1"
+port=$("$DAEMON_HELPER" free-port) || d_fail "free-port"
+truncate -s $((8 * M)) "$D_TMP/w" "$D_TMP/z"
+d_nbdkit -i 127.0.0.1 -p "$port" -P "$D_TMP/w.pid" file "$D_TMP/w" ||
+  d_fail "nbdkit file w on TCP"
+D_PIDS+=("$(<"$D_TMP/w.pid")")
+d_conf tcp.conf tcp 64K "$serve" "nbd://localhost:$port/" \
+  "nbd://127.0.0.1:$port/" "$D_TMP/z"
+echo 'metadata = "none";' >>tcp.conf
+before=$(d_sums "$D_TMP/w" "$D_TMP/z")
+refused_all tcp tcp.conf \
+  "member 0 (nbd://localhost:$port/) and member 1 (nbd://127.0.0.1:$port/) are the same NBD server (tcp:local:$port)" \
+  "$D_TMP/w" "$D_TMP/z"
 
 d_log "two NBD servers exporting one file"
 truncate -s $((8 * M)) "$D_TMP/x2" "$D_TMP/y2"
