@@ -104,12 +104,19 @@ extern bool member_zero_known_unsupported (const struct member *m,
                                            uint64_t offset, uint64_t len,
                                            bool may_trim, bool fast);
 
-/* Data/hole map.  On return *is_data tells whether offset is data, and
- * *end is where that run ends (<= limit).  Members that cannot tell report
- * all data.
+/* Block status, as NBD has it: a hole (no storage allocated) and zero
+ * (reads as zeroes) are separate facts -- a hole need not read as zero.
+ */
+#define MEMBER_EXTENT_HOLE 1u
+#define MEMBER_EXTENT_ZERO 2u
+
+/* Block status map.  On return *flags (MEMBER_EXTENT_*) describe offset,
+ * and *end is where that run ends (<= limit).  A hole in a local file
+ * reads as zeroes (HOLE|ZERO); an NBD member says what its server says.
+ * Members that cannot tell report all data (0).
  */
 extern int member_extent (struct member *m, uint64_t offset, uint64_t limit,
-                          bool *is_data, uint64_t *end);
+                          uint32_t *flags, uint64_t *end);
 
 /* Log an I/O error on this member: "member N (PATH): WHAT at member offset
  * OFF: strerror(err)".  Keeps errno = err.

@@ -143,7 +143,7 @@ extern int remote_trim (struct remote *r, uint64_t offset, uint64_t len);
 extern int remote_zero (struct remote *r, uint64_t offset, uint64_t len,
                         bool may_trim, bool fast);
 extern int remote_extent (struct remote *r, uint64_t offset, uint64_t limit,
-                          bool *is_data, uint64_t *end);
+                          uint32_t *flags, uint64_t *end);
 
 /* Health: whether every connection is alive (no I/O); a fresh pool for
  * a re-probe (not started: no threads); adopting it in place of the old

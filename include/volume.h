@@ -110,13 +110,14 @@ extern int volume_trim (struct volume *v, uint64_t count, uint64_t offset,
 extern int volume_zero (struct volume *v, uint64_t count, uint64_t offset,
                         bool may_trim, bool fast, bool fua);
 
-/* Report data/hole runs of [offset, offset + count) in order through add
- * (which may merge adjacent runs of the same type); stops early after the
- * first run when req_one.  A logical range is a hole only where its member
- * range is a hole.
+/* Report block status runs of [offset, offset + count) in order through
+ * add (which may merge adjacent runs of the same type); stops early after
+ * the first run when req_one.  flags (MEMBER_EXTENT_HOLE, _ZERO) are
+ * those of the member range underneath, unchanged: a hole is zero only
+ * where the member says so.
  */
 typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
-                                 uint64_t length, bool is_hole);
+                                 uint64_t length, uint32_t flags);
 extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
                            bool req_one, volume_extent_fn add, void *opaque);
 

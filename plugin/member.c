@@ -537,15 +537,15 @@ err:
 
 int
 member_extent (struct member *m, uint64_t offset, uint64_t limit,
-               bool *is_data, uint64_t *end)
+               uint32_t *flags, uint64_t *end)
 {
   if (m->remote)
     return remote_call (
       m, "block status", offset,
-      remote_extent (m->remote, offset, limit, is_data, end));
+      remote_extent (m->remote, offset, limit, flags, end));
   off_t pos;
 
-  *is_data = true;
+  *flags = 0;
   *end = limit;
   if (atomic_load (&m->can_seek_data) == CAP_NO)
     return 0;
@@ -553,7 +553,7 @@ member_extent (struct member *m, uint64_t offset, uint64_t limit,
   pos = lseek (m->fd, offset, SEEK_DATA);
   if (pos == -1) {
     if (errno == ENXIO) { /* only a hole up to end of file */
-      *is_data = false;
+      *flags = MEMBER_EXTENT_HOLE | MEMBER_EXTENT_ZERO;
       return 0;
     }
     if (errno == EINVAL || errno == EOPNOTSUPP) {
@@ -565,7 +565,7 @@ member_extent (struct member *m, uint64_t offset, uint64_t limit,
   }
   atomic_store (&m->can_seek_data, CAP_YES);
   if ((uint64_t) pos > offset) {
-    *is_data = false;
+    *flags = MEMBER_EXTENT_HOLE | MEMBER_EXTENT_ZERO;
     if ((uint64_t) pos < limit)
       *end = pos;
     return 0;

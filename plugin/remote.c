@@ -642,9 +642,13 @@ command_cb (void *user_data, int *error)
   return 1;
 }
 
+_Static_assert (LIBNBD_STATE_HOLE == MEMBER_EXTENT_HOLE
+                  && LIBNBD_STATE_ZERO == MEMBER_EXTENT_ZERO,
+                "block status bits are NBD's");
+
 struct extent_result {
   bool got;
-  bool is_data;
+  uint32_t flags; /* MEMBER_EXTENT_*: NBD's HOLE and ZERO bits, as sent */
   uint64_t length;
 };
 
@@ -661,7 +665,7 @@ extent_cb (void *user_data, const char *metacontext, uint64_t offset,
     return 0;
   x->got = true;
   x->length = entries[0];
-  x->is_data = !(entries[1] & LIBNBD_STATE_HOLE);
+  x->flags = entries[1] & (LIBNBD_STATE_HOLE | LIBNBD_STATE_ZERO);
   return 0;
 }
 
@@ -956,13 +960,13 @@ remote_zero (struct remote *r, uint64_t offset, uint64_t len, bool may_trim,
 
 int
 remote_extent (struct remote *r, uint64_t offset, uint64_t limit,
-               bool *is_data, uint64_t *end)
+               uint32_t *flags, uint64_t *end)
 {
   struct extent_result x = { 0 };
   uint64_t count = limit - offset;
 
   if (!r->can_extents || count == 0) {
-    *is_data = true;
+    *flags = 0;
     *end = limit;
     return 0;
   }
@@ -972,7 +976,7 @@ remote_extent (struct remote *r, uint64_t offset, uint64_t limit,
                &x)
       == -1)
     return -1;
-  *is_data = x.got ? x.is_data : true;
+  *flags = x.got ? x.flags : 0;
   *end = x.got && x.length > 0 && offset + x.length < limit ? offset + x.length
                                                             : limit;
   return 0;

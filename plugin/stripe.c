@@ -466,11 +466,12 @@ stripe_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 }
 
 static int
-add_extent (void *opaque, uint64_t offset, uint64_t length, bool is_hole)
+add_extent (void *opaque, uint64_t offset, uint64_t length, uint32_t flags)
 {
-  return nbdkit_add_extent (opaque, offset, length,
-                            is_hole ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO
-                                    : 0);
+  return nbdkit_add_extent (
+    opaque, offset, length,
+    (flags & MEMBER_EXTENT_HOLE ? NBDKIT_EXTENT_HOLE : 0)
+      | (flags & MEMBER_EXTENT_ZERO ? NBDKIT_EXTENT_ZERO : 0));
 }
 
 static int

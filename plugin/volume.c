@@ -515,7 +515,7 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
 
 struct run_cache {
   bool valid;
-  bool is_data;
+  uint32_t flags; /* MEMBER_EXTENT_* */
   uint64_t start, end; /* member offsets */
 };
 
@@ -527,7 +527,7 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   struct layout_iter it;
   struct layout_piece p;
   unsigned runs = 0;
-  bool first_is_data = false;
+  uint32_t first_flags = 0;
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
 
   layout_spans (&v->layout, offset, count, spans);
@@ -545,7 +545,7 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
         uint64_t run_end;
         if (member_extent (&v->members[p.member], pos,
                            v->data_offset + v->layout.member_size[p.member],
-                           &c->is_data, &run_end)
+                           &c->flags, &run_end)
             == -1)
           return -1;
         c->valid = true;
@@ -555,10 +555,10 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
       uint64_t len = (c->end < end ? c->end : end) - pos;
 
       if (runs == 0)
-        first_is_data = c->is_data;
-      else if (req_one && c->is_data != first_is_data)
+        first_flags = c->flags;
+      else if (req_one && c->flags != first_flags)
         return 0;
-      if (add (opaque, p.offset + (pos - base), len, !c->is_data) == -1)
+      if (add (opaque, p.offset + (pos - base), len, c->flags) == -1)
         return -1;
       if (++runs >= EXTENTS_MAX_RUNS)
         return 0;
