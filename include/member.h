@@ -89,6 +89,20 @@ extern int member_flush (struct member *m);
  */
 extern int member_discard (struct member *m, uint64_t offset, uint64_t len);
 
+/* Whether a fast zero of the range is known to work on this member: its
+ * method was seen to work (or is advertised by the NBD server).  A fast
+ * zero is refused, before any member is touched, unless it is known to
+ * work on every member it touches.
+ */
+extern bool member_fast_zero_known (const struct member *m, uint64_t offset,
+                                    uint64_t len, bool may_trim);
+
+/* Learn whether the zeroing methods work, by trying them on a range that
+ * holds nothing (a header volume's gap between the header and the data).
+ */
+extern void member_learn_zero (struct member *m, uint64_t offset,
+                               uint64_t len);
+
 /* Make the range read as zeroes without writing data.  may_trim allows
  * deallocation.  With fast, only methods that never write data blocks are
  * used.  Returns -1 with errno = EOPNOTSUPP when no such method works, so

@@ -471,6 +471,41 @@ member_zero_known_unsupported (const struct member *m, uint64_t offset,
   return (!may_trim || m->can_punch == CAP_NO) && m->can_zero_range == CAP_NO;
 }
 
+bool
+member_fast_zero_known (const struct member *m, uint64_t offset, uint64_t len,
+                        bool may_trim)
+{
+  if (m->remote)
+    return remote_can_zero (m->remote) && remote_can_fast_zero (m->remote);
+  if (m->is_block)
+    return offset % m->logical_block == 0 && len % m->logical_block == 0
+           && m->can_punch == CAP_YES;
+  return (may_trim && m->can_punch == CAP_YES)
+         || m->can_zero_range == CAP_YES;
+}
+
+void
+member_learn_zero (struct member *m, uint64_t offset, uint64_t len)
+{
+  if (m->remote || m->readonly)
+    return;
+  if (m->is_block) {
+    if (m->can_punch == CAP_UNKNOWN && offset % m->logical_block == 0
+        && len % m->logical_block == 0)
+      try_fallocate (m, &m->can_punch,
+                     FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len,
+                     "zero-out with unmap");
+    return;
+  }
+  if (m->can_punch == CAP_UNKNOWN)
+    try_fallocate (m, &m->can_punch, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                   offset, len, "punch hole");
+  if (m->can_zero_range == CAP_UNKNOWN)
+    try_fallocate (m, &m->can_zero_range,
+                   FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, offset, len,
+                   "zero range");
+}
+
 int
 member_zero (struct member *m, uint64_t offset, uint64_t len, bool may_trim,
              bool fast)

@@ -134,6 +134,13 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
                     "(not a whole chunk)",
                     i, paths[i], sizes[i] - v->layout.member_size[i]);
   }
+  /* What zeroing methods work, learnt where nothing lives: the gap
+   * between a header and the data.  So that a fast zero (known to work,
+   * or refused) works from the first request.
+   */
+  if (a && o->claim && !o->readonly && data_offset >= 2 * SB_SIZE)
+    for (unsigned i = 0; i < nr_members; ++i)
+      member_learn_zero (&v->members[i], SB_SIZE, SB_SIZE);
   if (a) {
     v->has_header = true;
     v->sb = a->sb;
@@ -462,34 +469,34 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   if (refuse_failed (v, spans_mask (v, spans)) == -1)
     return -1;
 
-  /* Refuse up front what some member is known not to do, so that a fast
-   * zero that cannot be fast changes nothing, and a slow one goes straight
-   * to nbdkit writing zeroes.
+  /* Refuse up front what some member is known not to do, so that a slow
+   * zero goes straight to nbdkit writing zeroes; and a fast zero unless
+   * every member it touches is known to manage one: a fast zero that
+   * fails must have changed nothing.
    */
-  for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans[i].touched
-        && member_zero_known_unsupported (
-          &v->members[i], v->data_offset + spans[i].member_offset,
-          spans[i].length, may_trim, fast)) {
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    const struct member *m = &v->members[i];
+    uint64_t off = v->data_offset + spans[i].member_offset;
+
+    if (!spans[i].touched)
+      continue;
+    if (member_zero_known_unsupported (m, off, spans[i].length, may_trim,
+                                       fast)
+        || (fast
+            && !member_fast_zero_known (m, off, spans[i].length, may_trim))) {
       errno = EOPNOTSUPP;
       return -1;
     }
+  }
 
-  /* A fast zero must change nothing when some member turns out unable to
-   * do it: members that can only tell by trying (NBD servers, files whose
-   * methods are not known yet) go first, those known to manage last.
+  /* NBD servers that advertised fast zero go first: one that breaks its
+   * word is the only way left for a fast zero to fail.
    */
   unsigned order[LAYOUT_MAX_MEMBERS], nr = 0;
   for (int pass = 0; pass < 2; ++pass)
-    for (unsigned i = 0; i < v->nr_members; ++i) {
-      const struct member *m = &v->members[i];
-      bool unsure = m->remote
-                    || (!m->is_block
-                        && (m->can_punch == CAP_UNKNOWN
-                            || m->can_zero_range == CAP_UNKNOWN));
-      if (spans[i].touched && unsure == (pass == 0))
+    for (unsigned i = 0; i < v->nr_members; ++i)
+      if (spans[i].touched && (v->members[i].remote != NULL) == (pass == 0))
         order[nr++] = i;
-    }
 
   busy = health_io_begin (v->health);
   for (unsigned k = 0; k < nr; ++k) {
