@@ -568,7 +568,8 @@ member_verdict (struct json_object *m)
 {
   if (text_is (m, "state", "failed"))
     return V_FAILED;
-  if (text_is (m, "state", "slow") || text_is (m, "state", "failing"))
+  if (text_is (m, "state", "slow") || text_is (m, "state", "full")
+      || text_is (m, "state", "failing"))
     return V_DEGRADED;
   return V_OK;
 }

@@ -9,6 +9,14 @@
  * snapshots the cumulative histograms once a second and a window is the
  * difference between now and WINDOW seconds ago.
  *
+ * Errors that count: only those that say something about the member --
+ * EIO, EROFS, EREMOTEIO, ENOMEDIUM, and the device gone (below).  A
+ * client's bad request (EINVAL: misaligned, out of range), a capability
+ * missing (EOPNOTSUPP), memory (ENOMEM), a permission (EPERM, EACCES)
+ * are the request's failure, not the member's: they are counted in the
+ * member's errors and last error, and change no state.  A full member
+ * (ENOSPC, EDQUOT) is "full".
+ *
  * States of a member (worst first wins):
  *   failed   error_threshold consecutive errors, or the device is gone
  *            (ENODEV, ENXIO, ESHUTDOWN, ENOTCONN, ECONNABORTED, ECONNRESET,
@@ -23,6 +31,10 @@
  *   failing  an I/O error within the last WINDOW seconds, fewer than
  *            error_threshold in a row.  Back to ok after WINDOW seconds
  *            without error.
+ *   full     a write failed for want of space (ENOSPC, EDQUOT) within the
+ *            last WINDOW seconds: a warning, the member keeps serving
+ *            (reads, trims that free space, writes that fit); the writer
+ *            got ENOSPC.  Back to ok after WINDOW seconds without it.
  *   slow     over the window, for comparable requests (same operation,
  *            read or write, and same size class: <8K, <64K, <512K, more),
  *            the member's median latency is more than slow_factor times
@@ -33,15 +45,15 @@
  *            Back to ok when a window with enough samples says otherwise;
  *            an idle member keeps its state.
  *   ok
- * Volume: failed if a member is failed, degraded if one is slow or
+ * Volume: failed if a member is failed, degraded if one is slow, full or
  * failing, else ok.
  *
  * Every transition is logged (nbdkit's log) naming the member index and
  * path, written to the status file at once, and then handed to the
  * on_change program (in a thread of its own, with a timeout; never in the
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
- * MemberSlow, MemberFailing, MemberFailed, MemberRecovered (any return to
- * ok), in order.  The environment also has NBDSTRIPE_EVENT,
+ * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
+ * (any return to ok), in order.  The environment also has NBDSTRIPE_EVENT,
  * NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
  *
@@ -64,7 +76,7 @@
  *               "min_samples": 20, "io_timeout": 30, "probe_interval": 2 },
  *   "members": [
  *     { "index": 0, "path": "/dev/nvme0n1",
- *       "state": "ok" | "slow" | "failing" | "failed",
+ *       "state": "ok" | "slow" | "full" | "failing" | "failed",
  *       "state_since_unix": 1796212000.0,
  *       "reason": "" | "why it is in this state",
  *       "consecutive_errors": 0,
@@ -101,7 +113,7 @@
 #include <stdint.h>
 
 enum health_op { HOP_READ, HOP_WRITE, HOP_TRIM, HOP_ZERO, HOP_FLUSH, HOP_NR };
-enum member_state { MS_OK, MS_SLOW, MS_FAILING, MS_FAILED };
+enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
 extern const char *health_op_name (enum health_op op);

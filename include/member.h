@@ -38,6 +38,10 @@ struct member {
   struct identity id; /* what it is, as opened (identity.h) */
   uint64_t size;      /* raw size in bytes, when opened */
   uint64_t need;      /* bytes the volume uses (data offset included) */
+  uint32_t min_io;            /* the smallest I/O it takes: 1 for a local
+                               * member (buffered I/O, or O_DIRECT's
+                               * unaligned requests going buffered); an NBD
+                               * server's minimum block size */
   uint32_t logical_block;     /* BLKSSZGET; 512 for files */
   uint32_t physical_block;    /* BLKPBSZGET; 4096 for files */
   _Atomic int can_punch;      /* files: PUNCH_HOLE; blockdev: unmap-zero */

@@ -57,7 +57,9 @@ struct volume {
   bool readonly;
   enum cache_mode cache;
   uint64_t data_offset;     /* where data starts on every member */
-  uint32_t min_block;       /* largest logical block among members */
+  uint32_t min_block;       /* the largest of the members' min_io: a
+                             * request not aligned to it is the client's
+                             * error (EINVAL), refused before any member */
   uint32_t preferred_block; /* avoids read-modify-write on members */
   /* Optional.  With it, every member operation is recorded, and requests
    * touching a failed member fail at once with EIO.

@@ -74,6 +74,7 @@ struct member_health {
   _Atomic uint64_t hist[HOP_NR][NSIZES][NBUCKETS];
   _Atomic unsigned consecutive;
   _Atomic uint64_t last_error_mono; /* 0: none since start or recovery */
+  _Atomic uint64_t last_full_mono;  /* the last ENOSPC / EDQUOT */
 
   /* Under h->lock. */
   bool has_last_error;
@@ -142,8 +143,10 @@ static __thread int my_slot = -1; /* -2: none was free */
 
 static const char *const op_names[HOP_NR] = { "read", "write", "trim", "zero",
                                               "flush" };
-static const char *const state_names[] = { "ok", "slow", "failing", "failed" };
+static const char *const state_names[] = { "ok", "slow", "full", "failing",
+                                            "failed" };
 static const char *const event_names[] = { "MemberRecovered", "MemberSlow",
+                                           "MemberFull",
                                            "MemberFailing", "MemberFailed" };
 
 const char *
@@ -243,6 +246,19 @@ quantile (const uint64_t *b, double q, uint64_t *count)
   return bucket_mid (NBUCKETS - 1);
 }
 
+/* Errors that say something about the member (health.h). */
+static bool
+errno_is_member_fault (int err)
+{
+  return err == EIO || err == EROFS || err == EREMOTEIO || err == ENOMEDIUM;
+}
+
+static bool
+errno_is_full (int err)
+{
+  return err == ENOSPC || err == EDQUOT;
+}
+
 static bool
 errno_is_gone (int err)
 {
@@ -322,11 +338,13 @@ health_record (struct health *h, unsigned i, enum health_op op, uint64_t bytes,
     return;
   }
 
-  unsigned c = atomic_fetch_add (&m->consecutive, 1) + 1;
+  bool fault = errno_is_gone (err) || errno_is_member_fault (err);
+  unsigned c = fault ? atomic_fetch_add (&m->consecutive, 1) + 1 : 0;
   char what[160], reason[REASON_MAX];
 
   atomic_fetch_add (&m->errors[op], 1);
-  atomic_store (&m->last_error_mono, health_now_ns ());
+  if (fault)
+    atomic_store (&m->last_error_mono, health_now_ns ());
   describe_error (what, sizeof what, op, offset, err);
 
   pthread_mutex_lock (&h->lock);
@@ -336,7 +354,17 @@ health_record (struct health *h, unsigned i, enum health_op op, uint64_t bytes,
   m->le_offset = offset;
   m->le_time = now_unix ();
   h->dirty = true; /* the counters and last error, at once */
-  if (errno_is_gone (err)) {
+  if (!fault) {
+    /* The request's failure, or a full member: not a fault of it. */
+    if (errno_is_full (err)) {
+      atomic_store (&m->last_full_mono, health_now_ns ());
+      if (atomic_load (&m->state) <= MS_FULL) {
+        snprintf (reason, sizeof reason, "no space left: %s", what);
+        set_state (h, i, MS_FULL, reason);
+      }
+    }
+  }
+  else if (errno_is_gone (err)) {
     snprintf (reason, sizeof reason, "device gone: %s", what);
     set_state (h, i, MS_FAILED, reason);
   }
@@ -1049,13 +1077,21 @@ decide_slow (struct health *h)
 static void
 expire_failing (struct health *h, uint64_t now)
 {
+  uint64_t window = (uint64_t) h->p.window * 1000000000;
+
   for (unsigned i = 0; i < h->n; ++i) {
     struct member_health *m = &h->m[i];
     uint64_t last = atomic_load (&m->last_error_mono);
-    if (atomic_load (&m->state) == MS_FAILING
-        && now - last >= (uint64_t) h->p.window * 1000000000) {
-      char reason[96];
+    uint64_t full = atomic_load (&m->last_full_mono);
+    char reason[96];
+
+    if (atomic_load (&m->state) == MS_FAILING && now - last >= window) {
       snprintf (reason, sizeof reason, "no I/O error for %u s", h->p.window);
+      set_state (h, i, MS_OK, reason);
+    }
+    else if (atomic_load (&m->state) == MS_FULL && now - full >= window) {
+      snprintf (reason, sizeof reason, "no write short of space for %u s",
+                h->p.window);
       set_state (h, i, MS_OK, reason);
     }
   }

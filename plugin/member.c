@@ -102,6 +102,7 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
       return -1;
     }
     m->size = remote_size (m->remote);
+    m->min_io = remote_min_block (m->remote) ? remote_min_block (m->remote) : 1;
     m->logical_block =
       remote_min_block (m->remote) > 512 ? remote_min_block (m->remote) : 512;
     m->physical_block = remote_preferred_block (m->remote) > 4096
@@ -133,6 +134,7 @@ member_open (struct member *m, unsigned index, const char *path, bool readonly,
     return -1;
   }
   m->can_seek_data = CAP_UNKNOWN;
+  m->min_io = 1;
 
   if (S_ISREG (st.st_mode)) {
     m->is_regular = true;

@@ -106,8 +106,8 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
       }
       sizes[i] = a->data_sizes[i];
     }
-    if (v->members[i].logical_block > v->min_block)
-      v->min_block = v->members[i].logical_block;
+    if (v->members[i].min_io > v->min_block)
+      v->min_block = v->members[i].min_io;
     if (v->members[i].physical_block > v->preferred_block)
       v->preferred_block = v->members[i].physical_block;
   }
@@ -299,6 +299,21 @@ recheck_sizes (struct volume *v, uint64_t mask, const uint64_t *seen)
   return r;
 }
 
+/* A request the members cannot take (misaligned for one of them, or
+ * beyond the end) is the client's error: refused with EINVAL to that
+ * client alone, before it reaches a member, and no member's health.
+ */
+static inline int
+check_request (const struct volume *v, uint64_t count, uint64_t offset)
+{
+  if (((offset | count) & (v->min_block - 1)) != 0 || offset > v->layout.size
+      || count > v->layout.size - offset) {
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
 static int
 rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     uint64_t offset, bool fua)
@@ -308,6 +323,8 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
   uint64_t mask = 0, seen[LAYOUT_MAX_MEMBERS];
   int r = -1;
 
+  if (check_request (v, count, offset) == -1)
+    return -1;
   if (plan_rw (&plan, &v->layout, buf, count, offset) == -1)
     goto out;
   for (unsigned i = 0; i < plan.nr_ios; ++i)
@@ -430,6 +447,8 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
   _Atomic uint64_t *busy;
   int r = 0, err = 0;
 
+  if (check_request (v, count, offset) == -1)
+    return -1;
   layout_spans (&v->layout, offset, count, spans);
   if (refuse_failed (v, spans_mask (v, spans)) == -1)
     return -1;
@@ -465,6 +484,8 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   _Atomic uint64_t *busy;
 
+  if (check_request (v, count, offset) == -1)
+    return -1;
   layout_spans (&v->layout, offset, count, spans);
   if (refuse_failed (v, spans_mask (v, spans)) == -1)
     return -1;

@@ -158,6 +158,69 @@ failing_member_is_ok_again_after_a_window_without_error (
   health_free (h);
 }
 
+/* A client's bad request says nothing about the drive: however many,
+ * they change no state (they are still counted as failed requests).
+ */
+static void
+client_errors_never_change_a_members_state (void **state
+                                            __attribute__ ((unused)))
+{
+  static const int errs[] = { EINVAL, ENOMEM, EPERM, EACCES, EFBIG,
+                              EOVERFLOW };
+  struct health *h = new_health (2, 3, 20, 4, 30);
+
+  for (size_t e = 0; e < sizeof errs / sizeof errs[0]; ++e)
+    for (int k = 0; k < 20; ++k)
+      health_record (h, 1, HOP_WRITE, 4096, 10 * US, errs[e], 0);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  /* ... nor do they break a run of real errors, or make one. */
+  for (int k = 0; k < 3; ++k)
+    health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0);
+  health_record (h, 1, HOP_READ, 4096, 10 * US, EINVAL, 0);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0); /* 4 in a row */
+  assert_int_equal (health_member_state (h, 1), MS_FAILED);
+  health_free (h);
+}
+
+/* ENOSPC: "full", a warning; a real error is still worse; back to ok
+ * after a window without it.
+ */
+static void
+out_of_space_makes_a_member_full_not_failed (void **state
+                                             __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 4, 30);
+  uint64_t t = health_now_ns ();
+
+  for (int k = 0; k < 50; ++k)
+    health_record (h, 0, HOP_WRITE, 4096, 10 * US, ENOSPC, 0);
+  assert_int_equal (health_member_state (h, 0), MS_FULL);
+  health_record (h, 0, HOP_WRITE, 4096, 10 * US, EDQUOT, 0);
+  assert_int_equal (health_member_state (h, 0), MS_FULL);
+  health_tick (h, t + 1 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FULL);
+  health_tick (h, t + 4 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+
+  /* An I/O error on a full member: failing. */
+  health_record (h, 1, HOP_WRITE, 4096, 10 * US, ENOSPC, 0);
+  health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  health_free (h);
+}
+
+/* A drive that turns itself read-only (a worn SSD) is failing. */
+static void
+erofs_from_a_member_counts_as_its_error (void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 4, 30);
+
+  health_record (h, 0, HOP_WRITE, 4096, 10 * US, EROFS, 0);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_free (h);
+}
+
 /* The signature of an SSD out of SLC cache: 5x its peers' latency. */
 static void
 member_five_times_slower_than_its_peers_is_slow_and_peers_stay_ok (
@@ -343,6 +406,9 @@ main (int argc, char **argv)
     cmocka_unit_test (device_gone_errors_fail_the_member_at_once),
     cmocka_unit_test (eopnotsupp_is_not_an_error),
     cmocka_unit_test (failing_member_is_ok_again_after_a_window_without_error),
+    cmocka_unit_test (client_errors_never_change_a_members_state),
+    cmocka_unit_test (out_of_space_makes_a_member_full_not_failed),
+    cmocka_unit_test (erofs_from_a_member_counts_as_its_error),
     cmocka_unit_test (
       member_five_times_slower_than_its_peers_is_slow_and_peers_stay_ok),
     cmocka_unit_test (three_times_slower_is_not_slow_with_factor_4),
