@@ -15,6 +15,7 @@
 #include <nbdkit-plugin.h>
 
 #include "assemble.h"
+#include "cmdline.h"
 #include "config.h"
 #include "health.h"
 #include "ioexec.h"
@@ -171,68 +172,40 @@ stripe_config_complete (void)
 
 /* nbdkit gives a plugin no way to know whether it runs with -r, yet a
  * read-only member is fine with -r and an error without.  So read our own
- * command line, up to the plugin name, as nbdkit's getopt would.
+ * command line as nbdkit's getopt did (cmdline.h).
  */
 static bool
 nbdkit_is_readonly (void)
 {
-  static const char *const long_with_arg[] = { "--debug",
-                                               "--exportname",
-                                               "--filter",
-                                               "--group",
-                                               "--ipaddr",
-                                               "--log",
-                                               "--mask-handshake",
-                                               "--pidfile",
-                                               "--port",
-                                               "--run",
-                                               "--selinux-label",
-                                               "--threads",
-                                               "--tls",
-                                               "--tls-certificates",
-                                               "--tls-psk",
-                                               "--unix",
-                                               "--user",
-                                               NULL };
-  char buf[65536];
-  size_t len;
+  char *buf = NULL;
+  size_t len = 0, size = 0;
   bool ro = false;
   FILE *fp = fopen ("/proc/self/cmdline", "re");
 
   if (fp == NULL)
     return false;
-  len = fread (buf, 1, sizeof buf - 1, fp);
-  fclose (fp);
-  buf[len] = '\0';
+  for (;;) {
+    char *p;
 
-  /* argv[0] is nbdkit itself. */
-  for (size_t i = strlen (buf) + 1; i < len;) {
-    const char *arg = &buf[i];
-    bool skip_next = false;
-
-    i += strlen (arg) + 1;
-    if (strcmp (arg, "--") == 0 || arg[0] != '-' || arg[1] == '\0')
-      break; /* the plugin name: options end */
-    if (arg[1] == '-') {
-      if (strcmp (arg, "--readonly") == 0 || strcmp (arg, "--read-only") == 0)
-        ro = true;
-      for (size_t k = 0; long_with_arg[k]; ++k)
-        if (strcmp (arg, long_with_arg[k]) == 0)
-          skip_next = true;
+    if (len + 1 >= size) {
+      size = size ? size * 2 : 4096;
+      p = realloc (buf, size);
+      if (p == NULL)
+        goto out;
+      buf = p;
     }
-    else {
-      for (const char *c = arg + 1; *c; ++c) {
-        if (*c == 'r')
-          ro = true;
-        if (strchr ("DegiPptUu", *c)) {
-          skip_next = c[1] == '\0';
-          break;
-        }
-      }
-    }
-    if (skip_next && i < len)
-      i += strlen (&buf[i]) + 1;
+    size_t n = fread (buf + len, 1, size - len - 1, fp);
+    if (n == 0)
+      break;
+    len += n;
   }
+  if (ferror (fp))
+    goto out;
+  buf[len] = '\0';
+  ro = cmdline_readonly (buf, len, getenv ("POSIXLY_CORRECT") != NULL);
+out:
+  fclose (fp);
+  free (buf);
   return ro;
 }
 
