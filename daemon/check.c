@@ -305,11 +305,20 @@ cmd_serve (int argc, char **argv)
     return 1;
   }
 
+  /* An argument that cannot be built fails serve: nbdkit must never run
+   * with one missing (-t followed by the plugin's path, say).
+   */
 #define ADD(s) (args[nargs++] = (s))
 #define ADDF(...)                                                             \
-  (asprintf (&owned[nowned], __VA_ARGS__) == -1                               \
-     ? (void) 0                                                               \
-     : (void) (args[nargs++] = owned[nowned++]))
+  do {                                                                        \
+    if (asprintf (&owned[nowned], __VA_ARGS__) == -1) {                       \
+      fprintf (stderr,                                                        \
+               "nbdstripe: %s: cannot build nbdkit's command line: %m\n",     \
+               cfg.path);                                                     \
+      goto err;                                                               \
+    }                                                                         \
+    args[nargs++] = owned[nowned++];                                          \
+  } while (0)
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
