@@ -521,19 +521,23 @@ prescan (struct loader *ld, int *big_line, char *big_text, size_t big_len)
   return 0;
 }
 
-/* Reads the whole file into ld->text.  A file that cannot be read is
- * reported here, with the reason, rather than as libconfig's bare "file
- * I/O error".
+/* Reads the whole file into ld->text (NUL-terminated), once: the lexer
+ * above and libconfig (config_read_string) parse these same bytes, so a
+ * file replaced or rewritten meanwhile (or a FIFO) cannot show them two
+ * different texts.  A file that cannot be read is reported here, with the
+ * reason, rather than as libconfig's bare "file I/O error"; a NUL byte,
+ * where libconfig's string would end, is refused.
  */
 static int
 read_text (struct loader *ld)
 {
   struct stat st;
   char *buf = NULL;
+  const char *nul;
   size_t len = 0;
   FILE *fp;
 
-  fp = fopen (ld->path, "r");
+  fp = fopen (ld->path, "re");
   if (fp == NULL)
     return error_line (ld, 0, "%s", strerror (errno));
   if (fstat (fileno (fp), &st) == -1) {
@@ -563,6 +567,15 @@ read_text (struct loader *ld)
     }
     if (len < size)
       break; /* end of file */
+  }
+  buf[len] = '\0'; /* len < size */
+  nul = memchr (buf, '\0', len);
+  if (nul) {
+    int line = 1;
+    for (const char *p = buf; p < nul; ++p)
+      line += *p == '\n';
+    error_line (ld, line, "a NUL byte: expected a text file");
+    goto err;
   }
   fclose (fp);
   ld->text = buf;
@@ -1459,13 +1472,10 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   }
 
   config_init (&conf);
-  if (config_read_file (&conf, path) == CONFIG_FALSE) {
-    if (config_error_type (&conf) == CONFIG_ERR_FILE_IO)
-      error_line (&ld, 0, "cannot read the file");
-    else if (err && errlen)
-      snprintf (err, errlen, "%s:%d: %s",
-                config_error_file (&conf) ? config_error_file (&conf) : path,
-                config_error_line (&conf), config_error_text (&conf));
+  if (config_read_string (&conf, ld.text) == CONFIG_FALSE) {
+    if (err && errlen)
+      snprintf (err, errlen, "%s:%d: %s", path, config_error_line (&conf),
+                config_error_text (&conf));
     goto out;
   }
   if (big_line > 0) {

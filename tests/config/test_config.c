@@ -5,14 +5,18 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
@@ -426,6 +430,85 @@ syntax_error_names_file_and_line (void **state)
   assert_string_equal (f->err, want);
 }
 
+/* Writes text to the FIFO path for one reader; returns 0/-1. */
+static int
+fifo_give (const char *path, const char *text)
+{
+  int fd = open (path, O_WRONLY | O_CLOEXEC);
+  ssize_t len = strlen (text);
+
+  if (fd == -1)
+    return -1;
+  if (write (fd, text, len) != len) {
+    close (fd);
+    return -1;
+  }
+  return close (fd);
+}
+
+/* The file is read once, and the loader's own lexer and libconfig see
+ * the same bytes: a FIFO whose writer gives a different text to the next
+ * reader must load as the first text.  (It used to be read twice: the
+ * prescan saw one text, libconfig parsed another.)
+ */
+static void
+config_is_read_once_even_if_it_changes_between_reads (void **state)
+{
+  struct fixture *f = *state;
+  static const char first[] = "name = \"first\";\n" MEMBERS;
+  static const char second[] =
+    "name = \"second\";\nmembers = [ \"/dev/vdc\" ];\n";
+  pid_t pid;
+  int r;
+
+  assert_int_equal (mkfifo (f->path, 0600), 0);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    const struct timespec ms = { 0, 1000 * 1000 };
+    int fd;
+
+    if (fifo_give (f->path, first) == -1)
+      _exit (1);
+    /* The second text only for a new reader: wait until the first has
+     * closed (ENXIO: no reader); a reader that is there meanwhile gets
+     * an empty text.
+     */
+    while ((fd = open (f->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0) {
+      close (fd);
+      nanosleep (&ms, NULL);
+    }
+    if (errno != ENXIO || fifo_give (f->path, second) == -1)
+      _exit (1);
+    _exit (0);
+  }
+  r = config_load (f->path, &f->cfg, f->err, sizeof f->err);
+  /* The writer is blocked in its second open unless someone read twice. */
+  kill (pid, SIGKILL);
+  assert_int_equal (waitpid (pid, NULL, 0), pid);
+  assert_loads (f, r);
+  assert_string_equal (f->cfg.name, "first");
+  assert_int_equal (f->cfg.nr_members, 2);
+  assert_string_equal (f->cfg.members[1], "/dev/vdb");
+}
+
+static void
+a_nul_byte_is_refused_with_its_line (void **state)
+{
+  struct fixture *f = *state;
+  static const char text[] = "name = \"n\";\n" MEMBERS "# a\0b\n";
+  char want[256];
+  FILE *fp = fopen (f->path, "w");
+
+  assert_non_null (fp);
+  assert_int_equal (fwrite (text, 1, sizeof text - 1, fp), sizeof text - 1);
+  assert_int_equal (fclose (fp), 0);
+  snprintf (want, sizeof want, "%s:3: a NUL byte: expected a text file",
+            f->path);
+  assert_int_equal (config_load (f->path, &f->cfg, f->err, sizeof f->err), -1);
+  assert_string_equal (f->err, want);
+}
+
 static void
 unknown_key_suggests_the_closest_and_lists_the_valid_ones (void **state)
 {
@@ -635,6 +718,8 @@ main (int argc, char **argv)
     config_test (every_cache_mode_name_is_accepted),
     config_test (error_names_file_line_key_expectation_and_value),
     config_test (syntax_error_names_file_and_line),
+    config_test (config_is_read_once_even_if_it_changes_between_reads),
+    config_test (a_nul_byte_is_refused_with_its_line),
     config_test (unknown_key_suggests_the_closest_and_lists_the_valid_ones),
     config_test (error_is_one_line_even_for_a_value_with_a_newline),
     config_test (missing_file_is_reported_with_the_reason),
