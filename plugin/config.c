@@ -22,6 +22,7 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "log.h"
 #include "remote.h"
 #include "superblock.h"
 
@@ -163,36 +164,6 @@ error_line (struct loader *ld, int line, const char *fmt, ...)
   return -1;
 }
 
-/* A string for a message: quoted, non-printable bytes escaped (a message
- * is one line), long strings cut short.
- */
-static const char *
-quote (const char *s, char *buf, size_t len)
-{
-  size_t n = 0;
-
-  if (len < 8)
-    return "\"...\"";
-  buf[n++] = '"';
-  for (; *s; ++s) {
-    unsigned char c = *s;
-    if (n + 8 >= len) {
-      memcpy (&buf[n], "...", 3);
-      n += 3;
-      break;
-    }
-    if (c == '"' || c == '\\')
-      n += snprintf (&buf[n], len - n, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f)
-      n += snprintf (&buf[n], len - n, "\\x%02x", c);
-    else
-      buf[n++] = c;
-  }
-  buf[n++] = '"';
-  buf[n] = '\0';
-  return buf;
-}
-
 static const char *
 type_name (const config_setting_t *s)
 {
@@ -222,7 +193,7 @@ value_text (const config_setting_t *s, char *buf, size_t len)
     snprintf (buf, len, "%g", config_setting_get_float (s));
     return buf;
   case CONFIG_TYPE_STRING:
-    return quote (config_setting_get_string (s), buf, len);
+    return log_quote (config_setting_get_string (s), buf, len);
   case CONFIG_TYPE_BOOL: return config_setting_get_bool (s) ? "true" : "false";
   }
   return type_name (s);
@@ -242,7 +213,9 @@ type_and_value (const config_setting_t *s, char *buf, size_t len)
 
 #define VALUE(s) value_text ((s), (char[96]){ 0 }, 96)
 #define TYPE_AND_VALUE(s) type_and_value ((s), (char[128]){ 0 }, 128)
-#define QUOTE(str) quote ((str), (char[96]){ 0 }, 96)
+#define QUOTE(str) log_quote ((str), (char[96]){ 0 }, 96)
+/* For a string whose every byte matters (a control character in it). */
+#define QUOTE_LONG(str) log_quote ((str), (char[512]){ 0 }, 512)
 
 /* The raw text.
  *
@@ -723,6 +696,11 @@ get_abs_path (struct loader *ld, const config_setting_t *s, char **out)
     return -1;
   if (str[0] != '/')
     return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+  if (log_has_control (str))
+    return error_at (ld, s,
+                     "%s holds a control character: a path must not (it "
+                     "would reach log lines raw)",
+                     QUOTE_LONG (str));
   return dup_string (ld, s, str, out);
 }
 
@@ -831,6 +809,11 @@ set_members (struct loader *ld, const config_setting_t *s)
       return -1;
     if (path[0] == '\0')
       return error_at (ld, m, "empty member: expected %s", expected);
+    if (log_has_control (path))
+      return error_at (ld, m,
+                       "%s holds a control character: a member's path or "
+                       "URI must not (it would reach log lines raw)",
+                       QUOTE_LONG (path));
     if (path[0] != '/' && !remote_is_uri (path)) {
       if (strstr (path, "://"))
         return error_at (ld, m,

@@ -81,6 +81,18 @@ stripe_config (const char *key, const char *value)
     config_file = value;
     return 0;
   }
+  /* A path reaches log lines: a newline in it could forge one. */
+  if ((strcmp (key, "file") == 0 || strcmp (key, "status") == 0)
+      && log_has_control (value)) {
+    bool member = strcmp (key, "file") == 0;
+    char q[512];
+
+    nbdkit_error ("%s=%s holds a control character: %s must not (it would "
+                  "reach log lines raw)",
+                  key, log_quote (value, q, sizeof q),
+                  member ? "a member's path or URI" : "a path");
+    return -1;
+  }
   if (strcmp (key, "status") == 0) {
     status_file = value;
     return 0;
