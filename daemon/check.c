@@ -106,6 +106,7 @@ cmd_check (int argc, char **argv)
     config_free (&cfg);
     return 1;
   }
+  print_config_warnings (&cfg);
   r = check_volume (&cfg, &size, uuid);
   if (r == 0)
     printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
@@ -299,8 +300,12 @@ cmd_serve (int argc, char **argv)
     return serve_usage (stderr, 2);
 
   memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[optind], &cfg) == -1
-      || check_volume (&cfg, &size, uuid) == -1) {
+  if (load_config (argv[optind], &cfg) == -1) {
+    config_free (&cfg);
+    return 1;
+  }
+  print_config_warnings (&cfg);
+  if (check_volume (&cfg, &size, uuid) == -1) {
     config_free (&cfg);
     return 1;
   }
@@ -335,6 +340,9 @@ cmd_serve (int argc, char **argv)
     ADD ("-p");
     ADDF ("%d", cfg.serve.port);
   }
+  /* nbdkit's -e only names the export for --run and in its URIs: the
+   * plugin is what refuses other names.
+   */
   if (cfg.serve.export_name && cfg.serve.export_name[0]) {
     ADD ("-e");
     ADD (cfg.serve.export_name);

@@ -15,6 +15,11 @@ extern int cmd_status (int argc, char **argv);
  */
 extern int load_config (const char *path, struct stripe_config *cfg);
 
+/* The config's warnings (config.h), one line each on stderr: check and
+ * serve print them.
+ */
+extern void print_config_warnings (const struct stripe_config *cfg);
+
 /* Check that the volume described by cfg can be served: headers agree
  * with the config (metadata "header") and the members open and are big
  * enough.  Nothing is written.  Prints every problem; returns 0/-1.  On

@@ -168,6 +168,9 @@ stripe_config_complete (void)
       nbdkit_error ("%s", err);
       return -1;
     }
+    /* nbdstripe check and serve print them. */
+    for (unsigned i = 0; i < cfg.nr_warnings; ++i)
+      nbdkit_debug ("warning: %s", cfg.warnings[i]);
     return 0;
   }
   if (nr_paths == 0) {
@@ -332,14 +335,55 @@ stripe_after_fork (void)
   return 0;
 }
 
+/* The export a config names (serve.export_name), or NULL: any name. */
+static const char *
+served_export (void)
+{
+  if (config_file && cfg.serve.export_name && cfg.serve.export_name[0])
+    return cfg.serve.export_name;
+  return NULL;
+}
+
+/* nbdkit serves whatever export name a client asks for (its -e only
+ * matters to --run), so a config that names its export is enforced here:
+ * that name and no other, not even the default export "" -- a client
+ * that does not say which export it wants may be attaching the wrong
+ * volume.  Ad hoc, without a config, every name is this volume.
+ */
 static void *
 stripe_open (int readonly)
 {
+  const char *want = served_export ();
+
+  if (want) {
+    const char *name = nbdkit_export_name ();
+    char qn[128], qw[128];
+
+    if (name == NULL || strcmp (name, want) != 0) {
+      nbdkit_error ("export %s: not served here: volume '%s' is exported as "
+                    "%s only (serve.export_name in %s)",
+                    log_quote (name ? name : "", qn, sizeof qn), cfg.name,
+                    log_quote (want, qw, sizeof qw), config_file);
+      errno = ENOENT;
+      return NULL;
+    }
+  }
   if (!readonly && volume.readonly) {
     nbdkit_error ("the members were opened read-only: serve with -r");
     return NULL;
   }
   return NBDKIT_HANDLE_NOT_NEEDED;
+}
+
+/* What NBD_OPT_LIST shows: the one export a config names. */
+static int
+stripe_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
+{
+  const char *want = served_export ();
+
+  if (want)
+    return nbdkit_add_export (exports, want, NULL);
+  return nbdkit_use_default_export (exports);
 }
 
 static int64_t
@@ -502,6 +546,7 @@ static struct nbdkit_plugin plugin = {
   .after_fork = stripe_after_fork,
   .cleanup = stripe_cleanup,
   .dump_plugin = stripe_dump_plugin,
+  .list_exports = stripe_list_exports,
   .open = stripe_open,
   .get_size = stripe_get_size,
   .block_size = stripe_block_size,

@@ -311,11 +311,100 @@ tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket (void **state)
 {
   struct fixture *f = *state;
 
-  assert_loads (
-    f, load (f, "name = \"t\";\n" MEMBERS "serve = { port = 10809; };\n"));
+  assert_loads (f, load (f, "name = \"t\";\n" MEMBERS
+                            "serve = { port = 10809; tls = \"off\"; };\n"));
   assert_null (f->cfg.serve.socket);
   assert_string_equal (f->cfg.serve.address, "127.0.0.1");
   assert_int_equal (f->cfg.serve.port, 10809);
+}
+
+/* Over TCP without TLS every local user (and every host that can reach
+ * the address) can read and write the volume: a config must say so.
+ */
+static void
+tcp_without_tls_is_refused_at_the_port_line (void **state)
+{
+  struct fixture *f = *state;
+  char want[512];
+
+  snprintf (want, sizeof want,
+            "%s:4: serve.port: TCP without TLS: every local user, and every "
+            "host that can reach 10.0.0.1, could read and write the volume; "
+            "set tls = \"require\" with tls_psk (a key file) or "
+            "tls_certificates (a directory), or tls = \"off\" to accept that",
+            f->path);
+  assert_int_equal (load (f,
+                          "name = \"t\";\n" MEMBERS "serve = {\n"
+                          "  port = 10809;\n  address = \"10.0.0.1\";\n};\n"),
+                    -1);
+  assert_string_equal (f->err, want);
+  assert_int_equal (f->cfg.nr_warnings, 0);
+}
+
+static void
+tcp_with_tls_off_loads_with_a_warning_naming_file_and_line (void **state)
+{
+  struct fixture *f = *state;
+  char want[512];
+
+  assert_loads (
+    f, load (f, "name = \"t\";\n" MEMBERS
+                "serve = {\n  port = 10809;\n  tls = \"off\";\n};\n"));
+  assert_int_equal (f->cfg.serve.tls, TLS_OFF);
+  assert_int_equal (f->cfg.nr_warnings, 1);
+  snprintf (want, sizeof want,
+            "%s:5: serve.tls: \"off\" on TCP 127.0.0.1:10809: every local "
+            "user, and every host that can reach that address, can read and "
+            "write volume 't'",
+            f->path);
+  if (strncmp (f->cfg.warnings[0], want, strlen (want)) != 0)
+    fail_msg ("warning \"%s\", expected it to start \"%s\"",
+              f->cfg.warnings[0], want);
+
+  /* A Unix socket is root's: no warning. */
+  assert_loads (f, load (f, "name = \"t\";\n" MEMBERS
+                            "serve = { socket = \"/run/t.sock\"; };\n"));
+  assert_int_equal (f->cfg.nr_warnings, 0);
+}
+
+static void
+tls_psk_readable_or_writable_by_others_gives_a_warning (void **state)
+{
+  struct fixture *f = *state;
+  static const struct {
+    mode_t mode;
+    const char *how;
+  } modes[] = {
+    { 0644, "has mode 0644: readable by group or others" },
+    { 0640, "has mode 0640: readable by group or others" },
+    { 0620, "has mode 0620: writable by group or others" },
+    { 0666, "has mode 0666: readable and writable by group or others" },
+  };
+  char psk[128], want[512];
+
+  snprintf (psk, sizeof psk, "%s/psk", f->dir);
+  write_file (f->dir, "psk", "alice:0123456789abcdef\n");
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; ++i) {
+    assert_int_equal (chmod (psk, modes[i].mode), 0);
+    assert_loads (f, load (f,
+                           "name = \"t\";\n" MEMBERS "serve = {\n"
+                           "  port = 10809; tls = \"require\";\n"
+                           "  tls_psk = \"%s\";\n};\n",
+                           psk));
+    assert_int_equal (f->cfg.nr_warnings, 1);
+    snprintf (want, sizeof want, "%s:5: serve.tls_psk: \"%s\" %s", f->path,
+              psk, modes[i].how);
+    if (strncmp (f->cfg.warnings[0], want, strlen (want)) != 0)
+      fail_msg ("warning \"%s\", expected it to start \"%s\"",
+                f->cfg.warnings[0], want);
+  }
+  assert_int_equal (chmod (psk, 0600), 0);
+  assert_loads (f, load (f,
+                         "name = \"t\";\n" MEMBERS "serve = {\n"
+                         "  port = 10809; tls = \"require\";\n"
+                         "  tls_psk = \"%s\";\n};\n",
+                         psk));
+  assert_int_equal (f->cfg.nr_warnings, 0);
 }
 
 static void
@@ -710,6 +799,9 @@ main (int argc, char **argv)
     config_test (full_config_sets_every_key),
     config_test (example_conf_loads_and_shows_the_defaults),
     config_test (tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket),
+    config_test (tcp_without_tls_is_refused_at_the_port_line),
+    config_test (tcp_with_tls_off_loads_with_a_warning_naming_file_and_line),
+    config_test (tls_psk_readable_or_writable_by_others_gives_a_warning),
     config_test (tls_with_a_psk_over_a_unix_socket_is_allowed),
     config_test (metadata_none_puts_data_at_offset_0),
     config_test (sizes_may_be_integers_and_an_l_suffix_reaches_past_32_bits),
