@@ -111,6 +111,7 @@ cmd_check (int argc, char **argv)
     config_free (&cfg);
     return 1;
   }
+  print_config_warnings (&cfg);
   r = check_volume (&cfg, false, &size, uuid);
   if (r == 0)
     printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
@@ -304,17 +305,30 @@ cmd_serve (int argc, char **argv)
     return serve_usage (stderr, 2);
 
   memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[optind], &cfg) == -1
-      || check_volume (&cfg, true, &size, uuid) == -1) {
+  if (load_config (argv[optind], &cfg) == -1) {
+    config_free (&cfg);
+    return 1;
+  }
+  print_config_warnings (&cfg);
+  if (check_volume (&cfg, true, &size, uuid) == -1) {
     config_free (&cfg);
     return 1;
   }
 
+  /* An argument that cannot be built fails serve: nbdkit must never run
+   * with one missing (-t followed by the plugin's path, say).
+   */
 #define ADD(s) (args[nargs++] = (s))
 #define ADDF(...)                                                             \
-  (asprintf (&owned[nowned], __VA_ARGS__) == -1                               \
-     ? (void) 0                                                               \
-     : (void) (args[nargs++] = owned[nowned++]))
+  do {                                                                        \
+    if (asprintf (&owned[nowned], __VA_ARGS__) == -1) {                       \
+      fprintf (stderr,                                                        \
+               "nbdstripe: %s: cannot build nbdkit's command line: %m\n",     \
+               cfg.path);                                                     \
+      goto err;                                                               \
+    }                                                                         \
+    args[nargs++] = owned[nowned++];                                          \
+  } while (0)
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
@@ -331,6 +345,9 @@ cmd_serve (int argc, char **argv)
     ADD ("-p");
     ADDF ("%d", cfg.serve.port);
   }
+  /* nbdkit's -e only names the export for --run and in its URIs: the
+   * plugin is what refuses other names.
+   */
   if (cfg.serve.export_name && cfg.serve.export_name[0]) {
     ADD ("-e");
     ADD (cfg.serve.export_name);
@@ -362,8 +379,8 @@ cmd_serve (int argc, char **argv)
       fprintf (stderr, "nbdstripe: %s: %m\n", cfg.path);
       goto err;
     }
+    owned[nowned++] = abs;
     ADDF ("config=%s", abs);
-    free (abs);
   }
   args[nargs] = NULL;
 

@@ -45,6 +45,13 @@ load_config (const char *path, struct stripe_config *cfg)
   return 0;
 }
 
+void
+print_config_warnings (const struct stripe_config *cfg)
+{
+  for (unsigned i = 0; i < cfg->nr_warnings; ++i)
+    fprintf (stderr, "nbdstripe: WARNING: %s\n", cfg->warnings[i]);
+}
+
 const char *
 human_size (uint64_t bytes, char *buf, size_t len)
 {

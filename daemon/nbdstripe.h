@@ -16,6 +16,11 @@ extern int cmd_accept (int argc, char **argv);
  */
 extern int load_config (const char *path, struct stripe_config *cfg);
 
+/* The config's warnings (config.h), one line each on stderr: check and
+ * serve print them.
+ */
+extern void print_config_warnings (const struct stripe_config *cfg);
+
 /* Check that the volume described by cfg can be served: headers agree
  * with the config (metadata "header"), the members open, none is
  * another's alias, and they are big enough.  Nothing is written.  With

@@ -14,8 +14,8 @@
  *   cache = "writeback";                 # writethrough | direct
  *   serve = {
  *     socket = "/run/nbdstripe/fast0.sock";   # or: address + port
- *     # address = "127.0.0.1"; port = 10809;
- *     export_name = "";
+ *     # address = "127.0.0.1"; port = 10809;   (TCP: tls must be given)
+ *     export_name = "";                  # set: clients must ask for it
  *     threads = 16;
  *     pidfile = "/run/nbdstripe/fast0.pid";
  *     tls = "off";                       # off | on | require
@@ -43,6 +43,8 @@
 #include "health.h"
 #include "layout.h"
 #include "volume.h"
+
+#define CONFIG_MAX_WARNINGS 4
 
 enum metadata_mode { METADATA_HEADER, METADATA_NONE };
 enum tls_mode { TLS_OFF, TLS_ON, TLS_REQUIRE };
@@ -84,6 +86,11 @@ struct stripe_config {
   struct {
     unsigned connections; /* per NBD member at most, default 4 (1..16) */
   } remote;
+  /* What loads but must be heard, "FILE:LINE: KEY: ..." lines (TCP with
+   * tls = "off", a TLS key others can read): check and serve print them.
+   */
+  unsigned nr_warnings;
+  char *warnings[CONFIG_MAX_WARNINGS];
 };
 
 /* Load and validate.  On error returns -1 and writes one line into err:

@@ -57,8 +57,9 @@
  * NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
  *
- * The status file (JSON, format 1), replaced atomically (written to
- * FILE.tmp then renamed) every interval and on every transition:
+ * The status file (JSON, format 1), replaced atomically (written to a new
+ * temporary .FILE.XXXXXX beside it, mode 0644, synced, then renamed; no
+ * symlink is ever followed) every interval and on every transition:
  *
  * {
  *   "format": 1,

@@ -22,6 +22,7 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "log.h"
 #include "remote.h"
 #include "superblock.h"
 
@@ -99,31 +100,31 @@ setting_line (const struct loader *ld, const config_setting_t *s)
   return config_setting_source_line (s);
 }
 
-static int __attribute__ ((format (printf, 3, 0)))
-vreport (struct loader *ld, const config_setting_t *s, const char *fmt,
-         va_list args)
+/* "FILE:LINE: KEY: message" for setting s into buf. */
+static void __attribute__ ((format (printf, 5, 0)))
+vreport (struct loader *ld, const config_setting_t *s, char *buf, size_t len,
+         const char *fmt, va_list args)
 {
   unsigned line = s ? setting_line (ld, s) : 0;
   char key[160];
   size_t n;
   int r;
 
-  if (ld->err == NULL || ld->errlen == 0)
-    return -1;
+  if (buf == NULL || len == 0)
+    return;
   if (line > 0)
-    r = snprintf (ld->err, ld->errlen, "%s:%u: ", setting_file (ld, s), line);
+    r = snprintf (buf, len, "%s:%u: ", setting_file (ld, s), line);
   else
-    r = snprintf (ld->err, ld->errlen, "%s: ", setting_file (ld, s));
+    r = snprintf (buf, len, "%s: ", setting_file (ld, s));
   n = r < 0 ? 0 : (size_t) r;
   if (s)
     setting_key (s, key, sizeof key);
-  if (s && key[0] != '\0' && n < ld->errlen) {
-    r = snprintf (ld->err + n, ld->errlen - n, "%s: ", key);
+  if (s && key[0] != '\0' && n < len) {
+    r = snprintf (buf + n, len - n, "%s: ", key);
     n += r < 0 ? 0 : (size_t) r;
   }
-  if (n < ld->errlen)
-    vsnprintf (ld->err + n, ld->errlen - n, fmt, args);
-  return -1;
+  if (n < len)
+    vsnprintf (buf + n, len - n, fmt, args);
 }
 
 /* "FILE:LINE: KEY: message" for setting s.  Returns -1. */
@@ -133,9 +134,31 @@ error_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
   va_list args;
 
   va_start (args, fmt);
-  vreport (ld, s, fmt, args);
+  vreport (ld, s, ld->err, ld->errlen, fmt, args);
   va_end (args);
   return -1;
+}
+
+/* Adds "FILE:LINE: KEY: message" to the config's warnings: it loads, but
+ * the operator must hear about it.  Returns 0 (-1 out of memory).
+ */
+static int __attribute__ ((format (printf, 3, 4)))
+warn_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
+{
+  struct stripe_config *cfg = ld->cfg;
+  char buf[1024];
+  va_list args;
+
+  va_start (args, fmt);
+  vreport (ld, s, buf, sizeof buf, fmt, args);
+  va_end (args);
+  if (cfg->nr_warnings == CONFIG_MAX_WARNINGS)
+    return 0;
+  cfg->warnings[cfg->nr_warnings] = strdup (buf);
+  if (cfg->warnings[cfg->nr_warnings] == NULL)
+    return error_at (ld, s, "out of memory");
+  cfg->nr_warnings++;
+  return 0;
 }
 
 /* "FILE:LINE: message" (line 0: "FILE: message"), for problems that
@@ -161,36 +184,6 @@ error_line (struct loader *ld, int line, const char *fmt, ...)
     va_end (args);
   }
   return -1;
-}
-
-/* A string for a message: quoted, non-printable bytes escaped (a message
- * is one line), long strings cut short.
- */
-static const char *
-quote (const char *s, char *buf, size_t len)
-{
-  size_t n = 0;
-
-  if (len < 8)
-    return "\"...\"";
-  buf[n++] = '"';
-  for (; *s; ++s) {
-    unsigned char c = *s;
-    if (n + 8 >= len) {
-      memcpy (&buf[n], "...", 3);
-      n += 3;
-      break;
-    }
-    if (c == '"' || c == '\\')
-      n += snprintf (&buf[n], len - n, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f)
-      n += snprintf (&buf[n], len - n, "\\x%02x", c);
-    else
-      buf[n++] = c;
-  }
-  buf[n++] = '"';
-  buf[n] = '\0';
-  return buf;
 }
 
 static const char *
@@ -222,7 +215,7 @@ value_text (const config_setting_t *s, char *buf, size_t len)
     snprintf (buf, len, "%g", config_setting_get_float (s));
     return buf;
   case CONFIG_TYPE_STRING:
-    return quote (config_setting_get_string (s), buf, len);
+    return log_quote (config_setting_get_string (s), buf, len);
   case CONFIG_TYPE_BOOL: return config_setting_get_bool (s) ? "true" : "false";
   }
   return type_name (s);
@@ -242,7 +235,9 @@ type_and_value (const config_setting_t *s, char *buf, size_t len)
 
 #define VALUE(s) value_text ((s), (char[96]){ 0 }, 96)
 #define TYPE_AND_VALUE(s) type_and_value ((s), (char[128]){ 0 }, 128)
-#define QUOTE(str) quote ((str), (char[96]){ 0 }, 96)
+#define QUOTE(str) log_quote ((str), (char[96]){ 0 }, 96)
+/* For a string whose every byte matters (a control character in it). */
+#define QUOTE_LONG(str) log_quote ((str), (char[512]){ 0 }, 512)
 
 /* The raw text.
  *
@@ -521,19 +516,23 @@ prescan (struct loader *ld, int *big_line, char *big_text, size_t big_len)
   return 0;
 }
 
-/* Reads the whole file into ld->text.  A file that cannot be read is
- * reported here, with the reason, rather than as libconfig's bare "file
- * I/O error".
+/* Reads the whole file into ld->text (NUL-terminated), once: the lexer
+ * above and libconfig (config_read_string) parse these same bytes, so a
+ * file replaced or rewritten meanwhile (or a FIFO) cannot show them two
+ * different texts.  A file that cannot be read is reported here, with the
+ * reason, rather than as libconfig's bare "file I/O error"; a NUL byte,
+ * where libconfig's string would end, is refused.
  */
 static int
 read_text (struct loader *ld)
 {
   struct stat st;
   char *buf = NULL;
+  const char *nul;
   size_t len = 0;
   FILE *fp;
 
-  fp = fopen (ld->path, "r");
+  fp = fopen (ld->path, "re");
   if (fp == NULL)
     return error_line (ld, 0, "%s", strerror (errno));
   if (fstat (fileno (fp), &st) == -1) {
@@ -563,6 +562,15 @@ read_text (struct loader *ld)
     }
     if (len < size)
       break; /* end of file */
+  }
+  buf[len] = '\0'; /* len < size */
+  nul = memchr (buf, '\0', len);
+  if (nul) {
+    int line = 1;
+    for (const char *p = buf; p < nul; ++p)
+      line += *p == '\n';
+    error_line (ld, line, "a NUL byte: expected a text file");
+    goto err;
   }
   fclose (fp);
   ld->text = buf;
@@ -710,6 +718,11 @@ get_abs_path (struct loader *ld, const config_setting_t *s, char **out)
     return -1;
   if (str[0] != '/')
     return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+  if (log_has_control (str))
+    return error_at (ld, s,
+                     "%s holds a control character: a path must not (it "
+                     "would reach log lines raw)",
+                     QUOTE_LONG (str));
   return dup_string (ld, s, str, out);
 }
 
@@ -818,6 +831,11 @@ set_members (struct loader *ld, const config_setting_t *s)
       return -1;
     if (path[0] == '\0')
       return error_at (ld, m, "empty member: expected %s", expected);
+    if (log_has_control (path))
+      return error_at (ld, m,
+                       "%s holds a control character: a member's path or "
+                       "URI must not (it would reach log lines raw)",
+                       QUOTE_LONG (path));
     if (path[0] != '/' && !remote_is_uri (path)) {
       if (strstr (path, "://"))
         return error_at (ld, m,
@@ -1001,12 +1019,34 @@ set_tls_certificates (struct loader *ld, const config_setting_t *s)
   return check_exists (ld, s, ld->cfg->serve.tls_certificates, S_IFDIR);
 }
 
+/* The key is the volume's password: anyone who can read it can read and
+ * write the volume, anyone who can write it can let themselves in.
+ */
 static int
 set_tls_psk (struct loader *ld, const config_setting_t *s)
 {
+  const char *psk;
+  struct stat st;
+
   if (get_abs_path (ld, s, &ld->cfg->serve.tls_psk) == -1)
     return -1;
-  return check_exists (ld, s, ld->cfg->serve.tls_psk, S_IFREG);
+  psk = ld->cfg->serve.tls_psk;
+  if (check_exists (ld, s, psk, S_IFREG) == -1)
+    return -1;
+  if (stat (psk, &st) == 0 && (st.st_mode & 066) != 0) {
+    const char *how = "readable and writable";
+
+    if ((st.st_mode & 022) == 0)
+      how = "readable";
+    else if ((st.st_mode & 044) == 0)
+      how = "writable";
+    return warn_at (ld, s,
+                    "%s has mode %04o: %s by group or others, and whoever "
+                    "holds the key can read and write the volume; chmod "
+                    "0600 it",
+                    QUOTE_LONG (psk), (unsigned) (st.st_mode & 07777), how);
+  }
+  return 0;
 }
 
 static int
@@ -1336,6 +1376,33 @@ check_tls (struct loader *ld, const config_t *conf)
   psk = config_lookup (conf, "serve.tls_psk");
   verify = config_lookup (conf, "serve.tls_verify_peer");
 
+  /* Over TCP without TLS anybody who can connect -- every local user
+   * (while the Unix socket is root's), and every host that can reach the
+   * address -- can read and write the volume: only if the config says
+   * so, and then loudly.
+   */
+  if (cfg->serve.port != 0) {
+    const char *addr = cfg->serve.address ? cfg->serve.address : "127.0.0.1";
+
+    if (tls == NULL)
+      return error_at (ld, config_lookup (conf, "serve.port"),
+                       "TCP without TLS: every local user, and every host "
+                       "that can reach %s, could read and write the volume; "
+                       "set tls = \"require\" with tls_psk (a key file) or "
+                       "tls_certificates (a directory), or tls = \"off\" to "
+                       "accept that",
+                       addr);
+    if (cfg->serve.tls == TLS_OFF
+        && warn_at (ld, tls,
+                    "\"off\" on TCP %s:%d: every local user, and every "
+                    "host that can reach that address, can read and write "
+                    "volume '%s' (tls = \"require\" with a key or "
+                    "certificates prevents it)",
+                    addr, cfg->serve.port, cfg->name)
+             == -1)
+      return -1;
+  }
+
   /* TLS material without TLS is most likely a config where the operator
    * believes the export is encrypted: refuse rather than serve in clear.
    */
@@ -1459,13 +1526,10 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   }
 
   config_init (&conf);
-  if (config_read_file (&conf, path) == CONFIG_FALSE) {
-    if (config_error_type (&conf) == CONFIG_ERR_FILE_IO)
-      error_line (&ld, 0, "cannot read the file");
-    else if (err && errlen)
-      snprintf (err, errlen, "%s:%d: %s",
-                config_error_file (&conf) ? config_error_file (&conf) : path,
-                config_error_line (&conf), config_error_text (&conf));
+  if (config_read_string (&conf, ld.text) == CONFIG_FALSE) {
+    if (err && errlen)
+      snprintf (err, errlen, "%s:%d: %s", path, config_error_line (&conf),
+                config_error_text (&conf));
     goto out;
   }
   if (big_line > 0) {
@@ -1506,5 +1570,7 @@ config_free (struct stripe_config *cfg)
   free (cfg->health.status_file);
   free (cfg->health.prometheus_file);
   free (cfg->health.on_change);
+  for (unsigned i = 0; i < cfg->nr_warnings; ++i)
+    free (cfg->warnings[i]);
   memset (cfg, 0, sizeof *cfg);
 }

@@ -890,43 +890,63 @@ mkdir_parents (const char *path)
   return r;
 }
 
-/* Write path atomically: PATH.tmp, then rename. */
+/* Write path atomically: a new temporary in the same directory, then
+ * rename.  The directory may be writable by others (a sticky /tmp, a
+ * node_exporter textfile directory shared with a group), so the
+ * temporary must never be a name someone else can plant a symlink at:
+ * mkostemp creates a random name with O_CREAT|O_EXCL, which never
+ * follows a link, and rename replaces the target itself (were it a
+ * symlink, the link goes, its target is left alone).  The temporary is
+ * a dot file, so that node_exporter's "*.prom" never reads it.
+ */
 static int
 write_atomic (const char *path, const char *data, size_t len)
 {
+  const char *base = strrchr (path, '/');
   char tmp[4096];
-  int fd;
+  int fd, r, e;
 
-  if (snprintf (tmp, sizeof tmp, "%s.tmp", path) >= (int) sizeof tmp) {
+  base = base ? base + 1 : path;
+  if (snprintf (tmp, sizeof tmp, "%.*s.%s.XXXXXX", (int) (base - path), path,
+                base)
+      >= (int) sizeof tmp) {
     errno = ENAMETOOLONG;
     return -1;
   }
-  fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd == -1 && errno == ENOENT && mkdir_parents (path) == 0)
-    fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd = mkostemp (tmp, O_CLOEXEC | O_NOFOLLOW);
+  if (fd == -1 && errno == ENOENT && mkdir_parents (path) == 0) {
+    memcpy (&tmp[strlen (tmp) - 6], "XXXXXX", 6); /* mkostemp changed it */
+    fd = mkostemp (tmp, O_CLOEXEC | O_NOFOLLOW);
+  }
   if (fd == -1)
     return -1;
+  if (fchmod (fd, 0644) == -1)
+    goto err;
   while (len > 0) {
-    ssize_t r = write (fd, data, len);
-    if (r == -1) {
+    ssize_t n = write (fd, data, len);
+    if (n == -1) {
       if (errno == EINTR)
         continue;
-      int e = errno;
-      close (fd);
-      unlink (tmp);
-      errno = e;
-      return -1;
+      goto err;
     }
-    data += r;
-    len -= r;
+    data += n;
+    len -= n;
   }
-  if (close (fd) == -1 || rename (tmp, path) == -1) {
-    int e = errno;
-    unlink (tmp);
-    errno = e;
-    return -1;
-  }
+  if (fsync (fd) == -1)
+    goto err;
+  r = close (fd);
+  fd = -1;
+  if (r == -1 || rename (tmp, path) == -1)
+    goto err;
   return 0;
+
+err:
+  e = errno;
+  if (fd >= 0)
+    close (fd);
+  unlink (tmp);
+  errno = e;
+  return -1;
 }
 
 /* Called with the lock held; drops it while writing. */

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -45,4 +46,40 @@ stripe_debug (const char *fmt, ...)
   stripe_log_vdebug (fmt, args);
   va_end (args);
   errno = saved;
+}
+
+const char *
+log_quote (const char *s, char *buf, size_t len)
+{
+  size_t n = 0;
+
+  if (len < 8)
+    return "\"...\"";
+  buf[n++] = '"';
+  for (; *s; ++s) {
+    unsigned char c = *s;
+    if (n + 8 >= len) {
+      memcpy (&buf[n], "...", 3);
+      n += 3;
+      break;
+    }
+    if (c == '"' || c == '\\')
+      n += snprintf (&buf[n], len - n, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+      n += snprintf (&buf[n], len - n, "\\x%02x", c);
+    else
+      buf[n++] = c;
+  }
+  buf[n++] = '"';
+  buf[n] = '\0';
+  return buf;
+}
+
+bool
+log_has_control (const char *s)
+{
+  for (; *s; ++s)
+    if ((unsigned char) *s < 0x20 || *s == 0x7f)
+      return true;
+  return false;
 }

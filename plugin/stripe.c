@@ -15,6 +15,7 @@
 #include <nbdkit-plugin.h>
 
 #include "assemble.h"
+#include "cmdline.h"
 #include "config.h"
 #include "health.h"
 #include "ioexec.h"
@@ -79,6 +80,18 @@ stripe_config (const char *key, const char *value)
     }
     config_file = value;
     return 0;
+  }
+  /* A path reaches log lines: a newline in it could forge one. */
+  if ((strcmp (key, "file") == 0 || strcmp (key, "status") == 0)
+      && log_has_control (value)) {
+    bool member = strcmp (key, "file") == 0;
+    char q[512];
+
+    nbdkit_error ("%s=%s holds a control character: %s must not (it would "
+                  "reach log lines raw)",
+                  key, log_quote (value, q, sizeof q),
+                  member ? "a member's path or URI" : "a path");
+    return -1;
   }
   if (strcmp (key, "status") == 0) {
     status_file = value;
@@ -155,6 +168,9 @@ stripe_config_complete (void)
       nbdkit_error ("%s", err);
       return -1;
     }
+    /* nbdstripe check and serve print them. */
+    for (unsigned i = 0; i < cfg.nr_warnings; ++i)
+      nbdkit_debug ("warning: %s", cfg.warnings[i]);
     return 0;
   }
   if (nr_paths == 0) {
@@ -171,68 +187,40 @@ stripe_config_complete (void)
 
 /* nbdkit gives a plugin no way to know whether it runs with -r, yet a
  * read-only member is fine with -r and an error without.  So read our own
- * command line, up to the plugin name, as nbdkit's getopt would.
+ * command line as nbdkit's getopt did (cmdline.h).
  */
 static bool
 nbdkit_is_readonly (void)
 {
-  static const char *const long_with_arg[] = { "--debug",
-                                               "--exportname",
-                                               "--filter",
-                                               "--group",
-                                               "--ipaddr",
-                                               "--log",
-                                               "--mask-handshake",
-                                               "--pidfile",
-                                               "--port",
-                                               "--run",
-                                               "--selinux-label",
-                                               "--threads",
-                                               "--tls",
-                                               "--tls-certificates",
-                                               "--tls-psk",
-                                               "--unix",
-                                               "--user",
-                                               NULL };
-  char buf[65536];
-  size_t len;
+  char *buf = NULL;
+  size_t len = 0, size = 0;
   bool ro = false;
   FILE *fp = fopen ("/proc/self/cmdline", "re");
 
   if (fp == NULL)
     return false;
-  len = fread (buf, 1, sizeof buf - 1, fp);
-  fclose (fp);
-  buf[len] = '\0';
+  for (;;) {
+    char *p;
 
-  /* argv[0] is nbdkit itself. */
-  for (size_t i = strlen (buf) + 1; i < len;) {
-    const char *arg = &buf[i];
-    bool skip_next = false;
-
-    i += strlen (arg) + 1;
-    if (strcmp (arg, "--") == 0 || arg[0] != '-' || arg[1] == '\0')
-      break; /* the plugin name: options end */
-    if (arg[1] == '-') {
-      if (strcmp (arg, "--readonly") == 0 || strcmp (arg, "--read-only") == 0)
-        ro = true;
-      for (size_t k = 0; long_with_arg[k]; ++k)
-        if (strcmp (arg, long_with_arg[k]) == 0)
-          skip_next = true;
+    if (len + 1 >= size) {
+      size = size ? size * 2 : 4096;
+      p = realloc (buf, size);
+      if (p == NULL)
+        goto out;
+      buf = p;
     }
-    else {
-      for (const char *c = arg + 1; *c; ++c) {
-        if (*c == 'r')
-          ro = true;
-        if (strchr ("DegiPptUu", *c)) {
-          skip_next = c[1] == '\0';
-          break;
-        }
-      }
-    }
-    if (skip_next && i < len)
-      i += strlen (&buf[i]) + 1;
+    size_t n = fread (buf + len, 1, size - len - 1, fp);
+    if (n == 0)
+      break;
+    len += n;
   }
+  if (ferror (fp))
+    goto out;
+  buf[len] = '\0';
+  ro = cmdline_readonly (buf, len, getenv ("POSIXLY_CORRECT") != NULL);
+out:
+  fclose (fp);
+  free (buf);
   return ro;
 }
 
@@ -346,14 +334,55 @@ stripe_after_fork (void)
   return 0;
 }
 
+/* The export a config names (serve.export_name), or NULL: any name. */
+static const char *
+served_export (void)
+{
+  if (config_file && cfg.serve.export_name && cfg.serve.export_name[0])
+    return cfg.serve.export_name;
+  return NULL;
+}
+
+/* nbdkit serves whatever export name a client asks for (its -e only
+ * matters to --run), so a config that names its export is enforced here:
+ * that name and no other, not even the default export "" -- a client
+ * that does not say which export it wants may be attaching the wrong
+ * volume.  Ad hoc, without a config, every name is this volume.
+ */
 static void *
 stripe_open (int readonly)
 {
+  const char *want = served_export ();
+
+  if (want) {
+    const char *name = nbdkit_export_name ();
+    char qn[128], qw[128];
+
+    if (name == NULL || strcmp (name, want) != 0) {
+      nbdkit_error ("export %s: not served here: volume '%s' is exported as "
+                    "%s only (serve.export_name in %s)",
+                    log_quote (name ? name : "", qn, sizeof qn), cfg.name,
+                    log_quote (want, qw, sizeof qw), config_file);
+      errno = ENOENT;
+      return NULL;
+    }
+  }
   if (!readonly && volume.readonly) {
     nbdkit_error ("the members were opened read-only: serve with -r");
     return NULL;
   }
   return NBDKIT_HANDLE_NOT_NEEDED;
+}
+
+/* What NBD_OPT_LIST shows: the one export a config names. */
+static int
+stripe_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
+{
+  const char *want = served_export ();
+
+  if (want)
+    return nbdkit_add_export (exports, want, NULL);
+  return nbdkit_use_default_export (exports);
 }
 
 static int64_t
@@ -517,6 +546,7 @@ static struct nbdkit_plugin plugin = {
   .after_fork = stripe_after_fork,
   .cleanup = stripe_cleanup,
   .dump_plugin = stripe_dump_plugin,
+  .list_exports = stripe_list_exports,
   .open = stripe_open,
   .get_size = stripe_get_size,
   .block_size = stripe_block_size,

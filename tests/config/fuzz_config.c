@@ -87,6 +87,9 @@ check_accepted (const struct stripe_config *c)
   require (c->health.slow_factor > 1);
   require (c->health.error_threshold >= 1
            && c->health.error_threshold <= 1000000);
+  require (c->nr_warnings <= CONFIG_MAX_WARNINGS);
+  for (unsigned i = 0; i < c->nr_warnings; ++i)
+    require (strncmp (c->warnings[i], path, strlen (path)) == 0);
 }
 
 int

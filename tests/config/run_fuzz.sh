@@ -63,6 +63,7 @@ echo "== building $out/fuzz_config with $cc"
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -I"$src/include" "${libconfig_cflags[@]}" \
   "$src/tests/config/fuzz_config.c" "$src/plugin/cache_mode.c" \
+  "$src/plugin/log.c" \
   "$src/plugin/config.c" \
   "${libconfig_libs[@]}" -o "$out/fuzz_config"
 

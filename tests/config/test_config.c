@@ -5,14 +5,18 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <setjmp.h>
 #include <cmocka.h>
@@ -307,11 +311,100 @@ tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket (void **state)
 {
   struct fixture *f = *state;
 
-  assert_loads (
-    f, load (f, "name = \"t\";\n" MEMBERS "serve = { port = 10809; };\n"));
+  assert_loads (f, load (f, "name = \"t\";\n" MEMBERS
+                            "serve = { port = 10809; tls = \"off\"; };\n"));
   assert_null (f->cfg.serve.socket);
   assert_string_equal (f->cfg.serve.address, "127.0.0.1");
   assert_int_equal (f->cfg.serve.port, 10809);
+}
+
+/* Over TCP without TLS every local user (and every host that can reach
+ * the address) can read and write the volume: a config must say so.
+ */
+static void
+tcp_without_tls_is_refused_at_the_port_line (void **state)
+{
+  struct fixture *f = *state;
+  char want[512];
+
+  snprintf (want, sizeof want,
+            "%s:4: serve.port: TCP without TLS: every local user, and every "
+            "host that can reach 10.0.0.1, could read and write the volume; "
+            "set tls = \"require\" with tls_psk (a key file) or "
+            "tls_certificates (a directory), or tls = \"off\" to accept that",
+            f->path);
+  assert_int_equal (load (f,
+                          "name = \"t\";\n" MEMBERS "serve = {\n"
+                          "  port = 10809;\n  address = \"10.0.0.1\";\n};\n"),
+                    -1);
+  assert_string_equal (f->err, want);
+  assert_int_equal (f->cfg.nr_warnings, 0);
+}
+
+static void
+tcp_with_tls_off_loads_with_a_warning_naming_file_and_line (void **state)
+{
+  struct fixture *f = *state;
+  char want[512];
+
+  assert_loads (
+    f, load (f, "name = \"t\";\n" MEMBERS
+                "serve = {\n  port = 10809;\n  tls = \"off\";\n};\n"));
+  assert_int_equal (f->cfg.serve.tls, TLS_OFF);
+  assert_int_equal (f->cfg.nr_warnings, 1);
+  snprintf (want, sizeof want,
+            "%s:5: serve.tls: \"off\" on TCP 127.0.0.1:10809: every local "
+            "user, and every host that can reach that address, can read and "
+            "write volume 't'",
+            f->path);
+  if (strncmp (f->cfg.warnings[0], want, strlen (want)) != 0)
+    fail_msg ("warning \"%s\", expected it to start \"%s\"",
+              f->cfg.warnings[0], want);
+
+  /* A Unix socket is root's: no warning. */
+  assert_loads (f, load (f, "name = \"t\";\n" MEMBERS
+                            "serve = { socket = \"/run/t.sock\"; };\n"));
+  assert_int_equal (f->cfg.nr_warnings, 0);
+}
+
+static void
+tls_psk_readable_or_writable_by_others_gives_a_warning (void **state)
+{
+  struct fixture *f = *state;
+  static const struct {
+    mode_t mode;
+    const char *how;
+  } modes[] = {
+    { 0644, "has mode 0644: readable by group or others" },
+    { 0640, "has mode 0640: readable by group or others" },
+    { 0620, "has mode 0620: writable by group or others" },
+    { 0666, "has mode 0666: readable and writable by group or others" },
+  };
+  char psk[128], want[512];
+
+  snprintf (psk, sizeof psk, "%s/psk", f->dir);
+  write_file (f->dir, "psk", "alice:0123456789abcdef\n");
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; ++i) {
+    assert_int_equal (chmod (psk, modes[i].mode), 0);
+    assert_loads (f, load (f,
+                           "name = \"t\";\n" MEMBERS "serve = {\n"
+                           "  port = 10809; tls = \"require\";\n"
+                           "  tls_psk = \"%s\";\n};\n",
+                           psk));
+    assert_int_equal (f->cfg.nr_warnings, 1);
+    snprintf (want, sizeof want, "%s:5: serve.tls_psk: \"%s\" %s", f->path,
+              psk, modes[i].how);
+    if (strncmp (f->cfg.warnings[0], want, strlen (want)) != 0)
+      fail_msg ("warning \"%s\", expected it to start \"%s\"",
+                f->cfg.warnings[0], want);
+  }
+  assert_int_equal (chmod (psk, 0600), 0);
+  assert_loads (f, load (f,
+                         "name = \"t\";\n" MEMBERS "serve = {\n"
+                         "  port = 10809; tls = \"require\";\n"
+                         "  tls_psk = \"%s\";\n};\n",
+                         psk));
+  assert_int_equal (f->cfg.nr_warnings, 0);
 }
 
 static void
@@ -423,6 +516,85 @@ syntax_error_names_file_and_line (void **state)
   assert_int_equal (load (f, "name = \"n\";\n" MEMBERS
                              "chunk = = \"128K\";\ncache = \"direct\";\n"),
                     -1);
+  assert_string_equal (f->err, want);
+}
+
+/* Writes text to the FIFO path for one reader; returns 0/-1. */
+static int
+fifo_give (const char *path, const char *text)
+{
+  int fd = open (path, O_WRONLY | O_CLOEXEC);
+  ssize_t len = strlen (text);
+
+  if (fd == -1)
+    return -1;
+  if (write (fd, text, len) != len) {
+    close (fd);
+    return -1;
+  }
+  return close (fd);
+}
+
+/* The file is read once, and the loader's own lexer and libconfig see
+ * the same bytes: a FIFO whose writer gives a different text to the next
+ * reader must load as the first text.  (It used to be read twice: the
+ * prescan saw one text, libconfig parsed another.)
+ */
+static void
+config_is_read_once_even_if_it_changes_between_reads (void **state)
+{
+  struct fixture *f = *state;
+  static const char first[] = "name = \"first\";\n" MEMBERS;
+  static const char second[] =
+    "name = \"second\";\nmembers = [ \"/dev/vdc\" ];\n";
+  pid_t pid;
+  int r;
+
+  assert_int_equal (mkfifo (f->path, 0600), 0);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    const struct timespec ms = { 0, 1000 * 1000 };
+    int fd;
+
+    if (fifo_give (f->path, first) == -1)
+      _exit (1);
+    /* The second text only for a new reader: wait until the first has
+     * closed (ENXIO: no reader); a reader that is there meanwhile gets
+     * an empty text.
+     */
+    while ((fd = open (f->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0) {
+      close (fd);
+      nanosleep (&ms, NULL);
+    }
+    if (errno != ENXIO || fifo_give (f->path, second) == -1)
+      _exit (1);
+    _exit (0);
+  }
+  r = config_load (f->path, &f->cfg, f->err, sizeof f->err);
+  /* The writer is blocked in its second open unless someone read twice. */
+  kill (pid, SIGKILL);
+  assert_int_equal (waitpid (pid, NULL, 0), pid);
+  assert_loads (f, r);
+  assert_string_equal (f->cfg.name, "first");
+  assert_int_equal (f->cfg.nr_members, 2);
+  assert_string_equal (f->cfg.members[1], "/dev/vdb");
+}
+
+static void
+a_nul_byte_is_refused_with_its_line (void **state)
+{
+  struct fixture *f = *state;
+  static const char text[] = "name = \"n\";\n" MEMBERS "# a\0b\n";
+  char want[256];
+  FILE *fp = fopen (f->path, "w");
+
+  assert_non_null (fp);
+  assert_int_equal (fwrite (text, 1, sizeof text - 1, fp), sizeof text - 1);
+  assert_int_equal (fclose (fp), 0);
+  snprintf (want, sizeof want, "%s:3: a NUL byte: expected a text file",
+            f->path);
+  assert_int_equal (config_load (f->path, &f->cfg, f->err, sizeof f->err), -1);
   assert_string_equal (f->err, want);
 }
 
@@ -627,6 +799,9 @@ main (int argc, char **argv)
     config_test (full_config_sets_every_key),
     config_test (example_conf_loads_and_shows_the_defaults),
     config_test (tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket),
+    config_test (tcp_without_tls_is_refused_at_the_port_line),
+    config_test (tcp_with_tls_off_loads_with_a_warning_naming_file_and_line),
+    config_test (tls_psk_readable_or_writable_by_others_gives_a_warning),
     config_test (tls_with_a_psk_over_a_unix_socket_is_allowed),
     config_test (metadata_none_puts_data_at_offset_0),
     config_test (sizes_may_be_integers_and_an_l_suffix_reaches_past_32_bits),
@@ -635,6 +810,8 @@ main (int argc, char **argv)
     config_test (every_cache_mode_name_is_accepted),
     config_test (error_names_file_line_key_expectation_and_value),
     config_test (syntax_error_names_file_and_line),
+    config_test (config_is_read_once_even_if_it_changes_between_reads),
+    config_test (a_nul_byte_is_refused_with_its_line),
     config_test (unknown_key_suggests_the_closest_and_lists_the_valid_ones),
     config_test (error_is_one_line_even_for_a_value_with_a_newline),
     config_test (missing_file_is_reported_with_the_reason),

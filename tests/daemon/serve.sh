@@ -11,10 +11,11 @@
 #   sees is the server's), which stays in the foreground and exits 0 on
 #   SIGTERM; the pidfile (a FIFO here) tells when it listens.
 #
-#   TCP on 127.0.0.1 (serve.address + serve.port, a free port): write new
-#   data, read it back; a second serve on the same port fails; stop; serve
-#   again with the address left out (it must default to 127.0.0.1, and
-#   listen on nothing else), data intact.
+#   TCP on 127.0.0.1 (serve.address + serve.port, a free port, tls = "off"
+#   said explicitly, which serve warns about): write new data, read it
+#   back; a second serve on the same port fails; stop; serve again with
+#   the address left out (it must default to 127.0.0.1, and listen on
+#   nothing else), data intact.  (TLS over TCP: tcp_tls.sh.)
 #
 #   TLS required with a PSK file (serve.tls, serve.tls_psk) over a Unix
 #   socket: a TLS client with the key reads the data, a plain one is
@@ -154,10 +155,11 @@ listening ()
 d_log "TCP on 127.0.0.1 (address given)"
 tpid=$D_TMP/tcp.pid
 d_conf tcp.tmpl vol0 128K \
-  "address = \"127.0.0.1\"; port = PORT; pidfile = \"$tpid\"; export_name = \"vol\";" "${m[@]}"
+  "address = \"127.0.0.1\"; port = PORT; pidfile = \"$tpid\"; export_name = \"vol\"; tls = \"off\";" "${m[@]}"
 tcp_serve tcp.1 tcp.tmpl "$tpid" || d_fail "serve over TCP failed"
 turi="nbd://127.0.0.1:$port/vol"
-d_expect_err tcp.1 "serving 'vol0' on 127.0.0.1:$port"
+d_expect_err tcp.1 "serving 'vol0' on 127.0.0.1:$port" \
+  "WARNING: $D_TMP/tcp.1.conf:7: serve.tls: \"off\" on TCP 127.0.0.1:$port"
 on=$(listening "$port")
 d_log "  listening on: ${on:-(ss is not installed)}"
 [[ -z $on || $on == "127.0.0.1:$port " ]] || d_bad "listening on: $on"
@@ -172,7 +174,7 @@ verify tcp.dup "$turi" src2
 d_stop "$D_SERVER_PID"
 
 d_log "TCP again, address left out: 127.0.0.1 by default"
-d_conf tcp2.tmpl vol0 128K "port = PORT; pidfile = \"$tpid\";" "${m[@]}"
+d_conf tcp2.tmpl vol0 128K "port = PORT; pidfile = \"$tpid\"; tls = \"off\";" "${m[@]}"
 tcp_serve tcp.2 tcp2.tmpl "$tpid" || d_fail "serve over TCP (default address) failed"
 d_expect_err tcp.2 "serving 'vol0' on 127.0.0.1:$port"
 on=$(listening "$port")

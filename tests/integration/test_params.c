@@ -414,6 +414,34 @@ case_unknown_parameter (void *arg)
   free (p1);
 }
 
+/* A path with a control character would reach log lines raw (a newline
+ * forging one): refused, the message showing it escaped.  The member
+ * exists, so nothing else is wrong with it.
+ */
+static void
+case_control_character_in_a_path (void *arg)
+{
+  (void) arg;
+  struct fixture *f = fixture_new ("control-char");
+  const char *evil = add_file (f, "m\nMemberFailed 0", 1024 * 1024);
+  char *p0 = fileparam (f->path[0]), *pe = fileparam (evil);
+  char *shown = xasprintf ("file=\"%s/m\\x0aMemberFailed 0\" holds a "
+                           "control character",
+                           f->dir);
+  char *status = xasprintf ("status=%s/s\tj.json", f->dir);
+  char *shown_status = xasprintf ("status=\"%s/s\\x09j.json\" holds a "
+                                  "control character",
+                                  f->dir);
+
+  expect_refusal (f, NULL, PARAMS (p0, pe), NAMES (shown));
+  expect_refusal (f, NULL, PARAMS (p0, status), NAMES (shown_status));
+  free (p0);
+  free (pe);
+  free (shown);
+  free (status);
+  free (shown_status);
+}
+
 /* ---- read-only member ------------------------------------------------- */
 
 struct ro_state {
@@ -596,6 +624,7 @@ static const struct {
   { "chunk_empty", case_chunk_empty },
   { "member_smaller_than_chunk", case_member_smaller_than_chunk },
   { "unknown_parameter", case_unknown_parameter },
+  { "control_character_in_a_path", case_control_character_in_a_path },
   { "readonly_member_refused_without_r",
     case_readonly_member_refused_without_r },
   { "readonly_member_works_with_r", case_readonly_member_works_with_r },

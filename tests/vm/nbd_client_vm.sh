@@ -167,7 +167,7 @@ served=false
 for try in 1 2 3 4 5; do
   port=$(v_free_port) || v_fail "no free TCP port"
   v_conf "$V_TMP/vm.conf" vmtest "$chunk" \
-    "address = \"127.0.0.1\"; port = $port; pidfile = \"$pidfile\";" "${members[@]}"
+    "address = \"127.0.0.1\"; port = $port; pidfile = \"$pidfile\"; tls = \"off\";" "${members[@]}"
   if [[ $try -eq 1 ]]; then
     v_run create "$NBDSTRIPE" create "$V_TMP/vm.conf" || v_fail "nbdstripe create"
   fi
