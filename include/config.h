@@ -57,6 +57,7 @@ struct stripe_config {
   char *members[LAYOUT_MAX_MEMBERS];
   enum metadata_mode metadata;
   uint64_t data_offset; /* 0 with metadata "none" */
+  bool data_offset_given; /* in the file (not the default) */
   enum cache_mode cache;
   struct {
     char *socket;      /* Unix socket, or NULL when TCP */

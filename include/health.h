@@ -185,8 +185,12 @@ extern struct health *health_new (const struct health_params *p,
                                   const struct health_ops *ops);
 /* Start the health, prober and hook threads (after nbdkit forks). */
 extern int health_start (struct health *h);
-/* Stop the threads, write the last status (running: false), free. */
-extern void health_free (struct health *h);
+/* Stop the threads, write the last status (running: false), free.
+ * Returns false when a prober is still blocked in a dead device: then h
+ * is kept, and so must be everything its ops touch (the volume's
+ * members) -- the process is about to exit anyway.
+ */
+extern bool health_free (struct health *h);
 
 /* The I/O path. */
 extern enum member_state health_member_state (const struct health *h,

@@ -173,6 +173,15 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
                   cfg->path, a->sb.name, cfg->name);
     ok = false;
   }
+  /* The headers say where data starts; a config that says otherwise is
+   * wrong (given explicitly; the default is only create's choice).
+   */
+  if (cfg->data_offset_given && a->sb.data_offset != cfg->data_offset) {
+    stripe_error ("%s: data_offset: the config says %" PRIu64 ", the "
+                  "headers say %" PRIu64,
+                  cfg->path, cfg->data_offset, a->sb.data_offset);
+    ok = false;
+  }
   if (a->sb.chunk != cfg->chunk) {
     stripe_error ("%s: chunk: the config says %" PRIu64 ", the headers "
                   "say %" PRIu64,

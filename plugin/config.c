@@ -8,6 +8,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -532,16 +533,33 @@ read_text (struct loader *ld)
   size_t len = 0;
   FILE *fp;
 
-  fp = fopen (ld->path, "re");
-  if (fp == NULL)
+  /* O_NONBLOCK: a FIFO must not hang the loader (and everything that
+   * loads a config) waiting for a writer; only a regular file is read.
+   */
+  int fd = open (ld->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd == -1)
     return error_line (ld, 0, "%s", strerror (errno));
-  if (fstat (fileno (fp), &st) == -1) {
-    error_line (ld, 0, "%s", strerror (errno));
-    goto err;
+  if (fstat (fd, &st) == -1) {
+    int e = errno;
+    close (fd);
+    return error_line (ld, 0, "%s", strerror (e));
   }
-  if (S_ISDIR (st.st_mode)) {
-    error_line (ld, 0, "is a directory, expected a volume config file");
-    goto err;
+  if (!S_ISREG (st.st_mode)) {
+    close (fd);
+    return error_line (ld, 0, "is %s, expected a volume config file (a "
+                              "regular file)",
+                       S_ISDIR (st.st_mode)    ? "a directory"
+                       : S_ISFIFO (st.st_mode) ? "a FIFO"
+                       : S_ISSOCK (st.st_mode) ? "a socket"
+                       : S_ISCHR (st.st_mode)  ? "a character device"
+                       : S_ISBLK (st.st_mode)  ? "a block device"
+                                               : "not a regular file");
+  }
+  fp = fdopen (fd, "r");
+  if (fp == NULL) {
+    int e = errno;
+    close (fd);
+    return error_line (ld, 0, "%s", strerror (e));
   }
   for (size_t size = 4096;; size *= 2) {
     char *p = realloc (buf, size);
@@ -889,6 +907,7 @@ set_data_offset (struct loader *ld, const config_setting_t *s)
   if (off % SB_SIZE != 0)
     return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
   ld->cfg->data_offset = off;
+  ld->cfg->data_offset_given = true;
   return 0;
 }
 

@@ -1559,11 +1559,11 @@ err:
   return -1;
 }
 
-void
+bool
 health_free (struct health *h)
 {
   if (h == NULL)
-    return;
+    return true;
   if (h->started) {
     pthread_mutex_lock (&h->lock);
     h->stop = true;
@@ -1605,7 +1605,7 @@ health_free (struct health *h)
       /* A prober is stuck in a dead device and still points here. */
       stripe_debug ("health: %u prober thread(s) still blocked at exit",
                     abandoned);
-      return;
+      return false;
     }
   }
   if (h->m) {
@@ -1627,4 +1627,5 @@ health_free (struct health *h)
   pthread_cond_destroy (&h->hook_cond);
   pthread_cond_destroy (&h->probe_cond);
   free (h);
+  return true;
 }

@@ -18,6 +18,12 @@
  */
 #define RING_ENTRIES 128
 
+/* A thread keeps an O_DIRECT bounce arena of at most this size between
+ * requests; a larger request gets one of its own, freed when it is done,
+ * so that one 32M request does not pin 32M in every worker for good.
+ */
+#define ARENA_KEEP (2u * 1024 * 1024)
+
 bool ioexec_use_uring = true;
 
 /* Everything a worker thread keeps between requests.  Created on first
@@ -26,8 +32,9 @@ bool ioexec_use_uring = true;
 struct thread_state {
   struct io_uring ring;
   bool ring_ok;
-  void *arena; /* bounce buffers for O_DIRECT */
+  void *arena; /* bounce buffers for O_DIRECT, at most ARENA_KEEP */
   size_t arena_size;
+  void *big; /* this request's own, when larger */
 };
 
 static pthread_key_t state_key;
@@ -102,20 +109,30 @@ setup_bounce (struct thread_state *t, struct member_op *ops, unsigned nr)
     errno = ENOMEM;
     return -1;
   }
-  if (need > t->arena_size) {
-    void *p;
-    free (t->arena);
-    t->arena = NULL;
-    t->arena_size = 0;
-    if (posix_memalign (&p, 4096, need) != 0) {
+  char *pos;
+  if (need > ARENA_KEEP) {
+    if (posix_memalign (&t->big, 4096, need) != 0) {
+      t->big = NULL;
       errno = ENOMEM;
       return -1;
     }
-    t->arena = p;
-    t->arena_size = need;
+    pos = t->big;
   }
-
-  char *pos = t->arena;
+  else {
+    if (need > t->arena_size) {
+      void *p;
+      free (t->arena);
+      t->arena = NULL;
+      t->arena_size = 0;
+      if (posix_memalign (&p, 4096, need) != 0) {
+        errno = ENOMEM;
+        return -1;
+      }
+      t->arena = p;
+      t->arena_size = need;
+    }
+    pos = t->arena;
+  }
   for (unsigned i = 0; i < nr; ++i) {
     struct member_op *op = &ops[i];
     if (!op->direct)
@@ -454,6 +471,10 @@ ioexec_run (struct member_op *ops, unsigned nr)
         run_portable (&ops[i]);
   }
   finish_bounce (ops, nr);
+  if (t && t->big) {
+    free (t->big);
+    t->big = NULL;
+  }
 
   if (nr_remote) {
     remote_batch_wait (&rb);

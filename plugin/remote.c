@@ -44,9 +44,13 @@ struct conn {
 struct remote {
   char *uri;
   bool readonly;
-  uint64_t size;
-  uint32_t min_block, preferred_block, max_payload;
-  bool can_trim, can_zero, can_flush, can_fua, can_extents;
+  /* What the server says; replaced by remote_adopt while I/O threads read
+   * them: atomics.
+   */
+  _Atomic uint64_t size;
+  uint32_t min_block, preferred_block;
+  _Atomic uint32_t max_payload;
+  _Atomic bool can_trim, can_zero, can_flush, can_fua, can_extents;
   /* Switched off the first time the server refuses a fast zero it
    * advertised.
    */

@@ -49,6 +49,11 @@ stripe_load (void)
   stripe_log_vdebug = nbdkit_vdebug;
 }
 
+/* A prober still blocked in a dead device at exit: the volume it uses is
+ * not freed under it.
+ */
+static bool prober_still_busy;
+
 static void
 stripe_cleanup (void)
 {
@@ -56,7 +61,8 @@ stripe_cleanup (void)
    * while the members are still open.
    */
   volume.health = NULL;
-  health_free (health);
+  if (!health_free (health))
+    prober_still_busy = true;
   health = NULL;
 }
 
@@ -64,7 +70,7 @@ static void
 stripe_unload (void)
 {
   stripe_cleanup (); /* in case .cleanup was not called */
-  if (volume_opened)
+  if (volume_opened && !prober_still_busy)
     volume_close (&volume);
   volume_opened = false;
   config_free (&cfg);

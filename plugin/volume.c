@@ -127,6 +127,14 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     errno = EINVAL;
     goto err;
   }
+  /* NBD sizes and offsets are signed 64-bit in nbdkit and most clients. */
+  if (v->layout.size > INT64_MAX) {
+    stripe_error ("the members add up to %" PRIu64 " bytes: a volume can "
+                  "be at most %" PRId64 " bytes (2^63 - 1, NBD's limit)",
+                  v->layout.size, INT64_MAX);
+    errno = EFBIG;
+    goto err;
+  }
   for (unsigned i = 0; i < nr_members; ++i) {
     v->members[i].need = data_offset + v->layout.member_size[i];
     if (a == NULL && v->layout.member_size[i] != sizes[i])

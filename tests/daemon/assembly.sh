@@ -9,6 +9,7 @@
 #   twice        member 1 listed again (through a symlink) instead of 2:
 #                named as the same file
 #   chunk, name  the config's chunk or name differs from the headers'
+#   offset       the config gives a data_offset the headers do not have
 #   deleted      member 2's file deleted
 #   foreign      member 2 replaced in the config by a member of a second
 #                volume created separately -- with the same name, and with
@@ -121,6 +122,11 @@ refuse twice twice.conf \
 d_log "fault: the config's chunk differs from the headers'"
 d_conf chunk.conf vol0 128K "$serve" "${m[@]}"
 refuse chunk chunk.conf "chunk: the config says 131072, the headers say 65536"
+
+d_log "fault: the config's data_offset differs from the headers'"
+d_conf offset.conf vol0 64K "$serve" "${m[@]}"
+echo 'data_offset = "2M";' >>offset.conf
+refuse offset offset.conf "data_offset: the config says 2097152, the headers say 1048576"
 
 d_log "fault: the config names another volume"
 d_conf name.conf vol9 64K "$serve" "${m[@]}"
