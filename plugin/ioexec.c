@@ -1,6 +1,7 @@
 /* nbdstripe: concurrent member operations.  See include/ioexec.h. */
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,9 +30,18 @@ bool ioexec_use_uring = true;
 /* Everything a worker thread keeps between requests.  Created on first
  * use in that thread; freed by the key's destructor when it exits.
  */
+/* Rings in the whole process at most.  nbdkit runs -t threads (16) per
+ * connection: with a ring in every one, 1,100 connections needed 17,600
+ * rings, which with the threads' own stacks ran out of memory mappings
+ * (vm.max_map_count).  Threads beyond this use the portable path.
+ */
+#define MAX_RINGS 1024
+static _Atomic unsigned nr_rings;
+
 struct thread_state {
   struct io_uring ring;
   bool ring_ok;
+  bool ring_tried;
   void *arena; /* bounce buffers for O_DIRECT, at most ARENA_KEEP */
   size_t arena_size;
   void *big; /* this request's own, when larger */
@@ -46,8 +56,10 @@ state_destroy (void *p)
 {
   struct thread_state *t = p;
 
-  if (t->ring_ok)
+  if (t->ring_ok) {
     io_uring_queue_exit (&t->ring);
+    atomic_fetch_sub (&nr_rings, 1);
+  }
   free (t->arena);
   free (t);
 }
@@ -62,7 +74,6 @@ static struct thread_state *
 thread_state (void)
 {
   struct thread_state *t = tls_state;
-  int e;
 
   if (t)
     return t;
@@ -70,19 +81,43 @@ thread_state (void)
   t = calloc (1, sizeof *t);
   if (t == NULL)
     return NULL;
-  if (ioexec_use_uring) {
-    e = io_uring_queue_init (RING_ENTRIES, &t->ring, 0);
-    if (e < 0) {
-      errno = -e;
-      stripe_debug ("io_uring unavailable in this thread (%m): "
-                    "using the portable I/O path");
-    }
-    else
-      t->ring_ok = true;
-  }
   pthread_setspecific (state_key, t);
   tls_state = t;
   return t;
+}
+
+/* The thread's ring, created the first time a request has two local
+ * operations to run at once, within MAX_RINGS; or NULL: the portable path.
+ */
+static struct io_uring *
+thread_ring (struct thread_state *t)
+{
+  static _Atomic bool said;
+  int e;
+
+  if (t->ring_ok)
+    return &t->ring;
+  if (t->ring_tried || !ioexec_use_uring)
+    return NULL;
+  t->ring_tried = true;
+  if (atomic_fetch_add (&nr_rings, 1) >= MAX_RINGS) {
+    atomic_fetch_sub (&nr_rings, 1);
+    if (!atomic_exchange (&said, true))
+      stripe_debug ("io_uring: %d rings in use: more threads use the "
+                    "portable I/O path",
+                    MAX_RINGS);
+    return NULL;
+  }
+  e = io_uring_queue_init (RING_ENTRIES, &t->ring, 0);
+  if (e < 0) {
+    atomic_fetch_sub (&nr_rings, 1);
+    errno = -e;
+    stripe_debug ("io_uring unavailable in this thread (%m): "
+                  "using the portable I/O path");
+    return NULL;
+  }
+  t->ring_ok = true;
+  return &t->ring;
 }
 
 /* Give every O_DIRECT-eligible op a slice of the thread's aligned arena,
@@ -457,7 +492,7 @@ ioexec_run (struct member_op *ops, unsigned nr)
   /* One local operation gains nothing from a ring: the plain system call
    * is one syscall too, and cheaper.
    */
-  ring = nr_local > 1 && t && t->ring_ok ? &t->ring : NULL;
+  ring = nr_local > 1 && t ? thread_ring (t) : NULL;
   if (setup_bounce (t, ops, nr) == -1) {
     stripe_error ("cannot allocate an O_DIRECT bounce buffer: %m");
     for (unsigned i = 0; i < nr; ++i)
