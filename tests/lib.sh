@@ -42,7 +42,8 @@ t_server_env ()
     mkdir -p "$dir/asan"
     T_PRE+=("LD_PRELOAD=$STRIPE_LD_PRELOAD${STRIPE_ASAN_SHIM:+ $STRIPE_ASAN_SHIM}"
             "ASAN_OPTIONS=detect_leaks=0:log_path=$dir/asan/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-            "UBSAN_OPTIONS=print_stacktrace=1:log_path=$dir/asan/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}")
+            "UBSAN_OPTIONS=print_stacktrace=1:log_path=$dir/asan/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+            "TSAN_OPTIONS=log_path=$dir/asan/tsan${TSAN_OPTIONS:+:$TSAN_OPTIONS}")
   fi
 }
 
