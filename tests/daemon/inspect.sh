@@ -110,6 +110,31 @@ d_run blank d_ns inspect "$blank"
 d_expect_err blank "$blank" "no header magic"
 [[ ! -s $D_TMP/blank.out ]] || d_bad "inspect of a blank file printed on stdout"
 
+d_log "recorded sizes that overflow 64 bits together"
+# A valid header (version 1, which nbdstripe 0.1 wrote and every version
+# reads) of member 0 of 2, each recorded at 2^63 bytes: the volume size
+# is not 0, it is too large.
+big=$D_TMP/big
+python3 - "$big" <<'PYEOF'
+import struct, sys
+b = bytearray(4096)
+b[0:8] = b"NBDSTRIP"
+struct.pack_into("<II", b, 8, 1, 4096)
+b[16:32] = bytes(range(1, 17))
+b[32:48] = bytes(range(17, 33))
+b[48:51] = b"big"
+struct.pack_into("<QIIQIIQ", b, 112, 1700000000, 0, 2, 65536, 1, 0, 1048576)
+struct.pack_into("<QQ", b, 152, 1 << 63, 1 << 63)
+open(sys.argv[1], "wb").write(b)
+PYEOF
+crc=$("$DAEMON_HELPER" crc32c "$big" 0 4092) || d_fail "crc32c"
+python3 -c "import struct, sys; f = open(sys.argv[1], 'r+b'); f.seek(4092); f.write(struct.pack('<I', int(sys.argv[2])))" "$big" "$crc"
+d_run big d_ns inspect "$big"
+[[ $D_RC -eq 0 ]] || d_bad "inspect of a header with huge sizes: exit $D_RC"
+grep -q -F "volume size:  too large (the sizes overflow 64 bits)" "$D_TMP/big.out" &&
+  d_ok "sizes that overflow are said to be too large, not 0" ||
+  d_bad "inspect prints a wrong volume size for sizes that overflow"
+
 d_log "a missing file"
 d_run missing d_ns inspect --json "$D_TMP/no-such-member"
 [[ $D_RC -eq 1 ]] || d_bad "inspect of a missing file: exit $D_RC, expected 1"

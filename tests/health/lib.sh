@@ -139,6 +139,8 @@ line=\$(printf '%s\t' "\$EPOCHREALTIME" "\$#" "\${1-}" "\${2-}" "\${3-}" "\${4-}
   "\${NBDSTRIPE_EVENT-}" "\${NBDSTRIPE_VOLUME-}" "\${NBDSTRIPE_MEMBER-}" \\
   "\${NBDSTRIPE_MEMBER_PATH-}" "\${NBDSTRIPE_STATE-}" "\${NBDSTRIPE_REASON-}")
 printf '%s\n' "\$line" >>"$D_TMP/hook.log"
+# What the hook inherited from the server (h_hook_inherited_no_member).
+for f in /proc/\$\$/fd/*; do readlink "\$f"; done >>"$D_TMP/hook.fds" 2>/dev/null
 printf '%s\n' "\$line" >"$D_TMP/events"
 EOF
   chmod +x "$D_TMP/hook.sh"
@@ -500,6 +502,19 @@ h_status_cmd ()
 h_has_status_cmd ()
 {
   "$NBDSTRIPE" --help 2>&1 | grep -q -w status
+}
+
+# h_hook_inherited_no_member: no hook run so far had a member open (the
+# server's descriptors are close-on-exec, re-adopted ones too).
+h_hook_inherited_no_member ()
+{
+  local bad
+  bad=$(grep -E "^$D_TMP/m[0-9]+( \(deleted\))?$" "$D_TMP/hook.fds" 2>/dev/null | sort -u)
+  if [[ -n $bad ]]; then
+    d_bad "the on_change program inherited member descriptors: $(tr '\n' ' ' <<<"$bad")"
+    return 1
+  fi
+  d_ok "the on_change program inherited no member descriptor"
 }
 
 # h_epoch: now, epoch seconds with microseconds.

@@ -37,7 +37,9 @@
 #   intact (<= 1 s per request) and equals the backing files.
 # - the plugin lets go of the dead member: within 10 s of the recovery the
 #   server holds no descriptor on the old (detached) mount.
-# - hook runs: [MemberFailing,] MemberFailed, MemberRecovered, no other.
+# - hook runs: [MemberFailing,] MemberFailed, MemberRecovered, no other;
+#   none of them inherited a member descriptor (the re-adopted member's
+#   descriptors stay close-on-exec).
 source "$(dirname "$0")/lib.sh" || exit 1
 sig=KILL
 case ${1:-} in
@@ -134,6 +136,7 @@ else
   d_bad "the server still holds $n descriptor(s) on the dead mount of member 1 10 s after recovery"
 fi
 h_no_event "after recovery"
+h_hook_inherited_no_member
 n=$(wc -l <"$D_TMP/hook.log")
 if [[ $n -ne 2 ]] && ! [[ $sig == KILL && $n -eq 3 ]]; then
   d_bad "the hook ran $n times"
