@@ -23,7 +23,7 @@
 #include "log.h"
 #include "nbdstripe.h"
 #include "rawdev.h"
-#include "superblock.h"
+#include "header.h"
 
 static int
 accept_usage (FILE *fp, int status)
@@ -99,14 +99,14 @@ cmd_accept (int argc, char **argv)
   }
 
   {
-    struct superblock sb = a.sb;
-    uint8_t buf[SB_SIZE];
+    struct header sb = a.sb;
+    uint8_t buf[HEADER_SIZE];
 
-    sb.version = SB_VERSION;
+    sb.version = HEADER_VERSION;
     sb.member_index = idx;
     memcpy (sb.member_uuid, a.member_uuid[idx], 16);
-    sb_encode (&sb, buf);
-    if (rawdev_pwrite (&d[idx], buf, SB_SIZE, 0, why, sizeof why) == -1
+    header_encode (&sb, buf);
+    if (rawdev_pwrite (&d[idx], buf, HEADER_SIZE, 0, why, sizeof why) == -1
         || rawdev_sync (&d[idx], why, sizeof why) == -1) {
       fprintf (stderr, "nbdstripe: member %lu (%s): writing its header: %s\n",
                idx, cfg.members[idx], why);

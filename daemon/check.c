@@ -54,7 +54,7 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
   if (cfg->metadata == METADATA_HEADER) {
     if (assemble (cfg, &a) == -1)
       return -1;
-    sb_uuid_unparse (a.sb.array_uuid, uuid);
+    uuid_format (a.sb.array_uuid, uuid);
     o.assembly = &a;
   }
   v = malloc (sizeof *v);

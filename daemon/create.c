@@ -29,13 +29,13 @@
 #include "log.h"
 #include "nbdstripe.h"
 #include "rawdev.h"
-#include "superblock.h"
+#include "header.h"
 
 struct target {
   const char *path; /* or URI */
   struct rawdev dev;
   bool opened;
-  uint8_t old_header[SB_SIZE]; /* restored if creation fails */
+  uint8_t old_header[HEADER_SIZE]; /* restored if creation fails */
 };
 
 static int
@@ -63,11 +63,11 @@ recognise (struct target *t, char *what, size_t len)
   char why[256];
   int fd;
 
-  if (memcmp (t->old_header, SB_MAGIC, 8) == 0) {
-    struct superblock sb;
-    if (sb_decode (t->old_header, SB_SIZE, &sb, NULL) == SB_OK) {
+  if (memcmp (t->old_header, HEADER_MAGIC, 8) == 0) {
+    struct header sb;
+    if (header_decode (t->old_header, HEADER_SIZE, &sb, NULL) == HEADER_OK) {
       char uuid[37];
-      sb_uuid_unparse (sb.array_uuid, uuid);
+      uuid_format (sb.array_uuid, uuid);
       snprintf (what, len,
                 "is already member %" PRIu32 " of nbdstripe "
                 "volume '%s' (%s)",
@@ -126,8 +126,8 @@ open_target (unsigned i, struct target *t)
     return -1;
   }
   t->opened = true;
-  memset (t->old_header, 0, SB_SIZE);
-  n = rawdev_pread (&t->dev, t->old_header, SB_SIZE, 0, why, sizeof why);
+  memset (t->old_header, 0, HEADER_SIZE);
+  n = rawdev_pread (&t->dev, t->old_header, HEADER_SIZE, 0, why, sizeof why);
   if (n == -1) {
     fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
     return -1;
@@ -177,7 +177,7 @@ write_header (struct target *t, const uint8_t *buf, bool *sync_failed,
               char *why, size_t len)
 {
   *sync_failed = false;
-  if (rawdev_pwrite (&t->dev, buf, SB_SIZE, 0, why, len) == -1)
+  if (rawdev_pwrite (&t->dev, buf, HEADER_SIZE, 0, why, len) == -1)
     return -1;
   if (rawdev_sync (&t->dev, why, len) == -1) {
     *sync_failed = true;
@@ -214,7 +214,7 @@ cmd_create (int argc, char **argv)
   };
   struct stripe_config cfg;
   struct target *t = NULL;
-  struct superblock sb;
+  struct header sb;
   struct layout *l = NULL;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
@@ -313,7 +313,7 @@ cmd_create (int argc, char **argv)
         goto out;
 
   memset (&sb, 0, sizeof sb);
-  sb.version = SB_VERSION;
+  sb.version = HEADER_VERSION;
   uuid_generate (sb.array_uuid);
   snprintf (sb.name, sizeof sb.name, "%s", cfg.name);
   sb.ctime = time (NULL);
@@ -326,13 +326,13 @@ cmd_create (int argc, char **argv)
   memcpy (sb.member_sizes, l->member_size, n * sizeof sb.member_sizes[0]);
 
   for (unsigned i = 0; i < n; ++i) {
-    uint8_t buf[SB_SIZE];
+    uint8_t buf[HEADER_SIZE];
     char why[512];
     bool sync_failed;
 
     sb.member_index = i;
     uuid_generate (sb.member_uuid);
-    sb_encode (&sb, buf);
+    header_encode (&sb, buf);
     if (write_header (&t[i], buf, &sync_failed, why, sizeof why) == -1) {
       fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
                i, t[i].path, why);
@@ -341,7 +341,7 @@ cmd_create (int argc, char **argv)
        * since its device has just failed us.
        */
       if (sync_failed) {
-        if (rawdev_pwrite (&t[i].dev, t[i].old_header, SB_SIZE, 0, why,
+        if (rawdev_pwrite (&t[i].dev, t[i].old_header, HEADER_SIZE, 0, why,
                            sizeof why)
             == -1)
           fprintf (stderr,
@@ -366,16 +366,16 @@ cmd_create (int argc, char **argv)
    * show the header written last.
    */
   for (unsigned i = 0; i < n; ++i) {
-    uint8_t buf[SB_SIZE];
-    struct superblock back;
+    uint8_t buf[HEADER_SIZE];
+    struct header back;
     char why[512];
     ssize_t got;
 
-    got = rawdev_pread_fresh (&t[i].dev, buf, SB_SIZE, 0, why, sizeof why);
-    if (got != SB_SIZE || sb_decode (buf, SB_SIZE, &back, NULL) != SB_OK
+    got = rawdev_pread_fresh (&t[i].dev, buf, HEADER_SIZE, 0, why, sizeof why);
+    if (got != HEADER_SIZE || header_decode (buf, HEADER_SIZE, &back, NULL) != HEADER_OK
         || memcmp (back.member_uuid, member_uuid[i], 16) != 0) {
       unsigned other = n;
-      if (got == SB_SIZE && sb_decode (buf, SB_SIZE, &back, NULL) == SB_OK)
+      if (got == HEADER_SIZE && header_decode (buf, HEADER_SIZE, &back, NULL) == HEADER_OK)
         for (unsigned j = 0; j < n; ++j)
           if (memcmp (back.member_uuid, member_uuid[j], 16) == 0)
             other = j;
@@ -396,7 +396,7 @@ cmd_create (int argc, char **argv)
     }
   }
 
-  sb_uuid_unparse (sb.array_uuid, uuid);
+  uuid_format (sb.array_uuid, uuid);
   printf ("created volume '%s' (%s): %u members, chunk %" PRIu64 ", "
           "data offset %" PRIu64 ", %s (%" PRIu64 " bytes)\n",
           cfg.name, uuid, n, cfg.chunk, cfg.data_offset,

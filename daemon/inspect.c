@@ -13,7 +13,7 @@
 #include "nbdstripe.h"
 #include "utf8.h"
 #include "rawdev.h"
-#include "superblock.h"
+#include "header.h"
 
 static int
 inspect_usage (FILE *fp, int status)
@@ -73,12 +73,12 @@ iso_time (uint64_t t, char *buf, size_t len)
 }
 
 static int
-read_header (const char *path, struct superblock *sb, char *err, size_t len)
+read_header (const char *path, struct header *sb, char *err, size_t len)
 {
-  uint8_t buf[SB_SIZE];
+  uint8_t buf[HEADER_SIZE];
   const char *field = NULL;
   struct rawdev d;
-  enum sb_error e;
+  enum header_error e;
   ssize_t n = -1;
 
   if (rawdev_open (&d, path, RAWDEV_READONLY, err, len) == 0)
@@ -86,9 +86,9 @@ read_header (const char *path, struct superblock *sb, char *err, size_t len)
   rawdev_close (&d);
   if (n == -1)
     return -1;
-  e = sb_decode (buf, n, sb, &field);
-  if (e != SB_OK) {
-    snprintf (err, len, "%s%s%s", sb_strerror (e), field ? ": field " : "",
+  e = header_decode (buf, n, sb, &field);
+  if (e != HEADER_OK) {
+    snprintf (err, len, "%s%s%s", header_strerror (e), field ? ": field " : "",
               field ? field : "");
     return -1;
   }
@@ -119,15 +119,15 @@ cmd_inspect (int argc, char **argv)
   if (json)
     printf ("[\n");
   for (int i = optind; i < argc; ++i) {
-    struct superblock sb;
+    struct header sb;
     char err[256], au[37], mu[37], when[32];
     bool ok = read_header (argv[i], &sb, err, sizeof err) == 0;
 
     if (!ok)
       status = 1;
     if (ok) {
-      sb_uuid_unparse (sb.array_uuid, au);
-      sb_uuid_unparse (sb.member_uuid, mu);
+      uuid_format (sb.array_uuid, au);
+      uuid_format (sb.member_uuid, mu);
       iso_time (sb.ctime, when, sizeof when);
     }
     if (json) {
@@ -170,7 +170,7 @@ cmd_inspect (int argc, char **argv)
       snprintf (size, sizeof size, "too large (the sizes overflow 64 bits)");
     else
       snprintf (size, sizeof size, "%" PRIu64 " bytes", total);
-    if (sb.version == SB_VERSION_1)
+    if (sb.version == HEADER_VERSION_1)
       snprintf (events, sizeof events, "none (version 1 header)");
     else
       snprintf (events, sizeof events, "%" PRIu64, sb.events);

@@ -16,10 +16,10 @@
 
 #include "config.h"
 #include "layout.h"
-#include "superblock.h"
+#include "header.h"
 
 struct assembly {
-  struct superblock sb; /* the agreed header (member 0's fields) */
+  struct header sb; /* the agreed header (member 0's fields) */
   uint64_t data_offset;
   uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];

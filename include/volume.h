@@ -38,7 +38,7 @@
 #include "health.h"
 #include "layout.h"
 #include "member.h"
-#include "superblock.h"
+#include "header.h"
 
 /* How members are written, as qemu's cache modes.  writeback: page cache,
  * durable on FLUSH/FUA.  writethrough: every write durable before it is
@@ -70,7 +70,7 @@ struct volume {
    * member's header holds as far as we know (header_lock).
    */
   bool has_header;
-  struct superblock sb;
+  struct header sb;
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
   uint64_t member_events[LAYOUT_MAX_MEMBERS];
   pthread_mutex_t header_lock;

@@ -21,16 +21,16 @@ struct probe {
   bool readable; /* opened and header decoded */
   uint64_t size;
   struct identity id;
-  struct superblock sb;
+  struct header sb;
 };
 
 static int
 probe_member (unsigned i, const char *path, struct probe *p)
 {
-  uint8_t buf[SB_SIZE];
+  uint8_t buf[HEADER_SIZE];
   const char *field = NULL;
   struct rawdev d;
-  enum sb_error e;
+  enum header_error e;
   char why[512];
   ssize_t n;
 
@@ -50,25 +50,25 @@ probe_member (unsigned i, const char *path, struct probe *p)
   p->opened = true;
   rawdev_close (&d);
 
-  e = sb_decode (buf, n, &p->sb, &field);
+  e = header_decode (buf, n, &p->sb, &field);
   switch (e) {
-  case SB_OK: p->readable = true; return 0;
-  case SB_ERR_TRUNCATED:
+  case HEADER_OK: p->readable = true; return 0;
+  case HEADER_ERR_TRUNCATED:
     stripe_error ("member %u (%s): only %zd bytes: too small to hold a "
                   "header (truncated?)",
                   i, path, n);
     return -1;
-  case SB_ERR_MAGIC:
+  case HEADER_ERR_MAGIC:
     stripe_error ("member %u (%s): %s: a blank member, or not created "
                   "with 'nbdstripe create'",
-                  i, path, sb_strerror (e));
+                  i, path, header_strerror (e));
     return -1;
-  case SB_ERR_FIELD:
-    stripe_error ("member %u (%s): %s: field %s", i, path, sb_strerror (e),
+  case HEADER_ERR_FIELD:
+    stripe_error ("member %u (%s): %s: field %s", i, path, header_strerror (e),
                   field ? field : "?");
     return -1;
   default:
-    stripe_error ("member %u (%s): %s", i, path, sb_strerror (e));
+    stripe_error ("member %u (%s): %s", i, path, header_strerror (e));
     return -1;
   }
 }
@@ -128,7 +128,7 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
                && memcmp (p[i].sb.member_uuid, p[j].sb.member_uuid, 16) == 0
                && memcmp (p[i].sb.array_uuid, p[j].sb.array_uuid, 16) == 0) {
         char mu[37];
-        sb_uuid_unparse (p[i].sb.member_uuid, mu);
+        uuid_format (p[i].sb.member_uuid, mu);
         stripe_error ("member %u (%s) and member %u (%s) show the same "
                       "header (member UUID %s): two names for one device, "
                       "or a copy of a member",
@@ -159,7 +159,7 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
     return -1;
   }
   a->sb = p[ref].sb;
-  sb_uuid_unparse (a->sb.array_uuid, uuid);
+  uuid_format (a->sb.array_uuid, uuid);
 
   if (a->sb.member_count != n) {
     stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
@@ -190,13 +190,13 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
   }
 
   for (unsigned i = 0; i < n; ++i) {
-    const struct superblock *sb = &p[i].sb;
+    const struct header *sb = &p[i].sb;
     char other[37];
 
     if (!p[i].readable)
       continue;
     if (memcmp (sb->array_uuid, a->sb.array_uuid, 16) != 0) {
-      sb_uuid_unparse (sb->array_uuid, other);
+      uuid_format (sb->array_uuid, other);
       stripe_error ("member %u (%s): belongs to another array ('%s', %s), "
                     "not to '%s' (%s)",
                     i, cfg->members[i], sb->name, other, a->sb.name, uuid);

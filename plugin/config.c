@@ -25,7 +25,7 @@
 #include "config.h"
 #include "log.h"
 #include "remote.h"
-#include "superblock.h"
+#include "header.h"
 
 /* A volume config is a few hundred bytes; anything much larger is not one
  * (and must not make a daemon read a huge file into memory).
@@ -792,7 +792,7 @@ set_name (struct loader *ld, const config_setting_t *s)
   if (name == NULL)
     return -1;
   len = strlen (name);
-  if (len == 0 || len > SB_NAME_MAX
+  if (len == 0 || len > HEADER_NAME_MAX
       || strspn (name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                        "0123456789._-")
            != len)
@@ -904,7 +904,7 @@ set_data_offset (struct loader *ld, const config_setting_t *s)
 
   if (get_size (ld, s, &off, expected) == -1)
     return -1;
-  if (off % SB_SIZE != 0)
+  if (off % HEADER_SIZE != 0)
     return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
   ld->cfg->data_offset = off;
   ld->cfg->data_offset_given = true;
@@ -1353,12 +1353,12 @@ check_data_offset (struct loader *ld, const config_t *conf)
                        "metadata)");
     cfg->data_offset = 0;
   }
-  else if (cfg->data_offset < SB_SIZE)
+  else if (cfg->data_offset < HEADER_SIZE)
     return error_at (ld, s,
                      "expected at least %u: the member header takes "
                      "the first %u bytes (use metadata = \"none\" for data "
                      "at offset 0)",
-                     SB_SIZE, SB_SIZE);
+                     HEADER_SIZE, HEADER_SIZE);
   return 0;
 }
 
@@ -1517,7 +1517,7 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   memset (cfg, 0, sizeof *cfg);
   cfg->chunk = LAYOUT_DEFAULT_CHUNK;
   cfg->metadata = METADATA_HEADER;
-  cfg->data_offset = SB_DEFAULT_DATA_OFFSET;
+  cfg->data_offset = HEADER_DEFAULT_DATA_OFFSET;
   cfg->cache = CACHE_WRITEBACK;
   cfg->serve.threads = 16;
   cfg->serve.tls = TLS_OFF;

@@ -268,7 +268,7 @@ start_health (void)
     p.on_change_timeout = cfg.health.on_change_timeout;
   }
   if (volume.has_header) {
-    sb_uuid_unparse (volume.sb.array_uuid, uuid);
+    uuid_format (volume.sb.array_uuid, uuid);
     p.uuid = uuid;
   }
   unsigned classes[LAYOUT_MAX_MEMBERS];

@@ -19,7 +19,7 @@
 #include "log.h"
 #include "plan.h"
 #include "remote.h"
-#include "superblock.h"
+#include "header.h"
 #include "volume.h"
 
 /* Stop an extents walk after this many runs: the client asks again for
@@ -146,9 +146,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
    * between a header and the data.  So that a fast zero (known to work,
    * or refused) works from the first request.
    */
-  if (a && o->claim && !o->readonly && data_offset >= 2 * SB_SIZE)
+  if (a && o->claim && !o->readonly && data_offset >= 2 * HEADER_SIZE)
     for (unsigned i = 0; i < nr_members; ++i)
-      member_learn_zero (&v->members[i], SB_SIZE, SB_SIZE);
+      member_learn_zero (&v->members[i], HEADER_SIZE, HEADER_SIZE);
   if (a) {
     v->has_header = true;
     v->sb = a->sb;
@@ -614,22 +614,22 @@ static int
 write_header (struct volume *v, unsigned i, uint64_t events, int fd,
               struct remote *fresh, char *why, size_t len)
 {
-  struct superblock sb = v->sb;
-  uint8_t buf[SB_SIZE];
-  struct iovec iov = { buf, SB_SIZE };
+  struct header sb = v->sb;
+  uint8_t buf[HEADER_SIZE];
+  struct iovec iov = { buf, HEADER_SIZE };
 
-  sb.version = SB_VERSION;
+  sb.version = HEADER_VERSION;
   sb.member_index = i;
   memcpy (sb.member_uuid, v->member_uuid[i], 16);
   sb.events = events;
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   if (fresh) {
-    if (remote_probe_pwrite (fresh, buf, SB_SIZE, 0, why, len) == -1)
+    if (remote_probe_pwrite (fresh, buf, HEADER_SIZE, 0, why, len) == -1)
       return -1;
     return 0;
   }
   if (fd >= 0) {
-    if (pwrite (fd, buf, SB_SIZE, 0) != SB_SIZE || fdatasync (fd) == -1) {
+    if (pwrite (fd, buf, HEADER_SIZE, 0) != HEADER_SIZE || fdatasync (fd) == -1) {
       snprintf (why, len, "writing its header: %s", strerror (errno));
       return -1;
     }
@@ -750,15 +750,15 @@ read_first_block (const char *path, int fd, void *buf, char *why, size_t len)
     dfd = -1;
   }
   if (dfd == -1) {
-    posix_fadvise (fd, 0, SB_SIZE, POSIX_FADV_DONTNEED);
-    r = pread (fd, buf, SB_SIZE, 0);
+    posix_fadvise (fd, 0, HEADER_SIZE, POSIX_FADV_DONTNEED);
+    r = pread (fd, buf, HEADER_SIZE, 0);
   }
   else {
-    r = pread (dfd, buf, SB_SIZE, 0);
+    r = pread (dfd, buf, HEADER_SIZE, 0);
     close (dfd);
   }
-  if (r != SB_SIZE) {
-    snprintf (why, len, "%s: reading the first %u bytes: %s", path, SB_SIZE,
+  if (r != HEADER_SIZE) {
+    snprintf (why, len, "%s: reading the first %u bytes: %s", path, HEADER_SIZE,
               r == -1 ? strerror (errno) : "short read");
     return -1;
   }
@@ -781,19 +781,19 @@ static int
 check_probed_header (struct volume *v, unsigned i, const void *buf,
                      uint64_t *events, char *why, size_t len)
 {
-  struct superblock sb;
+  struct header sb;
   const char *field = NULL;
-  enum sb_error e;
+  enum header_error e;
   char uuid[37];
   uint64_t want;
 
-  e = sb_decode (buf, SB_SIZE, &sb, &field);
-  if (e != SB_OK) {
+  e = header_decode (buf, HEADER_SIZE, &sb, &field);
+  if (e != HEADER_OK) {
     snprintf (why, len, "%s: header: %s%s%s", v->members[i].path,
-              sb_strerror (e), field ? ": field " : "", field ? field : "");
+              header_strerror (e), field ? ": field " : "", field ? field : "");
     return -1;
   }
-  sb_uuid_unparse (sb.array_uuid, uuid);
+  uuid_format (sb.array_uuid, uuid);
   if (memcmp (sb.array_uuid, v->sb.array_uuid, 16) != 0
       || sb.member_index != i) {
     snprintf (why, len,
@@ -854,7 +854,7 @@ probe_remote (struct volume *v, unsigned i, struct fresh *f, char *why,
               size_t len)
 {
   struct member *m = &v->members[i];
-  char buf[SB_SIZE];
+  char buf[HEADER_SIZE];
 
   f->remote = remote_open (m->path, m->readonly, why, len);
   if (f->remote == NULL)
@@ -916,7 +916,7 @@ probe_local (struct volume *v, unsigned i, struct fresh *f, char *why,
               m->path, size, m->need);
     goto out;
   }
-  if (posix_memalign (&buf, 4096, SB_SIZE) != 0) {
+  if (posix_memalign (&buf, 4096, HEADER_SIZE) != 0) {
     snprintf (why, len, "out of memory");
     goto out;
   }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "superblock.h"
+#include "header.h"
 
 static void
 write_file (const char *dir, const char *name, const void *buf, size_t len)
@@ -30,8 +30,8 @@ write_file (const char *dir, const char *name, const void *buf, size_t len)
 int
 main (int argc, char **argv)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   if (argc != 2) {
     fprintf (stderr, "usage: make_header_corpus DIR\n");
@@ -42,7 +42,7 @@ main (int argc, char **argv)
    * entries and unused slots.
    */
   memset (&sb, 0, sizeof sb);
-  sb.version = SB_VERSION;
+  sb.version = HEADER_VERSION;
   for (unsigned i = 0; i < 16; ++i) {
     sb.array_uuid[i] = (uint8_t) (0x11 * i);
     sb.member_uuid[i] = (uint8_t) (0xff - 0x0f * i);
@@ -54,12 +54,12 @@ main (int argc, char **argv)
   sb.chunk = LAYOUT_DEFAULT_CHUNK;
   sb.layout = LAYOUT_MD_ALT;
   sb.events = 1;
-  sb.data_offset = SB_DEFAULT_DATA_OFFSET;
+  sb.data_offset = HEADER_DEFAULT_DATA_OFFSET;
   sb.member_sizes[0] = 1024 * LAYOUT_DEFAULT_CHUNK;
   sb.member_sizes[1] = 2048 * LAYOUT_DEFAULT_CHUNK;
   sb.member_sizes[2] = 1500 * LAYOUT_DEFAULT_CHUNK;
-  sb_encode (&sb, buf);
-  if (sb_decode (buf, sizeof buf, &sb, NULL) != SB_OK) {
+  header_encode (&sb, buf);
+  if (header_decode (buf, sizeof buf, &sb, NULL) != HEADER_OK) {
     fprintf (stderr, "make_header_corpus: the seed header does not decode\n");
     return EXIT_FAILURE;
   }

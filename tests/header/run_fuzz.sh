@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz the member header decoder with libFuzzer.
 #   tests/header/run_fuzz.sh BUILD_DIR SECONDS
-# Compiles fuzz_superblock.c with clang (gcc has no libFuzzer) under ASan
+# Compiles fuzz_header.c with clang (gcc has no libFuzzer) under ASan
 # and UBSan, runs it for SECONDS over a copy of the seed corpus, and fails
 # on any crash, sanitizer report or re-encoding mismatch.  Exits 77 (skip)
 # when clang or its fuzzer runtime is not installed.
@@ -14,7 +14,7 @@ fi
 build=$(realpath -m "$1")
 seconds=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
-work=$build/fuzz-superblock
+work=$build/fuzz-header
 
 clang=${CLANG:-}
 if [ -z "$clang" ]; then
@@ -46,19 +46,19 @@ fi
 cd "$src"
 "$clang" -g -O1 -Wall -Wextra -Werror -D_GNU_SOURCE \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I include plugin/superblock.c tests/header/fuzz_superblock.c \
-  -o "$work/fuzz_superblock"
+  -I include plugin/header.c tests/header/fuzz_header.c \
+  -o "$work/fuzz_header"
 
 cp tests/header/corpus/* "$work/corpus/"
 
 # libFuzzer's own default exit code for a crash is 77, which CTest would
 # take for a skip: ask for 1 instead.
 status=0
-"$work/fuzz_superblock" -max_total_time="$seconds" -max_len=4200 \
+"$work/fuzz_header" -max_total_time="$seconds" -max_len=4200 \
   -timeout=10 -error_exitcode=1 -timeout_exitcode=1 \
   -artifact_prefix="$work/artifacts/" "$work/corpus" || status=$?
 if [ $status -ne 0 ]; then
-  echo "FAIL: fuzz_superblock exited with $status; reproducer(s):"
+  echo "FAIL: fuzz_header exited with $status; reproducer(s):"
   ls -l "$work/artifacts/"
   exit 1
 fi

@@ -133,7 +133,7 @@ h_init ()
   mkfifo "$D_TMP/events" || d_fail "mkfifo"
   exec {H_EVFD}<>"$D_TMP/events"
   cat >"$D_TMP/hook.sh" <<EOF
-#!/bin/bash
+#!/usr/bin/env -S -u LD_PRELOAD bash
 # time argc event volume index path  env: EVENT VOLUME MEMBER MEMBER_PATH STATE REASON
 line=\$(printf '%s\t' "\$EPOCHREALTIME" "\$#" "\${1-}" "\${2-}" "\${3-}" "\${4-}" \\
   "\${NBDSTRIPE_EVENT-}" "\${NBDSTRIPE_VOLUME-}" "\${NBDSTRIPE_MEMBER-}" \\

@@ -1,8 +1,8 @@
 /* nbdstripe: libFuzzer target for the member header decoder.
  *
- * sb_decode must survive any bytes (the sanitizers watch for overreads and
+ * header_decode must survive any bytes (the sanitizers watch for overreads and
  * undefined behaviour), and whatever it accepts must re-encode to exactly
- * the bytes it was given: one valid encoding per superblock, so that no
+ * the bytes it was given: one valid encoding per header, so that no
  * information in an accepted header is silently dropped or rewritten.
  *
  * Random bytes almost never carry a valid CRC, which would leave the field
@@ -15,29 +15,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "superblock.h"
+#include "header.h"
 
 static void
 check (const uint8_t *data, size_t size)
 {
-  struct superblock sb;
+  struct header sb;
   const char *field = NULL;
-  uint8_t again[SB_SIZE];
+  uint8_t again[HEADER_SIZE];
   char uuid[37];
-  enum sb_error err = sb_decode (data, size, &sb, &field);
+  enum header_error err = header_decode (data, size, &sb, &field);
 
-  if (sb_strerror (err) == NULL)
+  if (header_strerror (err) == NULL)
     abort ();
-  if ((err == SB_ERR_FIELD) != (field != NULL))
+  if ((err == HEADER_ERR_FIELD) != (field != NULL))
     abort ();
-  if (err != SB_OK)
+  if (err != HEADER_OK)
     return;
-  if (size < SB_SIZE)
+  if (size < HEADER_SIZE)
     abort ();
-  sb_encode (&sb, again);
-  if (memcmp (again, data, SB_SIZE) != 0)
+  header_encode (&sb, again);
+  if (memcmp (again, data, HEADER_SIZE) != 0)
     abort ();
-  sb_uuid_unparse (sb.array_uuid, uuid);
+  uuid_format (sb.array_uuid, uuid);
   if (strlen (uuid) != 36)
     abort ();
 }
@@ -47,16 +47,16 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
-  uint8_t resealed[SB_SIZE];
+  uint8_t resealed[HEADER_SIZE];
   uint32_t crc;
 
   check (data, size);
-  if (size >= SB_SIZE) {
-    memcpy (resealed, data, SB_SIZE);
-    crc = crc32c (0, resealed, SB_SIZE - 4);
+  if (size >= HEADER_SIZE) {
+    memcpy (resealed, data, HEADER_SIZE);
+    crc = crc32c (0, resealed, HEADER_SIZE - 4);
     for (unsigned i = 0; i < 4; ++i)
-      resealed[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
-    check (resealed, SB_SIZE);
+      resealed[HEADER_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+    check (resealed, HEADER_SIZE);
   }
   return 0;
 }

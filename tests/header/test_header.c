@@ -1,7 +1,7 @@
-/* nbdstripe unit tests: the on-disk member header (plugin/superblock.c).
+/* nbdstripe unit tests: the on-disk member header (plugin/header.c).
  *
  * Byte offsets and little-endian encoding are checked against this file's
- * own reading of the table in include/superblock.h, not through the code
+ * own reading of the table in include/header.h, not through the code
  * under test, and CRC32C against a bitwise implementation of its
  * definition.
  */
@@ -16,7 +16,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "superblock.h"
+#include "header.h"
 
 #define KiB UINT64_C (1024)
 #define MiB (KiB * KiB)
@@ -89,12 +89,12 @@ crc32c_bitwise (const uint8_t *p, size_t len)
   return ~crc;
 }
 
-/* A plain valid superblock: 4 members of 1 GiB, 128 KiB chunks. */
+/* A plain valid header: 4 members of 1 GiB, 128 KiB chunks. */
 static void
-plain_superblock (struct superblock *sb)
+plain_header (struct header *sb)
 {
   memset (sb, 0, sizeof *sb);
-  sb->version = SB_VERSION;
+  sb->version = HEADER_VERSION;
   for (unsigned i = 0; i < 16; ++i) {
     sb->array_uuid[i] = (uint8_t) (0x10 + i);
     sb->member_uuid[i] = (uint8_t) (0xf0 - i);
@@ -106,20 +106,20 @@ plain_superblock (struct superblock *sb)
   sb->chunk = 128 * KiB;
   sb->layout = LAYOUT_MD_ALT;
   sb->flags = 0;
-  sb->data_offset = SB_DEFAULT_DATA_OFFSET;
+  sb->data_offset = HEADER_DEFAULT_DATA_OFFSET;
   sb->events = 57;
   for (unsigned i = 0; i < 4; ++i)
     sb->member_sizes[i] = 1024 * MiB;
 }
 
-/* A random valid superblock, reaching the extremes of every field. */
+/* A random valid header, reaching the extremes of every field. */
 static void
-random_superblock (struct rng *r, struct superblock *sb)
+random_header (struct rng *r, struct header *sb)
 {
-  unsigned name_len = (unsigned) rng_range (r, 1, SB_NAME_MAX);
+  unsigned name_len = (unsigned) rng_range (r, 1, HEADER_NAME_MAX);
 
   memset (sb, 0, sizeof *sb);
-  sb->version = SB_VERSION;
+  sb->version = HEADER_VERSION;
   for (unsigned i = 0; i < 16; ++i) {
     sb->array_uuid[i] = (uint8_t) rng_next (r);
     sb->member_uuid[i] = (uint8_t) rng_next (r);
@@ -132,20 +132,20 @@ random_superblock (struct rng *r, struct superblock *sb)
   /* Up to 4 GiB chunks and 2^31 chunks a member: no overflow. */
   sb->chunk = LAYOUT_CHUNK_ALIGN * rng_range (r, 1, UINT64_C (1) << 20);
   sb->layout = LAYOUT_MD_ALT;
-  sb->data_offset = SB_SIZE * rng_range (r, 1, UINT64_MAX / SB_SIZE);
+  sb->data_offset = HEADER_SIZE * rng_range (r, 1, UINT64_MAX / HEADER_SIZE);
   sb->events = rng_range (r, 1, UINT64_MAX);
   for (unsigned i = 0; i < sb->member_count; ++i)
     sb->member_sizes[i] = sb->chunk * rng_range (r, 1, UINT64_C (1) << 31);
 }
 
 static void
-assert_superblocks_equal (const struct superblock *a,
-                          const struct superblock *b)
+assert_headers_equal (const struct header *a,
+                          const struct header *b)
 {
   assert_int_equal (a->version, b->version);
   assert_memory_equal (a->array_uuid, b->array_uuid, 16);
   assert_memory_equal (a->member_uuid, b->member_uuid, 16);
-  assert_memory_equal (a->name, b->name, SB_NAME_MAX + 1);
+  assert_memory_equal (a->name, b->name, HEADER_NAME_MAX + 1);
   assert_int_equal (a->ctime, b->ctime);
   assert_int_equal (a->member_index, b->member_index);
   assert_int_equal (a->member_count, b->member_count);
@@ -162,36 +162,36 @@ assert_superblocks_equal (const struct superblock *a,
 static void
 expect_field_error (const uint8_t *buf, const char *want)
 {
-  struct superblock sb;
+  struct header sb;
   const char *field = NULL;
-  enum sb_error err = sb_decode (buf, SB_SIZE, &sb, &field);
+  enum header_error err = header_decode (buf, HEADER_SIZE, &sb, &field);
 
-  if (err != SB_ERR_FIELD)
-    fail_msg ("expected SB_ERR_FIELD (%s), got %d: %s", want, err,
-              sb_strerror (err));
+  if (err != HEADER_ERR_FIELD)
+    fail_msg ("expected HEADER_ERR_FIELD (%s), got %d: %s", want, err,
+              header_strerror (err));
   assert_non_null (field);
   assert_string_equal (field, want);
 }
 
 /* Encode sb and expect it to be rejected on field want. */
 static void
-expect_encoded_field_error (const struct superblock *sb, const char *want)
+expect_encoded_field_error (const struct header *sb, const char *want)
 {
-  uint8_t buf[SB_SIZE];
+  uint8_t buf[HEADER_SIZE];
 
-  sb_encode (sb, buf);
+  header_encode (sb, buf);
   expect_field_error (buf, want);
 }
 
 static void
 expect_ok (const uint8_t *buf)
 {
-  struct superblock sb;
+  struct header sb;
   const char *field = "untouched";
-  enum sb_error err = sb_decode (buf, SB_SIZE, &sb, &field);
+  enum header_error err = header_decode (buf, HEADER_SIZE, &sb, &field);
 
-  if (err != SB_OK)
-    fail_msg ("expected SB_OK, got %s (field %s)", sb_strerror (err),
+  if (err != HEADER_OK)
+    fail_msg ("expected HEADER_OK, got %s (field %s)", header_strerror (err),
               field ? field : "none");
 }
 
@@ -239,34 +239,34 @@ crc32c_matches_the_bitwise_definition (void **state)
 /* ---- Encoding ---- */
 
 static void
-header_round_trips_random_superblocks (void **state)
+header_round_trips_random_headers (void **state)
 {
   struct rng r = { 0x5eed0002 };
 
   (void) state;
   for (unsigned n = 0; n < 5000; ++n) {
-    struct superblock in, out;
-    uint8_t buf[SB_SIZE], again[SB_SIZE];
+    struct header in, out;
+    uint8_t buf[HEADER_SIZE], again[HEADER_SIZE];
     const char *field = NULL;
-    enum sb_error err;
+    enum header_error err;
 
-    random_superblock (&r, &in);
-    sb_encode (&in, buf);
-    err = sb_decode (buf, sizeof buf, &out, &field);
-    if (err != SB_OK)
-      fail_msg ("superblock %u: %s (field %s)", n, sb_strerror (err),
+    random_header (&r, &in);
+    header_encode (&in, buf);
+    err = header_decode (buf, sizeof buf, &out, &field);
+    if (err != HEADER_OK)
+      fail_msg ("header %u: %s (field %s)", n, header_strerror (err),
                 field ? field : "none");
-    assert_superblocks_equal (&in, &out);
-    sb_encode (&out, again);
-    assert_memory_equal (buf, again, SB_SIZE);
+    assert_headers_equal (&in, &out);
+    header_encode (&out, again);
+    assert_memory_equal (buf, again, HEADER_SIZE);
   }
 }
 
 static void
 header_puts_each_field_little_endian_at_its_documented_offset (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
   static const uint8_t version[4] = { 0x02, 0, 0, 0 };
   static const uint8_t header_size[4] = { 0x00, 0x10, 0, 0 };
   static const uint8_t ctime[8] = { 0x08, 0x07, 0x06, 0x05,
@@ -282,7 +282,7 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
   uint8_t name[64] = "my-volume_1.0";
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   strcpy (sb.name, (const char *) name);
   sb.ctime = UINT64_C (0x0102030405060708);
   sb.member_count = 42;
@@ -292,7 +292,7 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
   sb.events = UINT64_C (0x0877665544332211);
   for (unsigned i = 0; i < 42; ++i)
     sb.member_sizes[i] = sb.chunk * (UINT64_C (0x10203) + i);
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
 
   assert_memory_equal (buf + 0, "NBDSTRIP", 8);
   assert_memory_equal (buf + 8, version, 4);
@@ -326,52 +326,52 @@ header_puts_each_field_little_endian_at_its_documented_offset (void **state)
 static void
 header_version_1_still_reads_with_its_own_layout_number (void **state)
 {
-  struct superblock sb, out;
-  uint8_t buf[SB_SIZE], again[SB_SIZE];
+  struct header sb, out;
+  uint8_t buf[HEADER_SIZE], again[HEADER_SIZE];
   const char *field = NULL;
   uint32_t crc;
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.events = 0;
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   buf[8] = 1;   /* version 1 */
   buf[136] = 1; /* its number for md's alternate layout */
   memset (buf + 664, 0, 8);
-  crc = crc32c (0, buf, SB_SIZE - 4);
+  crc = crc32c (0, buf, HEADER_SIZE - 4);
   for (unsigned i = 0; i < 4; ++i)
-    buf[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
-  assert_int_equal (sb_decode (buf, SB_SIZE, &out, &field), SB_OK);
-  assert_int_equal (out.version, SB_VERSION_1);
+    buf[HEADER_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+  assert_int_equal (header_decode (buf, HEADER_SIZE, &out, &field), HEADER_OK);
+  assert_int_equal (out.version, HEADER_VERSION_1);
   assert_int_equal (out.layout, LAYOUT_MD_ALT);
   assert_int_equal (out.events, 0);
-  sb_encode (&out, again);
-  assert_memory_equal (buf, again, SB_SIZE);
+  header_encode (&out, again);
+  assert_memory_equal (buf, again, HEADER_SIZE);
 
   /* Version 1's reserved area starts at 664: events are not allowed. */
   buf[664] = 1;
-  crc = crc32c (0, buf, SB_SIZE - 4);
+  crc = crc32c (0, buf, HEADER_SIZE - 4);
   for (unsigned i = 0; i < 4; ++i)
-    buf[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
-  assert_int_equal (sb_decode (buf, SB_SIZE, &out, &field), SB_ERR_FIELD);
+    buf[HEADER_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+  assert_int_equal (header_decode (buf, HEADER_SIZE, &out, &field), HEADER_ERR_FIELD);
   assert_string_equal (field, "reserved");
   /* Version 1's layout 2 is no layout it ever wrote. */
   buf[664] = 0;
   buf[136] = 2;
-  crc = crc32c (0, buf, SB_SIZE - 4);
+  crc = crc32c (0, buf, HEADER_SIZE - 4);
   for (unsigned i = 0; i < 4; ++i)
-    buf[SB_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
-  assert_int_equal (sb_decode (buf, SB_SIZE, &out, &field), SB_ERR_FIELD);
+    buf[HEADER_SIZE - 4 + i] = (uint8_t) (crc >> (8 * i));
+  assert_int_equal (header_decode (buf, HEADER_SIZE, &out, &field), HEADER_ERR_FIELD);
   assert_string_equal (field, "layout");
 }
 
 static void
 header_rejects_events_zero (void **state)
 {
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.events = 0;
   expect_encoded_field_error (&sb, "events");
 }
@@ -379,13 +379,13 @@ header_rejects_events_zero (void **state)
 static void
 header_stores_crc32c_of_bytes_0_to_4091_at_4092 (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
   uint32_t crc;
 
   (void) state;
-  plain_superblock (&sb);
-  sb_encode (&sb, buf);
+  plain_header (&sb);
+  header_encode (&sb, buf);
   crc = crc32c_bitwise (buf, 4092);
   assert_int_equal (buf[4092], crc & 0xff);
   assert_int_equal (buf[4093], (crc >> 8) & 0xff);
@@ -396,14 +396,14 @@ header_stores_crc32c_of_bytes_0_to_4091_at_4092 (void **state)
 static void
 header_encode_pads_the_name_with_nuls (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   memset (sb.name, 'x', sizeof sb.name);
   memcpy (sb.name, "ab", 3); /* "ab\0xxxx..." */
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   assert_memory_equal (buf + 48, "ab", 3);
   for (unsigned i = 51; i < 112; ++i)
     assert_int_equal (buf[i], 0);
@@ -419,121 +419,121 @@ static void
 header_rejects_every_single_bit_flip (void **state)
 {
   struct rng r = { 0x5eed0003 };
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  random_superblock (&r, &sb);
+  random_header (&r, &sb);
   sb.member_count = LAYOUT_MAX_MEMBERS;
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     sb.member_sizes[i] = sb.chunk * (i + 1);
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   expect_ok (buf);
 
-  for (unsigned bit = 0; bit < SB_SIZE * 8; ++bit) {
-    struct superblock out;
+  for (unsigned bit = 0; bit < HEADER_SIZE * 8; ++bit) {
+    struct header out;
     unsigned byte = bit / 8;
-    enum sb_error want = byte < 8    ? SB_ERR_MAGIC
-                         : byte < 12 ? SB_ERR_VERSION
-                                     : SB_ERR_CRC;
-    enum sb_error err;
+    enum header_error want = byte < 8    ? HEADER_ERR_MAGIC
+                         : byte < 12 ? HEADER_ERR_VERSION
+                                     : HEADER_ERR_CRC;
+    enum header_error err;
 
     buf[byte] ^= (uint8_t) (1u << (bit % 8));
-    err = sb_decode (buf, sizeof buf, &out, NULL);
+    err = header_decode (buf, sizeof buf, &out, NULL);
     buf[byte] ^= (uint8_t) (1u << (bit % 8));
     if (err != want)
       fail_msg ("flipping bit %u of byte %u: got \"%s\", expected \"%s\"",
-                bit % 8, byte, sb_strerror (err), sb_strerror (want));
+                bit % 8, byte, header_strerror (err), header_strerror (want));
   }
 }
 
 static void
 header_rejects_fewer_than_4096_bytes (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
-  sb_encode (&sb, buf);
-  for (size_t len = 0; len < SB_SIZE; ++len)
-    assert_int_equal (sb_decode (buf, len, &sb, NULL), SB_ERR_TRUNCATED);
+  plain_header (&sb);
+  header_encode (&sb, buf);
+  for (size_t len = 0; len < HEADER_SIZE; ++len)
+    assert_int_equal (header_decode (buf, len, &sb, NULL), HEADER_ERR_TRUNCATED);
 }
 
 static void
 header_ignores_bytes_beyond_4096 (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE + 512];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE + 512];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   memset (buf, 0xa5, sizeof buf);
-  sb_encode (&sb, buf);
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_OK);
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_OK);
 }
 
 static void
 header_rejects_missing_magic (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
   memset (buf, 0, sizeof buf); /* a blank disk */
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_MAGIC);
 
-  plain_superblock (&sb);
-  sb_encode (&sb, buf);
+  plain_header (&sb);
+  header_encode (&sb, buf);
   memcpy (buf, "NBDSTRIp", 8);
   reseal (buf);
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_MAGIC);
 }
 
 static void
 header_rejects_unknown_version (void **state)
 {
-  static const uint32_t versions[] = { 0, SB_VERSION + 1, UINT32_MAX };
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  static const uint32_t versions[] = { 0, HEADER_VERSION + 1, UINT32_MAX };
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
   for (size_t i = 0; i < sizeof versions / sizeof versions[0]; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.version = versions[i];
-    sb_encode (&sb, buf);
-    assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_VERSION);
+    header_encode (&sb, buf);
+    assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_VERSION);
   }
 }
 
 static void
 header_checks_magic_then_version_then_crc_then_fields (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.flags = 1; /* a bad field ... */
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   expect_field_error (buf, "flags");
   buf[4092] ^= 1; /* ... a bad CRC ... */
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_CRC);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_CRC);
   buf[8] = 3; /* ... a bad version ... */
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_VERSION);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_VERSION);
   buf[0] = 'X'; /* ... no magic ... */
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_MAGIC);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_MAGIC);
   /* ... and too short. */
-  assert_int_equal (sb_decode (buf, SB_SIZE - 1, &sb, NULL), SB_ERR_TRUNCATED);
+  assert_int_equal (header_decode (buf, HEADER_SIZE - 1, &sb, NULL), HEADER_ERR_TRUNCATED);
 }
 
 static void
 header_names_the_first_bad_field_in_header_order (void **state)
 {
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.flags = 1;
   sb.chunk = 100;
   sb.member_sizes[10] = 4096;
@@ -543,37 +543,37 @@ header_names_the_first_bad_field_in_header_order (void **state)
 static void
 header_sets_field_only_on_a_field_error (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
   const char *field = "untouched";
 
   (void) state;
-  plain_superblock (&sb);
-  sb_encode (&sb, buf);
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, &field), SB_OK);
+  plain_header (&sb);
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, &field), HEADER_OK);
   assert_null (field);
   buf[100] ^= 1;
   field = "untouched";
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, &field), SB_ERR_CRC);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, &field), HEADER_ERR_CRC);
   assert_null (field);
   /* A NULL field pointer is allowed on a field error too. */
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.flags = 1;
-  sb_encode (&sb, buf);
-  assert_int_equal (sb_decode (buf, sizeof buf, &sb, NULL), SB_ERR_FIELD);
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_FIELD);
 }
 
 static void
 header_rejects_header_size_other_than_4096 (void **state)
 {
   static const uint32_t sizes[] = { 0, 512, 4095, 4097, 8192, UINT32_MAX };
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
-    sb_encode (&sb, buf);
+    header_encode (&sb, buf);
     le32_put (buf + 12, sizes[i]);
     reseal (buf);
     expect_field_error (buf, "header_size");
@@ -583,12 +583,12 @@ header_rejects_header_size_other_than_4096 (void **state)
 static void
 header_rejects_name_without_nul_in_64_bytes (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
-  sb_encode (&sb, buf);
+  plain_header (&sb);
+  header_encode (&sb, buf);
   memset (buf + 48, 'a', 64);
   reseal (buf);
   expect_field_error (buf, "name");
@@ -597,10 +597,10 @@ header_rejects_name_without_nul_in_64_bytes (void **state)
 static void
 header_rejects_empty_name (void **state)
 {
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.name[0] = '\0';
   expect_encoded_field_error (&sb, "name");
 }
@@ -608,17 +608,17 @@ header_rejects_empty_name (void **state)
 static void
 header_rejects_name_with_characters_outside_the_allowed_set (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   strcpy (sb.name, "abcdef");
   for (unsigned c = 1; c < 256; ++c) {
     if (strchr (name_chars, (int) c))
       continue;
     for (unsigned pos = 0; pos < 6; pos += 5) { /* first and last */
-      sb_encode (&sb, buf);
+      header_encode (&sb, buf);
       buf[48 + pos] = (uint8_t) c;
       reseal (buf);
       expect_field_error (buf, "name");
@@ -629,13 +629,13 @@ header_rejects_name_with_characters_outside_the_allowed_set (void **state)
 static void
 header_rejects_bytes_after_the_name_terminator (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb); /* "vol0": NUL at offset 52 */
+  plain_header (&sb); /* "vol0": NUL at offset 52 */
   for (unsigned i = 48 + 5; i < 112; ++i) {
-    sb_encode (&sb, buf);
+    header_encode (&sb, buf);
     buf[i] = 'a';
     reseal (buf);
     expect_field_error (buf, "name");
@@ -645,20 +645,20 @@ header_rejects_bytes_after_the_name_terminator (void **state)
 static void
 header_accepts_63_byte_name_of_allowed_characters (void **state)
 {
-  struct superblock sb, out;
-  uint8_t buf[SB_SIZE];
+  struct header sb, out;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
   assert_int_equal (strlen (name_chars), 65);
-  plain_superblock (&sb);
-  memcpy (sb.name, name_chars, SB_NAME_MAX); /* A..Z a..z 0..9 . */
-  sb.name[SB_NAME_MAX] = '\0';
-  sb_encode (&sb, buf);
-  assert_int_equal (sb_decode (buf, sizeof buf, &out, NULL), SB_OK);
+  plain_header (&sb);
+  memcpy (sb.name, name_chars, HEADER_NAME_MAX); /* A..Z a..z 0..9 . */
+  sb.name[HEADER_NAME_MAX] = '\0';
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &out, NULL), HEADER_OK);
   assert_string_equal (out.name, sb.name);
   strcpy (sb.name, "_-");
-  sb_encode (&sb, buf);
-  assert_int_equal (sb_decode (buf, sizeof buf, &out, NULL), SB_OK);
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &out, NULL), HEADER_OK);
   assert_string_equal (out.name, "_-");
 }
 
@@ -666,38 +666,38 @@ static void
 header_rejects_member_count_zero_or_above_64 (void **state)
 {
   static const uint32_t counts[] = { 0, 65, 1000, UINT32_MAX };
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.member_index = 0;
     sb.member_count = counts[i];
     expect_encoded_field_error (&sb, "member_count");
   }
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.member_count = LAYOUT_MAX_MEMBERS;
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     sb.member_sizes[i] = sb.chunk;
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   expect_ok (buf);
 }
 
 static void
 header_rejects_member_index_not_below_member_count (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.member_index = sb.member_count;
   expect_encoded_field_error (&sb, "member_index");
   sb.member_index = UINT32_MAX;
   expect_encoded_field_error (&sb, "member_index");
   sb.member_index = sb.member_count - 1;
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   expect_ok (buf);
 }
 
@@ -707,11 +707,11 @@ header_rejects_chunk_zero_or_not_a_multiple_of_4096 (void **state)
   static const uint64_t chunks[] = {
     0, 512, 4095, 4097, 6144, 128 * KiB + 512, UINT64_MAX,
   };
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
   for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.chunk = chunks[i];
     expect_encoded_field_error (&sb, "chunk");
   }
@@ -722,11 +722,11 @@ header_rejects_layout_other_than_md_alternate (void **state)
 {
   static const uint32_t ids[] = { 0, LAYOUT_MD_ORIG, LAYOUT_MD_ALT + 1,
                                   UINT32_MAX };
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.layout = ids[i];
     expect_encoded_field_error (&sb, "layout");
   }
@@ -735,11 +735,11 @@ header_rejects_layout_other_than_md_alternate (void **state)
 static void
 header_rejects_nonzero_flags (void **state)
 {
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
   for (unsigned bit = 0; bit < 32; ++bit) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.flags = UINT32_C (1) << bit;
     expect_encoded_field_error (&sb, "flags");
   }
@@ -751,29 +751,29 @@ header_rejects_data_offset_below_4096_or_unaligned (void **state)
   static const uint64_t offsets[] = {
     0, 512, 4095, 4097, 1 * MiB + 512, UINT64_MAX,
   };
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
   for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.data_offset = offsets[i];
     expect_encoded_field_error (&sb, "data_offset");
   }
-  plain_superblock (&sb);
+  plain_header (&sb);
   sb.data_offset = 4096; /* right after the header */
-  sb_encode (&sb, buf);
+  header_encode (&sb, buf);
   expect_ok (buf);
 }
 
 static void
 header_rejects_member_size_zero_or_not_whole_chunks (void **state)
 {
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
   for (unsigned i = 0; i < 4; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.member_sizes[i] = 0;
     expect_encoded_field_error (&sb, "member_sizes");
     sb.member_sizes[i] = 1024 * MiB + 4096;
@@ -786,11 +786,11 @@ header_rejects_member_size_zero_or_not_whole_chunks (void **state)
 static void
 header_rejects_member_size_in_an_unused_slot (void **state)
 {
-  struct superblock sb;
+  struct header sb;
 
   (void) state;
   for (unsigned i = 4; i < LAYOUT_MAX_MEMBERS; ++i) {
-    plain_superblock (&sb);
+    plain_header (&sb);
     sb.member_sizes[i] = sb.chunk;
     expect_encoded_field_error (&sb, "member_sizes");
   }
@@ -799,13 +799,13 @@ header_rejects_member_size_in_an_unused_slot (void **state)
 static void
 header_rejects_any_nonzero_reserved_byte (void **state)
 {
-  struct superblock sb;
-  uint8_t buf[SB_SIZE];
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  plain_superblock (&sb);
+  plain_header (&sb);
   for (unsigned i = 672; i < 4092; ++i) {
-    sb_encode (&sb, buf);
+    header_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
     expect_field_error (buf, "reserved");
@@ -817,25 +817,25 @@ header_rejects_any_nonzero_reserved_byte (void **state)
 static void
 sb_strerror_describes_every_error (void **state)
 {
-  static const enum sb_error errs[] = {
-    SB_OK,          SB_ERR_TRUNCATED, SB_ERR_MAGIC,
-    SB_ERR_VERSION, SB_ERR_CRC,       SB_ERR_FIELD,
+  static const enum header_error errs[] = {
+    HEADER_OK,          HEADER_ERR_TRUNCATED, HEADER_ERR_MAGIC,
+    HEADER_ERR_VERSION, HEADER_ERR_CRC,       HEADER_ERR_FIELD,
   };
   const size_t n = sizeof errs / sizeof errs[0];
 
   (void) state;
   for (size_t i = 0; i < n; ++i) {
-    const char *s = sb_strerror (errs[i]);
+    const char *s = header_strerror (errs[i]);
     assert_non_null (s);
     assert_true (strlen (s) > 0);
     for (size_t j = 0; j < i; ++j)
-      assert_string_not_equal (s, sb_strerror (errs[j]));
+      assert_string_not_equal (s, header_strerror (errs[j]));
   }
-  assert_string_equal (sb_strerror (SB_ERR_MAGIC),
+  assert_string_equal (header_strerror (HEADER_ERR_MAGIC),
                        "not an nbdstripe member (no header magic)");
-  assert_string_equal (sb_strerror (SB_ERR_CRC),
+  assert_string_equal (header_strerror (HEADER_ERR_CRC),
                        "header checksum mismatch (corrupt header)");
-  assert_non_null (sb_strerror ((enum sb_error) 1000));
+  assert_non_null (header_strerror ((enum header_error) 1000));
 }
 
 static void
@@ -850,9 +850,9 @@ sb_uuid_unparse_formats_lowercase_8_4_4_4_12 (void **state)
 
   (void) state;
   memset (out, 'z', sizeof out);
-  sb_uuid_unparse (uuid, out);
+  uuid_format (uuid, out);
   assert_string_equal (out, "01234567-89ab-cdef-fedc-ba9876543210");
-  sb_uuid_unparse (zero, out);
+  uuid_format (zero, out);
   assert_string_equal (out, "00000000-0000-0000-0000-000000000000");
 }
 
@@ -863,7 +863,7 @@ main (void)
     cmocka_unit_test (crc32c_gives_the_standard_check_value),
     cmocka_unit_test (crc32c_chains_over_split_buffers),
     cmocka_unit_test (crc32c_matches_the_bitwise_definition),
-    cmocka_unit_test (header_round_trips_random_superblocks),
+    cmocka_unit_test (header_round_trips_random_headers),
     cmocka_unit_test (
       header_puts_each_field_little_endian_at_its_documented_offset),
     cmocka_unit_test (header_stores_crc32c_of_bytes_0_to_4091_at_4092),
@@ -898,5 +898,5 @@ main (void)
     cmocka_unit_test (sb_uuid_unparse_formats_lowercase_8_4_4_4_12),
   };
 
-  return cmocka_run_group_tests_name ("superblock", tests, NULL, NULL);
+  return cmocka_run_group_tests_name ("header", tests, NULL, NULL);
 }

@@ -1,19 +1,19 @@
-/* nbdstripe: the on-disk member header.  See include/superblock.h for the
+/* nbdstripe: the on-disk member header.  See include/header.h for the
  * byte layout and the contract.
  *
  * Every integer goes through put_le* / get_le*, byte by byte, so that the
  * format does not depend on the host's endianness or on the compiler's
  * struct layout.  Decoding is strict: a header is accepted only if
  * re-encoding what was decoded gives the same 4096 bytes back, so there is
- * exactly one valid encoding of each superblock (the fuzzer checks this).
+ * exactly one valid encoding of each header (the fuzzer checks this).
  */
 
 #include <stdbool.h>
 #include <string.h>
 
-#include "superblock.h"
+#include "header.h"
 
-/* Field offsets, as documented in superblock.h. */
+/* Field offsets, as documented in header.h. */
 #define OFF_MAGIC 0
 #define OFF_VERSION 8
 #define OFF_HEADER_SIZE 12
@@ -31,12 +31,12 @@
 #define OFF_EVENTS (OFF_MEMBER_SIZES + 8 * LAYOUT_MAX_MEMBERS)
 #define OFF_RESERVED_1 OFF_EVENTS /* version 1: reserved from here */
 #define OFF_RESERVED (OFF_EVENTS + 8)
-#define OFF_CRC (SB_SIZE - 4)
+#define OFF_CRC (HEADER_SIZE - 4)
 
 _Static_assert(OFF_EVENTS == 664, "member_sizes must end at 664");
-_Static_assert(sizeof SB_MAGIC - 1 == 8, "the magic is 8 bytes");
-_Static_assert(sizeof ((struct superblock *) 0)->name == OFF_CTIME - OFF_NAME,
-               "struct superblock's name is the whole 64-byte field");
+_Static_assert(sizeof HEADER_MAGIC - 1 == 8, "the magic is 8 bytes");
+_Static_assert(sizeof ((struct header *) 0)->name == OFF_CTIME - OFF_NAME,
+               "struct header's name is the whole 64-byte field");
 
 /* CRC32C with the reflected Castagnoli polynomial 0x82F63B78: entry i is
  * the CRC of the single byte i.  None of the libraries we link (glibc,
@@ -142,12 +142,12 @@ get_le64 (const uint8_t *p)
 
 /* Version 1 wrote 1 for md's alternate layout, which it called "layout
  * identifier 1"; md calls that layout 2.  The header keeps the number of
- * its own version; struct superblock always holds md's.
+ * its own version; struct header always holds md's.
  */
 static uint32_t
 layout_on_disk (uint32_t version, uint32_t layout)
 {
-  if (version == SB_VERSION_1)
+  if (version == HEADER_VERSION_1)
     return layout == LAYOUT_MD_ALT ? 1 : 0;
   return layout;
 }
@@ -155,27 +155,27 @@ layout_on_disk (uint32_t version, uint32_t layout)
 static uint32_t
 layout_from_disk (uint32_t version, uint32_t v)
 {
-  if (version == SB_VERSION_1)
+  if (version == HEADER_VERSION_1)
     return v == 1 ? LAYOUT_MD_ALT : 0;
   return v;
 }
 
-/* The name is copied up to its first NUL and at most SB_NAME_MAX bytes, so
+/* The name is copied up to its first NUL and at most HEADER_NAME_MAX bytes, so
  * the field is always NUL-terminated and NUL-padded whatever sits after the
  * terminator in sb->name.  Nothing else is checked: encoding an invalid
- * superblock gives a header that sb_decode rejects.  sb->version says
+ * header gives bytes that header_decode rejects.  sb->version says
  * which version to write (version 1 has no events).
  */
 void
-sb_encode (const struct superblock *sb, uint8_t *buf)
+header_encode (const struct header *sb, uint8_t *buf)
 {
-  memset (buf, 0, SB_SIZE);
-  memcpy (buf + OFF_MAGIC, SB_MAGIC, 8);
+  memset (buf, 0, HEADER_SIZE);
+  memcpy (buf + OFF_MAGIC, HEADER_MAGIC, 8);
   put_le32 (buf + OFF_VERSION, sb->version);
-  put_le32 (buf + OFF_HEADER_SIZE, SB_SIZE);
+  put_le32 (buf + OFF_HEADER_SIZE, HEADER_SIZE);
   memcpy (buf + OFF_ARRAY_UUID, sb->array_uuid, 16);
   memcpy (buf + OFF_MEMBER_UUID, sb->member_uuid, 16);
-  memcpy (buf + OFF_NAME, sb->name, strnlen (sb->name, SB_NAME_MAX));
+  memcpy (buf + OFF_NAME, sb->name, strnlen (sb->name, HEADER_NAME_MAX));
   put_le64 (buf + OFF_CTIME, sb->ctime);
   put_le32 (buf + OFF_MEMBER_INDEX, sb->member_index);
   put_le32 (buf + OFF_MEMBER_COUNT, sb->member_count);
@@ -185,7 +185,7 @@ sb_encode (const struct superblock *sb, uint8_t *buf)
   put_le64 (buf + OFF_DATA_OFFSET, sb->data_offset);
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     put_le64 (buf + OFF_MEMBER_SIZES + 8 * i, sb->member_sizes[i]);
-  if (sb->version != SB_VERSION_1)
+  if (sb->version != HEADER_VERSION_1)
     put_le64 (buf + OFF_EVENTS, sb->events);
   put_le32 (buf + OFF_CRC, crc32c (0, buf, OFF_CRC));
 }
@@ -200,7 +200,7 @@ name_char_ok (uint8_t c)
          || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
 }
 
-/* A name of 1 to SB_NAME_MAX allowed characters, then NULs to the end of
+/* A name of 1 to HEADER_NAME_MAX allowed characters, then NULs to the end of
  * the 64-byte field.  Requiring the NUL padding (not just a terminator)
  * keeps the encoding unique.
  */
@@ -209,14 +209,14 @@ name_ok (const uint8_t *p)
 {
   size_t len = 0;
 
-  while (len < SB_NAME_MAX + 1 && p[len] != 0) {
+  while (len < HEADER_NAME_MAX + 1 && p[len] != 0) {
     if (!name_char_ok (p[len]))
       return false;
     ++len;
   }
-  if (len == 0 || len > SB_NAME_MAX)
+  if (len == 0 || len > HEADER_NAME_MAX)
     return false;
-  for (size_t i = len; i < SB_NAME_MAX + 1; ++i)
+  for (size_t i = len; i < HEADER_NAME_MAX + 1; ++i)
     if (p[i] != 0)
       return false;
   return true;
@@ -236,11 +236,11 @@ all_zero (const uint8_t *p, size_t len)
  * same one.  The version is checked before the CRC so that a header written
  * by a newer nbdstripe, whose checksum might cover something else, is
  * reported as a version we do not know rather than as corruption.
- * The names given in *field are those of struct superblock, plus
+ * The names given in *field are those of struct header, plus
  * "header_size" and "reserved".
  */
-enum sb_error
-sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
+enum header_error
+header_decode (const uint8_t *buf, size_t len, struct header *sb,
            const char **field)
 {
   const char *bad = NULL;
@@ -248,22 +248,22 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
 
   if (field)
     *field = NULL;
-  if (len < SB_SIZE)
-    return SB_ERR_TRUNCATED;
-  if (memcmp (buf + OFF_MAGIC, SB_MAGIC, 8) != 0)
-    return SB_ERR_MAGIC;
+  if (len < HEADER_SIZE)
+    return HEADER_ERR_TRUNCATED;
+  if (memcmp (buf + OFF_MAGIC, HEADER_MAGIC, 8) != 0)
+    return HEADER_ERR_MAGIC;
   version = get_le32 (buf + OFF_VERSION);
-  if (version != SB_VERSION && version != SB_VERSION_1)
-    return SB_ERR_VERSION;
+  if (version != HEADER_VERSION && version != HEADER_VERSION_1)
+    return HEADER_ERR_VERSION;
   if (get_le32 (buf + OFF_CRC) != crc32c (0, buf, OFF_CRC))
-    return SB_ERR_CRC;
+    return HEADER_ERR_CRC;
 
   memset (sb, 0, sizeof *sb);
   sb->version = version;
   header_size = get_le32 (buf + OFF_HEADER_SIZE);
   memcpy (sb->array_uuid, buf + OFF_ARRAY_UUID, 16);
   memcpy (sb->member_uuid, buf + OFF_MEMBER_UUID, 16);
-  memcpy (sb->name, buf + OFF_NAME, SB_NAME_MAX + 1);
+  memcpy (sb->name, buf + OFF_NAME, HEADER_NAME_MAX + 1);
   sb->ctime = get_le64 (buf + OFF_CTIME);
   sb->member_index = get_le32 (buf + OFF_MEMBER_INDEX);
   sb->member_count = get_le32 (buf + OFF_MEMBER_COUNT);
@@ -273,10 +273,10 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
   sb->data_offset = get_le64 (buf + OFF_DATA_OFFSET);
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
     sb->member_sizes[i] = get_le64 (buf + OFF_MEMBER_SIZES + 8 * i);
-  if (version != SB_VERSION_1)
+  if (version != HEADER_VERSION_1)
     sb->events = get_le64 (buf + OFF_EVENTS);
 
-  if (header_size != SB_SIZE)
+  if (header_size != HEADER_SIZE)
     bad = "header_size";
   else if (!name_ok (buf + OFF_NAME))
     bad = "name";
@@ -290,7 +290,7 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
     bad = "layout";
   else if (sb->flags != 0)
     bad = "flags";
-  else if (sb->data_offset < SB_SIZE || sb->data_offset % SB_SIZE != 0)
+  else if (sb->data_offset < HEADER_SIZE || sb->data_offset % HEADER_SIZE != 0)
     bad = "data_offset";
   else {
     /* Sizes of the members, then zeros in the unused slots. */
@@ -304,9 +304,9 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
       else if (size != 0)
         bad = "member_sizes";
     }
-    if (!bad && version != SB_VERSION_1 && sb->events == 0)
+    if (!bad && version != HEADER_VERSION_1 && sb->events == 0)
       bad = "events";
-    else if (!bad && version == SB_VERSION_1
+    else if (!bad && version == HEADER_VERSION_1
              && !all_zero (buf + OFF_RESERVED_1, OFF_CRC - OFF_RESERVED_1))
       bad = "reserved";
     else if (!bad && !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED))
@@ -316,27 +316,27 @@ sb_decode (const uint8_t *buf, size_t len, struct superblock *sb,
   if (bad) {
     if (field)
       *field = bad;
-    return SB_ERR_FIELD;
+    return HEADER_ERR_FIELD;
   }
-  return SB_OK;
+  return HEADER_OK;
 }
 
 const char *
-sb_strerror (enum sb_error err)
+header_strerror (enum header_error err)
 {
   switch (err) {
-  case SB_OK: return "no error";
-  case SB_ERR_TRUNCATED: return "header truncated (fewer than 4096 bytes)";
-  case SB_ERR_MAGIC: return "not an nbdstripe member (no header magic)";
-  case SB_ERR_VERSION: return "unknown header format version";
-  case SB_ERR_CRC: return "header checksum mismatch (corrupt header)";
-  case SB_ERR_FIELD: return "header field out of range";
+  case HEADER_OK: return "no error";
+  case HEADER_ERR_TRUNCATED: return "header truncated (fewer than 4096 bytes)";
+  case HEADER_ERR_MAGIC: return "not an nbdstripe member (no header magic)";
+  case HEADER_ERR_VERSION: return "unknown header format version";
+  case HEADER_ERR_CRC: return "header checksum mismatch (corrupt header)";
+  case HEADER_ERR_FIELD: return "header field out of range";
   }
   return "unknown header error";
 }
 
 void
-sb_uuid_unparse (const uint8_t uuid[16], char out[37])
+uuid_format (const uint8_t uuid[16], char out[37])
 {
   static const char hex[] = "0123456789abcdef";
   char *p = out;

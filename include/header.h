@@ -1,4 +1,4 @@
-/* nbdstripe: the on-disk member header (superblock).
+/* nbdstripe: the on-disk member header.
  *
  * A 4 KiB header at offset 0 of every member; data starts at data_offset.
  * Pure code: encode, decode, verify.  No I/O.  All integers little-endian
@@ -6,7 +6,7 @@
  *
  *   off  size  field
  *     0     8  magic "NBDSTRIP"
- *     8     4  format version: 2 (SB_VERSION); 1 is still read
+ *     8     4  format version: 2 (HEADER_VERSION); 1 is still read
  *    12     4  header size (4096)
  *    16    16  array UUID (same on every member)
  *    32    16  this member's UUID
@@ -30,26 +30,26 @@
  *   672  3420  reserved, zero
  *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
  */
-#ifndef NBDSTRIPE_SUPERBLOCK_H
-#define NBDSTRIPE_SUPERBLOCK_H
+#ifndef NBDSTRIPE_HEADER_H
+#define NBDSTRIPE_HEADER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "layout.h"
 
-#define SB_MAGIC "NBDSTRIP"
-#define SB_VERSION 2u
-#define SB_VERSION_1 1u
-#define SB_SIZE 4096u
-#define SB_NAME_MAX 63
-#define SB_DEFAULT_DATA_OFFSET (1024u * 1024)
+#define HEADER_MAGIC "NBDSTRIP"
+#define HEADER_VERSION 2u
+#define HEADER_VERSION_1 1u
+#define HEADER_SIZE 4096u
+#define HEADER_NAME_MAX 63
+#define HEADER_DEFAULT_DATA_OFFSET (1024u * 1024)
 
-struct superblock {
+struct header {
   uint32_t version;
   uint8_t array_uuid[16];
   uint8_t member_uuid[16];
-  char name[SB_NAME_MAX + 1];
+  char name[HEADER_NAME_MAX + 1];
   uint64_t ctime;
   uint32_t member_index;
   uint32_t member_count;
@@ -61,30 +61,30 @@ struct superblock {
   uint64_t events; /* 0 in version 1 */
 };
 
-enum sb_error {
-  SB_OK = 0,
-  SB_ERR_TRUNCATED, /* fewer than SB_SIZE bytes */
-  SB_ERR_MAGIC,     /* not an nbdstripe member (no magic) */
-  SB_ERR_VERSION,   /* a format version we do not know */
-  SB_ERR_CRC,       /* checksum mismatch: corrupt header */
-  SB_ERR_FIELD,     /* CRC fine but a field is out of range */
+enum header_error {
+  HEADER_OK = 0,
+  HEADER_ERR_TRUNCATED, /* fewer than HEADER_SIZE bytes */
+  HEADER_ERR_MAGIC,     /* not an nbdstripe member (no magic) */
+  HEADER_ERR_VERSION,   /* a format version we do not know */
+  HEADER_ERR_CRC,       /* checksum mismatch: corrupt header */
+  HEADER_ERR_FIELD,     /* CRC fine but a field is out of range */
 };
 
-/* Fill buf (SB_SIZE bytes) from sb, CRC included. */
-extern void sb_encode (const struct superblock *sb, uint8_t *buf);
+/* Fill buf (HEADER_SIZE bytes) from sb, CRC included. */
+extern void header_encode (const struct header *sb, uint8_t *buf);
 
-/* Parse and verify a header (the first SB_SIZE bytes of buf), version 1
- * or 2.  On SB_ERR_FIELD, *field (if field is not NULL) names the
+/* Parse and verify a header (the first HEADER_SIZE bytes of buf), version 1
+ * or 2.  On HEADER_ERR_FIELD, *field (if field is not NULL) names the
  * offending field: header_size, name, member_count, member_index, chunk,
  * layout, flags, data_offset, member_sizes, events or reserved; otherwise
- * it is set to NULL.  Nothing in sb is meaningful unless SB_OK.
- * sb_encode of what was decoded gives the same bytes back (the version
+ * it is set to NULL.  Nothing in sb is meaningful unless HEADER_OK.
+ * header_encode of what was decoded gives the same bytes back (the version
  * included).
  */
-extern enum sb_error sb_decode (const uint8_t *buf, size_t len,
-                                struct superblock *sb, const char **field);
+extern enum header_error header_decode (const uint8_t *buf, size_t len,
+                                struct header *sb, const char **field);
 
-extern const char *sb_strerror (enum sb_error err);
+extern const char *header_strerror (enum header_error err);
 
 /* CRC32C (Castagnoli, as iSCSI/ext4/btrfs).  The ~0 init and the final
  * xor are done inside, so crc32c (0, buf, len) gives the standard value
@@ -94,6 +94,6 @@ extern const char *sb_strerror (enum sb_error err);
 extern uint32_t crc32c (uint32_t crc, const void *buf, size_t len);
 
 /* Format a UUID as 36 characters + NUL. */
-extern void sb_uuid_unparse (const uint8_t uuid[16], char out[37]);
+extern void uuid_format (const uint8_t uuid[16], char out[37]);
 
-#endif /* NBDSTRIPE_SUPERBLOCK_H */
+#endif /* NBDSTRIPE_HEADER_H */
