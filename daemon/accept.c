@@ -22,7 +22,7 @@
 #include "assemble.h"
 #include "log.h"
 #include "nbdstripe.h"
-#include "rawdev.h"
+#include "member.h"
 #include "header.h"
 
 static int
@@ -41,7 +41,8 @@ cmd_accept (int argc, char **argv)
 {
   struct stripe_config cfg;
   struct assembly a;
-  struct rawdev d[LAYOUT_MAX_MEMBERS];
+  struct member d[LAYOUT_MAX_MEMBERS];
+  const struct member_open_params params = { .raw = true };
   unsigned n = 0, opened = 0;
   uint64_t events = 0;
   unsigned long idx;
@@ -79,18 +80,22 @@ cmd_accept (int argc, char **argv)
 
   /* Nobody serves it while we write: claim every member first. */
   for (unsigned i = 0; i < n; ++i) {
-    if (rawdev_open (&d[i], cfg.members[i], 0, why, sizeof why) == -1
-        || rawdev_claim (&d[i], why, sizeof why) == -1) {
+    if (member_open (&d[i], i, cfg.members[i], &params, why, sizeof why)
+        == -1) {
       fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, cfg.members[i],
                why);
-      rawdev_close (&d[i]);
       goto out;
     }
     opened = i + 1;
+    if (member_claim (&d[i], why, sizeof why) == -1) {
+      fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, cfg.members[i],
+               why);
+      goto out;
+    }
   }
   if (assemble_accepting (&cfg, &a, idx, &events) == -1)
     goto out;
-  if (events >= a.sb.events) {
+  if (events >= a.hdr.events) {
     printf ("%s: member %lu (%s) is at generation %" PRIu64 ", as the "
             "volume: nothing to accept\n",
             cfg.path, idx, cfg.members[idx], events);
@@ -99,15 +104,15 @@ cmd_accept (int argc, char **argv)
   }
 
   {
-    struct header sb = a.sb;
+    struct header sb = a.hdr;
     uint8_t buf[HEADER_SIZE];
 
     sb.version = HEADER_VERSION;
     sb.member_index = idx;
     memcpy (sb.member_uuid, a.member_uuid[idx], 16);
     header_encode (&sb, buf);
-    if (rawdev_pwrite (&d[idx], buf, HEADER_SIZE, 0, why, sizeof why) == -1
-        || rawdev_sync (&d[idx], why, sizeof why) == -1) {
+    if (member_pwrite (&d[idx], buf, HEADER_SIZE, 0, why, sizeof why) == -1
+        || member_sync (&d[idx], why, sizeof why) == -1) {
       fprintf (stderr, "nbdstripe: member %lu (%s): writing its header: %s\n",
                idx, cfg.members[idx], why);
       goto out;
@@ -115,12 +120,12 @@ cmd_accept (int argc, char **argv)
   }
   printf ("%s: member %lu (%s) taken back: generation %" PRIu64
           " -> %" PRIu64 "\n",
-          cfg.path, idx, cfg.members[idx], events, a.sb.events);
+          cfg.path, idx, cfg.members[idx], events, a.hdr.events);
   status = 0;
 
 out:
   for (unsigned i = opened; i-- > 0;)
-    rawdev_close (&d[i]);
+    member_close (&d[i]);
   config_free (&cfg);
   return status;
 }

@@ -23,7 +23,6 @@
 #include "assemble.h"
 #include "log.h"
 #include "nbdstripe.h"
-#include "remote.h"
 #include "volume.h"
 
 int
@@ -32,39 +31,29 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
 {
   struct assembly a;
   struct volume *v;
-  /* Read-only: checking must never write.  With claim (serve), members
-   * are locked (shared) while they are checked, so that a volume already
+  /* Read-only: checking must never write.  Raw: one plain connection to
+   * each remote member, no threads.  With claim (serve), members are
+   * locked (shared) while they are checked, so that a volume already
    * served is refused now, naming its server.
    */
-  struct volume_options o = {
-    .chunk = cfg->chunk,
-    .cache = CACHE_WRITEBACK,
+  const struct volume_options o = {
     .readonly = true,
     .claim = claim,
+    .raw = true,
   };
   int r;
 
-  /* A check needs one connection to each remote member, and must not
-   * wait on a server for ever whatever health.io_timeout says.
-   */
-  remote_max_connections = 1;
-  remote_timeout = REMOTE_CONNECT_TIMEOUT;
-
   uuid[0] = '\0';
-  if (cfg->metadata == METADATA_HEADER) {
-    if (assemble (cfg, &a) == -1)
-      return -1;
-    uuid_format (a.sb.array_uuid, uuid);
-    o.assembly = &a;
-  }
   v = malloc (sizeof *v);
   if (v == NULL) {
     perror ("nbdstripe: malloc");
     return -1;
   }
-  r = volume_open (v, cfg->nr_members, (const char *const *) cfg->members, &o);
+  r = volume_open_config (v, cfg, &o, &a);
   if (r == 0) {
     *size = v->layout.size;
+    if (v->has_header)
+      uuid_format (v->hdr.array_uuid, uuid);
     volume_close (v);
   }
   free (v);

@@ -7,7 +7,7 @@
  * written get their previous first 4 KiB back, so that no member is left
  * claiming to be part of an array that does not exist.
  *
- * A member is a path or an NBD URI, reached through rawdev: a remote
+ * A member is a path or an NBD URI, opened raw (member.h): a remote
  * member gets its header as a local one does (written, then flushed), and
  * libblkid looks at a copy of its first and last MiB.
  */
@@ -28,12 +28,12 @@
 #include "layout.h"
 #include "log.h"
 #include "nbdstripe.h"
-#include "rawdev.h"
+#include "member.h"
 #include "header.h"
 
 struct target {
   const char *path; /* or URI */
-  struct rawdev dev;
+  struct member dev;
   bool opened;
   uint8_t old_header[HEADER_SIZE]; /* restored if creation fails */
 };
@@ -52,7 +52,7 @@ create_usage (FILE *fp, int status)
 }
 
 /* What libblkid (or our own magic) recognises on the member, or NULL.
- * A remote member is probed through its copy (rawdev_probe_fd); one that
+ * A remote member is probed through a copy (its probe_fd); one that
  * cannot be copied is reported as such, since nothing can be said of it.
  */
 static const char *
@@ -78,7 +78,7 @@ recognise (struct target *t, char *what, size_t len)
     return what;
   }
 
-  fd = rawdev_probe_fd (&t->dev, why, sizeof why);
+  fd = t->dev.ops->probe_fd (&t->dev, why, sizeof why);
   if (fd == -1) {
     snprintf (what, len, "cannot be probed for signatures (%s)", why);
     return what;
@@ -120,14 +120,16 @@ open_target (unsigned i, struct target *t)
   char why[512];
   ssize_t n;
 
-  if (rawdev_open (&t->dev, t->path, 0, why, sizeof why) == -1) {
+  const struct member_open_params params = { .raw = true };
+
+  if (member_open (&t->dev, i, t->path, &params, why, sizeof why) == -1) {
     fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
-    rawdev_close (&t->dev);
     return -1;
   }
   t->opened = true;
   memset (t->old_header, 0, HEADER_SIZE);
-  n = rawdev_pread (&t->dev, t->old_header, HEADER_SIZE, 0, why, sizeof why);
+  n = member_pread (&t->dev, t->old_header, HEADER_SIZE, 0, false, why,
+                   sizeof why);
   if (n == -1) {
     fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
     return -1;
@@ -148,7 +150,8 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
   for (uint64_t done = 0; done < len;) {
     uint64_t n = len - done < step ? len - done : step;
 
-    if (rawdev_discard (&t->dev, offset + done, n, why, sizeof why) == -1) {
+    if (t->dev.ops->discard (&t->dev, offset + done, n, why, sizeof why)
+        == -1) {
       if (tty && done > 0)
         fputc ('\n', stderr);
       if (errno == EOPNOTSUPP) {
@@ -177,9 +180,9 @@ write_header (struct target *t, const uint8_t *buf, bool *sync_failed,
               char *why, size_t len)
 {
   *sync_failed = false;
-  if (rawdev_pwrite (&t->dev, buf, HEADER_SIZE, 0, why, len) == -1)
+  if (member_pwrite (&t->dev, buf, HEADER_SIZE, 0, why, len) == -1)
     return -1;
-  if (rawdev_sync (&t->dev, why, len) == -1) {
+  if (member_sync (&t->dev, why, len) == -1) {
     *sync_failed = true;
     return -1;
   }
@@ -261,7 +264,7 @@ cmd_create (int argc, char **argv)
     bool alias = false;
     for (unsigned j = 0; j < i; ++j) {
       char how[512];
-      if (t[j].opened && rawdev_alias (&t[j].dev, &t[i].dev, how, sizeof how)) {
+      if (t[j].opened && identity_alias (&t[j].dev.id, &t[i].dev.id, how, sizeof how)) {
         alias = true;
         fprintf (stderr,
                  "nbdstripe: member %u (%s) and member %u (%s) are %s: a "
@@ -273,7 +276,7 @@ cmd_create (int argc, char **argv)
     }
     if (!alias) {
       char why[512];
-      if (rawdev_claim (&t[i].dev, why, sizeof why) == -1) {
+      if (member_claim (&t[i].dev, why, sizeof why) == -1) {
         fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t[i].path,
                  why);
         ok = false;
@@ -341,14 +344,14 @@ cmd_create (int argc, char **argv)
        * since its device has just failed us.
        */
       if (sync_failed) {
-        if (rawdev_pwrite (&t[i].dev, t[i].old_header, HEADER_SIZE, 0, why,
+        if (member_pwrite (&t[i].dev, t[i].old_header, HEADER_SIZE, 0, why,
                            sizeof why)
             == -1)
           fprintf (stderr,
                    "nbdstripe: member %u (%s): could not restore its "
                    "first 4 KiB (%s): check it with 'nbdstripe inspect'\n",
                    i, t[i].path, why);
-        else if (rawdev_sync (&t[i].dev, why, sizeof why) == -1)
+        else if (member_sync (&t[i].dev, why, sizeof why) == -1)
           fprintf (stderr,
                    "nbdstripe: member %u (%s): its first 4 KiB were "
                    "rewritten but the device failed to sync them (%s)\n",
@@ -371,7 +374,7 @@ cmd_create (int argc, char **argv)
     char why[512];
     ssize_t got;
 
-    got = rawdev_pread_fresh (&t[i].dev, buf, HEADER_SIZE, 0, why, sizeof why);
+    got = member_pread (&t[i].dev, buf, HEADER_SIZE, 0, true, why, sizeof why);
     if (got != HEADER_SIZE || header_decode (buf, HEADER_SIZE, &back, NULL) != HEADER_OK
         || memcmp (back.member_uuid, member_uuid[i], 16) != 0) {
       unsigned other = n;
@@ -407,7 +410,7 @@ out:
   if (t)
     for (unsigned i = n; i-- > 0;)
       if (t[i].opened)
-        rawdev_close (&t[i].dev);
+        member_close (&t[i].dev);
   free (t);
   free (l);
   config_free (&cfg);

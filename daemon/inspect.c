@@ -1,5 +1,5 @@
 /* nbdstripe inspect: print members' headers, for people or (--json)
- * scripts.  A member is a path or an NBD URI (rawdev.h).  Reads only.
+ * scripts.  A member is a path or an NBD URI (opened raw).  Reads only.
  */
 
 #include <getopt.h>
@@ -12,7 +12,7 @@
 
 #include "nbdstripe.h"
 #include "utf8.h"
-#include "rawdev.h"
+#include "member.h"
 #include "header.h"
 
 static int
@@ -77,13 +77,15 @@ read_header (const char *path, struct header *sb, char *err, size_t len)
 {
   uint8_t buf[HEADER_SIZE];
   const char *field = NULL;
-  struct rawdev d;
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  struct member d;
   enum header_error e;
   ssize_t n = -1;
 
-  if (rawdev_open (&d, path, RAWDEV_READONLY, err, len) == 0)
-    n = rawdev_pread (&d, buf, sizeof buf, 0, err, len);
-  rawdev_close (&d);
+  if (member_open (&d, 0, path, &params, err, len) == 0) {
+    n = member_pread (&d, buf, sizeof buf, 0, false, err, len);
+    member_close (&d);
+  }
   if (n == -1)
     return -1;
   e = header_decode (buf, n, sb, &field);

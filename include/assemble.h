@@ -19,7 +19,7 @@
 #include "header.h"
 
 struct assembly {
-  struct header sb; /* the agreed header (member 0's fields) */
+  struct header hdr; /* the agreed header (the majority's fields) */
   uint64_t data_offset;
   uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
@@ -38,5 +38,18 @@ extern int assemble (const struct stripe_config *cfg, struct assembly *a);
 extern int assemble_accepting (const struct stripe_config *cfg,
                                struct assembly *a, unsigned stale_ok,
                                uint64_t *events_of);
+
+/* Open the volume cfg describes -- one function for the plugin and the
+ * command: its headers assembled first when it has them (nothing is
+ * opened for writing before they agree), then volume_open with o, whose
+ * chunk, cache, connections, timeout and assembly come from cfg.  -1
+ * after logging every problem.
+ */
+struct volume;
+struct volume_options;
+extern int volume_open_config (struct volume *v,
+                               const struct stripe_config *cfg,
+                               const struct volume_options *o,
+                               struct assembly *a);
 
 #endif /* NBDSTRIPE_ASSEMBLE_H */

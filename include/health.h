@@ -113,12 +113,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum health_op { HOP_READ, HOP_WRITE, HOP_TRIM, HOP_ZERO, HOP_FLUSH, HOP_NR };
+#include "op.h"
+
 enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
-extern const char *health_op_name (enum health_op op);
-extern const char *member_state_name (enum member_state s);
 extern const char *volume_state_name (enum volume_state s);
 
 struct health_params {
@@ -198,7 +197,7 @@ extern enum member_state health_member_state (const struct health *h,
 /* Record one member operation: bytes transferred, latency, err = 0 or
  * errno.  EOPNOTSUPP is not an error (capability probing).
  */
-extern void health_record (struct health *h, unsigned i, enum health_op op,
+extern void health_record (struct health *h, unsigned i, enum op_kind op,
                            uint64_t bytes, uint64_t ns, int err,
                            uint64_t offset);
 
@@ -227,7 +226,7 @@ extern void health_member_gone (struct health *h, unsigned i,
  */
 extern void health_tick (struct health *h, uint64_t now);
 extern double health_quantile_us (struct health *h, unsigned i,
-                                  enum health_op op, double q, bool window);
+                                  enum op_kind op, double q, bool window);
 
 /* Monotonic clock in ns. */
 extern uint64_t health_now_ns (void);

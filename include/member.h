@@ -1,126 +1,52 @@
-/* nbdstripe: one backing store: a regular file, a block device or an NBD
- * export (remote.h).
+/* nbdstripe: one member -- a regular file, a block device or an NBD
+ * export -- behind one interface.
  *
- * A member knows its own fd, size and what it can do; it knows nothing of
- * the layout or of other members.  Capabilities that can only be learnt by
- * trying are tri-state (CAP_UNKNOWN until the first try) and are switched
- * off, with a debug line, the first time the kernel says ENOTSUP.  Worker
- * threads share members, so capabilities are atomics.
+ * A member is a backend (struct member_ops, in the spirit of nbdcopy's
+ * rw_ops) and its state.  Two backends implement it: local (a file or a
+ * block device, member_local.c) and NBD (an export reached through
+ * libnbd, member_nbd.c).  Everything else -- the executor, the volume,
+ * health, assembly and the nbdstripe command -- knows only this header:
+ * how to open a member, what it is (identity.h), how big it is and what it
+ * can do, how to read and write its header, and how to start operations.
  *
- * All offsets are member offsets in bytes.  Every function returns 0 on
- * success or -1 with errno set, and logs errors naming the member.
+ * Two ways to open one:
+ *   - for I/O (serving): a local member may get an O_DIRECT descriptor; an
+ *     NBD member a pool of connections with a dispatcher thread each,
+ *     started after nbdkit forks (member_start);
+ *   - raw (the command, assembly, probes): no threads, one plain
+ *     connection for an NBD member, every call bounded in time.
+ * Both give header access (member_pread/pwrite/sync) and the executor's
+ * operations.
+ *
+ * The executor (ioexec.h) hands each backend its operations with start();
+ * a backend completes each through ioexec_done(), synchronously (a local
+ * member without a ring, trims on a block device) or later (io_uring
+ * completions, NBD replies from a dispatcher thread).  Capabilities that
+ * can only be learnt by trying are tri-state (CAP_UNKNOWN until the first
+ * try) and switched off, with a debug line, the first time the kernel or
+ * the server says ENOTSUP.
+ *
+ * All offsets are member offsets in bytes.  Functions return 0 (or a
+ * count) on success or -1 with errno set; messages for people come in
+ * why/len (one line, without the member's name: callers say "member N
+ * (NAME): WHY") or, on the I/O path, are logged naming the member.
  */
 #ifndef NBDSTRIPE_MEMBER_H
 #define NBDSTRIPE_MEMBER_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
 #include "identity.h"
+#include "op.h"
 
 enum cap { CAP_NO = 0, CAP_YES = 1, CAP_UNKNOWN = 2 };
 
-struct remote;
-
-struct member {
-  unsigned index;
-  char *path;            /* as the user gave it (owned) */
-  struct remote *remote; /* an NBD export (remote.h), else NULL */
-  int fd;                /* buffered I/O, trim, zero, sync */
-  int fd_direct;         /* O_DIRECT, or -1 (cache=direct only) */
-  uint32_t direct_align; /* offset/length/memory alignment for it */
-  bool is_block;
-  bool is_regular;
-  bool readonly;      /* opened O_RDONLY */
-  struct identity id; /* what it is, as opened (identity.h) */
-  uint64_t size;      /* raw size in bytes, when opened */
-  uint64_t need;      /* bytes the volume uses (data offset included) */
-  uint32_t min_io;            /* the smallest I/O it takes: 1 for a local
-                               * member (buffered I/O, or O_DIRECT's
-                               * unaligned requests going buffered); an NBD
-                               * server's minimum block size */
-  uint32_t logical_block;     /* BLKSSZGET; 512 for files */
-  uint32_t physical_block;    /* BLKPBSZGET; 4096 for files */
-  _Atomic int can_punch;      /* files: PUNCH_HOLE; blockdev: unmap-zero */
-  _Atomic int can_zero_range; /* files: FALLOC_FL_ZERO_RANGE */
-  _Atomic int can_discard;    /* blockdev: BLKDISCARD */
-  _Atomic int can_zeroout;    /* blockdev: BLKZEROOUT */
-  _Atomic int can_seek_data;  /* SEEK_DATA / SEEK_HOLE */
-};
-
-/* Open a member: a path, or an NBD URI (remote.h).  With readonly, open
- * O_RDONLY.  With direct, also open an O_DIRECT descriptor for aligned
- * reads and writes.  A member that cannot be opened for writing is an
- * error saying so (EROFS/EACCES/EPERM are kept in errno so that the
- * caller can explain -r).  Anything but a regular file, a block device
- * or a URI is refused without blocking (a FIFO, say).  m->id says what
- * it is.
- */
-extern int member_open (struct member *m, unsigned index, const char *path,
-                        bool readonly, bool direct);
-extern void member_close (struct member *m);
-
-/* Own a local member while it is served (claim.h): a block device that
- * is written reopened O_EXCL, an OFD lock on every one (shared when only
- * read).  One in use is refused, naming who holds it (EBUSY).  NBD
- * exports: nothing to do.
- */
-extern int member_claim (struct member *m);
-
-/* The member's size now (fstat, BLKGETSIZE64; an NBD export's does not
- * change).  0 or -1 with errno.
- */
-extern int member_current_size (struct member *m, uint64_t *size);
-
-/* Synchronous vectored I/O of exactly the iovec's total length: short
- * transfers are continued; end of file is EIO, logged.  With dsync the
- * write is durable when it returns (RWF_DSYNC, or fdatasync after).
- * direct selects fd_direct: the caller guarantees the alignment.
- */
-extern int member_preadv (struct member *m, bool direct,
-                          const struct iovec *iov, unsigned nr_iov,
-                          uint64_t offset);
-extern int member_pwritev (struct member *m, bool direct,
-                           const struct iovec *iov, unsigned nr_iov,
-                           uint64_t offset, bool dsync);
-extern int member_flush (struct member *m);
-
-/* Advisory: a member that cannot discard returns 0 and does nothing (with
- * a debug line the first time).  Only EIO and EPERM are reported.
- */
-extern int member_discard (struct member *m, uint64_t offset, uint64_t len);
-
-/* Whether a fast zero of the range is known to work on this member: its
- * method was seen to work (or is advertised by the NBD server).  A fast
- * zero is refused, before any member is touched, unless it is known to
- * work on every member it touches.
- */
-extern bool member_fast_zero_known (const struct member *m, uint64_t offset,
-                                    uint64_t len, bool may_trim);
-
-/* Learn whether the zeroing methods work, by trying them on a range that
- * holds nothing (a header volume's gap between the header and the data).
- */
-extern void member_learn_zero (struct member *m, uint64_t offset,
-                               uint64_t len);
-
-/* Make the range read as zeroes without writing data.  may_trim allows
- * deallocation.  With fast, only methods that never write data blocks are
- * used.  Returns -1 with errno = EOPNOTSUPP when no such method works, so
- * that the caller can fall back to writing zeroes.
- */
-extern int member_zero (struct member *m, uint64_t offset, uint64_t len,
-                        bool may_trim, bool fast);
-
-/* Whether member_zero with these flags is known NOT to work (without
- * trying).  Used to refuse a fast zero before touching any member.
- */
-extern bool member_zero_known_unsupported (const struct member *m,
-                                           uint64_t offset, uint64_t len,
-                                           bool may_trim, bool fast);
+enum member_kind { MEMBER_FILE, MEMBER_BLOCK, MEMBER_NBD };
 
 /* Block status, as NBD has it: a hole (no storage allocated) and zero
  * (reads as zeroes) are separate facts -- a hole need not read as zero.
@@ -128,13 +54,204 @@ extern bool member_zero_known_unsupported (const struct member *m,
 #define MEMBER_EXTENT_HOLE 1u
 #define MEMBER_EXTENT_ZERO 2u
 
-/* Block status map.  On return *flags (MEMBER_EXTENT_*) describe offset,
- * and *end is where that run ends (<= limit).  A hole in a local file
- * reads as zeroes (HOLE|ZERO); an NBD member says what its server says.
- * Members that cannot tell report all data (0).
+/* Connections per NBD member at most (multi-conn servers), and the bound
+ * on connecting.
  */
-extern int member_extent (struct member *m, uint64_t offset, uint64_t limit,
-                          uint32_t *flags, uint64_t *end);
+#define MEMBER_NBD_DEFAULT_CONNECTIONS 4
+#define MEMBER_NBD_MAX_CONNECTIONS 16
+#define MEMBER_CONNECT_TIMEOUT 30
+
+struct member_open_params {
+  bool readonly;
+  bool direct;          /* cache=direct: an O_DIRECT descriptor too */
+  bool raw;             /* no threads, one plain connection (see above) */
+  unsigned connections; /* NBD: the pool's size at most (0: default) */
+  unsigned timeout;     /* s: an NBD request unanswered this long is cut
+                         * by closing its connection; 0 never.  Raw: every
+                         * call (0: MEMBER_CONNECT_TIMEOUT) */
+};
+
+struct member_op;
+struct ioexec;
+struct member_ops;
+
+struct member {
+  unsigned index;
+  char *path; /* path or URI as given (owned) */
+  const struct member_ops *ops;
+  void *be; /* the backend's own state */
+  enum member_kind kind;
+  bool readonly;
+  struct member_open_params params; /* as opened (a re-probe opens alike) */
+  struct identity id;               /* what it is (identity.h) */
+  uint64_t size;                    /* bytes, when opened */
+  uint64_t need;                    /* bytes the volume uses (data offset
+                                     * included), set by the volume */
+  uint32_t min_io;                  /* the smallest I/O it takes: 1 for a
+                                     * local member (buffered I/O; with
+                                     * O_DIRECT an unaligned request goes
+                                     * through the page cache); an NBD
+                                     * server's minimum block size */
+  uint32_t logical_block;           /* BLKSSZGET; 512 for files */
+  uint32_t physical_block;          /* BLKPBSZGET; 4096 for files */
+};
+
+/* A run of block status: length bytes with flags MEMBER_EXTENT_*. */
+struct extent_run {
+  uint64_t length;
+  uint32_t flags;
+};
+
+/* Runs from an OP_EXTENTS operation's offset on, in order (owned by the
+ * caller, freed with free (runs)).
+ */
+struct extent_list {
+  struct extent_run *runs;
+  unsigned nr, cap;
+};
+
+/* Appends a run, merging it with the last one of the same flags.  -1 with
+ * errno ENOMEM.
+ */
+extern int extent_list_add (struct extent_list *l, uint64_t length,
+                            uint32_t flags);
+
+struct member_ops {
+  /* Set-up and tear-down (member_open fills in the common fields). */
+  int (*open) (struct member *m, char *why, size_t len);
+  void (*close) (struct member *m);
+  int (*claim) (struct member *m, char *why, size_t len);
+  /* Threads, after nbdkit forks (NULL: none). */
+  int (*start) (struct member *m);
+  int (*current_size) (struct member *m, uint64_t *size);
+
+  /* Header access, synchronous and bounded.  pread reads up to count
+   * bytes, fewer only at the end of the member; fresh: from the device,
+   * past any cache (after sync), to see what another name for the same
+   * device wrote.
+   */
+  ssize_t (*pread) (struct member *m, void *buf, size_t count,
+                    uint64_t offset, bool fresh, char *why, size_t len);
+  int (*pwrite) (struct member *m, const void *buf, size_t count,
+                 uint64_t offset, char *why, size_t len);
+  int (*sync) (struct member *m, char *why, size_t len);
+  /* Discard a range for `create --discard`: -1 with EOPNOTSUPP when the
+   * member cannot.
+   */
+  int (*discard) (struct member *m, uint64_t offset, uint64_t length,
+                  char *why, size_t len);
+  /* A descriptor showing the member's content to libblkid (a snapshot of
+   * its first and last MiB for an NBD export), owned by the member.
+   */
+  int (*probe_fd) (struct member *m, char *why, size_t len);
+
+  /* The executor.  start puts op in flight (or does it at once) and
+   * completes it through ioexec_done; cancel (NULL: cannot) makes an op
+   * still in flight complete now with an error (NBD: its connection is
+   * closed); finish runs after every op of the request has completed (a
+   * flush after a write with FUA to a server without FUA).  async: ops
+   * are started first so that they are on the wire while others run.
+   */
+  bool async;
+  void (*start_op) (struct member *m, struct ioexec *x, struct member_op *op);
+  void (*cancel_op) (struct member *m, struct member_op *op);
+  void (*finish_op) (struct member *m, struct member_op *op);
+
+  /* Zeroing, before a request touches anything: known not to work
+   * (refuse, nbdkit writes zeroes); a fast zero known to work; learn the
+   * methods on a range that holds nothing.
+   */
+  bool (*zero_known_unsupported) (const struct member *m, uint64_t offset,
+                                  uint64_t len, bool may_trim, bool fast);
+  bool (*fast_zero_known) (const struct member *m, uint64_t offset,
+                           uint64_t len, bool may_trim);
+  void (*learn_zero) (struct member *m, uint64_t offset, uint64_t len);
+  /* Whether the member advertises fast zero (NBD) or can learn it. */
+  bool (*can_fast_zero) (const struct member *m);
+
+  /* Health, from the prober thread.  check: still there, the same and
+   * big enough (no data I/O)?  adopt: take over fresh's descriptors or
+   * connections (fresh was opened afresh on the same name and proved to
+   * be this member); fresh is then closed.
+   */
+  int (*check) (struct member *m, char *why, size_t len);
+  void (*adopt) (struct member *m, struct member *fresh);
+};
+
+/* Whether s is an NBD URI (nbd:, nbds:, nbd+unix:, nbds+unix:,
+ * nbd+vsock:, nbds+vsock:).  Inline: the config loader (and its fuzzer)
+ * use it without libnbd.
+ */
+static inline bool
+member_is_uri (const char *s)
+{
+  static const char *const schemes[] = { "nbd://",       "nbds://",
+                                         "nbd+unix://",  "nbds+unix://",
+                                         "nbd+vsock://", "nbds+vsock://" };
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; ++i)
+    if (strncmp (s, schemes[i], strlen (schemes[i])) == 0)
+      return true;
+  return false;
+}
+
+/* Open member index of name (a path or a URI) with p.  Anything but a
+ * regular file, a block device or a URI is refused without blocking (a
+ * FIFO, say).  A member that cannot be opened for writing says so
+ * (EROFS/EACCES/EPERM kept in errno for the caller to explain -r).  On
+ * failure the member is closed again (member_close is safe on it).
+ */
+extern int member_open (struct member *m, unsigned index, const char *name,
+                        const struct member_open_params *p, char *why,
+                        size_t len);
+/* Safe on a member never opened (zeroed) or already closed. */
+extern void member_close (struct member *m);
+
+/* Own a member while it is served or created (claim.h): a local block
+ * device that is written reopened O_EXCL, an OFD lock on every local one
+ * (shared when only read).  One in use is refused, naming who holds it
+ * (EBUSY).  NBD exports: their server owns them.
+ */
+static inline int
+member_claim (struct member *m, char *why, size_t len)
+{
+  return m->ops->claim ? m->ops->claim (m, why, len) : 0;
+}
+
+static inline int
+member_start (struct member *m)
+{
+  return m->ops->start ? m->ops->start (m) : 0;
+}
+
+/* The member's size now (an NBD export's does not change). */
+static inline int
+member_current_size (struct member *m, uint64_t *size)
+{
+  return m->ops->current_size (m, size);
+}
+
+static inline ssize_t
+member_pread (struct member *m, void *buf, size_t count, uint64_t offset,
+              bool fresh, char *why, size_t len)
+{
+  return m->ops->pread (m, buf, count, offset, fresh, why, len);
+}
+
+static inline int
+member_pwrite (struct member *m, const void *buf, size_t count,
+               uint64_t offset, char *why, size_t len)
+{
+  return m->ops->pwrite (m, buf, count, offset, why, len);
+}
+
+static inline int
+member_sync (struct member *m, char *why, size_t len)
+{
+  return m->ops->sync (m, why, len);
+}
+
+/* "file", "block device" or "NBD export", for messages. */
+extern const char *member_what (const struct member *m);
 
 /* Log an I/O error on this member: "member N (PATH): WHAT at member offset
  * OFF: strerror(err)".  Keeps errno = err.

@@ -1,23 +1,32 @@
 /* nbdstripe: a volume = members + layout.
  *
  * Turns one request into per-member work (one operation per touched
- * member), runs it concurrently through ioexec, and gathers the result:
- * errno of the first failure goes back to the caller.  Knows nothing of
- * nbdkit; the plugin translates callbacks and flags into these calls.
+ * member: reads and writes through plan.h, trim, zero and block status one
+ * range per member, flush to each), runs it concurrently through ioexec,
+ * records each member's outcome with health and gathers the result: errno
+ * of the first failure goes back to the caller.  Knows members only
+ * through member.h and nothing of nbdkit; the plugin translates callbacks
+ * and flags into these calls.
  *
  * volume_open checks everything before the volume is usable and writes
  * nothing: members exist, are files, block devices or NBD exports, none
  * is another's alias (identity.h: the same file, a loop device over
  * another member's file, overlapping partitions, two spellings of one NBD
- * export), each is at least one chunk, the chunk is valid.  A served
- * volume owns its members (claim.h).
+ * export), each is at least one chunk, the chunk is valid, the volume's
+ * size fits NBD's signed 64 bits.  A served volume owns its members
+ * (claim.h).
+ *
+ * A request the members cannot take -- not aligned to the largest of
+ * their minimum I/O sizes, or beyond the end -- is the client's error:
+ * EINVAL before any member is touched, and no member's health.  A request
+ * touching a failed member fails at once with EIO, touching nothing.
  *
  * Identity and freshness: a member that fails is re-probed (health) and
  * adopted again only if it proves to be the same member.  Without a
  * header: the same inode or device.  With a header: the volume's array
  * UUID, the member's index and member UUID, and its generation (events):
  * when a member drops out of a writable volume that goes on being served,
- * the generation is bumped on every member still writable -- the one
+ * the generation is bumped on every member still in it -- the one
  * dropping out too, through the descriptor still open, when it answers --
  * so that an older copy of a member, put in its place, is told apart and
  * refused ("older generation 41 < 42"), at re-probe and at the next
@@ -35,10 +44,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "header.h"
 #include "health.h"
 #include "layout.h"
 #include "member.h"
-#include "header.h"
 
 /* How members are written, as qemu's cache modes.  writeback: page cache,
  * durable on FLUSH/FUA.  writethrough: every write durable before it is
@@ -50,34 +59,9 @@ extern const char *cache_mode_name (enum cache_mode mode);
 /* Returns -1 for an unknown name. */
 extern int cache_mode_parse (const char *name, enum cache_mode *mode);
 
-struct volume {
-  struct layout layout;
-  unsigned nr_members;
-  struct member members[LAYOUT_MAX_MEMBERS];
-  bool readonly;
-  enum cache_mode cache;
-  uint64_t data_offset;     /* where data starts on every member */
-  uint32_t min_block;       /* the largest of the members' min_io: a
-                             * request not aligned to it is the client's
-                             * error (EINVAL), refused before any member */
-  uint32_t preferred_block; /* avoids read-modify-write on members */
-  /* Optional.  With it, every member operation is recorded, and requests
-   * touching a failed member fail at once with EIO.
-   */
-  struct health *health;
-  /* Header mode: the agreed header (sb.events is the volume's
-   * generation), each member's own UUID, and the generation each
-   * member's header holds as far as we know (header_lock).
-   */
-  bool has_header;
-  struct header sb;
-  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
-  uint64_t member_events[LAYOUT_MAX_MEMBERS];
-  pthread_mutex_t header_lock;
-};
-
 struct assembly;
 
+/* Everything a volume is opened with: no global settings. */
 struct volume_options {
   uint64_t chunk;
   enum cache_mode cache;
@@ -86,6 +70,12 @@ struct volume_options {
    * (nbdstripe check).
    */
   bool claim;
+  bool uring;           /* io_uring (false: the portable path) */
+  bool raw;             /* members opened raw (member.h): a check, no
+                         * threads, one plain connection per NBD member */
+  unsigned connections; /* per NBD member at most (multi-conn) */
+  unsigned timeout;     /* s: an NBD request unanswered this long is cut
+                         * (health.io_timeout); 0 never */
   /* The members' headers as assemble() found them, or NULL without
    * headers: data starts at 0 and each member's usable size is its size
    * rounded down to whole chunks.
@@ -93,11 +83,36 @@ struct volume_options {
   const struct assembly *assembly;
 };
 
+struct volume {
+  struct layout layout;
+  unsigned nr_members;
+  struct member members[LAYOUT_MAX_MEMBERS];
+  bool readonly;
+  bool uring;
+  enum cache_mode cache;
+  uint64_t data_offset;     /* where data starts on every member */
+  uint32_t min_block;       /* the largest of the members' min_io */
+  uint32_t preferred_block; /* avoids read-modify-write on members */
+  /* Optional.  With it, every member operation is recorded, and requests
+   * touching a failed member fail at once with EIO.
+   */
+  struct health *health;
+  /* Header mode: the agreed header (hdr.events is the volume's
+   * generation), each member's own UUID, and the generation each
+   * member's header holds as far as we know (header_lock).
+   */
+  bool has_header;
+  struct header hdr;
+  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
+  uint64_t member_events[LAYOUT_MAX_MEMBERS];
+  pthread_mutex_t header_lock;
+};
+
 extern int volume_open (struct volume *v, unsigned nr_members,
                         const char *const *paths,
                         const struct volume_options *o);
 extern void volume_close (struct volume *v);
-/* Start what needs threads (remote members' dispatchers): after nbdkit
+/* Start what needs threads (NBD members' dispatchers): after nbdkit
  * forks.
  */
 extern int volume_start (struct volume *v);
@@ -112,11 +127,17 @@ extern int volume_trim (struct volume *v, uint64_t count, uint64_t offset,
 extern int volume_zero (struct volume *v, uint64_t count, uint64_t offset,
                         bool may_trim, bool fast, bool fua);
 
+/* Whether a fast zero can ever work (every member advertises it or can
+ * learn it): what the plugin advertises.
+ */
+extern bool volume_can_fast_zero (const struct volume *v);
+
 /* Report block status runs of [offset, offset + count) in order through
  * add (which may merge adjacent runs of the same type); stops early after
  * the first run when req_one.  flags (MEMBER_EXTENT_HOLE, _ZERO) are
  * those of the member range underneath, unchanged: a hole is zero only
- * where the member says so.
+ * where the member says so.  Each touched member is asked once, all at
+ * once (more only when its range has more runs than were sent).
  */
 typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
                                  uint64_t length, uint32_t flags);
@@ -125,7 +146,7 @@ extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the
- * reopened descriptors.
+ * reopened member, record that one dropped out.
  */
 extern void volume_health_ops (struct volume *v, struct health_ops *ops);
 

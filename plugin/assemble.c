@@ -1,6 +1,7 @@
 /* nbdstripe: volume assembly.  See include/assemble.h.
  *
- * Headers are read through rawdev, so that a member given as an NBD URI
+ * Headers are read through a member opened raw (member.h), so that a
+ * member given as an NBD URI
  * is assembled as a file is: one plain connection, bounded in time.
  */
 
@@ -14,14 +15,15 @@
 #include "assemble.h"
 #include "identity.h"
 #include "log.h"
-#include "rawdev.h"
+#include "member.h"
+#include "volume.h"
 
 struct probe {
   bool opened;
   bool readable; /* opened and header decoded */
   uint64_t size;
   struct identity id;
-  struct header sb;
+  struct header hdr;
 };
 
 static int
@@ -29,28 +31,28 @@ probe_member (unsigned i, const char *path, struct probe *p)
 {
   uint8_t buf[HEADER_SIZE];
   const char *field = NULL;
-  struct rawdev d;
+  struct member d;
+  const struct member_open_params params = { .readonly = true, .raw = true };
   enum header_error e;
   char why[512];
   ssize_t n;
 
-  if (rawdev_open (&d, path, RAWDEV_READONLY, why, sizeof why) == -1) {
+  if (member_open (&d, i, path, &params, why, sizeof why) == -1) {
     stripe_error ("member %u (%s): %s", i, path, why);
-    rawdev_close (&d);
     return -1;
   }
-  n = rawdev_pread (&d, buf, sizeof buf, 0, why, sizeof why);
+  n = member_pread (&d, buf, sizeof buf, 0, false, why, sizeof why);
   if (n == -1) {
     stripe_error ("member %u (%s): %s", i, path, why);
-    rawdev_close (&d);
+    member_close (&d);
     return -1;
   }
   p->size = d.size;
   p->id = d.id;
   p->opened = true;
-  rawdev_close (&d);
+  member_close (&d);
 
-  e = header_decode (buf, n, &p->sb, &field);
+  e = header_decode (buf, n, &p->hdr, &field);
   switch (e) {
   case HEADER_OK: p->readable = true; return 0;
   case HEADER_ERR_TRUNCATED:
@@ -125,10 +127,10 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
         ok = false;
       }
       else if (p[i].readable && p[j].readable
-               && memcmp (p[i].sb.member_uuid, p[j].sb.member_uuid, 16) == 0
-               && memcmp (p[i].sb.array_uuid, p[j].sb.array_uuid, 16) == 0) {
+               && memcmp (p[i].hdr.member_uuid, p[j].hdr.member_uuid, 16) == 0
+               && memcmp (p[i].hdr.array_uuid, p[j].hdr.array_uuid, 16) == 0) {
         char mu[37];
-        uuid_format (p[i].sb.member_uuid, mu);
+        uuid_format (p[i].hdr.member_uuid, mu);
         stripe_error ("member %u (%s) and member %u (%s) show the same "
                       "header (member UUID %s): two names for one device, "
                       "or a copy of a member",
@@ -145,7 +147,7 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
       continue;
     for (unsigned j = 0; j < n; ++j)
       if (p[j].readable
-          && memcmp (p[j].sb.array_uuid, p[i].sb.array_uuid, 16) == 0)
+          && memcmp (p[j].hdr.array_uuid, p[i].hdr.array_uuid, 16) == 0)
         votes++;
     if (votes > votes_best) {
       votes_best = votes;
@@ -158,73 +160,73 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
     free (p);
     return -1;
   }
-  a->sb = p[ref].sb;
-  uuid_format (a->sb.array_uuid, uuid);
+  a->hdr = p[ref].hdr;
+  uuid_format (a->hdr.array_uuid, uuid);
 
-  if (a->sb.member_count != n) {
+  if (a->hdr.member_count != n) {
     stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
                   " members, the config lists %u",
-                  cfg->path, a->sb.name, uuid, a->sb.member_count, n);
+                  cfg->path, a->hdr.name, uuid, a->hdr.member_count, n);
     ok = false;
   }
-  if (strcmp (a->sb.name, cfg->name) != 0) {
+  if (strcmp (a->hdr.name, cfg->name) != 0) {
     stripe_error ("%s: the members belong to volume '%s', the config "
                   "is for '%s'",
-                  cfg->path, a->sb.name, cfg->name);
+                  cfg->path, a->hdr.name, cfg->name);
     ok = false;
   }
   /* The headers say where data starts; a config that says otherwise is
    * wrong (given explicitly; the default is only create's choice).
    */
-  if (cfg->data_offset_given && a->sb.data_offset != cfg->data_offset) {
+  if (cfg->data_offset_given && a->hdr.data_offset != cfg->data_offset) {
     stripe_error ("%s: data_offset: the config says %" PRIu64 ", the "
                   "headers say %" PRIu64,
-                  cfg->path, cfg->data_offset, a->sb.data_offset);
+                  cfg->path, cfg->data_offset, a->hdr.data_offset);
     ok = false;
   }
-  if (a->sb.chunk != cfg->chunk) {
+  if (a->hdr.chunk != cfg->chunk) {
     stripe_error ("%s: chunk: the config says %" PRIu64 ", the headers "
                   "say %" PRIu64,
-                  cfg->path, cfg->chunk, a->sb.chunk);
+                  cfg->path, cfg->chunk, a->hdr.chunk);
     ok = false;
   }
 
   for (unsigned i = 0; i < n; ++i) {
-    const struct header *sb = &p[i].sb;
+    const struct header *hdr = &p[i].hdr;
     char other[37];
 
     if (!p[i].readable)
       continue;
-    if (memcmp (sb->array_uuid, a->sb.array_uuid, 16) != 0) {
-      uuid_format (sb->array_uuid, other);
+    if (memcmp (hdr->array_uuid, a->hdr.array_uuid, 16) != 0) {
+      uuid_format (hdr->array_uuid, other);
       stripe_error ("member %u (%s): belongs to another array ('%s', %s), "
                     "not to '%s' (%s)",
-                    i, cfg->members[i], sb->name, other, a->sb.name, uuid);
+                    i, cfg->members[i], hdr->name, other, a->hdr.name, uuid);
       p[i].readable = false;
       ok = false;
       continue;
     }
-    if (sb->chunk != a->sb.chunk || sb->layout != a->sb.layout
-        || sb->data_offset != a->sb.data_offset
-        || sb->member_count != a->sb.member_count
-        || memcmp (sb->member_sizes, a->sb.member_sizes,
-                   sizeof sb->member_sizes)
+    if (hdr->chunk != a->hdr.chunk || hdr->layout != a->hdr.layout
+        || hdr->data_offset != a->hdr.data_offset
+        || hdr->member_count != a->hdr.member_count
+        || memcmp (hdr->member_sizes, a->hdr.member_sizes,
+                   sizeof hdr->member_sizes)
              != 0) {
       stripe_error ("member %u (%s): header disagrees with the other "
                     "members (chunk, layout, data offset or sizes)",
                     i, cfg->members[i]);
       ok = false;
     }
-    if (sb->member_index != i)
+    if (hdr->member_index != i)
       order_wrong = true;
-    else if (sb->member_index < LAYOUT_MAX_MEMBERS
+    else if (hdr->member_index < LAYOUT_MAX_MEMBERS
              && p[i].size
-                  < sb->data_offset + sb->member_sizes[sb->member_index]) {
+                  < hdr->data_offset + hdr->member_sizes[hdr->member_index]) {
       stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than its "
                     "header says (%" PRIu64 " data bytes from offset %" PRIu64
                     "): truncated or replaced?",
-                    i, cfg->members[i], p[i].size, sb->member_sizes[i],
-                    sb->data_offset);
+                    i, cfg->members[i], p[i].size, hdr->member_sizes[i],
+                    hdr->data_offset);
       ok = false;
     }
   }
@@ -235,29 +237,29 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
   uint64_t newest = 0;
   for (unsigned i = 0; i < n; ++i)
     if (p[i].readable
-        && memcmp (p[i].sb.array_uuid, a->sb.array_uuid, 16) == 0
-        && p[i].sb.events > newest)
-      newest = p[i].sb.events;
+        && memcmp (p[i].hdr.array_uuid, a->hdr.array_uuid, 16) == 0
+        && p[i].hdr.events > newest)
+      newest = p[i].hdr.events;
   if (stale_ok < n && events_of)
-    *events_of = p[stale_ok].readable ? p[stale_ok].sb.events : 0;
+    *events_of = p[stale_ok].readable ? p[stale_ok].hdr.events : 0;
   for (unsigned i = 0; i < n; ++i)
     if (p[i].readable && i != stale_ok
-        && memcmp (p[i].sb.array_uuid, a->sb.array_uuid, 16) == 0
-        && p[i].sb.events < newest) {
+        && memcmp (p[i].hdr.array_uuid, a->hdr.array_uuid, 16) == 0
+        && p[i].hdr.events < newest) {
       stripe_error ("member %u (%s): stale: its header is at generation "
                     "%" PRIu64 ", the volume is at %" PRIu64 ": it dropped "
                     "out while the volume was served, or it is an older "
                     "copy of the member (if it is the member itself and "
                     "nothing wrote to it since, 'nbdstripe accept %s %u' "
                     "takes it back)",
-                    i, cfg->members[i], p[i].sb.events, newest, cfg->path,
+                    i, cfg->members[i], p[i].hdr.events, newest, cfg->path,
                     i);
       ok = false;
     }
-  a->sb.events = newest;
+  a->hdr.events = newest;
   for (unsigned i = 0; i < n; ++i)
     if (p[i].readable)
-      memcpy (a->member_uuid[i], p[i].sb.member_uuid, 16);
+      memcpy (a->member_uuid[i], p[i].hdr.member_uuid, 16);
 
   if (order_wrong) {
     /* Say which member holds each index, so the fix is a copy-paste. */
@@ -265,15 +267,15 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
     size_t len = 0;
     bool complete = true;
 
-    for (unsigned k = 0; k < a->sb.member_count && k < LAYOUT_MAX_MEMBERS;
+    for (unsigned k = 0; k < a->hdr.member_count && k < LAYOUT_MAX_MEMBERS;
          ++k) {
       unsigned who = n;
       for (unsigned i = 0; i < n; ++i)
-        if (p[i].readable && p[i].sb.member_index == k)
+        if (p[i].readable && p[i].hdr.member_index == k)
           who = i;
       if (who == n) {
         stripe_error ("%s: no member listed has index %u of volume '%s'",
-                      cfg->path, k, a->sb.name);
+                      cfg->path, k, a->hdr.name);
         complete = false;
         continue;
       }
@@ -281,10 +283,10 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
                        "%s\"%s\"", k ? ", " : "", cfg->members[who]);
     }
     for (unsigned i = 0; i < n; ++i)
-      if (p[i].readable && p[i].sb.member_index != i)
+      if (p[i].readable && p[i].hdr.member_index != i)
         stripe_error ("member %u (%s): is member %" PRIu32 " of '%s' "
                       "(wrong order)",
-                      i, cfg->members[i], p[i].sb.member_index, a->sb.name);
+                      i, cfg->members[i], p[i].hdr.member_index, a->hdr.name);
     if (complete && len < sizeof msg)
       stripe_error ("%s: members are in the wrong order; the right order "
                     "is: members = [ %s ];",
@@ -292,8 +294,28 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
     ok = false;
   }
 
-  a->data_offset = a->sb.data_offset;
-  memcpy (a->data_sizes, a->sb.member_sizes, sizeof a->data_sizes);
+  a->data_offset = a->hdr.data_offset;
+  memcpy (a->data_sizes, a->hdr.member_sizes, sizeof a->data_sizes);
   free (p);
   return ok ? 0 : -1;
+}
+
+int
+volume_open_config (struct volume *v, const struct stripe_config *cfg,
+                    const struct volume_options *base, struct assembly *a)
+{
+  struct volume_options o = *base;
+
+  o.chunk = cfg->chunk;
+  o.cache = cfg->cache;
+  o.connections = cfg->remote.connections;
+  o.timeout = cfg->health.io_timeout;
+  o.assembly = NULL;
+  if (cfg->metadata == METADATA_HEADER) {
+    if (assemble (cfg, a) == -1)
+      return -1;
+    o.assembly = a;
+  }
+  return volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
+                      &o);
 }

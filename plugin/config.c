@@ -24,7 +24,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "remote.h"
+#include "member.h"
 #include "header.h"
 
 /* A volume config is a few hundred bytes; anything much larger is not one
@@ -854,7 +854,7 @@ set_members (struct loader *ld, const config_setting_t *s)
                        "%s holds a control character: a member's path or "
                        "URI must not (it would reach log lines raw)",
                        QUOTE_LONG (path));
-    if (path[0] != '/' && !remote_is_uri (path)) {
+    if (path[0] != '/' && !member_is_uri (path)) {
       if (strstr (path, "://"))
         return error_at (ld, m,
                          "%s: not an NBD URI (nbd://, nbds://, nbd+unix://, "
@@ -1178,7 +1178,7 @@ set_on_change_timeout (struct loader *ld, const config_setting_t *s)
 static int
 set_connections (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, REMOTE_MAX_CONNECTIONS,
+  return get_uint (ld, s, 1, MEMBER_NBD_MAX_CONNECTIONS,
                    &ld->cfg->remote.connections,
                    "a number of connections per remote member");
 }
@@ -1529,7 +1529,7 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   cfg->health.io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;
   cfg->health.probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL;
   cfg->health.on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT;
-  cfg->remote.connections = REMOTE_DEFAULT_CONNECTIONS;
+  cfg->remote.connections = MEMBER_NBD_DEFAULT_CONNECTIONS;
   if (err && errlen)
     err[0] = '\0';
 

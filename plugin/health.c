@@ -55,7 +55,7 @@ extern char **environ;
 #define MAX_SLOTS 1024
 
 struct hist_set {
-  uint64_t b[HOP_NR][NSIZES][NBUCKETS];
+  uint64_t b[OP_NR_TRACKED][NSIZES][NBUCKETS];
 };
 
 struct event {
@@ -68,17 +68,17 @@ struct member_health {
   char *path;
   unsigned class; /* peers for latency: same class */
   _Atomic int state;
-  _Atomic uint64_t requests[HOP_NR], bytes[HOP_NR], errors[HOP_NR];
-  _Atomic uint64_t lat_ns[HOP_NR];
+  _Atomic uint64_t requests[OP_NR_TRACKED], bytes[OP_NR_TRACKED], errors[OP_NR_TRACKED];
+  _Atomic uint64_t lat_ns[OP_NR_TRACKED];
   _Atomic uint64_t rejected;
-  _Atomic uint64_t hist[HOP_NR][NSIZES][NBUCKETS];
+  _Atomic uint64_t hist[OP_NR_TRACKED][NSIZES][NBUCKETS];
   _Atomic unsigned consecutive;
   _Atomic uint64_t last_error_mono; /* 0: none since start or recovery */
   _Atomic uint64_t last_full_mono;  /* the last ENOSPC / EDQUOT */
 
   /* Under h->lock. */
   bool has_last_error;
-  enum health_op le_op;
+  enum op_kind le_op;
   int le_errno;
   uint64_t le_offset;
   double le_time;
@@ -141,25 +141,11 @@ static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 static __thread int my_slot = -1; /* -2: none was free */
 
-static const char *const op_names[HOP_NR] = { "read", "write", "trim", "zero",
-                                              "flush" };
 static const char *const state_names[] = { "ok", "slow", "full", "failing",
                                             "failed" };
 static const char *const event_names[] = { "MemberRecovered", "MemberSlow",
                                            "MemberFull",
                                            "MemberFailing", "MemberFailed" };
-
-const char *
-health_op_name (enum health_op op)
-{
-  return op < HOP_NR ? op_names[op] : "?";
-}
-
-const char *
-member_state_name (enum member_state s)
-{
-  return s <= MS_FAILED ? state_names[s] : "?";
-}
 
 const char *
 volume_state_name (enum volume_state s)
@@ -306,17 +292,17 @@ set_state (struct health *h, unsigned i, enum member_state s,
 }
 
 static void
-describe_error (char *buf, size_t len, enum health_op op, uint64_t offset,
+describe_error (char *buf, size_t len, enum op_kind op, uint64_t offset,
                 int err)
 {
   const char *name = errno_name (err);
   snprintf (buf, len, "%s at member offset %" PRIu64 ": %s%s%s%s",
-            op_names[op], offset, name ? name : "", name ? " (" : "",
+            op_name (op), offset, name ? name : "", name ? " (" : "",
             strerror (err), name ? ")" : "");
 }
 
 void
-health_record (struct health *h, unsigned i, enum health_op op, uint64_t bytes,
+health_record (struct health *h, unsigned i, enum op_kind op, uint64_t bytes,
                uint64_t ns, int err, uint64_t offset)
 {
   struct member_health *m;
@@ -605,7 +591,7 @@ vol_state (struct health *h)
 
 /* The histogram of one operation, all sizes. */
 static void
-op_hist (uint64_t out[NBUCKETS], const struct hist_set *hs, enum health_op op)
+op_hist (uint64_t out[NBUCKETS], const struct hist_set *hs, enum op_kind op)
 {
   memset (out, 0, NBUCKETS * sizeof *out);
   for (unsigned s = 0; s < NSIZES; ++s)
@@ -615,7 +601,7 @@ op_hist (uint64_t out[NBUCKETS], const struct hist_set *hs, enum health_op op)
 
 static void
 op_hist_live (uint64_t out[NBUCKETS], struct member_health *m,
-              enum health_op op)
+              enum op_kind op)
 {
   memset (out, 0, NBUCKETS * sizeof *out);
   for (unsigned s = 0; s < NSIZES; ++s)
@@ -671,7 +657,7 @@ build_json (struct health *h, bool running, size_t *len)
              ",\n      \"consecutive_errors\": %u, \"rejected\": %" PRIu64
              ",\n      \"ops\": {",
              atomic_load (&m->consecutive), atomic_load (&m->rejected));
-    for (unsigned op = 0; op < HOP_NR; ++op) {
+    for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
       uint64_t hb[NBUCKETS], samples;
       double p50, p99;
 
@@ -682,7 +668,7 @@ build_json (struct health *h, bool running, size_t *len)
                "%s\n        \"%s\": { \"requests\": %" PRIu64
                ", \"bytes\": %" PRIu64 ", \"errors\": %" PRIu64 ",\n"
                "          \"latency_us\": { \"p50\": ",
-               op ? "," : "", op_names[op], atomic_load (&m->requests[op]),
+               op ? "," : "", op_name (op), atomic_load (&m->requests[op]),
                atomic_load (&m->bytes[op]), atomic_load (&m->errors[op]));
       json_num (fp, p50, "%.1f");
       fputs (", \"p99\": ", fp);
@@ -704,7 +690,7 @@ build_json (struct health *h, bool running, size_t *len)
     else {
       const char *name = errno_name (m->le_errno);
       fprintf (fp, "{ \"op\": \"%s\", \"errno\": %d, \"error\": ",
-               op_names[m->le_op], m->le_errno);
+               op_name (m->le_op), m->le_errno);
       json_str (fp, name ? name : "");
       fputs (", \"message\": ", fp);
       json_str (fp, strerror (m->le_errno));
@@ -803,19 +789,19 @@ build_prom (struct health *h, size_t *len)
       fprintf (fp, "\",state=\"%s\"} %d\n", state_names[k], s == k);
     }
   }
-  for (unsigned op = 0; op < HOP_NR; ++op) {
+  for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
     for (unsigned k = 0; k < 3; ++k) {
       fprintf (fp,
                "# HELP nbdstripe_member_%s_%s_total %s (%s).\n"
                "# TYPE nbdstripe_member_%s_%s_total counter\n",
-               op_names[op], kinds[k], kind_help[k], op_names[op],
-               op_names[op], kinds[k]);
+               op_name (op), kinds[k], kind_help[k], op_name (op),
+               op_name (op), kinds[k]);
       for (unsigned i = 0; i < h->n; ++i) {
         struct member_health *m = &h->m[i];
         _Atomic uint64_t *c = k == 0   ? &m->requests[op]
                               : k == 1 ? &m->bytes[op]
                                        : &m->errors[op];
-        fprintf (fp, "nbdstripe_member_%s_%s_total", op_names[op], kinds[k]);
+        fprintf (fp, "nbdstripe_member_%s_%s_total", op_name (op), kinds[k]);
         MEM (i);
         fprintf (fp, "} %" PRIu64 "\n", atomic_load (c));
       }
@@ -824,7 +810,7 @@ build_prom (struct health *h, size_t *len)
              "# HELP nbdstripe_member_%s_latency_seconds Latency of %s "
              "requests (quantiles over the last %u s).\n"
              "# TYPE nbdstripe_member_%s_latency_seconds summary\n",
-             op_names[op], op_names[op], h->p.window, op_names[op]);
+             op_name (op), op_name (op), h->p.window, op_name (op));
     for (unsigned i = 0; i < h->n; ++i) {
       struct member_health *m = &h->m[i];
       uint64_t hb[NBUCKETS], count = 0;
@@ -833,7 +819,7 @@ build_prom (struct health *h, size_t *len)
       op_hist (hb, m->win, op);
       for (unsigned q = 0; q < 2; ++q) {
         double v = quantile (hb, qs[q], NULL) / 1e9;
-        fprintf (fp, "nbdstripe_member_%s_latency_seconds", op_names[op]);
+        fprintf (fp, "nbdstripe_member_%s_latency_seconds", op_name (op));
         MEM (i);
         fprintf (fp, ",quantile=\"%g\"} ", qs[q]);
         if (isnan (v))
@@ -844,10 +830,10 @@ build_prom (struct health *h, size_t *len)
       op_hist_live (hb, m, op);
       for (unsigned b = 0; b < NBUCKETS; ++b)
         count += hb[b];
-      fprintf (fp, "nbdstripe_member_%s_latency_seconds_sum", op_names[op]);
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_sum", op_name (op));
       MEM (i);
       fprintf (fp, "} %.9f\n", atomic_load (&m->lat_ns[op]) / 1e9);
-      fprintf (fp, "nbdstripe_member_%s_latency_seconds_count", op_names[op]);
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_count", op_name (op));
       MEM (i);
       fprintf (fp, "} %" PRIu64 "\n", count);
     }
@@ -997,7 +983,7 @@ static void
 take_snapshot (struct health *h, unsigned i, struct hist_set *out)
 {
   struct member_health *m = &h->m[i];
-  for (unsigned op = 0; op < HOP_NR; ++op)
+  for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
     for (unsigned s = 0; s < NSIZES; ++s)
       for (unsigned b = 0; b < NBUCKETS; ++b)
         out->b[op][s][b] =
@@ -1017,7 +1003,7 @@ update_windows (struct health *h, bool rotate)
     take_snapshot (h, i, m->win);
     if (!since_start) {
       const struct hist_set *o = &m->snaps[oldest];
-      for (unsigned op = 0; op < HOP_NR; ++op)
+      for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
         for (unsigned s = 0; s < NSIZES; ++s)
           for (unsigned b = 0; b < NBUCKETS; ++b)
             m->win->b[op][s][b] -= o->b[op][s][b];
@@ -1056,7 +1042,7 @@ decide_slow (struct health *h)
     char reason[REASON_MAX] = "";
     double worst = 0;
 
-    for (unsigned op = HOP_READ; op <= HOP_WRITE; ++op)
+    for (unsigned op = OP_READ; op <= OP_WRITE; ++op)
       for (unsigned s = 0; s < NSIZES; ++s) {
         uint64_t peers[NBUCKETS] = { 0 }, nm, np;
         double mm, mp;
@@ -1081,7 +1067,7 @@ decide_slow (struct health *h)
           snprintf (reason, sizeof reason,
                     "median %s latency %s vs %s for its peers (%.1fx, %s "
                     "requests, %" PRIu64 " samples in %u s)",
-                    op_names[op], a, b, mm / mp, size_names[s], nm,
+                    op_name (op), a, b, mm / mp, size_names[s], nm,
                     h->p.window);
         }
       }
@@ -1299,7 +1285,7 @@ health_tick (struct health *h, uint64_t now)
 }
 
 double
-health_quantile_us (struct health *h, unsigned i, enum health_op op, double q,
+health_quantile_us (struct health *h, unsigned i, enum op_kind op, double q,
                     bool window)
 {
   uint64_t hb[NBUCKETS];

@@ -1,55 +1,82 @@
 /* nbdstripe: concurrent member operations.  See include/ioexec.h. */
 
 #include <errno.h>
-#include <stdatomic.h>
-#include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/mman.h>
 
 #include <liburing.h>
 
 #include "ioexec.h"
 #include "log.h"
-#include "remote.h"
+#include "util.h"
 
-/* Enough for every member of the largest volume at once; requests with
- * more sub-operations than this are fed to the ring as it drains.
+/* Enough for every member of the largest volume at once; a request with
+ * more entries than this has them fed to the ring as it drains.
  */
 #define RING_ENTRIES 128
 
-/* A thread keeps an O_DIRECT bounce arena of at most this size between
- * requests; a larger request gets one of its own, freed when it is done,
- * so that one 32M request does not pin 32M in every worker for good.
+/* A thread keeps this much scratch (O_DIRECT bounce buffers) between
+ * requests; a request that needs more gets its own, freed when it is
+ * done, so that one 32M request does not pin 32M in every worker.
  */
 #define ARENA_KEEP (2u * 1024 * 1024)
 
-bool ioexec_use_uring = true;
+/* Rings in the whole process.  nbdkit runs -t threads (16) per connection:
+ * with a ring in every one, 1,100 connections needed 17,600 rings, which
+ * with the threads' stacks ran out of memory mappings (vm.max_map_count).
+ * Threads beyond IOEXEC_MAX_RINGS use the plain system calls.
+ */
+static _Atomic unsigned nr_rings;
 
 /* Everything a worker thread keeps between requests.  Created on first
  * use in that thread; freed by the key's destructor when it exits.
  */
-/* Rings in the whole process at most.  nbdkit runs -t threads (16) per
- * connection: with a ring in every one, 1,100 connections needed 17,600
- * rings, which with the threads' own stacks ran out of memory mappings
- * (vm.max_map_count).  Threads beyond this use the portable path.
- */
-#define MAX_RINGS 1024
-static _Atomic unsigned nr_rings;
-
 struct thread_state {
   struct io_uring ring;
-  bool ring_ok;
-  bool ring_tried;
-  void *arena; /* bounce buffers for O_DIRECT, at most ARENA_KEEP */
+  bool ring_ok, ring_tried;
+  char *arena; /* scratch, at most ARENA_KEEP */
   size_t arena_size;
-  void *big; /* this request's own, when larger */
+};
+
+/* What a ring entry completes. */
+struct entry {
+  struct member_op *op;
+  ioexec_cqe_fn complete;
+  void *arg;
+};
+
+#define INLINE_ENTRIES 64
+
+struct ioexec {
+  struct thread_state *t;
+  struct io_uring *ring; /* for this request, or NULL */
+  unsigned queued;       /* entries got, not yet submitted */
+  unsigned in_ring;      /* entries submitted, not yet completed */
+  struct entry inline_entries[INLINE_ENTRIES];
+  struct entry *entries;
+  unsigned nr_entries, cap_entries;
+  /* Scratch: the thread's arena, then this request's own blocks. */
+  size_t used, total;
+  void *own[72];
+  size_t own_size[72];
+  unsigned nr_own;
+  /* Asynchronous completions (another thread). */
+  bool async;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned pending_ops;
 };
 
 static pthread_key_t state_key;
 static pthread_once_t state_key_once = PTHREAD_ONCE_INIT;
 static __thread struct thread_state *tls_state;
+/* ioexec_run within ioexec_run (a backend's finish_op): the inner one
+ * must not touch the outer one's ring or scratch.
+ */
+static __thread unsigned depth;
 
 static void
 state_destroy (void *p)
@@ -87,7 +114,7 @@ thread_state (void)
 }
 
 /* The thread's ring, created the first time a request has two local
- * operations to run at once, within MAX_RINGS; or NULL: the portable path.
+ * operations to run at once, within IOEXEC_MAX_RINGS; or NULL.
  */
 static struct io_uring *
 thread_ring (struct thread_state *t)
@@ -97,15 +124,15 @@ thread_ring (struct thread_state *t)
 
   if (t->ring_ok)
     return &t->ring;
-  if (t->ring_tried || !ioexec_use_uring)
+  if (t->ring_tried)
     return NULL;
   t->ring_tried = true;
-  if (atomic_fetch_add (&nr_rings, 1) >= MAX_RINGS) {
+  if (atomic_fetch_add (&nr_rings, 1) >= IOEXEC_MAX_RINGS) {
     atomic_fetch_sub (&nr_rings, 1);
     if (!atomic_exchange (&said, true))
       stripe_debug ("io_uring: %d rings in use: more threads use the "
                     "portable I/O path",
-                    MAX_RINGS);
+                    IOEXEC_MAX_RINGS);
     return NULL;
   }
   e = io_uring_queue_init (RING_ENTRIES, &t->ring, 0);
@@ -120,104 +147,68 @@ thread_ring (struct thread_state *t)
   return &t->ring;
 }
 
-/* Give every O_DIRECT-eligible op a slice of the thread's aligned arena,
- * and fill it for writes.  Ops that are not aligned stay buffered.
- */
-static int
-setup_bounce (struct thread_state *t, struct member_op *ops, unsigned nr)
+bool
+ioexec_uring_available (void)
 {
-  size_t need = 0;
+  struct io_uring ring;
 
-  for (unsigned i = 0; i < nr; ++i) {
-    struct member_op *op = &ops[i];
-    const struct member *m = op->m;
+  if (io_uring_queue_init (2, &ring, 0) < 0)
+    return false;
+  io_uring_queue_exit (&ring);
+  return true;
+}
 
-    op->direct = m->fd_direct >= 0 && op->kind != OP_FLUSH
-                 && op->offset % m->direct_align == 0
-                 && op->length % m->direct_align == 0;
-    if (op->direct)
-      need += (op->length + 4095) / 4096 * 4096;
+void *
+ioexec_scratch (struct ioexec *x, size_t len)
+{
+  struct thread_state *t = x->t;
+  size_t need = round_up (len, 4096);
+  void *p;
+
+  x->total += need;
+  if (t && x->used + need <= t->arena_size) {
+    p = t->arena + x->used;
+    x->used += need;
+    return p;
   }
-  if (need == 0)
-    return 0;
-  if (t == NULL) {
+  /* Beyond the thread's arena: this request's own block, unmapped when
+   * it is done (the arena grows for the next request, up to ARENA_KEEP).
+   * mmap, not malloc: glibc keeps large freed blocks in the thread's
+   * heap once it has raised its mmap threshold to their size.
+   */
+  if (x->nr_own == sizeof x->own / sizeof x->own[0]) {
     errno = ENOMEM;
-    return -1;
+    return NULL;
   }
-  char *pos;
-  if (need > ARENA_KEEP) {
-    if (posix_memalign (&t->big, 4096, need) != 0) {
-      t->big = NULL;
-      errno = ENOMEM;
-      return -1;
-    }
-    pos = t->big;
+  p = mmap (NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+            -1, 0);
+  if (p == MAP_FAILED) {
+    errno = ENOMEM;
+    return NULL;
   }
-  else {
-    if (need > t->arena_size) {
-      void *p;
-      free (t->arena);
-      t->arena = NULL;
-      t->arena_size = 0;
-      if (posix_memalign (&p, 4096, need) != 0) {
-        errno = ENOMEM;
-        return -1;
-      }
-      t->arena = p;
-      t->arena_size = need;
-    }
-    pos = t->arena;
-  }
-  for (unsigned i = 0; i < nr; ++i) {
-    struct member_op *op = &ops[i];
-    if (!op->direct)
-      continue;
-    op->bounce = (struct iovec){ pos, op->length };
-    pos += (op->length + 4095) / 4096 * 4096;
-    if (op->kind == OP_WRITE) {
-      char *p = op->bounce.iov_base;
-      for (unsigned k = 0; k < op->nr_iov; ++k) {
-        memcpy (p, op->iov[k].iov_base, op->iov[k].iov_len);
-        p += op->iov[k].iov_len;
-      }
-    }
-  }
-  return 0;
+  x->own[x->nr_own] = p;
+  x->own_size[x->nr_own++] = need;
+  return p;
 }
 
+/* After a request: free its own blocks; let the arena hold what it
+ * needed next time, up to ARENA_KEEP.
+ */
 static void
-finish_bounce (struct member_op *ops, unsigned nr)
+scratch_end (struct ioexec *x)
 {
-  for (unsigned i = 0; i < nr; ++i) {
-    struct member_op *op = &ops[i];
-    if (!op->direct || op->kind != OP_READ || op->err)
-      continue;
-    const char *p = op->bounce.iov_base;
-    for (unsigned k = 0; k < op->nr_iov; ++k) {
-      memcpy (op->iov[k].iov_base, p, op->iov[k].iov_len);
-      p += op->iov[k].iov_len;
+  struct thread_state *t = x->t;
+
+  for (unsigned i = 0; i < x->nr_own; ++i)
+    munmap (x->own[i], x->own_size[i]);
+  if (t && x->total > t->arena_size && x->total <= ARENA_KEEP) {
+    void *p;
+    if (posix_memalign (&p, 4096, x->total) == 0) {
+      free (t->arena);
+      t->arena = p;
+      t->arena_size = x->total;
     }
   }
-}
-
-/* The iovec an op actually transfers. */
-static inline const struct iovec *
-op_iov (const struct member_op *op, unsigned *nr)
-{
-  if (op->direct) {
-    *nr = 1;
-    return &op->bounce;
-  }
-  *nr = op->nr_iov;
-  return op->iov;
-}
-
-static uint64_t
-now_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static inline void
@@ -236,300 +227,268 @@ busy_clear (struct member_op *op)
       op->busy, ~(UINT64_C (1) << (op->m->index & 63)), memory_order_relaxed);
 }
 
-bool
-ioexec_uring_available (void)
-{
-  struct io_uring ring;
-
-  if (io_uring_queue_init (2, &ring, 0) < 0)
-    return false;
-  io_uring_queue_exit (&ring);
-  return true;
-}
-
+/* op has nothing more to wait for. */
 static void
-run_portable (struct member_op *op)
+op_finished (struct member_op *op)
 {
-  const struct iovec *iov;
-  unsigned nr;
-  int r = 0;
-  uint64_t t0 = now_ns ();
-
-  busy_set (op);
-  switch (op->kind) {
-  case OP_READ:
-    iov = op_iov (op, &nr);
-    r = member_preadv (op->m, op->direct, iov, nr, op->offset);
-    break;
-  case OP_WRITE:
-    iov = op_iov (op, &nr);
-    r = member_pwritev (op->m, op->direct, iov, nr, op->offset, op->fua);
-    break;
-  case OP_FLUSH: r = member_flush (op->m); break;
-  }
-  if (r == -1 && op->err == 0)
-    op->err = errno;
-  op->ns = now_ns () - t0;
+  op->ns = now_ns () - op->ns;
   busy_clear (op);
 }
 
-/* A piece of one op that fits in one SQE: at most IOV_MAX iovecs. */
-struct subop {
-  struct member_op *op;
-  const struct iovec *iov;
-  unsigned nr_iov;
-  uint64_t offset;
-  uint64_t length;
-};
-
-static void
-prep_subop (struct io_uring_sqe *sqe, struct subop *s)
+void
+ioexec_begin (struct ioexec *x, struct member_op *op)
 {
-  struct member_op *op = s->op;
-  int fd = op->direct ? op->m->fd_direct : op->m->fd;
-
-  switch (op->kind) {
-  case OP_READ:
-    io_uring_prep_readv (sqe, fd, s->iov, s->nr_iov, s->offset);
-    break;
-  case OP_WRITE:
-    io_uring_prep_writev2 (sqe, fd, s->iov, s->nr_iov, s->offset,
-                           op->fua ? RWF_DSYNC : 0);
-    break;
-  case OP_FLUSH:
-    io_uring_prep_fsync (sqe, op->m->fd, IORING_FSYNC_DATASYNC);
-    break;
+  if (x->async) {
+    pthread_mutex_lock (&x->lock);
+    op->pending++;
+    pthread_mutex_unlock (&x->lock);
   }
-  io_uring_sqe_set_data (sqe, s);
-}
-
-/* Finish a sub-op that the ring transferred only partly (or refused with
- * an error that the portable call handles, e.g. RWF_DSYNC unsupported):
- * the rest goes through the synchronous path, which continues short
- * transfers itself.
- */
-static void
-complete_subop (struct subop *s, int res)
-{
-  struct member_op *op = s->op;
-  const char *what = op->kind == OP_READ    ? "pread"
-                     : op->kind == OP_WRITE ? "pwrite"
-                                            : "fdatasync";
-
-  if (res < 0) {
-    if (op->kind == OP_WRITE && op->fua
-        && (res == -EOPNOTSUPP || res == -EINVAL))
-      res = 0; /* retry below, portable FUA */
-    else {
-      member_io_error (op->m, what, s->offset, -res);
-      if (op->err == 0)
-        op->err = -res;
-      return;
-    }
-  }
-  if (op->kind == OP_FLUSH || (uint64_t) res == s->length)
-    return;
-  if (op->kind == OP_READ && res == 0) {
-    member_io_error (op->m, "pread (unexpected end of file)", s->offset, EIO);
-    if (op->err == 0)
-      op->err = EIO;
-    return;
-  }
-
-  struct iovec *copy = malloc (s->nr_iov * sizeof *copy);
-  struct iovec *iov = copy;
-  unsigned nr = s->nr_iov;
-  size_t skip = res;
-  int r;
-
-  if (copy == NULL) {
-    member_io_error (op->m, what, s->offset, ENOMEM);
-    if (op->err == 0)
-      op->err = ENOMEM;
-    return;
-  }
-  memcpy (copy, s->iov, nr * sizeof *copy);
-  while (skip > 0) {
-    if (skip >= iov->iov_len) {
-      skip -= iov->iov_len;
-      iov++;
-      nr--;
-    }
-    else {
-      iov->iov_base = (char *) iov->iov_base + skip;
-      iov->iov_len -= skip;
-      skip = 0;
-    }
-  }
-  if (op->kind == OP_READ)
-    r = member_preadv (op->m, op->direct, iov, nr, s->offset + res);
   else
-    r = member_pwritev (op->m, op->direct, iov, nr, s->offset + res, op->fua);
-  if (r == -1 && op->err == 0)
-    op->err = errno;
-  free (copy);
+    op->pending++;
 }
 
-static int
-run_uring (struct io_uring *ring, struct member_op *ops, unsigned nr)
+void
+ioexec_done (struct ioexec *x, struct member_op *op, int err)
 {
-  struct subop inline_subs[64], *subs = inline_subs;
-  unsigned nsub = 0, next = 0, inflight = 0;
-  uint64_t t0;
-
-  for (unsigned i = 0; i < nr; ++i) {
-    unsigned n;
-    if (ops[i].m->remote)
-      continue;
-    op_iov (&ops[i], &n);
-    nsub += ops[i].kind == OP_FLUSH ? 1 : (n + IOV_MAX - 1) / IOV_MAX;
+  if (x->async) {
+    pthread_mutex_lock (&x->lock);
+    if (err && op->err == 0)
+      op->err = err;
+    if (--op->pending == 0) {
+      op_finished (op);
+      if (--x->pending_ops == 0)
+        pthread_cond_broadcast (&x->cond);
+    }
+    pthread_mutex_unlock (&x->lock);
+    return;
   }
-  if (nsub > sizeof inline_subs / sizeof inline_subs[0]) {
-    subs = malloc (nsub * sizeof *subs);
-    if (subs == NULL)
-      return -1;
+  if (err && op->err == 0)
+    op->err = err;
+  if (--op->pending == 0) {
+    op_finished (op);
+    x->pending_ops--;
   }
-  nsub = 0;
-  for (unsigned i = 0; i < nr; ++i) {
-    struct member_op *op = &ops[i];
-    uint64_t offset = op->offset;
-    unsigned n;
-    const struct iovec *iov;
+}
 
-    if (op->m->remote)
-      continue;
-    iov = op_iov (op, &n);
-
-    op->pending = 0;
-    if (op->kind == OP_FLUSH) {
-      subs[nsub++] = (struct subop){ .op = op };
-      op->pending = 1;
-      continue;
-    }
-    for (unsigned j = 0; j < n; j += IOV_MAX) {
-      struct subop *s = &subs[nsub++];
-      s->op = op;
-      s->iov = &iov[j];
-      s->nr_iov = n - j < IOV_MAX ? n - j : IOV_MAX;
-      s->offset = offset;
-      s->length = 0;
-      for (unsigned k = 0; k < s->nr_iov; ++k)
-        s->length += s->iov[k].iov_len;
-      offset += s->length;
-      op->pending++;
-    }
+static struct entry *
+new_entry (struct ioexec *x)
+{
+  if (x->nr_entries == x->cap_entries) {
+    unsigned cap = x->cap_entries * 2;
+    struct entry *e = x->entries == x->inline_entries
+                        ? malloc (cap * sizeof *e)
+                        : realloc (x->entries, cap * sizeof *e);
+    if (e == NULL)
+      return NULL;
+    if (x->entries == x->inline_entries)
+      memcpy (e, x->inline_entries, sizeof x->inline_entries);
+    x->entries = e;
+    x->cap_entries = cap;
   }
+  return &x->entries[x->nr_entries++];
+}
 
-  t0 = now_ns ();
-  for (unsigned i = 0; i < nr; ++i)
-    if (!ops[i].m->remote) {
-      ops[i].ns = 0;
-      busy_set (&ops[i]);
+static void reap (struct ioexec *x);
+
+struct io_uring_sqe *
+ioexec_sqe (struct ioexec *x, struct member_op *op, ioexec_cqe_fn complete,
+            void *arg)
+{
+  struct io_uring_sqe *sqe;
+  struct entry *e;
+  size_t idx;
+
+  if (x->ring == NULL)
+    return NULL;
+  e = new_entry (x);
+  if (e == NULL)
+    return NULL;
+  idx = e - x->entries;
+  /* The ring's queue is full: hand it to the kernel, reap what is done. */
+  while ((sqe = io_uring_get_sqe (x->ring)) == NULL) {
+    int r = io_uring_submit (x->ring);
+    if (r > 0) {
+      x->in_ring += r;
+      x->queued -= r;
     }
+    reap (x);
+  }
+  e = &x->entries[idx]; /* reap may not grow entries, but be safe */
+  e->op = op;
+  e->complete = complete;
+  e->arg = arg;
+  io_uring_sqe_set_data64 (sqe, idx);
+  x->queued++;
+  ioexec_begin (x, op);
+  return sqe;
+}
 
-  while (next < nsub || inflight > 0) {
-    struct io_uring_sqe *sqe;
-    struct io_uring_cqe *cqe;
-    unsigned head, seen = 0;
-    int r;
+bool
+ioexec_has_ring (const struct ioexec *x)
+{
+  return x->ring != NULL;
+}
 
-    while (next < nsub && (sqe = io_uring_get_sqe (ring)) != NULL) {
-      prep_subop (sqe, &subs[next++]);
-      inflight++;
-    }
-    r = io_uring_submit_and_wait (ring, 1);
+/* Take completed entries off the ring (without waiting). */
+static void
+reap (struct ioexec *x)
+{
+  struct io_uring_cqe *cqe;
+  unsigned head, seen = 0;
+
+  io_uring_for_each_cqe (x->ring, head, cqe)
+  {
+    struct entry e = x->entries[io_uring_cqe_get_data64 (cqe)];
+    int res = cqe->res;
+
+    seen++;
+    x->in_ring--;
+    e.complete (x, e.op, res, e.arg);
+  }
+  io_uring_cq_advance (x->ring, seen);
+}
+
+/* Run the ring until every entry has come back. */
+static void
+drive_ring (struct ioexec *x)
+{
+  while (x->queued > 0 || x->in_ring > 0) {
+    int r = io_uring_submit_and_wait (x->ring, 1);
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-      /* Requests already in flight still point into the caller's buffer:
-       * we cannot return before they complete, so this is fatal.
+      /* Entries in flight still point into the caller's buffer: we
+       * cannot return before they complete, so this is fatal.
        */
       errno = -r;
       stripe_error ("io_uring_submit_and_wait: %m");
       abort ();
     }
-    io_uring_for_each_cqe (ring, head, cqe)
-    {
-      struct subop *s = io_uring_cqe_get_data (cqe);
-      complete_subop (s, cqe->res);
-      if (--s->op->pending == 0) {
-        s->op->ns = now_ns () - t0;
-        busy_clear (s->op);
-      }
-      seen++;
+    if (r > 0) {
+      x->in_ring += r;
+      x->queued -= r;
     }
-    io_uring_cq_advance (ring, seen);
-    inflight -= seen;
+    reap (x);
   }
+}
 
-  if (subs != inline_subs)
-    free (subs);
-  return 0;
+/* Wait for asynchronous completions; cancel, once, what its member's
+ * timeout has passed.
+ */
+static void
+wait_async (struct ioexec *x, struct member_op *ops, unsigned nr)
+{
+  bool cancelled = false;
+
+  pthread_mutex_lock (&x->lock);
+  while (x->pending_ops > 0) {
+    uint64_t deadline = 0;
+
+    if (!cancelled)
+      for (unsigned i = 0; i < nr; ++i)
+        if (ops[i].pending && ops[i].deadline
+            && (deadline == 0 || ops[i].deadline < deadline))
+          deadline = ops[i].deadline;
+    if (deadline == 0) {
+      pthread_cond_wait (&x->cond, &x->lock);
+      continue;
+    }
+    struct timespec ts = { deadline / 1000000000, deadline % 1000000000 };
+    if (pthread_cond_timedwait (&x->cond, &x->lock, &ts) != ETIMEDOUT)
+      continue;
+    /* Cancelling makes the callbacks run (with an error), which take the
+     * lock: drop it meanwhile.
+     */
+    cancelled = true;
+    uint64_t now = now_ns ();
+    for (unsigned i = 0; i < nr; ++i) {
+      struct member_op *op = &ops[i];
+      if (op->pending && op->deadline && op->deadline <= now
+          && op->m->ops->cancel_op) {
+        if (op->err == 0)
+          op->err = ETIMEDOUT;
+        pthread_mutex_unlock (&x->lock);
+        op->m->ops->cancel_op (op->m, op);
+        pthread_mutex_lock (&x->lock);
+      }
+    }
+  }
+  pthread_mutex_unlock (&x->lock);
+}
+
+static void
+start (struct ioexec *x, struct member_op *op)
+{
+  op->pending = 1; /* the start itself, until start_op returns */
+  op->err = 0;
+  op->x = x;
+  op->ns = now_ns ();
+  op->deadline = 0;
+  busy_set (op);
+  op->m->ops->start_op (op->m, x, op);
+  ioexec_done (x, op, 0);
 }
 
 int
-ioexec_run (struct member_op *ops, unsigned nr)
+ioexec_run (struct member_op *ops, unsigned nr, bool uring)
 {
-  struct thread_state *t = nr > 0 ? thread_state () : NULL;
-  struct remote_batch rb;
-  unsigned nr_local = 0, nr_remote = 0;
-  struct io_uring *ring;
+  struct ioexec x;
+  unsigned nr_ring = 0;
 
+  x.t = NULL;
+  x.ring = NULL;
+  x.queued = x.in_ring = 0;
+  x.entries = x.inline_entries;
+  x.nr_entries = 0;
+  x.cap_entries = INLINE_ENTRIES;
+  x.used = x.total = 0;
+  x.nr_own = 0;
+  x.async = false;
+  x.pending_ops = nr;
   for (unsigned i = 0; i < nr; ++i) {
-    ops[i].err = 0;
-    if (ops[i].m->remote)
-      nr_remote++;
-    else
-      nr_local++;
+    if (ops[i].m->ops->async)
+      x.async = true;
+    else if (ops[i].kind == OP_READ || ops[i].kind == OP_WRITE
+             || ops[i].kind == OP_FLUSH)
+      nr_ring++;
   }
-  /* Remote members first: their commands are on the wire while the local
-   * ones run.
-   */
-  if (nr_remote) {
-    remote_batch_init (&rb);
-    for (unsigned i = 0; i < nr; ++i)
-      if (ops[i].m->remote)
-        remote_submit (&rb, ops[i].m->remote, &ops[i]);
-  }
+  x.t = depth == 0 ? thread_state () : NULL;
   /* One local operation gains nothing from a ring: the plain system call
    * is one syscall too, and cheaper.
    */
-  ring = nr_local > 1 && t ? thread_ring (t) : NULL;
-  if (setup_bounce (t, ops, nr) == -1) {
-    stripe_error ("cannot allocate an O_DIRECT bounce buffer: %m");
-    for (unsigned i = 0; i < nr; ++i)
-      if (!ops[i].m->remote)
-        ops[i].err = ENOMEM;
-    nr_local = 0;
-  }
-  if (nr_local && (ring == NULL || run_uring (ring, ops, nr) == -1)) {
-    for (unsigned i = 0; i < nr; ++i)
-      if (!ops[i].m->remote)
-        run_portable (&ops[i]);
-  }
-  finish_bounce (ops, nr);
-  if (t && t->big) {
-    free (t->big);
-    t->big = NULL;
+  if (nr_ring > 1 && x.t && uring)
+    x.ring = thread_ring (x.t);
+  depth++;
+  if (x.async) {
+    pthread_mutex_init (&x.lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init (&ca);
+    pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+    pthread_cond_init (&x.cond, &ca);
+    pthread_condattr_destroy (&ca);
   }
 
-  if (nr_remote) {
-    remote_batch_wait (&rb);
-    /* FUA where the server has none: the write, then a flush there. */
-    for (unsigned i = 0; i < nr; ++i) {
-      struct member_op *op = &ops[i];
-      if (op->m->remote && op->kind == OP_WRITE && op->fua && op->err == 0
-          && !remote_can_fua (op->m->remote)
-          && remote_flush (op->m->remote) == -1)
-        op->err = errno;
-    }
+  /* Asynchronous members first: on the wire while the others run. */
+  if (x.async)
     for (unsigned i = 0; i < nr; ++i)
-      if (ops[i].m->remote && ops[i].err)
-        member_io_error (ops[i].m,
-                         ops[i].kind == OP_READ    ? "read"
-                         : ops[i].kind == OP_WRITE ? "write"
-                                                   : "flush",
-                         ops[i].offset, ops[i].err);
+      if (ops[i].m->ops->async)
+        start (&x, &ops[i]);
+  for (unsigned i = 0; i < nr; ++i)
+    if (!ops[i].m->ops->async)
+      start (&x, &ops[i]);
+  if (x.ring)
+    drive_ring (&x);
+  if (x.async) {
+    wait_async (&x, ops, nr);
+    pthread_mutex_destroy (&x.lock);
+    pthread_cond_destroy (&x.cond);
   }
+  for (unsigned i = 0; i < nr; ++i)
+    if (ops[i].m->ops->finish_op)
+      ops[i].m->ops->finish_op (ops[i].m, &ops[i]);
+  depth--;
 
+  if (x.entries != x.inline_entries)
+    free (x.entries);
+  scratch_end (&x);
   for (unsigned i = 0; i < nr; ++i)
     if (ops[i].err) {
       errno = ops[i].err;

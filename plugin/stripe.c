@@ -21,7 +21,6 @@
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
-#include "remote.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
@@ -35,7 +34,7 @@ static enum cache_mode cache = CACHE_WRITEBACK;
 static bool adhoc_given;        /* file=, chunk= or cache= seen */
 static const char *config_file; /* config=FILE */
 static const char *status_file; /* status=FILE (ad hoc) */
-static unsigned connections = REMOTE_DEFAULT_CONNECTIONS; /* connections= */
+static unsigned connections = MEMBER_NBD_DEFAULT_CONNECTIONS; /* connections= */
 static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
 static struct volume volume;
@@ -127,10 +126,10 @@ stripe_config (const char *key, const char *value)
   else if (strcmp (key, "connections") == 0) {
     if (nbdkit_parse_unsigned ("connections", value, &connections) == -1)
       return -1;
-    if (connections < 1 || connections > REMOTE_MAX_CONNECTIONS) {
+    if (connections < 1 || connections > MEMBER_NBD_MAX_CONNECTIONS) {
       nbdkit_error ("connections=%s: expected 1 to %d connections per "
                     "remote member",
-                    value, REMOTE_MAX_CONNECTIONS);
+                    value, MEMBER_NBD_MAX_CONNECTIONS);
       return -1;
     }
   }
@@ -268,13 +267,13 @@ start_health (void)
     p.on_change_timeout = cfg.health.on_change_timeout;
   }
   if (volume.has_header) {
-    uuid_format (volume.sb.array_uuid, uuid);
+    uuid_format (volume.hdr.array_uuid, uuid);
     p.uuid = uuid;
   }
   unsigned classes[LAYOUT_MAX_MEMBERS];
   for (unsigned i = 0; i < volume.nr_members; ++i) {
     paths[i] = volume.members[i].path;
-    classes[i] = volume.members[i].remote != NULL;
+    classes[i] = volume.members[i].kind == MEMBER_NBD;
   }
   p.member_class = classes;
   volume_health_ops (&volume, &ops);
@@ -293,40 +292,27 @@ start_health (void)
 static int
 stripe_get_ready (void)
 {
-  ioexec_use_uring = stripe_debug_io_uring != 0;
-  if (!ioexec_use_uring)
-    nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
   bool ro = nbdkit_is_readonly ();
-
-  /* Remote members: connections, and how long a request may wait. */
-  remote_max_connections = config_file ? cfg.remote.connections : connections;
-  remote_timeout = config_file ? cfg.health.io_timeout : io_timeout;
-
   /* Served: the members are claimed (claim.h). */
   struct volume_options o = {
-    .chunk = config_file ? cfg.chunk : chunk,
-    .cache = config_file ? cfg.cache : cache,
+    .chunk = chunk,
+    .cache = cache,
     .readonly = ro,
     .claim = true,
+    .uring = stripe_debug_io_uring != 0,
+    .connections = connections,
+    .timeout = io_timeout,
   };
   static struct assembly a;
 
+  if (!o.uring)
+    nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;
   }
-  else {
-    /* Headers are checked before any member is opened for writing. */
-    if (cfg.metadata == METADATA_HEADER) {
-      if (assemble (&cfg, &a) == -1)
-        return -1;
-      o.assembly = &a;
-    }
-    if (volume_open (&volume, cfg.nr_members,
-                     (const char *const *) cfg.members, &o)
-        == -1)
-      return -1;
-  }
+  else if (volume_open_config (&volume, &cfg, &o, &a) == -1)
+    return -1;
   volume_opened = true;
   return start_health ();
 }
@@ -425,11 +411,7 @@ stripe_can_true (void *handle)
 static int
 stripe_can_fast_zero (void *handle)
 {
-  for (unsigned i = 0; i < volume.nr_members; ++i)
-    if (volume.members[i].remote
-        && !remote_can_fast_zero (volume.members[i].remote))
-      return 0;
-  return 1;
+  return volume_can_fast_zero (&volume);
 }
 
 static int

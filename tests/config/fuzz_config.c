@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "remote.h"
+#include "member.h"
 
 static char dir[256];
 static char path[sizeof dir + 16];
@@ -66,7 +66,7 @@ check_accepted (const struct stripe_config *c)
   require (c->nr_members >= 1 && c->nr_members <= LAYOUT_MAX_MEMBERS);
   for (unsigned i = 0; i < c->nr_members; ++i) {
     require (c->members[i]
-             && (c->members[i][0] == '/' || remote_is_uri (c->members[i])));
+             && (c->members[i][0] == '/' || member_is_uri (c->members[i])));
     for (unsigned j = 0; j < i; ++j)
       require (strcmp (c->members[i], c->members[j]) != 0);
   }

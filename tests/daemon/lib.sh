@@ -147,6 +147,36 @@ d_ns_serve () { "${D_PRE[@]}" "$NBDSTRIPE" serve "$@"; }
 # Plain nbdkit with the plugin under test.
 d_nbdkit ()   { "${D_PRE[@]}" nbdkit "$@"; }
 
+# d_nbdkit_start NAME NBDKIT_ARGS...: nbdkit -f NBDKIT_ARGS (with the
+# server environment: the plugin under test, the sanitizer runtime) in the
+# background of the test, --exit-with-parent, with its pidfile a FIFO that
+# it writes once it listens -- no race with a pidfile written after the
+# first process exits.  Returns 0 once it listens (D_NBDKIT_PID its pid),
+# 1 if it failed (its log in $D_TMP/NAME.log).
+d_nbdkit_start ()
+{
+  local name=$1 fifo=$D_TMP/$1.pid ready
+  shift
+  rm -f "$fifo"
+  mkfifo "$fifo" || d_fail "mkfifo $fifo"
+  setsid bash -c 'fifo=$1; shift
+    "$@" || echo "nbdkit failed: exit $?" >"$fifo"' \
+    nbdkit-wrapper "$fifo" "${D_PRE[@]}" nbdkit -f --exit-with-parent \
+    -P "$fifo" "$@" </dev/null >>"$D_TMP/$name.log" 2>&1 &
+  D_BGPIDS+=("$!")
+  ready=$(timeout 30 cat "$fifo") || ready="no pidfile within 30 s"
+  # A later failure message must not block on a FIFO nobody reads.
+  rm -f "$fifo"
+  if [[ ! $ready =~ ^[0-9]+$ ]]; then
+    printf '%s: %s\n' "$name" "$ready" >&2
+    sed 's/^/   | /' "$D_TMP/$name.log" >&2
+    return 1
+  fi
+  D_NBDKIT_PID=$ready
+  D_PIDS+=("$ready")
+  return 0
+}
+
 # d_expect_err NAME SUBSTRING...: each must occur in $D_TMP/NAME.err.
 d_expect_err ()
 {

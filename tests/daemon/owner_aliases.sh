@@ -100,9 +100,7 @@ fi
 
 d_log "one NBD export under two spellings"
 truncate -s $((8 * M)) "$D_TMP/x" "$D_TMP/y"
-d_nbdkit -U "$D_TMP/s.sock" -P "$D_TMP/s.pid" file "$D_TMP/x" ||
-  d_fail "nbdkit file x"
-D_PIDS+=("$(<"$D_TMP/s.pid")")
+d_nbdkit_start s -U "$D_TMP/s.sock" file "$D_TMP/x" || d_fail "nbdkit file x"
 d_conf nb.conf nb 64K "$serve" "nbd+unix:///?socket=$D_TMP/s.sock" \
   "nbd+unix:///?socket=$D_TMP/./s.sock" "$D_TMP/y"
 before=$(d_sums "$D_TMP/x" "$D_TMP/y")
@@ -118,9 +116,8 @@ d_expect_err nb.check "member 0 (nbd+unix:///?socket=$D_TMP/s.sock) and member 1
 d_log "one NBD export over TCP as localhost and as 127.0.0.1"
 port=$("$DAEMON_HELPER" free-port) || d_fail "free-port"
 truncate -s $((8 * M)) "$D_TMP/w" "$D_TMP/z"
-d_nbdkit -i 127.0.0.1 -p "$port" -P "$D_TMP/w.pid" file "$D_TMP/w" ||
+d_nbdkit_start w -i 127.0.0.1 -p "$port" file "$D_TMP/w" ||
   d_fail "nbdkit file w on TCP"
-D_PIDS+=("$(<"$D_TMP/w.pid")")
 d_conf tcp.conf tcp 64K "$serve" "nbd://localhost:$port/" \
   "nbd://127.0.0.1:$port/" "$D_TMP/z"
 echo 'metadata = "none";' >>tcp.conf
@@ -132,9 +129,8 @@ refused_all tcp tcp.conf \
 d_log "two NBD servers exporting one file"
 truncate -s $((8 * M)) "$D_TMP/x2" "$D_TMP/y2"
 for s in t u; do
-  d_nbdkit -U "$D_TMP/$s.sock" -P "$D_TMP/$s.pid" file "$D_TMP/x2" ||
+  d_nbdkit_start "$s" -U "$D_TMP/$s.sock" file "$D_TMP/x2" ||
     d_fail "nbdkit file x2 ($s)"
-  D_PIDS+=("$(<"$D_TMP/$s.pid")")
 done
 d_conf two.conf two 64K "$serve" "nbd+unix:///?socket=$D_TMP/t.sock" \
   "nbd+unix:///?socket=$D_TMP/u.sock" "$D_TMP/y2"

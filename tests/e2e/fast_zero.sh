@@ -58,13 +58,20 @@ d_random "$D_TMP/f" $((8 * M))
 l=$(losetup -f --show "$D_TMP/f") || d_fail "losetup"
 D_LOOPS+=("$l")
 sock=$D_TMP/u.sock
+# In the foreground, in the background of the test; its pidfile a FIFO
+# that it writes once it listens.
 rm -f "$D_TMP/u.pid"
-"${D_PRE[@]}" unshare -m --propagation private sh -c '
-  mount -t tmpfs none /sys || exit 1
-  exec nbdkit -U "$1" -P "$2" "$3" chunk=64K file="$4" file="$5"' \
-  sh "$sock" "$D_TMP/u.pid" "$STRIPE_PLUGIN" "$D_TMP/g" "$l" ||
-  d_fail "nbdkit in a namespace without /sys"
-D_PIDS+=("$(<"$D_TMP/u.pid")")
+mkfifo "$D_TMP/u.pid"
+setsid "${D_PRE[@]}" unshare -m --propagation private sh -c '
+  mount -t tmpfs none /sys || { echo "no tmpfs on /sys" >"$2"; exit 1; }
+  exec nbdkit -f --exit-with-parent -U "$1" -P "$2" "$3" chunk=64K \
+    file="$4" file="$5"' \
+  sh "$sock" "$D_TMP/u.pid" "$STRIPE_PLUGIN" "$D_TMP/g" "$l" \
+  </dev/null >"$D_TMP/u.log" 2>&1 &
+D_BGPIDS+=("$!")
+upid=$(timeout 30 cat "$D_TMP/u.pid")
+[[ $upid =~ ^[0-9]+$ ]] || { cat "$D_TMP/u.log" >&2; d_fail "nbdkit in a namespace without /sys: $upid"; }
+D_PIDS+=("$upid")
 uri="nbd+unix:///?socket=$sock"
 before=$(d_sums "$D_TMP/g" "$D_TMP/f")
 got=$(zero "$uri" 0 $((512 * 1024)) "$FAST")
@@ -82,7 +89,7 @@ got=$(zero "$uri" $((1024 * 1024)) $((512 * 1024)) "$FAST")
   d_bad "fast zero after the plain one: $got"
 is_zero "$uri" $((1024 * 1024)) $((512 * 1024)) && d_ok "... and zeroes" ||
   d_bad "fast zero left data"
-d_stop "$(<"$D_TMP/u.pid")"
+d_stop "$upid"
 
 d_log "headers: methods learnt at start, fast zero works at once"
 truncate -s $((9 * M)) "$D_TMP/h0" "$D_TMP/h1"

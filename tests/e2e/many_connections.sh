@@ -20,9 +20,8 @@ M=$((1024 * 1024))
 truncate -s $((64 * M)) "$D_TMP/m0" "$D_TMP/m1"
 # The delay filter holds each read 20 ms before the plugin runs it, so
 # that all 16 threads of every connection run one at once.
-d_nbdkit -U "$D_TMP/s.sock" -P "$D_TMP/s.pid" --filter=delay "$STRIPE_PLUGIN" \
+d_nbdkit_start s -U "$D_TMP/s.sock" --filter=delay "$STRIPE_PLUGIN" \
   rdelay=20ms chunk=64K file="$D_TMP/m0" file="$D_TMP/m1" || d_fail "nbdkit"
-D_PIDS+=("$(<"$D_TMP/s.pid")")
 d_run many "$PY" "$here/many_connections.py" \
   "nbd+unix:///?socket=$D_TMP/s.sock" 1100
 [[ $D_RC -eq 0 ]] && d_ok "1,100 connections x 16 requests, no error" ||

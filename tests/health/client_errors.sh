@@ -44,22 +44,20 @@ serve_adhoc ()
   shift
   for m in "$@"; do args+=("file=$m"); done
   rm -f "$status"
-  d_nbdkit -U "$D_TMP/$name.sock" -P "$D_TMP/$name.pid" "$STRIPE_PLUGIN" \
+  d_nbdkit_start "$name" -U "$D_TMP/$name.sock" "$STRIPE_PLUGIN" \
     chunk=64K "status=$status" "${args[@]}" || d_fail "serve $name"
-  D_PIDS+=("$(<"$D_TMP/$name.pid")")
   uri="nbd+unix:///?socket=$D_TMP/$name.sock"
 }
 
 d_log "misaligned requests to a member that demands 4096-byte blocks"
 for i in 0 1; do d_random "$D_TMP/b$i" $((8 * M)); done
-d_nbdkit -U "$D_TMP/s0.sock" -P "$D_TMP/s0.pid" --filter=blocksize-policy \
+d_nbdkit_start s0 -U "$D_TMP/s0.sock" --filter=blocksize-policy \
   file "$D_TMP/b0" blocksize-minimum=4096 blocksize-preferred=4096 \
   blocksize-error-policy=error || d_fail "member server 0"
-D_PIDS+=("$(<"$D_TMP/s0.pid")")
-d_nbdkit -U "$D_TMP/s1.sock" -P "$D_TMP/s1.pid" file "$D_TMP/b1" ||
+d_nbdkit_start s1 -U "$D_TMP/s1.sock" file "$D_TMP/b1" ||
   d_fail "member server 1"
-D_PIDS+=("$(<"$D_TMP/s1.pid")")
 serve_adhoc a "nbd+unix:///?socket=$D_TMP/s0.sock" "nbd+unix:///?socket=$D_TMP/s1.sock"
+a_pid=$D_NBDKIT_PID
 wait_status "misaligned: served, all ok" \
   'j["running"] and all(m["state"] == "ok" for m in j["members"])'
 out=$("$PY" - "$uri" "$D_TMP/b0" <<'EOF'
@@ -111,7 +109,7 @@ grep -q '^reads 300 bad \[\]$' <<<"$out" && d_ok "misaligned: the other client's
   d_bad "misaligned: the other client's reads failed"
 [[ $("$PY" "$HC" json "$status" 'bool(j["members"][0]["state"] == "ok")') == true ]] &&
   d_ok "misaligned: member 0 is still ok" || { d_bad "misaligned: member 0 is no longer ok"; cat "$status"; }
-d_stop "$(<"$D_TMP/a.pid")"
+d_stop "$a_pid"
 
 d_log "a full member"
 if [[ $(id -u) -ne 0 ]]; then
@@ -122,6 +120,7 @@ else
   D_MOUNTS+=("$D_TMP/small")
   truncate -s $((8 * M)) "$D_TMP/small/m0" "$D_TMP/m1"
   serve_adhoc f "$D_TMP/small/m0" "$D_TMP/m1"
+  f_pid=$D_NBDKIT_PID
   out=$("$PY" - "$uri" <<'EOF'
 import nbd, sys
 uri = sys.argv[1]
@@ -169,7 +168,7 @@ EOF
     d_bad "full: a write after the trim failed"
   wait_status "full: member 0 reported full (a warning), the volume degraded, nothing failed" \
     'j["members"][0]["state"] == "full" and "no space left" in j["members"][0]["reason"] and j["volume"]["state"] == "degraded" and j["members"][1]["state"] == "ok"'
-  d_stop "$(<"$D_TMP/f.pid")"
+  d_stop "$f_pid"
 fi
 
 d_done

@@ -22,15 +22,13 @@ for i in 0 1; do
   # [2M, 3M) reads as zeroes: "hole,zero" is true there.
   dd if=/dev/zero of="$D_TMP/b$i" bs=1M seek=2 count=1 conv=notrunc status=none
   printf '0 1M\n1M 1M hole\n2M 1M hole,zero\n3M 5M\n' >"$D_TMP/x$i"
-  d_nbdkit -r -U "$D_TMP/s$i.sock" -P "$D_TMP/s$i.pid" --filter=extentlist \
+  d_nbdkit_start "s$i" -r -U "$D_TMP/s$i.sock" --filter=extentlist \
     file "$D_TMP/b$i" "extentlist=$D_TMP/x$i" || d_fail "member server $i"
-  D_PIDS+=("$(<"$D_TMP/s$i.pid")")
 done
 
-d_nbdkit -r -U "$D_TMP/vol.sock" -P "$D_TMP/vol.pid" "$STRIPE_PLUGIN" chunk=64K \
+d_nbdkit_start vol -r -U "$D_TMP/vol.sock" "$STRIPE_PLUGIN" chunk=64K \
   "file=nbd+unix:///?socket=$D_TMP/s0.sock" \
   "file=nbd+unix:///?socket=$D_TMP/s1.sock" || d_fail "the volume's server"
-D_PIDS+=("$(<"$D_TMP/vol.pid")")
 uri="nbd+unix:///?socket=$D_TMP/vol.sock"
 
 d_log "the volume's block status"

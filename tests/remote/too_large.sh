@@ -8,9 +8,8 @@ source "$(dirname "$0")/../daemon/lib.sh" || exit 1
 d_init nbdkit nbdinfo
 
 for i in 0 1; do
-  d_nbdkit -U "$D_TMP/s$i.sock" -P "$D_TMP/s$i.pid" null size=6E ||
+  d_nbdkit_start "s$i" -U "$D_TMP/s$i.sock" null size=6E ||
     d_fail "member server $i"
-  D_PIDS+=("$(<"$D_TMP/s$i.pid")")
 done
 d_run huge d_nbdkit -U - "$STRIPE_PLUGIN" \
   "file=nbd+unix:///?socket=$D_TMP/s0.sock" \

@@ -50,7 +50,7 @@ new_health (unsigned n, unsigned window, unsigned min_samples,
 }
 
 static void
-record_n (struct health *h, unsigned i, enum health_op op, uint64_t bytes,
+record_n (struct health *h, unsigned i, enum op_kind op, uint64_t bytes,
           uint64_t ns, unsigned n)
 {
   for (unsigned k = 0; k < n; ++k)
@@ -74,23 +74,23 @@ latency_quantiles_are_within_7_percent_of_the_truth (void **state
                                      333 * MS, 1 * SEC, 5 * US + 123 };
   for (size_t k = 0; k < sizeof values / sizeof values[0]; ++k) {
     struct health *h = new_health (2, 10, 20, 8, 30);
-    record_n (h, 0, HOP_READ, 4096, values[k], 100);
+    record_n (h, 0, OP_READ, 4096, values[k], 100);
     health_tick (h, health_now_ns ());
-    assert_near (health_quantile_us (h, 0, HOP_READ, 0.5, true),
+    assert_near (health_quantile_us (h, 0, OP_READ, 0.5, true),
                  values[k] / 1000.0, 0.07);
-    assert_near (health_quantile_us (h, 0, HOP_READ, 0.5, false),
+    assert_near (health_quantile_us (h, 0, OP_READ, 0.5, false),
                  values[k] / 1000.0, 0.07);
-    assert_true (isnan (health_quantile_us (h, 1, HOP_READ, 0.5, true)));
+    assert_true (isnan (health_quantile_us (h, 1, OP_READ, 0.5, true)));
     health_free (h);
   }
 
   /* 98% at 100 us, 2% at 10 ms: p50 is the first, p99 the second. */
   struct health *h = new_health (2, 10, 20, 8, 30);
-  record_n (h, 0, HOP_WRITE, 65536, 100 * US, 980);
-  record_n (h, 0, HOP_WRITE, 65536, 10 * MS, 20);
+  record_n (h, 0, OP_WRITE, 65536, 100 * US, 980);
+  record_n (h, 0, OP_WRITE, 65536, 10 * MS, 20);
   health_tick (h, health_now_ns ());
-  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.5, true), 100, 0.07);
-  assert_near (health_quantile_us (h, 0, HOP_WRITE, 0.99, true), 10000, 0.07);
+  assert_near (health_quantile_us (h, 0, OP_WRITE, 0.5, true), 100, 0.07);
+  assert_near (health_quantile_us (h, 0, OP_WRITE, 0.99, true), 10000, 0.07);
   health_free (h);
 }
 
@@ -102,15 +102,15 @@ errors_below_threshold_make_member_failing_and_a_success_resets_the_run (
 
   assert_int_equal (health_member_state (h, 1), MS_OK);
   for (int k = 0; k < 3; ++k)
-    health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0);
+    health_record (h, 1, OP_READ, 4096, 10 * US, EIO, 0);
   assert_int_equal (health_member_state (h, 1), MS_FAILING);
   assert_int_equal (health_member_state (h, 0), MS_OK);
 
-  health_record (h, 1, HOP_READ, 4096, 10 * US, 0, 0); /* run reset */
+  health_record (h, 1, OP_READ, 4096, 10 * US, 0, 0); /* run reset */
   for (int k = 0; k < 3; ++k)
-    health_record (h, 1, HOP_WRITE, 4096, 10 * US, EIO, 0);
+    health_record (h, 1, OP_WRITE, 4096, 10 * US, EIO, 0);
   assert_int_equal (health_member_state (h, 1), MS_FAILING);
-  health_record (h, 1, HOP_WRITE, 4096, 10 * US, EIO, 0); /* 4 in a row */
+  health_record (h, 1, OP_WRITE, 4096, 10 * US, EIO, 0); /* 4 in a row */
   assert_int_equal (health_member_state (h, 1), MS_FAILED);
   assert_int_equal (health_member_state (h, 0), MS_OK);
   health_free (h);
@@ -124,7 +124,7 @@ device_gone_errors_fail_the_member_at_once (void **state
 
   for (size_t k = 0; k < sizeof gone / sizeof gone[0]; ++k) {
     struct health *h = new_health (2, 10, 20, 8, 30);
-    health_record (h, 0, HOP_READ, 4096, 10 * US, gone[k], 0);
+    health_record (h, 0, OP_READ, 4096, 10 * US, gone[k], 0);
     assert_int_equal (health_member_state (h, 0), MS_FAILED);
     assert_int_equal (health_member_state (h, 1), MS_OK);
     health_free (h);
@@ -137,7 +137,7 @@ eopnotsupp_is_not_an_error (void **state __attribute__ ((unused)))
   struct health *h = new_health (2, 10, 20, 1, 30);
 
   for (int k = 0; k < 10; ++k)
-    health_record (h, 0, HOP_ZERO, 65536, 10 * US, EOPNOTSUPP, 0);
+    health_record (h, 0, OP_ZERO, 65536, 10 * US, EOPNOTSUPP, 0);
   assert_int_equal (health_member_state (h, 0), MS_OK);
   health_free (h);
 }
@@ -149,7 +149,7 @@ failing_member_is_ok_again_after_a_window_without_error (
   struct health *h = new_health (2, 3, 20, 8, 30);
   uint64_t t = health_now_ns ();
 
-  health_record (h, 0, HOP_READ, 4096, 10 * US, EIO, 0);
+  health_record (h, 0, OP_READ, 4096, 10 * US, EIO, 0);
   assert_int_equal (health_member_state (h, 0), MS_FAILING);
   health_tick (h, t + 1 * SEC);
   assert_int_equal (health_member_state (h, 0), MS_FAILING);
@@ -171,14 +171,14 @@ client_errors_never_change_a_members_state (void **state
 
   for (size_t e = 0; e < sizeof errs / sizeof errs[0]; ++e)
     for (int k = 0; k < 20; ++k)
-      health_record (h, 1, HOP_WRITE, 4096, 10 * US, errs[e], 0);
+      health_record (h, 1, OP_WRITE, 4096, 10 * US, errs[e], 0);
   assert_int_equal (health_member_state (h, 1), MS_OK);
   /* ... nor do they break a run of real errors, or make one. */
   for (int k = 0; k < 3; ++k)
-    health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0);
-  health_record (h, 1, HOP_READ, 4096, 10 * US, EINVAL, 0);
+    health_record (h, 1, OP_READ, 4096, 10 * US, EIO, 0);
+  health_record (h, 1, OP_READ, 4096, 10 * US, EINVAL, 0);
   assert_int_equal (health_member_state (h, 1), MS_FAILING);
-  health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0); /* 4 in a row */
+  health_record (h, 1, OP_READ, 4096, 10 * US, EIO, 0); /* 4 in a row */
   assert_int_equal (health_member_state (h, 1), MS_FAILED);
   health_free (h);
 }
@@ -194,9 +194,9 @@ out_of_space_makes_a_member_full_not_failed (void **state
   uint64_t t = health_now_ns ();
 
   for (int k = 0; k < 50; ++k)
-    health_record (h, 0, HOP_WRITE, 4096, 10 * US, ENOSPC, 0);
+    health_record (h, 0, OP_WRITE, 4096, 10 * US, ENOSPC, 0);
   assert_int_equal (health_member_state (h, 0), MS_FULL);
-  health_record (h, 0, HOP_WRITE, 4096, 10 * US, EDQUOT, 0);
+  health_record (h, 0, OP_WRITE, 4096, 10 * US, EDQUOT, 0);
   assert_int_equal (health_member_state (h, 0), MS_FULL);
   health_tick (h, t + 1 * SEC);
   assert_int_equal (health_member_state (h, 0), MS_FULL);
@@ -204,8 +204,8 @@ out_of_space_makes_a_member_full_not_failed (void **state
   assert_int_equal (health_member_state (h, 0), MS_OK);
 
   /* An I/O error on a full member: failing. */
-  health_record (h, 1, HOP_WRITE, 4096, 10 * US, ENOSPC, 0);
-  health_record (h, 1, HOP_READ, 4096, 10 * US, EIO, 0);
+  health_record (h, 1, OP_WRITE, 4096, 10 * US, ENOSPC, 0);
+  health_record (h, 1, OP_READ, 4096, 10 * US, EIO, 0);
   assert_int_equal (health_member_state (h, 1), MS_FAILING);
   health_free (h);
 }
@@ -216,7 +216,7 @@ erofs_from_a_member_counts_as_its_error (void **state __attribute__ ((unused)))
 {
   struct health *h = new_health (2, 3, 20, 4, 30);
 
-  health_record (h, 0, HOP_WRITE, 4096, 10 * US, EROFS, 0);
+  health_record (h, 0, OP_WRITE, 4096, 10 * US, EROFS, 0);
   assert_int_equal (health_member_state (h, 0), MS_FAILING);
   health_free (h);
 }
@@ -229,7 +229,7 @@ member_five_times_slower_than_its_peers_is_slow_and_peers_stay_ok (
   struct health *h = new_health (4, 10, 20, 8, 30);
 
   for (unsigned i = 0; i < 4; ++i)
-    record_n (h, i, HOP_READ, 65536, i == 2 ? 10 * MS : 2 * MS, 30);
+    record_n (h, i, OP_READ, 65536, i == 2 ? 10 * MS : 2 * MS, 30);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 2), MS_SLOW);
   for (unsigned i = 0; i < 4; ++i)
@@ -245,7 +245,7 @@ three_times_slower_is_not_slow_with_factor_4 (void **state
   struct health *h = new_health (3, 10, 20, 8, 30);
 
   for (unsigned i = 0; i < 3; ++i)
-    record_n (h, i, HOP_WRITE, 4096, i == 0 ? 6 * MS : 2 * MS, 50);
+    record_n (h, i, OP_WRITE, 4096, i == 0 ? 6 * MS : 2 * MS, 50);
   health_tick (h, health_now_ns ());
   for (unsigned i = 0; i < 3; ++i)
     assert_int_equal (health_member_state (h, i), MS_OK);
@@ -257,11 +257,11 @@ no_latency_verdict_below_min_samples (void **state __attribute__ ((unused)))
 {
   struct health *h = new_health (2, 10, 20, 8, 30);
 
-  record_n (h, 0, HOP_READ, 4096, 50 * MS, 19);
-  record_n (h, 1, HOP_READ, 4096, 1 * MS, 100);
+  record_n (h, 0, OP_READ, 4096, 50 * MS, 19);
+  record_n (h, 1, OP_READ, 4096, 1 * MS, 100);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 0), MS_OK);
-  record_n (h, 0, HOP_READ, 4096, 50 * MS, 1);
+  record_n (h, 0, OP_READ, 4096, 50 * MS, 1);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 0), MS_SLOW);
   health_free (h);
@@ -273,8 +273,8 @@ latency_below_100us_is_never_slow (void **state __attribute__ ((unused)))
 {
   struct health *h = new_health (2, 10, 20, 8, 30);
 
-  record_n (h, 0, HOP_READ, 4096, 50 * US, 100);
-  record_n (h, 1, HOP_READ, 4096, 5 * US, 100);
+  record_n (h, 0, OP_READ, 4096, 50 * US, 100);
+  record_n (h, 1, OP_READ, 4096, 5 * US, 100);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 0), MS_OK);
   health_free (h);
@@ -287,10 +287,10 @@ large_requests_are_not_compared_with_small_ones (void **state
 {
   struct health *h = new_health (2, 10, 20, 8, 30);
 
-  record_n (h, 0, HOP_READ, 1 << 20, 20 * MS, 100);
-  record_n (h, 1, HOP_READ, 4096, 1 * MS, 100);
-  record_n (h, 0, HOP_WRITE, 4096, 30 * MS, 100);
-  record_n (h, 1, HOP_READ, 4096, 1 * MS, 100);
+  record_n (h, 0, OP_READ, 1 << 20, 20 * MS, 100);
+  record_n (h, 1, OP_READ, 4096, 1 * MS, 100);
+  record_n (h, 0, OP_WRITE, 4096, 30 * MS, 100);
+  record_n (h, 1, OP_READ, 4096, 1 * MS, 100);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 0), MS_OK);
   assert_int_equal (health_member_state (h, 1), MS_OK);
@@ -305,13 +305,13 @@ slow_member_is_ok_again_once_the_window_has_moved_on (void **state
   struct health *h = new_health (2, 2, 20, 8, 30);
   uint64_t t = health_now_ns ();
 
-  record_n (h, 0, HOP_READ, 65536, 10 * MS, 30);
-  record_n (h, 1, HOP_READ, 65536, 1 * MS, 30);
+  record_n (h, 0, OP_READ, 65536, 10 * MS, 30);
+  record_n (h, 1, OP_READ, 65536, 1 * MS, 30);
   health_tick (h, t);
   assert_int_equal (health_member_state (h, 0), MS_SLOW);
   for (int s = 1; s <= 3; ++s) {
-    record_n (h, 0, HOP_READ, 65536, 1 * MS, 30);
-    record_n (h, 1, HOP_READ, 65536, 1 * MS, 30);
+    record_n (h, 0, OP_READ, 65536, 1 * MS, 30);
+    record_n (h, 1, OP_READ, 65536, 1 * MS, 30);
     health_tick (h, t + s * SEC);
   }
   assert_int_equal (health_member_state (h, 0), MS_OK);
@@ -324,8 +324,8 @@ idle_slow_member_keeps_its_state (void **state __attribute__ ((unused)))
   struct health *h = new_health (2, 2, 20, 8, 30);
   uint64_t t = health_now_ns ();
 
-  record_n (h, 0, HOP_READ, 65536, 10 * MS, 30);
-  record_n (h, 1, HOP_READ, 65536, 1 * MS, 30);
+  record_n (h, 0, OP_READ, 65536, 10 * MS, 30);
+  record_n (h, 1, OP_READ, 65536, 1 * MS, 30);
   health_tick (h, t);
   assert_int_equal (health_member_state (h, 0), MS_SLOW);
   for (int s = 1; s <= 5; ++s)
@@ -380,15 +380,15 @@ members_are_compared_only_with_peers_of_their_class (void **state
 
   assert_non_null (h);
   /* Local members at 200 us, NBD members at 2 ms: nobody is slow. */
-  record_n (h, 0, HOP_READ, 4096, 200 * US, 50);
-  record_n (h, 1, HOP_READ, 4096, 200 * US, 50);
-  record_n (h, 2, HOP_READ, 4096, 2 * MS, 50);
-  record_n (h, 3, HOP_READ, 4096, 2 * MS, 50);
+  record_n (h, 0, OP_READ, 4096, 200 * US, 50);
+  record_n (h, 1, OP_READ, 4096, 200 * US, 50);
+  record_n (h, 2, OP_READ, 4096, 2 * MS, 50);
+  record_n (h, 3, OP_READ, 4096, 2 * MS, 50);
   health_tick (h, health_now_ns ());
   for (unsigned i = 0; i < 4; ++i)
     assert_int_equal (health_member_state (h, i), MS_OK);
   /* One NBD member 10x its NBD peer: slow. */
-  record_n (h, 3, HOP_READ, 4096, 40 * MS, 200);
+  record_n (h, 3, OP_READ, 4096, 40 * MS, 200);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 3), MS_SLOW);
   assert_int_equal (health_member_state (h, 2), MS_OK);

@@ -1,0 +1,103 @@
+/* nbdstripe: small helpers every module may use -- time, alignment,
+ * iovecs.  Inline, no state.
+ */
+#ifndef NBDSTRIPE_UTIL_H
+#define NBDSTRIPE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+/* Monotonic clock in ns.  The coarse one (a few ms behind, no TSC read)
+ * is plenty for timeouts in seconds and costs half as much.
+ */
+static inline uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline uint64_t
+now_ns_coarse (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wall clock, seconds since the epoch. */
+static inline double
+now_unix (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* a is a power of two. */
+static inline uint64_t
+round_up (uint64_t v, uint64_t a)
+{
+  return (v + a - 1) & ~(a - 1);
+}
+
+static inline bool
+is_aligned (uint64_t v, uint64_t a)
+{
+  return (v & (a - 1)) == 0;
+}
+
+static inline size_t
+iov_total (const struct iovec *iov, unsigned nr)
+{
+  size_t n = 0;
+  for (unsigned i = 0; i < nr; ++i)
+    n += iov[i].iov_len;
+  return n;
+}
+
+/* Drop n bytes from the front of a (private, writable) iovec. */
+static inline void
+iov_advance (struct iovec **iov, unsigned *nr, size_t n)
+{
+  while (n > 0 && *nr > 0) {
+    if (n >= (*iov)->iov_len) {
+      n -= (*iov)->iov_len;
+      (*iov)++;
+      (*nr)--;
+    }
+    else {
+      (*iov)->iov_base = (char *) (*iov)->iov_base + n;
+      (*iov)->iov_len -= n;
+      n = 0;
+    }
+  }
+}
+
+/* Copy an iovec's bytes into buf / buf into an iovec. */
+static inline void
+iov_gather (void *buf, const struct iovec *iov, unsigned nr)
+{
+  char *p = buf;
+  for (unsigned i = 0; i < nr; ++i) {
+    memcpy (p, iov[i].iov_base, iov[i].iov_len);
+    p += iov[i].iov_len;
+  }
+}
+
+static inline void
+iov_scatter (const struct iovec *iov, unsigned nr, const void *buf)
+{
+  const char *p = buf;
+  for (unsigned i = 0; i < nr; ++i) {
+    memcpy (iov[i].iov_base, p, iov[i].iov_len);
+    p += iov[i].iov_len;
+  }
+}
+
+#endif /* NBDSTRIPE_UTIL_H */
