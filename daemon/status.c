@@ -528,7 +528,7 @@ check_live (struct json_object *st, const struct stripe_config *cfg,
    * have set.
    */
   if (!get_uint (st, "interval", &interval) || interval < 1 || interval > 3600)
-    interval = cfg->health.interval ? cfg->health.interval : 5;
+    interval = cfg->health.set.interval ? cfg->health.set.interval : 5;
   limit = 3.0 * interval + 5;
   if (!get_number (st, "updated_unix", &updated)) {
     fprintf (stderr, "nbdstripe: %s: no valid \"updated_unix\" field\n", file);

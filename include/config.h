@@ -75,14 +75,7 @@ struct stripe_config {
     char *status_file;          /* default /run/nbdstripe/NAME.status.json */
     char *prometheus_file;      /* may be NULL */
     char *on_change;            /* may be NULL */
-    unsigned interval;          /* seconds, default 5 */
-    double slow_factor;         /* default 4.0 */
-    unsigned error_threshold;   /* default 8 */
-    unsigned window;            /* seconds, default 10 */
-    unsigned min_samples;       /* default 20 */
-    unsigned io_timeout;        /* seconds, default 30; 0 = never */
-    unsigned probe_interval;    /* seconds, default 2 */
-    unsigned on_change_timeout; /* seconds, default 10 */
+    struct health_settings set; /* health_defaults () unless given */
   } health;
   struct {
     unsigned connections; /* per NBD member at most, default 4 (1..16) */

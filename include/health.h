@@ -120,14 +120,10 @@ enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
 extern const char *volume_state_name (enum volume_state s);
 
-struct health_params {
-  const char *name;        /* volume name */
-  const char *uuid;        /* array UUID as text, or NULL */
-  const char *config;      /* config file, or NULL */
-  uint64_t size, chunk;    /* for the status */
-  const char *status_file; /* NULL: none */
-  const char *prometheus_file;
-  const char *on_change;
+/* The tunables of a volume's health group (the config's health = { }),
+ * health_defaults () giving every default: their one home.
+ */
+struct health_settings {
   unsigned interval; /* s, status rewrite */
   unsigned window;   /* s */
   unsigned min_samples;
@@ -136,6 +132,17 @@ struct health_params {
   unsigned io_timeout;        /* s, 0 = never */
   unsigned probe_interval;    /* s */
   unsigned on_change_timeout; /* s */
+};
+
+struct health_params {
+  const char *name;        /* volume name */
+  const char *uuid;        /* array UUID as text, or NULL */
+  const char *config;      /* config file, or NULL */
+  uint64_t size, chunk;    /* for the status */
+  const char *status_file; /* NULL: none */
+  const char *prometheus_file;
+  const char *on_change;
+  struct health_settings set;
   /* Optional, nr_members entries: members are compared for latency only
    * with peers of the same class (local drives with local drives, NBD
    * exports with NBD exports: a network round trip is not a slow drive).
@@ -144,7 +151,7 @@ struct health_params {
   const unsigned *member_class;
 };
 
-/* Defaults, also used by the config. */
+/* The defaults, by name for messages and man pages. */
 #define HEALTH_DEFAULT_INTERVAL 5
 #define HEALTH_DEFAULT_WINDOW 10
 #define HEALTH_DEFAULT_MIN_SAMPLES 20
@@ -153,6 +160,21 @@ struct health_params {
 #define HEALTH_DEFAULT_IO_TIMEOUT 30
 #define HEALTH_DEFAULT_PROBE_INTERVAL 2
 #define HEALTH_DEFAULT_ON_CHANGE_TIMEOUT 10
+
+static inline struct health_settings
+health_defaults (void)
+{
+  return (struct health_settings){
+    .interval = HEALTH_DEFAULT_INTERVAL,
+    .window = HEALTH_DEFAULT_WINDOW,
+    .min_samples = HEALTH_DEFAULT_MIN_SAMPLES,
+    .slow_factor = HEALTH_DEFAULT_SLOW_FACTOR,
+    .error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD,
+    .io_timeout = HEALTH_DEFAULT_IO_TIMEOUT,
+    .probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL,
+    .on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT,
+  };
+}
 
 /* What health asks of the volume, from its prober thread (never from
  * the health thread itself, so that a hung device cannot stall it).

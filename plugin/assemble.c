@@ -309,7 +309,7 @@ volume_open_config (struct volume *v, const struct stripe_config *cfg,
   o.chunk = cfg->chunk;
   o.cache = cfg->cache;
   o.connections = cfg->remote.connections;
-  o.timeout = cfg->health.io_timeout;
+  o.timeout = cfg->health.set.io_timeout;
   o.assembly = NULL;
   if (cfg->metadata == METADATA_HEADER) {
     if (assemble (cfg, a) == -1)

@@ -1108,7 +1108,7 @@ set_on_change (struct loader *ld, const config_setting_t *s)
 static int
 set_interval (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.interval,
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.interval,
                    "a number of seconds");
 }
 
@@ -1129,49 +1129,49 @@ set_slow_factor (struct loader *ld, const config_setting_t *s)
   /* !(f > 1) also catches NaN; "1e999" reads as infinity. */
   if (!(f > 1) || !isfinite (f))
     return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
-  ld->cfg->health.slow_factor = f;
+  ld->cfg->health.set.slow_factor = f;
   return 0;
 }
 
 static int
 set_error_threshold (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.error_threshold,
+  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.set.error_threshold,
                    "a number of errors");
 }
 
 static int
 set_window (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.window,
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.window,
                    "a number of seconds");
 }
 
 static int
 set_min_samples (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.min_samples,
+  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.set.min_samples,
                    "a number of requests");
 }
 
 static int
 set_io_timeout (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 0, 3600, &ld->cfg->health.io_timeout,
+  return get_uint (ld, s, 0, 3600, &ld->cfg->health.set.io_timeout,
                    "a number of seconds (0: never)");
 }
 
 static int
 set_probe_interval (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.probe_interval,
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.probe_interval,
                    "a number of seconds");
 }
 
 static int
 set_on_change_timeout (struct loader *ld, const config_setting_t *s)
 {
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.on_change_timeout,
+  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.on_change_timeout,
                    "a number of seconds");
 }
 
@@ -1521,14 +1521,7 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   cfg->cache = CACHE_WRITEBACK;
   cfg->serve.threads = 16;
   cfg->serve.tls = TLS_OFF;
-  cfg->health.interval = HEALTH_DEFAULT_INTERVAL;
-  cfg->health.slow_factor = HEALTH_DEFAULT_SLOW_FACTOR;
-  cfg->health.error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD;
-  cfg->health.window = HEALTH_DEFAULT_WINDOW;
-  cfg->health.min_samples = HEALTH_DEFAULT_MIN_SAMPLES;
-  cfg->health.io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;
-  cfg->health.probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL;
-  cfg->health.on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT;
+  cfg->health.set = health_defaults ();
   cfg->remote.connections = MEMBER_NBD_DEFAULT_CONNECTIONS;
   if (err && errlen)
     err[0] = '\0';

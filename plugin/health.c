@@ -354,7 +354,7 @@ health_record (struct health *h, unsigned i, enum op_kind op, uint64_t bytes,
     snprintf (reason, sizeof reason, "device gone: %s", what);
     set_state (h, i, MS_FAILED, reason);
   }
-  else if (c >= h->p.error_threshold) {
+  else if (c >= h->p.set.error_threshold) {
     snprintf (reason, sizeof reason, "%u consecutive I/O errors, last: %s", c,
               what);
     set_state (h, i, MS_FAILED, reason);
@@ -418,7 +418,7 @@ make_slot_key (void)
 _Atomic uint64_t *
 health_io_begin (struct health *h)
 {
-  if (h == NULL || h->p.io_timeout == 0)
+  if (h == NULL || h->p.set.io_timeout == 0)
     return NULL;
   if (my_slot == -1) {
     pthread_once (&slot_once, make_slot_key);
@@ -480,18 +480,18 @@ health_new (const struct health_params *p, unsigned nr_members,
   h->p.prometheus_file = dup_or_null (p->prometheus_file);
   h->p.on_change = dup_or_null (p->on_change);
   h->p.member_class = NULL; /* copied into the members */
-  if (h->p.interval == 0)
-    h->p.interval = HEALTH_DEFAULT_INTERVAL;
-  if (h->p.window == 0)
-    h->p.window = HEALTH_DEFAULT_WINDOW;
-  if (h->p.slow_factor <= 1)
-    h->p.slow_factor = HEALTH_DEFAULT_SLOW_FACTOR;
-  if (h->p.error_threshold == 0)
-    h->p.error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD;
-  if (h->p.probe_interval == 0)
-    h->p.probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL;
-  if (h->p.on_change_timeout == 0)
-    h->p.on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT;
+  if (h->p.set.interval == 0)
+    h->p.set.interval = HEALTH_DEFAULT_INTERVAL;
+  if (h->p.set.window == 0)
+    h->p.set.window = HEALTH_DEFAULT_WINDOW;
+  if (h->p.set.slow_factor <= 1)
+    h->p.set.slow_factor = HEALTH_DEFAULT_SLOW_FACTOR;
+  if (h->p.set.error_threshold == 0)
+    h->p.set.error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD;
+  if (h->p.set.probe_interval == 0)
+    h->p.set.probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL;
+  if (h->p.set.on_change_timeout == 0)
+    h->p.set.on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT;
   if (ops)
     h->ops = *ops;
   h->n = nr_members;
@@ -507,7 +507,7 @@ health_new (const struct health_params *p, unsigned nr_members,
   }
 
   /* A window of W seconds is made of up to MAX_SNAPS periods. */
-  window = h->p.window;
+  window = h->p.set.window;
   h->snap_period = (window + MAX_SNAPS - 1) / MAX_SNAPS;
   h->nsnaps = (window + h->snap_period - 1) / h->snap_period;
 
@@ -623,7 +623,7 @@ build_json (struct health *h, bool running, size_t *len)
   fprintf (fp, "{\n  \"format\": 1,\n  \"running\": %s,\n  \"pid\": %ld,\n",
            running ? "true" : "false", (long) getpid ());
   fprintf (fp, "  \"updated_unix\": %.3f,\n  \"interval\": %u,\n", now,
-           h->p.interval);
+           h->p.set.interval);
   fputs ("  \"volume\": {\n    \"name\": ", fp);
   json_str (fp, h->p.name);
   fputs (", \"uuid\": ", fp);
@@ -640,8 +640,8 @@ build_json (struct health *h, bool running, size_t *len)
            "  \"health\": { \"window\": %u, \"slow_factor\": %g, "
            "\"error_threshold\": %u,\n              \"min_samples\": %u, "
            "\"io_timeout\": %u, \"probe_interval\": %u },\n",
-           h->p.window, h->p.slow_factor, h->p.error_threshold,
-           h->p.min_samples, h->p.io_timeout, h->p.probe_interval);
+           h->p.set.window, h->p.set.slow_factor, h->p.set.error_threshold,
+           h->p.set.min_samples, h->p.set.io_timeout, h->p.set.probe_interval);
   fputs ("  \"members\": [", fp);
   for (unsigned i = 0; i < h->n; ++i) {
     struct member_health *m = &h->m[i];
@@ -810,7 +810,7 @@ build_prom (struct health *h, size_t *len)
              "# HELP nbdstripe_member_%s_latency_seconds Latency of %s "
              "requests (quantiles over the last %u s).\n"
              "# TYPE nbdstripe_member_%s_latency_seconds summary\n",
-             op_name (op), op_name (op), h->p.window, op_name (op));
+             op_name (op), op_name (op), h->p.set.window, op_name (op));
     for (unsigned i = 0; i < h->n; ++i) {
       struct member_health *m = &h->m[i];
       uint64_t hb[NBUCKETS], count = 0;
@@ -1053,11 +1053,11 @@ decide_slow (struct health *h)
               peers[b] += h->m[j].win->b[op][s][b];
         mm = quantile (m->win->b[op][s], 0.5, &nm);
         mp = quantile (peers, 0.5, &np);
-        if (nm < h->p.min_samples || np < h->p.min_samples || nm == 0
+        if (nm < h->p.set.min_samples || np < h->p.set.min_samples || nm == 0
             || np == 0)
           continue;
         measured = true;
-        if (mm >= SLOW_FLOOR_NS && mm > h->p.slow_factor * mp
+        if (mm >= SLOW_FLOOR_NS && mm > h->p.set.slow_factor * mp
             && mm / mp > worst) {
           char a[32], b[32];
           worst = mm / mp;
@@ -1068,7 +1068,7 @@ decide_slow (struct health *h)
                     "median %s latency %s vs %s for its peers (%.1fx, %s "
                     "requests, %" PRIu64 " samples in %u s)",
                     op_name (op), a, b, mm / mp, size_names[s], nm,
-                    h->p.window);
+                    h->p.set.window);
         }
       }
     if (slow && st == MS_OK)
@@ -1083,7 +1083,7 @@ decide_slow (struct health *h)
 static void
 expire_failing (struct health *h, uint64_t now)
 {
-  uint64_t window = (uint64_t) h->p.window * 1000000000;
+  uint64_t window = (uint64_t) h->p.set.window * 1000000000;
 
   for (unsigned i = 0; i < h->n; ++i) {
     struct member_health *m = &h->m[i];
@@ -1092,12 +1092,12 @@ expire_failing (struct health *h, uint64_t now)
     char reason[96];
 
     if (atomic_load (&m->state) == MS_FAILING && now - last >= window) {
-      snprintf (reason, sizeof reason, "no I/O error for %u s", h->p.window);
+      snprintf (reason, sizeof reason, "no I/O error for %u s", h->p.set.window);
       set_state (h, i, MS_OK, reason);
     }
     else if (atomic_load (&m->state) == MS_FULL && now - full >= window) {
       snprintf (reason, sizeof reason, "no write short of space for %u s",
-                h->p.window);
+                h->p.set.window);
       set_state (h, i, MS_OK, reason);
     }
   }
@@ -1106,9 +1106,9 @@ expire_failing (struct health *h, uint64_t now)
 static void
 check_in_flight (struct health *h, uint64_t now)
 {
-  uint64_t limit = (uint64_t) h->p.io_timeout * 1000000000;
+  uint64_t limit = (uint64_t) h->p.set.io_timeout * 1000000000;
 
-  if (h->p.io_timeout == 0)
+  if (h->p.set.io_timeout == 0)
     return;
   for (unsigned k = 0; k < MAX_SLOTS; ++k) {
     uint64_t since, mask;
@@ -1126,7 +1126,7 @@ check_in_flight (struct health *h, uint64_t now)
         snprintf (reason, sizeof reason,
                   "not answering: a request has waited %" PRIu64
                   " s (io_timeout %u s)",
-                  (now - since) / 1000000000, h->p.io_timeout);
+                  (now - since) / 1000000000, h->p.set.io_timeout);
         set_state (h, i, MS_FAILED, reason);
       }
   }
@@ -1162,7 +1162,7 @@ check_prober (struct health *h, uint64_t now)
 {
   struct prober *pr = h->prober;
   unsigned bound =
-    h->p.io_timeout ? h->p.io_timeout : HEALTH_DEFAULT_IO_TIMEOUT;
+    h->p.set.io_timeout ? h->p.set.io_timeout : HEALTH_DEFAULT_IO_TIMEOUT;
   int i;
   uint64_t since;
 
@@ -1248,7 +1248,7 @@ health_main (void *arg)
       pthread_cond_signal (&h->probe_cond);
       next_tick = now + 1000000000;
       if (now - h->last_status_mono
-          >= (uint64_t) h->p.interval * 1000000000 - 50000000)
+          >= (uint64_t) h->p.set.interval * 1000000000 - 50000000)
         h->dirty = true;
     }
     if (h->nr_pending > 0 || h->pending_overflow
@@ -1335,7 +1335,7 @@ prober_main (void *arg)
       if (failed && now < m->next_probe)
         continue;
       if (failed)
-        m->next_probe = now + (uint64_t) h->p.probe_interval * 1000000000;
+        m->next_probe = now + (uint64_t) h->p.set.probe_interval * 1000000000;
       if ((failed && !h->ops.probe) || (!failed && !h->ops.check))
         continue;
       atomic_store (&pr->probing, failed);
@@ -1452,7 +1452,7 @@ run_hook (struct health *h, const struct event *e)
   pidfd = pidfd_open (pid, 0);
   if (pidfd >= 0) {
     struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-    int ms = h->p.on_change_timeout * 1000;
+    int ms = h->p.set.on_change_timeout * 1000;
     uint64_t end = health_now_ns () + (uint64_t) ms * 1000000;
     for (;;) {
       r = poll (&pfd, 1, ms);
@@ -1476,7 +1476,7 @@ run_hook (struct health *h, const struct event *e)
   if (timed_out)
     stripe_error ("health: on_change %s %s %s %s %s: killed after %u s",
                   h->p.on_change, event, h->p.name, index, path,
-                  h->p.on_change_timeout);
+                  h->p.set.on_change_timeout);
   else if (WIFEXITED (status) && WEXITSTATUS (status) != 0)
     stripe_error ("health: on_change %s %s %s %s %s: exit status %d",
                   h->p.on_change, event, h->p.name, index, path,

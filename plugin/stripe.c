@@ -241,30 +241,17 @@ start_health (void)
     .size = volume.layout.size,
     .chunk = volume.layout.chunk,
     .status_file = config_file ? cfg.health.status_file : status_file,
-    .interval = HEALTH_DEFAULT_INTERVAL,
-    .window = HEALTH_DEFAULT_WINDOW,
-    .min_samples = HEALTH_DEFAULT_MIN_SAMPLES,
-    .slow_factor = HEALTH_DEFAULT_SLOW_FACTOR,
-    .error_threshold = HEALTH_DEFAULT_ERROR_THRESHOLD,
-    .io_timeout = io_timeout,
-    .probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL,
-    .on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT,
+    .set = health_defaults (),
   };
   struct health_ops ops;
   const char *paths[LAYOUT_MAX_MEMBERS];
   char uuid[37];
 
+  p.set.io_timeout = io_timeout;
   if (config_file) {
     p.prometheus_file = cfg.health.prometheus_file;
     p.on_change = cfg.health.on_change;
-    p.interval = cfg.health.interval;
-    p.window = cfg.health.window;
-    p.min_samples = cfg.health.min_samples;
-    p.slow_factor = cfg.health.slow_factor;
-    p.error_threshold = cfg.health.error_threshold;
-    p.io_timeout = cfg.health.io_timeout;
-    p.probe_interval = cfg.health.probe_interval;
-    p.on_change_timeout = cfg.health.on_change_timeout;
+    p.set = cfg.health.set;
   }
   if (volume.has_header) {
     uuid_format (volume.hdr.array_uuid, uuid);

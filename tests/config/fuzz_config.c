@@ -83,10 +83,10 @@ check_accepted (const struct stripe_config *c)
            || (c->serve.tls_certificates != NULL)
                 != (c->serve.tls_psk != NULL));
   require (c->health.status_file && c->health.status_file[0] == '/');
-  require (c->health.interval >= 1 && c->health.interval <= 3600);
-  require (c->health.slow_factor > 1);
-  require (c->health.error_threshold >= 1
-           && c->health.error_threshold <= 1000000);
+  require (c->health.set.interval >= 1 && c->health.set.interval <= 3600);
+  require (c->health.set.slow_factor > 1);
+  require (c->health.set.error_threshold >= 1
+           && c->health.set.error_threshold <= 1000000);
   require (c->nr_warnings <= CONFIG_MAX_WARNINGS);
   for (unsigned i = 0; i < c->nr_warnings; ++i)
     require (strncmp (c->warnings[i], path, strlen (path)) == 0);

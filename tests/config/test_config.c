@@ -196,9 +196,9 @@ minimal_config_gets_every_default (void **state)
                        "/run/nbdstripe/fast0.status.json");
   assert_null (c->health.prometheus_file);
   assert_null (c->health.on_change);
-  assert_int_equal (c->health.interval, 5);
-  assert_true (c->health.slow_factor == 4.0);
-  assert_int_equal (c->health.error_threshold, 8);
+  assert_int_equal (c->health.set.interval, 5);
+  assert_true (c->health.set.slow_factor == 4.0);
+  assert_int_equal (c->health.set.error_threshold, 8);
 }
 
 static void
@@ -264,9 +264,9 @@ full_config_sets_every_key (void **state)
   assert_string_equal (c->health.status_file, "/var/lib/db.json");
   assert_string_equal (c->health.prometheus_file, "/var/lib/db.prom");
   assert_string_equal (c->health.on_change, hook);
-  assert_int_equal (c->health.interval, 3600);
-  assert_true (c->health.slow_factor == 2.5);
-  assert_int_equal (c->health.error_threshold, 1000000);
+  assert_int_equal (c->health.set.interval, 3600);
+  assert_true (c->health.set.slow_factor == 2.5);
+  assert_int_equal (c->health.set.error_threshold, 1000000);
 }
 
 /* conf/example.conf is the reference: it must load, and every value it
@@ -299,10 +299,10 @@ example_conf_loads_and_shows_the_defaults (void **state)
   assert_int_equal (example.serve.tls_verify_peer,
                     minimal.serve.tls_verify_peer);
   assert_string_equal (example.health.status_file, minimal.health.status_file);
-  assert_int_equal (example.health.interval, minimal.health.interval);
-  assert_true (example.health.slow_factor == minimal.health.slow_factor);
-  assert_int_equal (example.health.error_threshold,
-                    minimal.health.error_threshold);
+  assert_int_equal (example.health.set.interval, minimal.health.set.interval);
+  assert_true (example.health.set.slow_factor == minimal.health.set.slow_factor);
+  assert_int_equal (example.health.set.error_threshold,
+                    minimal.health.set.error_threshold);
   config_free (&example);
 }
 
@@ -473,7 +473,7 @@ slow_factor_accepts_an_integer (void **state)
 
   assert_loads (
     f, load (f, "name = \"n\";\n" MEMBERS "health = { slow_factor = 3; };\n"));
-  assert_true (f->cfg.health.slow_factor == 3.0);
+  assert_true (f->cfg.health.set.slow_factor == 3.0);
 }
 
 static void

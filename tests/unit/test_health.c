@@ -35,14 +35,16 @@ new_health (unsigned n, unsigned window, unsigned min_samples,
     .name = "t",
     .size = 1 << 30,
     .chunk = 65536,
-    .interval = 5,
-    .window = window,
-    .min_samples = min_samples,
-    .slow_factor = 4.0,
-    .error_threshold = error_threshold,
-    .io_timeout = io_timeout,
-    .probe_interval = 2,
-    .on_change_timeout = 10,
+    .set = {
+      .interval = 5,
+      .window = window,
+      .min_samples = min_samples,
+      .slow_factor = 4.0,
+      .error_threshold = error_threshold,
+      .io_timeout = io_timeout,
+      .probe_interval = 2,
+      .on_change_timeout = 10,
+    },
   };
   struct health *h = health_new (&p, n, paths, NULL);
   assert_non_null (h);
@@ -369,11 +371,13 @@ members_are_compared_only_with_peers_of_their_class (void **state
   static const unsigned classes[] = { 0, 0, 1, 1 };
   struct health_params p = {
     .name = "t",
-    .window = 10,
-    .min_samples = 20,
-    .slow_factor = 4.0,
-    .error_threshold = 8,
-    .io_timeout = 30,
+    .set = {
+      .window = 10,
+      .min_samples = 20,
+      .slow_factor = 4.0,
+      .error_threshold = 8,
+      .io_timeout = 30,
+    },
     .member_class = classes,
   };
   struct health *h = health_new (&p, 4, paths, NULL);
