@@ -6,12 +6,13 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "nbdstripe.h"
-#include "utf8.h"
+#include "json.h"
 #include "member.h"
 #include "header.h"
 
@@ -24,40 +25,6 @@ inspect_usage (FILE *fp, int status)
     "Print the nbdstripe header of each member (file, device or NBD URI).\n"
     "Exit status 1 if any member has no valid header.\n");
   return status;
-}
-
-/* Paths and names go into JSON: escape what JSON requires, and since
- * JSON text is UTF-8, a byte that is not part of valid UTF-8 (Linux paths
- * may hold any byte) becomes U+FFFD.
- */
-static void
-json_string (const char *str)
-{
-  const unsigned char *s = (const unsigned char *) str;
-
-  putchar ('"');
-  while (*s) {
-    unsigned cp;
-    size_t n = utf8_decode (s, 4, &cp);
-
-    if (n == 0) {
-      fputs ("\\ufffd", stdout);
-      s++;
-    }
-    else if (*s == '"' || *s == '\\') {
-      printf ("\\%c", *s);
-      s++;
-    }
-    else if (*s < 0x20) {
-      printf ("\\u%04x", *s);
-      s++;
-    }
-    else {
-      fwrite (s, 1, n, stdout);
-      s += n;
-    }
-  }
-  putchar ('"');
 }
 
 static const char *
@@ -118,8 +85,7 @@ cmd_inspect (int argc, char **argv)
   if (optind >= argc)
     return inspect_usage (stderr, 2);
 
-  if (json)
-    printf ("[\n");
+  struct json_object *all = json ? json_object_new_array () : NULL;
   for (int i = optind; i < argc; ++i) {
     struct header sb;
     char err[256], au[37], mu[37], when[32];
@@ -133,29 +99,31 @@ cmd_inspect (int argc, char **argv)
       iso_time (sb.ctime, when, sizeof when);
     }
     if (json) {
-      printf ("  {\"path\": ");
-      json_string (argv[i]);
-      if (!ok) {
-        printf (", \"error\": ");
-        json_string (err);
-      }
+      struct json_object *o = json_object_new_object ();
+
+      json_put (o, "path", json_text (argv[i]));
+      if (!ok)
+        json_put (o, "error", json_text (err));
       else {
-        printf (", \"version\": %" PRIu32 ", \"array_uuid\": \"%s\", "
-                "\"member_uuid\": \"%s\", \"name\": ",
-                sb.version, au, mu);
-        json_string (sb.name);
-        printf (", \"ctime\": %" PRIu64 ", \"ctime_iso\": \"%s\", "
-                "\"member_index\": %" PRIu32 ", \"member_count\": %" PRIu32
-                ", \"chunk\": %" PRIu64 ", \"layout\": %" PRIu32
-                ", \"flags\": %" PRIu32 ", \"data_offset\": %" PRIu64
-                ", \"events\": %" PRIu64 ", \"member_sizes\": [",
-                sb.ctime, when, sb.member_index, sb.member_count, sb.chunk,
-                sb.layout, sb.flags, sb.data_offset, sb.events);
+        struct json_object *sizes = json_object_new_array ();
+        json_put (o, "version", json_object_new_int64 (sb.version));
+        json_put (o, "array_uuid", json_text (au));
+        json_put (o, "member_uuid", json_text (mu));
+        json_put (o, "name", json_text (sb.name));
+        json_put (o, "ctime", json_u64 (sb.ctime));
+        json_put (o, "ctime_iso", json_text (when));
+        json_put (o, "member_index", json_object_new_int64 (sb.member_index));
+        json_put (o, "member_count", json_object_new_int64 (sb.member_count));
+        json_put (o, "chunk", json_u64 (sb.chunk));
+        json_put (o, "layout", json_object_new_int64 (sb.layout));
+        json_put (o, "flags", json_object_new_int64 (sb.flags));
+        json_put (o, "data_offset", json_u64 (sb.data_offset));
+        json_put (o, "events", json_u64 (sb.events));
         for (uint32_t k = 0; k < sb.member_count; ++k)
-          printf ("%s%" PRIu64, k ? ", " : "", sb.member_sizes[k]);
-        printf ("]");
+          json_object_array_add (sizes, json_u64 (sb.member_sizes[k]));
+        json_put (o, "member_sizes", sizes);
       }
-      printf ("}%s\n", i + 1 < argc ? "," : "");
+      json_object_array_add (all, o);
       continue;
     }
     if (!ok) {
@@ -195,7 +163,15 @@ cmd_inspect (int argc, char **argv)
       printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,
               sb.member_sizes[k]);
   }
-  if (json)
-    printf ("]\n");
+  if (json) {
+    char *text = json_text_of (all);
+    json_object_put (all);
+    if (text == NULL) {
+      perror ("nbdstripe: inspect");
+      return 1;
+    }
+    fputs (text, stdout);
+    free (text);
+  }
   return status;
 }

@@ -1,0 +1,308 @@
+/* nbdstripe serve: check the volume as `nbdstripe check` does (with its
+ * members claimed for the check, so that a volume already served is
+ * refused, naming its server), then run nbdkit with the stripe plugin and
+ * the config, listening as the config's serve group says.  The I/O path
+ * is the plugin's alone.
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "log.h"
+#include "nbdstripe.h"
+
+/* The plugin to give nbdkit: $NBDSTRIPE_PLUGIN, else the one next to this
+ * binary in a build tree, else the installed one.
+ */
+static const char *
+plugin_path (void)
+{
+  static char path[PATH_MAX];
+  const char *env = getenv ("NBDSTRIPE_PLUGIN");
+  char exe[PATH_MAX];
+  ssize_t n;
+
+  if (env && *env)
+    return env;
+  /* A build tree's binary uses the plugin built with it, never a stale
+   * installed one.
+   */
+  n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    snprintf (path, sizeof path, "%s/../plugin/nbdkit-stripe-plugin.so",
+              dirname (exe));
+    if (access (path, R_OK) == 0)
+      return path;
+  }
+  if (access (NBDSTRIPE_INSTALLED_PLUGIN, R_OK) == 0)
+    return NBDSTRIPE_INSTALLED_PLUGIN;
+  return "stripe"; /* let nbdkit look in its plugindir */
+}
+
+static int
+make_parent_dir (const char *file)
+{
+  char *copy = strdup (file);
+  char *dir;
+  int r = 0;
+
+  if (copy == NULL)
+    return -1;
+  dir = dirname (copy);
+  if (mkdir (dir, 0755) == -1 && errno != EEXIST) {
+    fprintf (stderr, "nbdstripe: mkdir %s: %m\n", dir);
+    r = -1;
+  }
+  free (copy);
+  return r;
+}
+
+/* A socket file left by a server that died is in the way of nbdkit's
+ * bind; one that a live server answers on means the volume is already
+ * served.
+ */
+static int
+clear_stale_socket (const char *path)
+{
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  struct stat st;
+  int fd, r;
+
+  if (stat (path, &st) == -1 || !S_ISSOCK (st.st_mode))
+    return 0;
+  if (strlen (path) >= sizeof sun.sun_path)
+    return 0;
+  strcpy (sun.sun_path, path);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd == -1)
+    return 0;
+  r = connect (fd, (struct sockaddr *) &sun, sizeof sun);
+  close (fd);
+  if (r == 0) {
+    fprintf (stderr, "nbdstripe: %s: a server is already listening there\n",
+             path);
+    return -1;
+  }
+  unlink (path);
+  return 0;
+}
+
+/* nbdkit goes to the background by forking: its first process exits at
+ * once and the server writes the pidfile a little later, once it is
+ * ready.  So that `serve` returns only when the server is there (as the
+ * man page says, and as systemd and scripts expect), run nbdkit as a
+ * child, and after it exits 0 wait for the pidfile to name a live
+ * process.
+ */
+static int
+run_until_pidfile (const char *const *args, const char *pidfile)
+{
+  struct timespec pause = { 0, 10 * 1000 * 1000 };
+  int status;
+  pid_t pid;
+
+  if (unlink (pidfile) == -1 && errno != ENOENT) {
+    fprintf (stderr, "nbdstripe: %s: %m\n", pidfile);
+    return 1;
+  }
+  pid = fork ();
+  if (pid == -1) {
+    fprintf (stderr, "nbdstripe: fork: %m\n");
+    return 1;
+  }
+  if (pid == 0) {
+    execvp ("nbdkit", (char **) args);
+    fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+    _exit (127);
+  }
+  while (waitpid (pid, &status, 0) == -1)
+    if (errno != EINTR) {
+      fprintf (stderr, "nbdstripe: waitpid: %m\n");
+      return 1;
+    }
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    return 1; /* nbdkit said why */
+
+  /* Bounded: a server that is not ready within a minute is broken. */
+  for (int i = 0; i < 6000; ++i) {
+    FILE *fp = fopen (pidfile, "re");
+    long server = 0;
+
+    if (fp) {
+      int n = fscanf (fp, "%ld", &server);
+      fclose (fp);
+      if (n == 1 && server > 0) {
+        if (kill ((pid_t) server, 0) == 0 || errno == EPERM)
+          return 0;
+        fprintf (stderr,
+                 "nbdstripe: the server (pid %ld) exited at once "
+                 "(see the system log)\n",
+                 server);
+        return 1;
+      }
+    }
+    nanosleep (&pause, NULL);
+  }
+  fprintf (stderr,
+           "nbdstripe: nbdkit did not write its pidfile %s within "
+           "60 s\n",
+           pidfile);
+  return 1;
+}
+
+static int
+serve_usage (FILE *fp, int status)
+{
+  fprintf (
+    fp,
+    "Usage: nbdstripe serve [--foreground] CONFIG\n"
+    "Check the volume (as 'nbdstripe check'), then serve it with nbdkit and\n"
+    "the stripe plugin as the config's serve group says.  Without\n"
+    "--foreground nbdkit goes to the background once it is listening.\n"
+    "NBDSTRIPE_PLUGIN overrides the plugin's path.\n");
+  return status;
+}
+
+int
+cmd_serve (int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "foreground", no_argument, NULL, 'f' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  struct stripe_config cfg;
+  bool foreground = false;
+  const char *args[64];
+  char *owned[8];
+  unsigned nargs = 0, nowned = 0;
+  uint64_t size;
+  char uuid[37];
+  int c;
+
+  while ((c = getopt_long (argc, argv, "fh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'f': foreground = true; break;
+    case 'h': return serve_usage (stdout, 0);
+    default: return serve_usage (stderr, 2);
+    }
+  }
+  if (optind != argc - 1)
+    return serve_usage (stderr, 2);
+
+  memset (&cfg, 0, sizeof cfg);
+  if (load_config (argv[optind], &cfg) == -1) {
+    config_free (&cfg);
+    return 1;
+  }
+  print_config_warnings (&cfg);
+  if (check_volume (&cfg, true, &size, uuid) == -1) {
+    config_free (&cfg);
+    return 1;
+  }
+
+  /* An argument that cannot be built fails serve: nbdkit must never run
+   * with one missing (-t followed by the plugin's path, say).
+   */
+#define ADD(s) (args[nargs++] = (s))
+#define ADDF(...)                                                             \
+  do {                                                                        \
+    if (asprintf (&owned[nowned], __VA_ARGS__) == -1) {                       \
+      fprintf (stderr,                                                        \
+               "nbdstripe: %s: cannot build nbdkit's command line: %m\n",     \
+               cfg.path);                                                     \
+      goto err;                                                               \
+    }                                                                         \
+    args[nargs++] = owned[nowned++];                                          \
+  } while (0)
+  ADD ("nbdkit");
+  if (foreground)
+    ADD ("-f");
+  if (cfg.serve.socket) {
+    if (make_parent_dir (cfg.serve.socket) == -1
+        || clear_stale_socket (cfg.serve.socket) == -1)
+      goto err;
+    ADD ("-U");
+    ADD (cfg.serve.socket);
+  }
+  else {
+    ADD ("-i");
+    ADD (cfg.serve.address);
+    ADD ("-p");
+    ADDF ("%d", cfg.serve.port);
+  }
+  /* nbdkit's -e only names the export for --run and in its URIs: the
+   * plugin is what refuses other names.
+   */
+  if (cfg.serve.export_name && cfg.serve.export_name[0]) {
+    ADD ("-e");
+    ADD (cfg.serve.export_name);
+  }
+  ADD ("-t");
+  ADDF ("%u", cfg.serve.threads);
+  if (cfg.serve.pidfile) {
+    if (make_parent_dir (cfg.serve.pidfile) == -1)
+      goto err;
+    ADD ("-P");
+    ADD (cfg.serve.pidfile);
+  }
+  if (cfg.serve.tls != TLS_OFF) {
+    ADD (cfg.serve.tls == TLS_REQUIRE ? "--tls=require" : "--tls=on");
+    if (cfg.serve.tls_certificates)
+      ADDF ("--tls-certificates=%s", cfg.serve.tls_certificates);
+    if (cfg.serve.tls_psk)
+      ADDF ("--tls-psk=%s", cfg.serve.tls_psk);
+    if (cfg.serve.tls_verify_peer)
+      ADD ("--tls-verify-peer");
+  }
+  ADD (plugin_path ());
+  {
+    /* Absolute: nbdkit changes to / when it goes to the background, and
+     * others (claim.h naming who holds a member) read it from /proc.
+     */
+    char *abs = realpath (cfg.path, NULL);
+    if (abs == NULL) {
+      fprintf (stderr, "nbdstripe: %s: %m\n", cfg.path);
+      goto err;
+    }
+    owned[nowned++] = abs;
+    ADDF ("config=%s", abs);
+  }
+  args[nargs] = NULL;
+
+  if (cfg.serve.socket)
+    fprintf (stderr, "nbdstripe: serving '%s' on %s\n", cfg.name,
+             cfg.serve.socket);
+  else
+    fprintf (stderr, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
+             cfg.serve.address, cfg.serve.port);
+  fflush (stderr);
+  if (!foreground && cfg.serve.pidfile) {
+    int r = run_until_pidfile (args, cfg.serve.pidfile);
+    for (unsigned i = 0; i < nowned; ++i)
+      free (owned[i]);
+    config_free (&cfg);
+    return r;
+  }
+  execvp ("nbdkit", (char **) args);
+  fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+err:
+  for (unsigned i = 0; i < nowned; ++i)
+    free (owned[i]);
+  config_free (&cfg);
+  return 1;
+}

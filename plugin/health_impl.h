@@ -1,0 +1,149 @@
+/* nbdstripe: health's insides, shared by its files (plugin/health*.c):
+ * the tracker's state and the functions one file lends another.  Not for
+ * anyone else: include/health.h is the interface.
+ *
+ *   health.c          recording (the I/O path), the rules of the states,
+ *                     the health thread's ticks, start and stop
+ *   health_status.c   the status file (JSON) and the Prometheus file,
+ *                     written atomically
+ *   health_prober.c   the prober thread: checks, drops, re-probes
+ *   health_hook.c     the on_change program, run for each event in order
+ */
+#ifndef NBDSTRIPE_HEALTH_IMPL_H
+#define NBDSTRIPE_HEALTH_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "health.h"
+
+/* Log-linear latency buckets: 8 per power of two of nanoseconds (a
+ * median to within ~6%: with 4, a 4.4x gap could read as 4.0x), up to
+ * 2^37 ns (137 s); beyond, the last bucket.
+ */
+#define SUB_BITS 3
+#define SUB (1u << SUB_BITS)
+#define NBUCKETS ((37 - SUB_BITS + 1) * SUB)
+/* Comparable request sizes: <8K, <64K, <512K, more. */
+#define NSIZES 4
+/* At most this many snapshots make a window. */
+#define MAX_SNAPS 10
+/* Below this median a member is never called slow (cache hits). */
+#define SLOW_FLOOR_NS 100000u
+#define MAX_EVENTS 256
+#define REASON_MAX 256
+/* Threads that can be tracked in flight at once. */
+#define MAX_SLOTS 1024
+
+struct hist_set {
+  uint64_t b[OP_NR_TRACKED][NSIZES][NBUCKETS];
+};
+
+struct event {
+  unsigned member;
+  enum member_state state;
+  char reason[REASON_MAX];
+};
+
+struct member_health {
+  char *path;
+  unsigned class; /* peers for latency: same class */
+  _Atomic int state;
+  _Atomic uint64_t requests[OP_NR_TRACKED], bytes[OP_NR_TRACKED], errors[OP_NR_TRACKED];
+  _Atomic uint64_t lat_ns[OP_NR_TRACKED];
+  _Atomic uint64_t rejected;
+  _Atomic uint64_t hist[OP_NR_TRACKED][NSIZES][NBUCKETS];
+  _Atomic unsigned consecutive;
+  _Atomic uint64_t last_error_mono; /* 0: none since start or recovery */
+  _Atomic uint64_t last_full_mono;  /* the last ENOSPC / EDQUOT */
+
+  /* Under h->lock. */
+  bool has_last_error;
+  enum op_kind le_op;
+  int le_errno;
+  uint64_t le_offset;
+  double le_time;
+  double since;
+  char reason[REASON_MAX];
+  char cause[REASON_MAX]; /* why it failed, kept while re-probes report */
+  bool dropped_done;      /* ops.dropped called for this failure */
+  uint64_t next_probe;    /* monotonic ns */
+
+  /* Health thread only. */
+  struct hist_set *snaps; /* ring of nsnaps */
+  struct hist_set *win;   /* the last window */
+};
+
+struct prober {
+  struct health *h;
+  pthread_t thread;
+  _Atomic int busy_member; /* -1: idle */
+  _Atomic uint64_t busy_since;
+  _Atomic bool probing; /* a probe (failed member), not a check */
+  bool abandoned;       /* under h->lock */
+};
+
+struct health {
+  struct health_params p;
+  struct health_ops ops;
+  unsigned n;
+  struct member_health *m;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;      /* health thread */
+  pthread_cond_t hook_cond; /* hook thread */
+  pthread_cond_t probe_cond;
+  bool stop, dirty, started, hook_stop;
+  pthread_t thread, hook_thread;
+  struct prober *prober;
+  unsigned nr_abandoned;
+
+  unsigned nsnaps, snap_period, snap_head, snaps_filled;
+
+  double started_unix;
+  uint64_t started_mono, last_status_mono;
+  bool status_err_logged, prom_err_logged;
+
+  /* Transitions not yet written to the status file. */
+  struct event pending[MAX_EVENTS];
+  unsigned nr_pending;
+  bool pending_overflow;
+  /* Events for the hook thread. */
+  struct event hookq[MAX_EVENTS];
+  unsigned hook_head, hook_len;
+};
+
+extern const char *const health_state_names[];
+extern const char *const health_event_names[];
+
+/* Called with h->lock held. */
+extern void health_set_state (struct health *h, unsigned i,
+                              enum member_state s, const char *reason);
+extern enum volume_state health_vol_state (struct health *h);
+/* The symbolic name of an errno ("EIO"), or NULL. */
+extern const char *health_errno_name (int err);
+/* Quantile q of a histogram, in ns; NAN when empty. */
+extern double health_quantile_ns (const uint64_t *b, double q,
+                                  uint64_t *count);
+/* The histogram of one operation, all sizes: of a snapshot, or live. */
+extern void health_op_hist (uint64_t out[NBUCKETS], const struct hist_set *hs,
+                            enum op_kind op);
+extern void health_op_hist_live (uint64_t out[NBUCKETS],
+                                 struct member_health *m, enum op_kind op);
+
+/* health_status.c: write the status files now.  Called with the lock
+ * held; drops it while writing.
+ */
+extern void health_write_status (struct health *h, bool running);
+
+/* health_prober.c */
+extern int health_start_prober (struct health *h);
+extern void health_check_prober (struct health *h, uint64_t now);
+
+/* health_hook.c */
+extern void health_hand_events_to_hook (struct health *h, unsigned n);
+extern void *health_hook_main (void *arg);
+
+#endif /* NBDSTRIPE_HEALTH_IMPL_H */

@@ -1,0 +1,401 @@
+/* nbdstripe: health's status files -- JSON always (the format is in
+ * include/health.h), Prometheus text optionally -- built under the lock
+ * and written atomically without it.
+ */
+
+#define _GNU_SOURCE 1
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "health_impl.h"
+#include "json.h"
+#include "log.h"
+#include "util.h"
+
+/* The status (health.h's format 1), built under the lock. */
+static char *
+build_json (struct health *h, bool running, size_t *len)
+{
+  struct json_object *root = json_object_new_object ();
+  struct json_object *vol = json_object_new_object ();
+  struct json_object *hp = json_object_new_object ();
+  struct json_object *members = json_object_new_array ();
+  double now = now_unix ();
+  char *text;
+
+  json_put (root, "format", json_object_new_int (1));
+  json_put (root, "running", json_object_new_boolean (running));
+  json_put (root, "pid", json_object_new_int64 (getpid ()));
+  json_put (root, "updated_unix", json_number (now, "%.3f"));
+  json_put (root, "interval", json_object_new_int64 (h->p.set.interval));
+
+  json_put (vol, "name", json_text (h->p.name));
+  json_put (vol, "uuid", json_text (h->p.uuid));
+  json_put (vol, "config", json_text (h->p.config));
+  json_put (vol, "size", json_u64 (h->p.size));
+  json_put (vol, "chunk", json_u64 (h->p.chunk));
+  json_put (vol, "members", json_object_new_int64 (h->n));
+  json_put (vol, "state",
+            json_text (volume_state_name (health_vol_state (h))));
+  json_put (vol, "started_unix", json_number (h->started_unix, "%.3f"));
+  json_put (vol, "uptime_seconds",
+            json_number (floor (now - h->started_unix), "%.0f"));
+  json_put (root, "volume", vol);
+
+  json_put (hp, "window", json_object_new_int64 (h->p.set.window));
+  json_put (hp, "slow_factor", json_number (h->p.set.slow_factor, "%g"));
+  json_put (hp, "error_threshold",
+            json_object_new_int64 (h->p.set.error_threshold));
+  json_put (hp, "min_samples", json_object_new_int64 (h->p.set.min_samples));
+  json_put (hp, "io_timeout", json_object_new_int64 (h->p.set.io_timeout));
+  json_put (hp, "probe_interval",
+            json_object_new_int64 (h->p.set.probe_interval));
+  json_put (root, "health", hp);
+
+  for (unsigned i = 0; i < h->n; ++i) {
+    struct member_health *m = &h->m[i];
+    struct json_object *jm = json_object_new_object ();
+    struct json_object *ops = json_object_new_object ();
+
+    json_put (jm, "index", json_object_new_int64 (i));
+    json_put (jm, "path", json_text (m->path));
+    json_put (jm, "state",
+              json_text (health_state_names[atomic_load (&m->state)]));
+    json_put (jm, "state_since_unix", json_number (m->since, "%.3f"));
+    json_put (jm, "reason", json_text (m->reason));
+    json_put (jm, "consecutive_errors",
+              json_object_new_int64 (atomic_load (&m->consecutive)));
+    json_put (jm, "rejected", json_u64 (atomic_load (&m->rejected)));
+    for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
+      struct json_object *jo = json_object_new_object ();
+      struct json_object *win = json_object_new_object ();
+      struct json_object *tot = json_object_new_object ();
+      uint64_t hb[NBUCKETS], samples;
+
+      json_put (jo, "requests", json_u64 (atomic_load (&m->requests[op])));
+      json_put (jo, "bytes", json_u64 (atomic_load (&m->bytes[op])));
+      json_put (jo, "errors", json_u64 (atomic_load (&m->errors[op])));
+      health_op_hist (hb, m->win, op);
+      json_put (win, "p50",
+                json_number (health_quantile_ns (hb, 0.50, &samples) / 1000,
+                             "%.1f"));
+      json_put (win, "p99",
+                json_number (health_quantile_ns (hb, 0.99, NULL) / 1000,
+                             "%.1f"));
+      json_put (win, "samples", json_u64 (samples));
+      json_put (jo, "latency_us", win);
+      health_op_hist_live (hb, m, op);
+      json_put (tot, "p50",
+                json_number (health_quantile_ns (hb, 0.50, NULL) / 1000,
+                             "%.1f"));
+      json_put (tot, "p99",
+                json_number (health_quantile_ns (hb, 0.99, NULL) / 1000,
+                             "%.1f"));
+      json_put (tot, "sum",
+                json_number (atomic_load (&m->lat_ns[op]) / 1000.0, "%.1f"));
+      json_put (jo, "total_latency_us", tot);
+      json_put (ops, op_name (op), jo);
+    }
+    json_put (jm, "ops", ops);
+    if (!m->has_last_error)
+      json_put (jm, "last_error", NULL);
+    else {
+      struct json_object *le = json_object_new_object ();
+      const char *name = health_errno_name (m->le_errno);
+
+      json_put (le, "op", json_text (op_name (m->le_op)));
+      json_put (le, "errno", json_object_new_int (m->le_errno));
+      json_put (le, "error", json_text (name ? name : ""));
+      json_put (le, "message", json_text (strerror (m->le_errno)));
+      json_put (le, "offset", json_u64 (m->le_offset));
+      json_put (le, "time_unix", json_number (m->le_time, "%.3f"));
+      json_put (jm, "last_error", le);
+    }
+    json_object_array_add (members, jm);
+  }
+  json_put (root, "members", members);
+
+  text = json_text_of (root);
+  json_object_put (root);
+  if (text)
+    *len = strlen (text);
+  return text;
+}
+
+/* A Prometheus label value: \ " and newline escaped. */
+static void
+prom_str (FILE *fp, const char *s)
+{
+  for (; s && *s; ++s) {
+    if (*s == '\\' || *s == '"')
+      fprintf (fp, "\\%c", *s);
+    else if (*s == '\n')
+      fputs ("\\n", fp);
+    else
+      fputc (*s, fp);
+  }
+}
+
+static char *
+build_prom (struct health *h, size_t *len)
+{
+  static const char *const vstates[] = { "ok", "degraded", "failed" };
+  static const char *const kinds[] = { "requests", "bytes", "errors" };
+  static const char *const kind_help[] = { "Requests sent to the member",
+                                           "Bytes transferred",
+                                           "Requests that failed" };
+  char *buf = NULL;
+  FILE *fp = open_memstream (&buf, len);
+  enum volume_state vs = health_vol_state (h);
+
+#define VOL()                                                                 \
+  do {                                                                        \
+    fputs ("{volume=\"", fp);                                                 \
+    prom_str (fp, h->p.name);                                                 \
+    fputc ('"', fp);                                                          \
+  } while (0)
+#define MEM(i)                                                                \
+  do {                                                                        \
+    VOL ();                                                                   \
+    fprintf (fp, ",member=\"%u\"", (i));                                      \
+  } while (0)
+
+  if (fp == NULL)
+    return NULL;
+  fputs ("# HELP nbdstripe_volume_info The volume (value always 1).\n"
+         "# TYPE nbdstripe_volume_info gauge\nnbdstripe_volume_info",
+         fp);
+  VOL ();
+  fputs (",uuid=\"", fp);
+  prom_str (fp, h->p.uuid ? h->p.uuid : "");
+  fputs ("\"} 1\n", fp);
+  fputs ("# HELP nbdstripe_volume_state The volume state (1 for the "
+         "current one).\n# TYPE nbdstripe_volume_state gauge\n",
+         fp);
+  for (unsigned k = 0; k < 3; ++k) {
+    fputs ("nbdstripe_volume_state", fp);
+    VOL ();
+    fprintf (fp, ",state=\"%s\"} %d\n", vstates[k], (unsigned) vs == k);
+  }
+  fputs ("# HELP nbdstripe_volume_size_bytes The volume size.\n"
+         "# TYPE nbdstripe_volume_size_bytes gauge\n"
+         "nbdstripe_volume_size_bytes",
+         fp);
+  VOL ();
+  fprintf (fp, "} %" PRIu64 "\n", h->p.size);
+  fputs ("# HELP nbdstripe_volume_start_time_seconds When the server "
+         "started (Unix time).\n"
+         "# TYPE nbdstripe_volume_start_time_seconds gauge\n"
+         "nbdstripe_volume_start_time_seconds",
+         fp);
+  VOL ();
+  fprintf (fp, "} %.3f\n", h->started_unix);
+
+  fputs ("# HELP nbdstripe_member_state The member state (1 for the "
+         "current one).\n# TYPE nbdstripe_member_state gauge\n",
+         fp);
+  for (unsigned i = 0; i < h->n; ++i) {
+    enum member_state s = atomic_load (&h->m[i].state);
+    for (unsigned k = 0; k <= MS_FAILED; ++k) {
+      fputs ("nbdstripe_member_state", fp);
+      MEM (i);
+      fputs (",path=\"", fp);
+      prom_str (fp, h->m[i].path);
+      fprintf (fp, "\",state=\"%s\"} %d\n", health_state_names[k], s == k);
+    }
+  }
+  for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
+    for (unsigned k = 0; k < 3; ++k) {
+      fprintf (fp,
+               "# HELP nbdstripe_member_%s_%s_total %s (%s).\n"
+               "# TYPE nbdstripe_member_%s_%s_total counter\n",
+               op_name (op), kinds[k], kind_help[k], op_name (op),
+               op_name (op), kinds[k]);
+      for (unsigned i = 0; i < h->n; ++i) {
+        struct member_health *m = &h->m[i];
+        _Atomic uint64_t *c = k == 0   ? &m->requests[op]
+                              : k == 1 ? &m->bytes[op]
+                                       : &m->errors[op];
+        fprintf (fp, "nbdstripe_member_%s_%s_total", op_name (op), kinds[k]);
+        MEM (i);
+        fprintf (fp, "} %" PRIu64 "\n", atomic_load (c));
+      }
+    }
+    fprintf (fp,
+             "# HELP nbdstripe_member_%s_latency_seconds Latency of %s "
+             "requests (quantiles over the last %u s).\n"
+             "# TYPE nbdstripe_member_%s_latency_seconds summary\n",
+             op_name (op), op_name (op), h->p.set.window, op_name (op));
+    for (unsigned i = 0; i < h->n; ++i) {
+      struct member_health *m = &h->m[i];
+      uint64_t hb[NBUCKETS], count = 0;
+      static const double qs[] = { 0.5, 0.99 };
+
+      health_op_hist (hb, m->win, op);
+      for (unsigned q = 0; q < 2; ++q) {
+        double v = health_quantile_ns (hb, qs[q], NULL) / 1e9;
+        fprintf (fp, "nbdstripe_member_%s_latency_seconds", op_name (op));
+        MEM (i);
+        fprintf (fp, ",quantile=\"%g\"} ", qs[q]);
+        if (isnan (v))
+          fputs ("NaN\n", fp);
+        else
+          fprintf (fp, "%.9f\n", v);
+      }
+      health_op_hist_live (hb, m, op);
+      for (unsigned b = 0; b < NBUCKETS; ++b)
+        count += hb[b];
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_sum", op_name (op));
+      MEM (i);
+      fprintf (fp, "} %.9f\n", atomic_load (&m->lat_ns[op]) / 1e9);
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_count", op_name (op));
+      MEM (i);
+      fprintf (fp, "} %" PRIu64 "\n", count);
+    }
+  }
+  fputs ("# HELP nbdstripe_member_rejected_total Requests refused at once "
+         "because the member had failed.\n"
+         "# TYPE nbdstripe_member_rejected_total counter\n",
+         fp);
+  for (unsigned i = 0; i < h->n; ++i) {
+    fputs ("nbdstripe_member_rejected_total", fp);
+    MEM (i);
+    fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].rejected));
+  }
+#undef VOL
+#undef MEM
+  if (fclose (fp) != 0) {
+    free (buf);
+    return NULL;
+  }
+  return buf;
+}
+
+static int
+mkdir_parents (const char *path)
+{
+  char *d = strdup (path), *p;
+  int r = 0;
+
+  if (d == NULL)
+    return -1;
+  for (p = d + 1; (p = strchr (p, '/')) != NULL; ++p) {
+    *p = '\0';
+    if (mkdir (d, 0755) == -1 && errno != EEXIST) {
+      r = -1;
+      break;
+    }
+    *p = '/';
+  }
+  free (d);
+  return r;
+}
+
+/* Write path atomically: a new temporary in the same directory, then
+ * rename.  The directory may be writable by others (a sticky /tmp, a
+ * node_exporter textfile directory shared with a group), so the
+ * temporary must never be a name someone else can plant a symlink at:
+ * mkostemp creates a random name with O_CREAT|O_EXCL, which never
+ * follows a link, and rename replaces the target itself (were it a
+ * symlink, the link goes, its target is left alone).  The temporary is
+ * a dot file, so that node_exporter's "*.prom" never reads it.
+ */
+static int
+write_atomic (const char *path, const char *data, size_t len)
+{
+  const char *base = strrchr (path, '/');
+  char tmp[4096];
+  int fd, r, e;
+
+  base = base ? base + 1 : path;
+  if (snprintf (tmp, sizeof tmp, "%.*s.%s.XXXXXX", (int) (base - path), path,
+                base)
+      >= (int) sizeof tmp) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  fd = mkostemp (tmp, O_CLOEXEC | O_NOFOLLOW);
+  if (fd == -1 && errno == ENOENT && mkdir_parents (path) == 0) {
+    memcpy (&tmp[strlen (tmp) - 6], "XXXXXX", 6); /* mkostemp changed it */
+    fd = mkostemp (tmp, O_CLOEXEC | O_NOFOLLOW);
+  }
+  if (fd == -1)
+    return -1;
+  if (fchmod (fd, 0644) == -1)
+    goto err;
+  while (len > 0) {
+    ssize_t n = write (fd, data, len);
+    if (n == -1) {
+      if (errno == EINTR)
+        continue;
+      goto err;
+    }
+    data += n;
+    len -= n;
+  }
+  if (fsync (fd) == -1)
+    goto err;
+  r = close (fd);
+  fd = -1;
+  if (r == -1 || rename (tmp, path) == -1)
+    goto err;
+  return 0;
+
+err:
+  e = errno;
+  if (fd >= 0)
+    close (fd);
+  unlink (tmp);
+  errno = e;
+  return -1;
+}
+
+/* Called with the lock held; drops it while writing. */
+void
+health_write_status (struct health *h, bool running)
+{
+  char *json = NULL, *prom = NULL;
+  size_t jlen = 0, plen = 0;
+
+  if (h->p.status_file)
+    json = build_json (h, running, &jlen);
+  if (h->p.prometheus_file)
+    prom = build_prom (h, &plen);
+  h->last_status_mono = health_now_ns ();
+  pthread_mutex_unlock (&h->lock);
+
+  if (h->p.status_file) {
+    if (json == NULL || write_atomic (h->p.status_file, json, jlen) == -1) {
+      if (!h->status_err_logged)
+        stripe_error ("health: cannot write the status file %s: %m",
+                      h->p.status_file);
+      h->status_err_logged = true;
+    }
+    else if (h->status_err_logged) {
+      stripe_error ("health: status file %s written again", h->p.status_file);
+      h->status_err_logged = false;
+    }
+  }
+  if (h->p.prometheus_file) {
+    if (prom == NULL
+        || write_atomic (h->p.prometheus_file, prom, plen) == -1) {
+      if (!h->prom_err_logged)
+        stripe_error ("health: cannot write the Prometheus file %s: %m",
+                      h->p.prometheus_file);
+      h->prom_err_logged = true;
+    }
+    else
+      h->prom_err_logged = false;
+  }
+  free (json);
+  free (prom);
+  pthread_mutex_lock (&h->lock);
+}
