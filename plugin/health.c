@@ -474,15 +474,22 @@ health_op_hist_live (uint64_t out[NBUCKETS], struct member_health *m,
 
 /* The decisions of one tick. */
 
+/* An operation never requested has empty histograms: nothing to copy
+ * (snapshots start zeroed), which spares a read-only volume four fifths
+ * of the copying every tick.
+ */
 static void
 take_snapshot (struct health *h, unsigned i, struct hist_set *out)
 {
   struct member_health *m = &h->m[i];
-  for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
+  for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
+    if (atomic_load_explicit (&m->requests[op], memory_order_relaxed) == 0)
+      continue;
     for (unsigned s = 0; s < NSIZES; ++s)
       for (unsigned b = 0; b < NBUCKETS; ++b)
         out->b[op][s][b] =
           atomic_load_explicit (&m->hist[op][s][b], memory_order_relaxed);
+  }
 }
 
 /* m->win = now - the snapshot a window ago (or since start). */
@@ -499,7 +506,10 @@ update_windows (struct health *h, bool rotate)
     if (!since_start) {
       const struct hist_set *o = &m->snaps[oldest];
       for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
-        for (unsigned s = 0; s < NSIZES; ++s)
+        for (unsigned s = 0;
+             s < NSIZES && atomic_load_explicit (&m->requests[op],
+                                                 memory_order_relaxed);
+             ++s)
           for (unsigned b = 0; b < NBUCKETS; ++b)
             m->win->b[op][s][b] -= o->b[op][s][b];
     }

@@ -51,7 +51,8 @@ struct entry {
 #define INLINE_ENTRIES 64
 
 struct ioexec {
-  struct thread_state *t;
+  struct thread_state *t; /* looked up when first needed */
+  bool nested;            /* within another ioexec_run: no thread state */
   struct io_uring *ring; /* for this request, or NULL */
   unsigned queued;       /* entries got, not yet submitted */
   unsigned in_ring;      /* entries submitted, not yet completed */
@@ -161,10 +162,13 @@ ioexec_uring_available (void)
 void *
 ioexec_scratch (struct ioexec *x, size_t len)
 {
-  struct thread_state *t = x->t;
+  struct thread_state *t;
   size_t need = round_up (len, 4096);
   void *p;
 
+  if (x->t == NULL && !x->nested)
+    x->t = thread_state ();
+  t = x->t;
   x->total += need;
   if (t && x->used + need <= t->arena_size) {
     p = t->arena + x->used;
@@ -450,12 +454,15 @@ ioexec_run (struct member_op *ops, unsigned nr, bool uring)
              || ops[i].kind == OP_FLUSH)
       nr_ring++;
   }
-  x.t = depth == 0 ? thread_state () : NULL;
+  x.nested = depth > 0;
   /* One local operation gains nothing from a ring: the plain system call
    * is one syscall too, and cheaper.
    */
-  if (nr_ring > 1 && x.t && uring)
-    x.ring = thread_ring (x.t);
+  if (nr_ring > 1 && uring && !x.nested) {
+    x.t = thread_state ();
+    if (x.t)
+      x.ring = thread_ring (x.t);
+  }
   depth++;
   if (x.async) {
     pthread_mutex_init (&x.lock, NULL);

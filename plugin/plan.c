@@ -18,6 +18,19 @@ plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
   plan->nr_ios = 0;
   plan->iov = plan->inline_iov;
 
+  /* Most requests lie inside one chunk: one member, one piece. */
+  layout_map (l, offset, count, &p);
+  if (p.length == count) {
+    struct member_io *io = &plan->ios[plan->nr_ios++];
+    io->member = p.member;
+    io->member_offset = p.member_offset;
+    io->length = count;
+    io->nr_iov = 1;
+    io->iov = plan->iov;
+    plan->iov[0] = (struct iovec){ buf, count };
+    return 0;
+  }
+
   layout_spans (l, offset, count, spans);
   for (unsigned m = 0; m < l->nr_members; ++m)
     if (spans[m].touched)
