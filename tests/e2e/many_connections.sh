@@ -6,7 +6,7 @@
 # and requests failed with ENOMEM (c876f37: 32 of 17,600).  Rings are now
 # created only where a request needs one, up to a cap.
 here=$(dirname "$(realpath "$0")")
-source "$here/../daemon/lib.sh" || exit 1
+source "$here/../lib/daemon.sh" || exit 1
 d_init nbdkit
 PY=/usr/bin/python3
 "$PY" -c 'import nbd' 2>/dev/null || d_skip "python3-libnbd is not installed"
@@ -23,7 +23,7 @@ truncate -s $((64 * M)) "$D_TMP/m0" "$D_TMP/m1"
 d_nbdkit -U "$D_TMP/s.sock" -P "$D_TMP/s.pid" --filter=delay "$STRIPE_PLUGIN" \
   rdelay=20ms chunk=64K file="$D_TMP/m0" file="$D_TMP/m1" || d_fail "nbdkit"
 D_PIDS+=("$(<"$D_TMP/s.pid")")
-d_run many "$PY" "$here/many_connections.py" \
+d_run many "$PY" "$here/../lib/many_connections.py" \
   "nbd+unix:///?socket=$D_TMP/s.sock" 1100
 [[ $D_RC -eq 0 ]] && d_ok "1,100 connections x 16 requests, no error" ||
   d_bad "requests failed with 1,100 connections (above)"

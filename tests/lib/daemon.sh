@@ -1,12 +1,14 @@
-# Shared helpers for the tests of the nbdstripe command (tests/daemon).
+# Shared helpers for the tests of the nbdstripe command (tests/daemon), and
+# for the tests elsewhere that drive it (tests/health through health.sh,
+# tests/e2e, tests/remote).
 # Sourced by bash scripts; not executable on its own.
 #
-# Environment (set by CTest, see CMakeLists.txt):
+# Environment (set by CTest, see tests/daemon/CMakeLists.txt):
 #   NBDSTRIPE          the nbdstripe binary under test (required)
 #   STRIPE_PLUGIN      nbdkit-stripe-plugin.so under test (required); given
 #                      to `nbdstripe serve` as NBDSTRIPE_PLUGIN so that an
 #                      installed plugin is never picked up by mistake
-#   DAEMON_HELPER      tests/daemon/daemon_helper (free-port, crc32c)
+#   DAEMON_HELPER      tests/lib/daemon_helper (free-port, crc32c, wait-gone)
 #   NBDSTRIPE_SOURCE_DIR  the source tree (for tests/config)
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit (and into
 #                      `nbdstripe serve`, which execs nbdkit); may be empty
@@ -21,7 +23,7 @@
 
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
 
 D_TMP=
 D_PIDS=()                       # servers (nbdkit pids) we started

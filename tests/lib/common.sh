@@ -1,6 +1,6 @@
-# What the shell test libraries share (tests/daemon/lib.sh,
-# tests/vm/lib.sh): the environment CTest gives them and the environment
-# a server under test runs with.  Sourced; not executable on its own.
+# What the shell test libraries share (tests/lib/daemon.sh,
+# tests/lib/vm.sh; and tests/integration's shell tests): the environment
+# CTest gives them and the environment a server under test runs with.  Sourced; not executable on its own.
 #
 # Environment (set by CTest):
 #   NBDSTRIPE          the nbdstripe binary under test (required)

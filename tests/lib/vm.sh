@@ -1,7 +1,7 @@
 # Shared helpers for the real-client tests (tests/vm).  Sourced by bash
 # scripts; not executable on its own.
 #
-# Environment (set by CTest, see CMakeLists.txt):
+# Environment (set by CTest, see tests/vm/CMakeLists.txt):
 #   NBDSTRIPE          the nbdstripe binary under test (required)
 #   STRIPE_PLUGIN      nbdkit-stripe-plugin.so under test (required); given
 #                      to `nbdstripe serve` as NBDSTRIPE_PLUGIN so that an
@@ -19,7 +19,7 @@
 
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
 
 V_TMP=
 V_PIDS=()                       # servers (nbdkit pids) we started
