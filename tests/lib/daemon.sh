@@ -12,7 +12,7 @@
 #   NBDSTRIPE_SOURCE_DIR  the source tree (for tests/config)
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit (and into
 #                      `nbdstripe serve`, which execs nbdkit); may be empty
-#   STRIPE_ASAN_SHIM   tests/integration's asan_exit_shim, preloaded after
+#   STRIPE_ASAN_SHIM   tests/lib/asan_exit_shim.c, preloaded after
 #                      it (sanitizer builds only)
 #
 # Exit codes: 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE).

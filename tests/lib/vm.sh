@@ -8,7 +8,7 @@
 #                      installed plugin is never picked up by mistake
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit (through
 #                      `nbdstripe serve`, which execs it); may be empty
-#   STRIPE_ASAN_SHIM   tests/integration's asan_exit_shim, preloaded after
+#   STRIPE_ASAN_SHIM   tests/lib/asan_exit_shim.c, preloaded after
 #                      it (sanitizer builds only)
 #
 # Exit codes: 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE).
