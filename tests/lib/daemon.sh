@@ -109,11 +109,11 @@ d_init ()
   cd "$D_TMP" || d_fail "cd $D_TMP"
   t_server_env "$D_TMP"
   D_PRE=("${T_PRE[@]}")
-  # libconfig 1.5 leaks on some syntax errors (see tests/config/lsan.supp):
+  # libconfig 1.5 leaks on some syntax errors (see tests/lib/lsan.supp):
   # the nbdstripe binary is instrumented and checks its own leaks.
   if [[ -n ${NBDSTRIPE_SOURCE_DIR:-} &&
-        -f $NBDSTRIPE_SOURCE_DIR/tests/config/lsan.supp ]]; then
-    export LSAN_OPTIONS="suppressions=$NBDSTRIPE_SOURCE_DIR/tests/config/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+        -f $NBDSTRIPE_SOURCE_DIR/tests/lib/lsan.supp ]]; then
+    export LSAN_OPTIONS="suppressions=$NBDSTRIPE_SOURCE_DIR/tests/lib/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   fi
 }
 
