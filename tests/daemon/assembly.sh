@@ -24,7 +24,7 @@
 # and every file involved is byte-identical before and after (sha256).
 # After each fault is undone the members are exactly as before; finally
 # the right config serves again and the data reads back intact.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo sha256sum cmp
 
 K=1024 M=$((1024 * 1024))

@@ -16,7 +16,7 @@
 #
 # serve runs with --foreground under a timeout: should it ever accept a bad
 # config, the server it starts dies with the test instead of lingering.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit sha256sum
 
 src=${NBDSTRIPE_SOURCE_DIR:-$(realpath "$(dirname "$0")/../..")}

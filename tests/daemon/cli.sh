@@ -8,7 +8,7 @@
 #   COMMAND --help for each command: its usage on stdout, exit 0
 #   an unknown option, a missing or extra CONFIG: exit 2, usage on stderr
 #   a well-formed command that fails (a config that does not exist): 1
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init
 
 # expect NAME STATUS STREAM SUBSTRING -- ARGS...: nbdstripe ARGS exits

@@ -22,7 +22,7 @@
 # Skipped (77) without nbdfuse or FUSE (/dev/fuse, permission to mount).
 # Readiness without sleeping: nbdfuse's pidfile is a FIFO, which nbdfuse
 # opens and writes once the mount is ready.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 
 fault="write"
 case ${1:-} in

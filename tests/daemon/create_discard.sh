@@ -11,7 +11,7 @@
 # A control run without --discard on the same kind of members keeps them
 # fully allocated and their data in place, so the drop is --discard's.
 # Without a terminal there is no progress bar: stderr stays empty.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init sha256sum cmp stat
 
 M=$((1024 * 1024))

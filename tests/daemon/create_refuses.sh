@@ -13,7 +13,7 @@
 #   - a mounted block device (a loop device with ext4, mounted), even with
 #     --force: block devices are opened exclusively.  Only as root with
 #     loop devices; otherwise that part is left out (and said so).
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init mkfs.ext4 sha256sum
 
 M=$((1024 * 1024))

@@ -3,7 +3,7 @@
 # a FIFO given as a member, or as the config file, must be refused at
 # once by check, serve, create, inspect and the plugin -- not block them.
 # (c876f37: every one of them blocked for ever.)  Each command gets 10 s.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit timeout
 
 M=$((1024 * 1024))

@@ -13,7 +13,7 @@
 #     the odd one get an "error" key; exit 1 because some member has no
 #     header, 0 when all have;
 #   - human output of a blank file: exit 1, the reason on stderr naming it.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init od
 
 if command -v jq >/dev/null; then

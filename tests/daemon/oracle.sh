@@ -20,7 +20,7 @@
 #   passes, and the volume is served with data from offset 0 (chunk k on
 #   member k mod N at (k div N) * chunk), as md raid0 / dm-stripe arrays
 #   without metadata.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo od cmp
 
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"

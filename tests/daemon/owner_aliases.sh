@@ -18,7 +18,7 @@
 #                   header back, refuses, and restores what it wrote
 #
 # Every refusal leaves every member file byte-identical (sha256).
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo
 
 K=1024 M=$((1024 * 1024))

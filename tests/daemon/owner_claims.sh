@@ -12,7 +12,7 @@
 # serves.  As root with loop devices: a volume over two loop devices is
 # served, and mkfs.ext4 and mount on one of them are refused (the device
 # is held exclusively, as md holds its members), leaving it unchanged.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo cmp
 
 K=1024 M=$((1024 * 1024))

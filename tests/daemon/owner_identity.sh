@@ -25,11 +25,11 @@
 #              Python process, microseconds apart).  The write fails, the
 #              file is NOT re-extended, and the member is failed with a
 #              reason that says truncated.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo cmp truncate
 PY=/usr/bin/python3
 "$PY" -c 'import nbd' 2>/dev/null || d_skip "python3-libnbd is not installed"
-HC=$NBDSTRIPE_SOURCE_DIR/tests/health/hclient.py
+HC=$NBDSTRIPE_SOURCE_DIR/tests/lib/hclient.py
 
 K=1024 M=$((1024 * 1024))
 chunk=$((64 * K))

@@ -22,8 +22,8 @@
 # the URIs.  Members 0 and 2 swapped: check and serve refuse, giving the
 # right order with the URIs; no backing file changes.  create --force
 # --discard trims the remote data areas (they read as zeros).
-source "$(dirname "$0")/lib.sh" || exit 1
-source "$(dirname "$0")/remote_lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
+source "$(dirname "$0")/../lib/remote.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo od cmp setsid sha256sum
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"
 nbdkit --filter=log null --dump-plugin >/dev/null 2>&1 ||

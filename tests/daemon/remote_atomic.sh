@@ -18,8 +18,8 @@
 # volume was not created, never "could not restore"; every backing file
 # (read directly) and the local member are byte-identical to before; no
 # member has a header (inspect of each URI), and check fails.
-source "$(dirname "$0")/lib.sh" || exit 1
-source "$(dirname "$0")/remote_lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
+source "$(dirname "$0")/../lib/remote.sh" || exit 1
 
 fault="write"
 case ${1:-} in

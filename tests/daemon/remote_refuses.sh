@@ -14,8 +14,8 @@
 #     backing file of member 1 is no longer ext4;
 #   - a read-only export (nbdkit -r) is refused even with --force, with
 #     the reason, and nothing written.
-source "$(dirname "$0")/lib.sh" || exit 1
-source "$(dirname "$0")/remote_lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
+source "$(dirname "$0")/../lib/remote.sh" || exit 1
 d_init nbdkit mkfs.ext4 setsid sha256sum
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"
 

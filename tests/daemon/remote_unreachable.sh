@@ -15,8 +15,8 @@
 #     each fail within 45 s: the connect timeout (30 s,
 #     REMOTE_CONNECT_TIMEOUT in include/remote.h) and a margin for a
 #     loaded machine.
-source "$(dirname "$0")/lib.sh" || exit 1
-source "$(dirname "$0")/remote_lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
+source "$(dirname "$0")/../lib/remote.sh" || exit 1
 d_init nbdkit setsid sha256sum timeout
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"
 

@@ -27,7 +27,7 @@
 #
 # Each server is checked to run the plugin under test.  Servers start with
 # `nbdstripe serve` (no --foreground), which returns once nbdkit listens.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo cmp setsid
 
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"

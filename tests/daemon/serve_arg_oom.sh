@@ -11,7 +11,7 @@
 # (port) and "--tls-psk=%s" (TCP config with TLS and a PSK) -- asserts
 # exit status 1, a message naming the config, and no nbdkit run.  Then,
 # with no failure injected, serve runs the stand-in with every argument.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init
 [[ -n ${FAIL_ASPRINTF_SHIM:-} && -f $FAIL_ASPRINTF_SHIM ]] ||
   d_fail "FAIL_ASPRINTF_SHIM is not set (run through ctest)"

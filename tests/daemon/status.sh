@@ -19,7 +19,7 @@
 #   mutated files (fields deleted or retyped, huge numbers, control
 #     characters, invalid UTF-8, truncation) never crash it: exit 0..3,
 #     no sanitizer report, no control character reaches the terminal
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init jq
 
 FIXTURES=$(dirname "$(realpath "$0")")/status-fixtures

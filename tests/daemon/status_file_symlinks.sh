@@ -25,7 +25,7 @@
 # Needs root (the threat is root writing where others can plant links)
 # and setpriv; skipped otherwise.  Waits on the status file with bounded
 # polling loops (the file has no event to wait on).
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit jq setpriv
 
 [[ $(id -u) -eq 0 ]] || d_skip "needs root: the test plants links as another user"

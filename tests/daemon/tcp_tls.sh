@@ -24,7 +24,7 @@
 #   server's messages are seen): "vol" is served; "other" and the default
 #   export "" are refused, the client told there is no such export and
 #   the server's message naming both names; NBD_OPT_LIST shows "vol" only.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo setpriv cmp jq setsid
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"
 [[ $(id -u) -eq 0 ]] || d_skip "needs root: clients run as another user"

@@ -26,7 +26,7 @@
 #   --cache=MODE   serve with cache=MODE (writeback, writethrough, direct)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/lib.sh"
+. "$here/../lib/e2e.sh"
 
 e2e_parse_args "$@"
 
@@ -135,7 +135,7 @@ cmp "$E2E_TMP/src" "$E2E_TMP/out" || e2e_fail "(a) data read back differs"
 echo "(a) $vol_size bytes read back as written"
 
 e2e_log "(a) byte granularity: unaligned reads and writes, 4K-sector member included"
-e2e_serve unaligned "/usr/bin/python3 $(q "$(dirname "$(realpath "$0")")/unaligned_io.py") \"\$uri\" $(q "$E2E_TMP/src") $chunk" \
+e2e_serve unaligned "/usr/bin/python3 $(q "$(dirname "$(realpath "$0")")/../lib/unaligned_io.py") \"\$uri\" $(q "$E2E_TMP/src") $chunk" \
   -- "${chunk_param[@]}" "${params[@]}" ||
   e2e_fail "(a) unaligned reads and writes failed"
 

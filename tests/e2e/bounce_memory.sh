@@ -5,7 +5,7 @@
 # each bounce 32 MiB); afterwards the server's resident memory must be
 # below 48 MiB (c876f37 kept the 32 MiB arenas: 70 to 267 MiB).
 here=$(dirname "$(realpath "$0")")
-source "$here/../daemon/lib.sh" || exit 1
+source "$here/../lib/daemon.sh" || exit 1
 d_init nbdkit
 PY=/usr/bin/python3
 "$PY" -c 'import nbd' 2>/dev/null || d_skip "python3-libnbd is not installed"

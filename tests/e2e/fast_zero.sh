@@ -18,7 +18,7 @@
 #   header   a volume with headers over files: the methods are learnt at
 #            start in the gap between header and data, so a fast zero
 #            works from the first request, and zeroes.
-source "$(dirname "$0")/../daemon/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy unshare
 PY=/usr/bin/python3
 "$PY" -c 'import nbd' 2>/dev/null || d_skip "python3-libnbd is not installed"

@@ -21,7 +21,7 @@
 #   --cache=MODE   serve with cache=MODE (writeback, writethrough, direct)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/lib.sh"
+. "$here/../lib/e2e.sh"
 
 e2e_parse_args "$@"
 

@@ -17,11 +17,11 @@
 #               "full" (the volume "degraded"), never "failed"; a second
 #               client's reads of what was written succeed; a trim frees
 #               space and a write then fits again.
-source "$(dirname "$0")/../daemon/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdinfo
 PY=/usr/bin/python3
 "$PY" -c 'import nbd' 2>/dev/null || d_skip "python3-libnbd is not installed"
-HC=$(dirname "$0")/hclient.py
+HC=$(dirname "$0")/../lib/hclient.py
 M=$((1024 * 1024))
 status=$D_TMP/status.json
 

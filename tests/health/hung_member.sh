@@ -28,7 +28,7 @@
 #   status member 3 ok, volume ok; 8 reads on member 3 succeed with the
 #   right bytes (<= 1 s).
 # - exactly two hook runs.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/health.sh" || exit 1
 h_init
 
 M=$((1024 * 1024))

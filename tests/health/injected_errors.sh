@@ -6,9 +6,9 @@
 #
 # Volume: 4 members of 8 MiB (nbdkit file + error filter behind nbdfuse),
 # chunk 64K, metadata "none", cache "direct" (every read reaches the member
-# server: see lib.sh), health interval 1 s, window 3 s, error_threshold 4,
-# probe_interval 1 s, io_timeout 5 s, slow_factor 10 (so that no member is
-# called slow by the noise of a busy 2-core machine).
+# server: see tests/lib/health.sh), health interval 1 s, window 3 s,
+# error_threshold 4, probe_interval 1 s, io_timeout 5 s, slow_factor 10 (so
+# that no member is called slow by the noise of a busy 2-core machine).
 #
 # Asserts (bounds in seconds):
 # - before: 8 reads on each member succeed with the bytes of its backing
@@ -33,7 +33,7 @@
 #   member 1 return the right bytes again (<= 1 s).
 # - exactly three hook runs in all, in that order, argc 4, the environment
 #   (NBDSTRIPE_EVENT, _VOLUME, _MEMBER, _MEMBER_PATH, _STATE) agreeing.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/health.sh" || exit 1
 h_init
 
 M=$((1024 * 1024))

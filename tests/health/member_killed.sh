@@ -10,11 +10,11 @@
 # error_threshold 4, probe_interval 1 s, io_timeout 5 s, slow_factor 10.
 #
 # --signal=KILL (default) or --signal=TERM: how the member server dies.
-# The two end differently behind nbdfuse (see lib.sh 3.): after SIGTERM
-# nbdfuse stays and every request gets ESHUTDOWN (stat still works); after
-# SIGKILL nbdfuse itself dies on the next request, which gets ECONNABORTED,
-# and from then on everything on the path, stat and open included, gets
-# ENOTCONN (a vanished device).
+# The two end differently behind nbdfuse (see tests/lib/health.sh 3.):
+# after SIGTERM nbdfuse stays and every request gets ESHUTDOWN (stat still
+# works); after SIGKILL nbdfuse itself dies on the next request, which gets
+# ECONNABORTED, and from then on everything on the path, stat and open
+# included, gets ENOTCONN (a vanished device).
 #
 # Asserts (bounds in seconds):
 # - 16 chunks (64K) written on every member with a known pattern read back
@@ -31,16 +31,17 @@
 #   each; reads of members 0, 2, 3 return the pattern (<= 1 s); writes to
 #   member 0 succeed.
 # - the server restarted and nbdfuse mounted again at the same path (see
-#   lib.sh 5.): hook MemberRecovered within 6 s (probe_interval 1 +
-#   io_timeout 5); status member 1 ok, volume ok; every chunk written
-#   before the fault (all members) and during it (member 0) reads back
-#   intact (<= 1 s per request) and equals the backing files.
+#   tests/lib/health.sh 5.): hook MemberRecovered within 6 s
+#   (probe_interval 1 + io_timeout 5); status member 1 ok, volume ok;
+#   every chunk written before the fault (all members) and during it
+#   (member 0) reads back intact (<= 1 s per request) and equals the
+#   backing files.
 # - the plugin lets go of the dead member: within 10 s of the recovery the
 #   server holds no descriptor on the old (detached) mount.
 # - hook runs: [MemberFailing,] MemberFailed, MemberRecovered, no other;
 #   none of them inherited a member descriptor (the re-adopted member's
 #   descriptors stay close-on-exec).
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/health.sh" || exit 1
 sig=KILL
 case ${1:-} in
   ""|--signal=KILL) sig=KILL ;;

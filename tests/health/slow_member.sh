@@ -23,7 +23,7 @@
 # - the load: every read succeeded with the bytes of the backing file,
 #   none took longer than 1 s, each member served >= 50 reads;
 # - no other hook run (no member but 2 changed state).
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/health.sh" || exit 1
 h_init
 
 M=$((1024 * 1024))

@@ -21,7 +21,7 @@
 #   server killed (SIGKILL: its last status still says running): exit 3
 #   within 8 s (the pid is gone; a status older than a few intervals is
 #   stale).
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/health.sh" || exit 1
 h_init
 h_has_status_cmd || d_fail "$NBDSTRIPE has no status sub-command"
 

@@ -34,7 +34,7 @@
 #   volume state/size/start time/info, each member's state gauges, every
 #   requests/bytes/errors counter, latency _sum (= total_latency_us.sum)
 #   and _count (= requests, or successful requests), quantiles present.
-source "$(dirname "$0")/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/health.sh" || exit 1
 h_init
 "$H_PY" -c 'import prometheus_client.parser' 2>/dev/null ||
   d_fail "$H_PY cannot import prometheus_client: install python3-prometheus-client"

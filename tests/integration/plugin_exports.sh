@@ -10,7 +10,7 @@
 # nbdkit still finds the debug flag (-D stripe.io_uring=0 switches io_uring
 # off: the plugin says so in a debug line).
 set -uo pipefail
-source "$(dirname "$0")/../lib.sh" || exit 1
+source "$(dirname "$0")/../lib/common.sh" || exit 1
 
 fail () { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 skip () { printf 'SKIP: %s\n' "$*" >&2; exit 77; }

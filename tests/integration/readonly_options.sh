@@ -31,7 +31,7 @@
 # --vsock runs with --run true: no vsock client here; starting at all
 # means the plugin accepted the read-only member.
 set -uo pipefail
-source "$(dirname "$0")/../lib.sh" || exit 1
+source "$(dirname "$0")/../lib/common.sh" || exit 1
 
 fail () { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 skip () { printf 'SKIP: %s\n' "$*" >&2; exit 77; }

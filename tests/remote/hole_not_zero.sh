@@ -13,7 +13,7 @@
 # full read of the volume (nbdcopy --no-extents), byte for byte.  Against
 # c876f37 (every hole reported as hole+zero) both copies lost the data
 # under the "hole" ranges.
-source "$(dirname "$0")/../daemon/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo qemu-img cmp
 
 M=$((1024 * 1024))

@@ -4,7 +4,7 @@
 # members adding up to 2^63 bytes or more (two 6 EiB NBD exports from
 # nbdkit's null plugin) must not start a server that then fails every
 # connection (c876f37 did), but be refused before anything is served.
-source "$(dirname "$0")/../daemon/lib.sh" || exit 1
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdinfo
 
 for i in 0 1; do

@@ -1,5 +1,5 @@
 /* nbdstripe unit tests: the RAID-0 layout (plugin/layout.c) against a
- * brute-force md raid0 oracle (oracle.h).
+ * brute-force md raid0 oracle (tests/lib/oracle.h).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "layout.h"
-#include "oracle.h"
+#include "layout_cases.h"
 
 #define KiB UINT64_C (1024)
 
@@ -24,7 +24,8 @@ setup_case (const struct tcase *tc, struct layout *l, struct oracle *o)
 
   CHECK (err == LAYOUT_OK, "%s: layout_init failed: %s", describe_case (tc),
          layout_strerror (err));
-  oracle_build (o, tc->chunk, tc->n, tc->sizes);
+  CHECK (oracle_init (o, tc->chunk, tc->n, tc->sizes) == 0,
+         "%s: the oracle refused it", describe_case (tc));
   CHECK (l->size == o->size, "%s: size %llu, expected %llu",
          describe_case (tc), (ull) l->size, (ull) o->size);
 }
@@ -42,7 +43,7 @@ check_map_one (const struct tcase *tc, const struct layout *l,
 
   if (want_len > count)
     want_len = count;
-  oracle_locate (o, x, &m, &mo);
+  oracle_map (o, x, &m, &mo);
   memset (&p, 0xa5, sizeof p);
   layout_map (l, x, count, &p);
   CHECK (p.offset == x && p.length == want_len && p.member == m
@@ -394,7 +395,7 @@ layout_small_mixed_example_matches_hand_computed_table (void **state)
   (void) state;
   assert_int_equal (layout_init (&l, chunk, 3, sizes, NULL), LAYOUT_OK);
   assert_int_equal (l.size, 6 * chunk);
-  oracle_build (&o, chunk, 3, sizes);
+  assert_int_equal (oracle_init (&o, chunk, 3, sizes), 0);
   assert_int_equal (o.size, 6 * chunk);
   for (unsigned k = 0; k < 6; ++k) {
     for (uint64_t in = 0; in < chunk; in += 4096) {
@@ -402,7 +403,7 @@ layout_small_mixed_example_matches_hand_computed_table (void **state)
       unsigned m;
       uint64_t mo;
 
-      oracle_locate (&o, x, &m, &mo);
+      oracle_map (&o, x, &m, &mo);
       assert_int_equal (m, want[k].member);
       assert_int_equal (mo, want[k].mchunk * chunk + in);
       layout_map (&l, x, 6 * chunk - x, &p);
@@ -620,7 +621,7 @@ check_iter (const struct tcase *tc, const struct layout *l,
            "%s: request %llu+%llu: piece %llu+%llu crosses a chunk boundary",
            describe_case (tc), (ull) offset, (ull) count, (ull) p.offset,
            (ull) p.length);
-    oracle_locate (o, p.offset, &m, &mo);
+    oracle_map (o, p.offset, &m, &mo);
     CHECK (p.member == m && p.member_offset == mo,
            "%s: request %llu+%llu: piece %llu+%llu on member %u at %llu, "
            "expected member %u at %llu",
@@ -673,17 +674,17 @@ check_spans (const struct tcase *tc, const struct layout *l,
 {
   struct oracle_member_use use[ORACLE_MAX_MEMBERS];
   /* exactly nr_members entries, so that ASan sees any overrun */
-  struct layout_span *spans = malloc (o->n * sizeof *spans);
+  struct layout_span *spans = malloc (o->nr_members * sizeof *spans);
   unsigned want_touched, touched;
 
   assert_non_null (spans);
-  memset (spans, 0xa5, o->n * sizeof *spans);
+  memset (spans, 0xa5, o->nr_members * sizeof *spans);
   want_touched = oracle_uses (o, offset, count, use, NULL);
   touched = layout_spans (l, offset, count, spans);
   CHECK (touched == want_touched,
          "%s: request %llu+%llu: %u members touched, expected %u",
          describe_case (tc), (ull) offset, (ull) count, touched, want_touched);
-  for (unsigned m = 0; m < o->n; ++m) {
+  for (unsigned m = 0; m < o->nr_members; ++m) {
     const struct layout_span *s = &spans[m];
     const struct oracle_member_use *u = &use[m];
 
@@ -727,8 +728,8 @@ trim_sends_one_range_per_member (void **state)
     /* every request from one row start to another (whole stripes, whole
      * zones, the last partial stripe), shifted by a few bytes
      */
-    for (uint64_t a = 0; a <= o.nrows; ++a) {
-      for (uint64_t b = a + 1; b <= o.nrows; ++b) {
+    for (uint64_t a = 0; a <= o.nr_rows; ++a) {
+      for (uint64_t b = a + 1; b <= o.nr_rows; ++b) {
         uint64_t x = o.row_start[a] * o.chunk, y = o.row_start[b] * o.chunk;
         check_spans (&tcs[c], &l, &o, x, y - x);
         check_spans (&tcs[c], &l, &o, x + 512, y - x - 512);
@@ -764,8 +765,8 @@ trim_sends_one_range_per_member_exhaustively_on_tiny_volumes (void **state)
     for (unsigned i = 0; i < tc.n; ++i)
       tc.sizes[i] = rng_range (&r, 1, 4) * tc.chunk + rng_below (&r, 4096);
     setup_case (&tc, &l, &o);
-    pts = xcalloc (4 * o.nchunks + 1, sizeof *pts);
-    for (uint64_t k = 0; k < o.nchunks; ++k) {
+    pts = xcalloc (4 * o.nr_chunks + 1, sizeof *pts);
+    for (uint64_t k = 0; k < o.nr_chunks; ++k) {
       pts[npts++] = k * o.chunk;
       pts[npts++] = k * o.chunk + 1;
       pts[npts++] = k * o.chunk + 512;
@@ -796,8 +797,8 @@ layout_unmap_inverts_layout_map_for_every_chunk (void **state)
     struct oracle o;
 
     setup_case (tc, &l, &o);
-    for (unsigned m = 0; m < o.n; ++m) {
-      for (uint64_t mc = 0; mc < o.mchunks[m]; ++mc) {
+    for (unsigned m = 0; m < o.nr_members; ++m) {
+      for (uint64_t mc = 0; mc < o.member_chunks[m]; ++mc) {
         const uint64_t ins[] = {
           0, 1, 511, 512, o.chunk / 2, o.chunk - 1, rng_below (&r, o.chunk)
         };
@@ -806,7 +807,7 @@ layout_unmap_inverts_layout_map_for_every_chunk (void **state)
           struct layout_piece p;
           bool ok = layout_unmap (&l, m, mo, &x);
 
-          assert_true (oracle_logical (&o, m, mo, &want));
+          assert_true (oracle_unmap (&o, m, mo, &want));
           CHECK (ok && x == want,
                  "%s: unmap(member %u, %llu) = %d, %llu; expected %llu",
                  describe_case (tc), m, (ull) mo, ok, (ull) x, (ull) want);
@@ -819,7 +820,7 @@ layout_unmap_inverts_layout_map_for_every_chunk (void **state)
       }
     }
     /* and map then unmap, for every chunk */
-    for (uint64_t k = 0; k < o.nchunks; ++k) {
+    for (uint64_t k = 0; k < o.nr_chunks; ++k) {
       struct layout_piece p;
       uint64_t x = k * o.chunk + rng_below (&r, o.chunk), back = 0;
 
@@ -906,10 +907,10 @@ layout_random_volumes_agree_with_md_raid0_oracle (void **state)
     }
     for (unsigned i = 0; i < 40; ++i) {
       unsigned m = (unsigned) rng_below (&r, tc.n);
-      uint64_t mo = rng_below (&r, o.rounded[m]), x = 0, want = 0;
+      uint64_t mo = rng_below (&r, o.usable[m]), x = 0, want = 0;
       bool ok = layout_unmap (&l, m, mo, &x);
 
-      assert_true (oracle_logical (&o, m, mo, &want));
+      assert_true (oracle_unmap (&o, m, mo, &want));
       CHECK (ok && x == want,
              "%s: unmap(member %u, %llu) = %d, %llu; expected %llu",
              describe_case (&tc), m, (ull) mo, ok, (ull) x, (ull) want);

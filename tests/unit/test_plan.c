@@ -1,5 +1,5 @@
 /* nbdstripe unit tests: request planning (plugin/plan.c) against the
- * brute-force md raid0 oracle (oracle.h).
+ * brute-force md raid0 oracle (tests/lib/oracle.h).
  *
  * Each case has a "volume" whose logical byte x holds pattern_byte(x), and
  * the member images the oracle says hold those bytes.  A planned write must
@@ -17,7 +17,7 @@
 
 #include "layout.h"
 #include "plan.h"
-#include "oracle.h"
+#include "layout_cases.h"
 
 /* ---- malloc failure injection (the test is linked with --wrap=malloc) */
 
@@ -56,15 +56,16 @@ world_init (struct world *w, const struct tcase *tc)
   err = layout_init (&w->l, tc->chunk, tc->n, tc->sizes, NULL);
   CHECK (err == LAYOUT_OK, "%s: layout_init: %s", describe_case (tc),
          layout_strerror (err));
-  oracle_build (&w->o, tc->chunk, tc->n, tc->sizes);
+  CHECK (oracle_init (&w->o, tc->chunk, tc->n, tc->sizes) == 0,
+         "%s: the oracle refused it", describe_case (tc));
   CHECK (w->l.size == w->o.size, "%s: size %llu, expected %llu",
          describe_case (tc), (ull) w->l.size, (ull) w->o.size);
   w->vol = xcalloc (w->o.size, 1);
   for (uint64_t x = 0; x < w->o.size; ++x)
     w->vol[x] = pattern_byte (x);
   for (unsigned m = 0; m < tc->n; ++m) {
-    w->img[m] = xcalloc (w->o.rounded[m], 1);
-    for (uint64_t mc = 0; mc < w->o.mchunks[m]; ++mc)
+    w->img[m] = xcalloc (w->o.usable[m], 1);
+    for (uint64_t mc = 0; mc < w->o.member_chunks[m]; ++mc)
       memcpy (w->img[m] + mc * w->o.chunk,
               w->vol + w->o.rev[m][mc] * w->o.chunk, w->o.chunk);
   }
@@ -73,7 +74,7 @@ world_init (struct world *w, const struct tcase *tc)
 static void
 world_free (struct world *w)
 {
-  for (unsigned m = 0; m < w->o.n; ++m)
+  for (unsigned m = 0; m < w->o.nr_members; ++m)
     free (w->img[m]);
   free (w->vol);
   oracle_free (&w->o);
@@ -147,7 +148,7 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
     uint64_t sum = 0, pos = 0, diff;
     uint8_t *gathered;
 
-    CHECK (m < o->n && (i == 0 || m > prev) && use[m].touched,
+    CHECK (m < o->nr_members && (i == 0 || m > prev) && use[m].touched,
            "%s: request %llu+%llu: io %u is for member %u (previous %u), "
            "not a touched member in member order",
            describe_case (tc), (ull) offset, (ull) count, i, m, prev);
@@ -202,7 +203,7 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
       first_difference (gathered, w->img[m] + io->member_offset, io->length);
     if (diff < io->length) {
       uint64_t want_x = 0;
-      oracle_logical (o, m, io->member_offset + diff, &want_x);
+      oracle_unmap (o, m, io->member_offset + diff, &want_x);
       CHECK (diff == io->length,
              "%s: request %llu+%llu: member %u offset %llu would get the "
              "wrong byte (it holds logical byte %llu)",
@@ -281,7 +282,7 @@ plan_rw_gives_each_member_exactly_its_range_byte_for_byte (void **state)
     check_plan (&w, 0, w.o.size, NULL);
     check_plan (&w, w.o.size - 1, 1, NULL);
     check_plan (&w, 0, 1, NULL);
-    for (uint64_t a = 1; a < w.o.nrows; ++a) {
+    for (uint64_t a = 1; a < w.o.nr_rows; ++a) {
       const uint64_t *rs = w.o.row_start;
       uint64_t x = rs[a] * w.o.chunk;
       uint64_t width = (rs[a + 1] - rs[a]) * w.o.chunk;
@@ -301,13 +302,13 @@ plan_rw_gives_each_member_exactly_its_range_byte_for_byte (void **state)
     }
     {
       /* into the last (maybe partial) stripe, stopping a byte short */
-      uint64_t x = w.o.row_start[w.o.nrows - 1] * w.o.chunk;
+      uint64_t x = w.o.row_start[w.o.nr_rows - 1] * w.o.chunk;
       x = x >= 4096 ? x - 4096 : 0;
       check_plan (&w, x, w.o.size - x - (w.o.size - x > 1), NULL);
     }
     for (unsigned i = 0; i < 40; ++i) {
       /* mostly small requests, some up to the whole volume */
-      uint64_t max = i % 4 == 0 ? w.o.size : 3 * w.o.n * w.o.chunk;
+      uint64_t max = i % 4 == 0 ? w.o.size : 3 * w.o.nr_members * w.o.chunk;
       pick_request (&r, &w.o, max, &offset, &count);
       check_plan (&w, offset, count, NULL);
     }

@@ -40,7 +40,7 @@
 # VM_TIMEOUT=20 (the time limit).
 
 here=$(dirname "$(realpath "$0")")
-source "$here/lib.sh"
+source "$here/../lib/vm.sh"
 
 [[ -z ${STRIPE_LD_PRELOAD:-} ]] ||
   v_skip "sanitizer build (STRIPE_LD_PRELOAD set): the TCG VM runs in the plain build only"

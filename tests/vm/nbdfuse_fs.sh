@@ -22,7 +22,7 @@
 # overwritten while unmounted: the second verification fails).
 
 here=$(dirname "$(realpath "$0")")
-source "$here/lib.sh"
+source "$here/../lib/vm.sh"
 v_init nbdfuse losetup mkfs.ext4 e2fsck debugfs fstrim mount umount setsid \
        sha256sum nbdinfo
 SABOTAGE=${NBDFUSE_SABOTAGE:-none}

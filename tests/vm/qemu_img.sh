@@ -19,7 +19,7 @@
 # before the first comparison.
 
 here=$(dirname "$(realpath "$0")")
-source "$here/lib.sh"
+source "$here/../lib/vm.sh"
 v_init nbdinfo
 command -v qemu-img >/dev/null || v_apt_install qemu-utils ||
   v_log "could not install qemu-utils"

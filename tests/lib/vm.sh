@@ -1,14 +1,14 @@
 # Shared helpers for the real-client tests (tests/vm).  Sourced by bash
 # scripts; not executable on its own.
 #
-# Environment (set by CTest, see CMakeLists.txt):
+# Environment (set by CTest, see tests/vm/CMakeLists.txt):
 #   NBDSTRIPE          the nbdstripe binary under test (required)
 #   STRIPE_PLUGIN      nbdkit-stripe-plugin.so under test (required); given
 #                      to `nbdstripe serve` as NBDSTRIPE_PLUGIN so that an
 #                      installed plugin is never picked up by mistake
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit (through
 #                      `nbdstripe serve`, which execs it); may be empty
-#   STRIPE_ASAN_SHIM   tests/integration's asan_exit_shim, preloaded after
+#   STRIPE_ASAN_SHIM   tests/lib/asan_exit_shim.c, preloaded after
 #                      it (sanitizer builds only)
 #
 # Exit codes: 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE).
@@ -19,7 +19,7 @@
 
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
 
 V_TMP=
 V_PIDS=()                       # servers (nbdkit pids) we started

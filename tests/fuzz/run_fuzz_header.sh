@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz the member header decoder with libFuzzer.
-#   tests/header/run_fuzz.sh BUILD_DIR SECONDS
+#   tests/fuzz/run_fuzz_header.sh BUILD_DIR SECONDS
 # Compiles fuzz_header.c with clang (gcc has no libFuzzer) under ASan
 # and UBSan, runs it for SECONDS over a copy of the seed corpus, and fails
 # on any crash, sanitizer report or re-encoding mismatch.  Exits 77 (skip)
@@ -46,10 +46,10 @@ fi
 cd "$src"
 "$clang" -g -O1 -Wall -Wextra -Werror -D_GNU_SOURCE \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I include plugin/header.c tests/header/fuzz_header.c \
+  -I include plugin/header.c tests/fuzz/fuzz_header.c \
   -o "$work/fuzz_header"
 
-cp tests/header/corpus/* "$work/corpus/"
+cp tests/fuzz/corpus/header/* "$work/corpus/"
 
 # libFuzzer's own default exit code for a crash is 77, which CTest would
 # take for a skip: ask for 1 instead.

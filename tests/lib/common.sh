@@ -1,12 +1,12 @@
-# What the shell test libraries share (tests/daemon/lib.sh,
-# tests/vm/lib.sh): the environment CTest gives them and the environment
-# a server under test runs with.  Sourced; not executable on its own.
+# What the shell test libraries share (tests/lib/daemon.sh,
+# tests/lib/vm.sh; and tests/integration's shell tests): the environment
+# CTest gives them and the environment a server under test runs with.  Sourced; not executable on its own.
 #
 # Environment (set by CTest):
 #   NBDSTRIPE          the nbdstripe binary under test (required)
 #   STRIPE_PLUGIN      nbdkit-stripe-plugin.so under test (required)
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit; may be empty
-#   STRIPE_ASAN_SHIM   tests/integration's asan_exit_shim, preloaded after it
+#   STRIPE_ASAN_SHIM   tests/lib/asan_exit_shim.c, preloaded after it
 
 # t_check_env SKIP FAIL [TOOL...]: NBDSTRIPE and STRIPE_PLUGIN are set and
 # exist (made absolute), every TOOL is installed, STRIPE_LD_PRELOAD exists

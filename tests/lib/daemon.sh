@@ -1,16 +1,18 @@
-# Shared helpers for the tests of the nbdstripe command (tests/daemon).
+# Shared helpers for the tests of the nbdstripe command (tests/daemon), and
+# for the tests elsewhere that drive it (tests/health through health.sh,
+# tests/e2e, tests/remote).
 # Sourced by bash scripts; not executable on its own.
 #
-# Environment (set by CTest, see CMakeLists.txt):
+# Environment (set by CTest, see tests/daemon/CMakeLists.txt):
 #   NBDSTRIPE          the nbdstripe binary under test (required)
 #   STRIPE_PLUGIN      nbdkit-stripe-plugin.so under test (required); given
 #                      to `nbdstripe serve` as NBDSTRIPE_PLUGIN so that an
 #                      installed plugin is never picked up by mistake
-#   DAEMON_HELPER      tests/daemon/daemon_helper (free-port, crc32c)
+#   DAEMON_HELPER      tests/lib/daemon_helper (free-port, crc32c, wait-gone)
 #   NBDSTRIPE_SOURCE_DIR  the source tree (for tests/config)
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit (and into
 #                      `nbdstripe serve`, which execs nbdkit); may be empty
-#   STRIPE_ASAN_SHIM   tests/integration's asan_exit_shim, preloaded after
+#   STRIPE_ASAN_SHIM   tests/lib/asan_exit_shim.c, preloaded after
 #                      it (sanitizer builds only)
 #
 # Exit codes: 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE).
@@ -21,7 +23,7 @@
 
 set -uo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
 
 D_TMP=
 D_PIDS=()                       # servers (nbdkit pids) we started
@@ -107,11 +109,11 @@ d_init ()
   cd "$D_TMP" || d_fail "cd $D_TMP"
   t_server_env "$D_TMP"
   D_PRE=("${T_PRE[@]}")
-  # libconfig 1.5 leaks on some syntax errors (see tests/config/lsan.supp):
+  # libconfig 1.5 leaks on some syntax errors (see tests/lib/lsan.supp):
   # the nbdstripe binary is instrumented and checks its own leaks.
   if [[ -n ${NBDSTRIPE_SOURCE_DIR:-} &&
-        -f $NBDSTRIPE_SOURCE_DIR/tests/config/lsan.supp ]]; then
-    export LSAN_OPTIONS="suppressions=$NBDSTRIPE_SOURCE_DIR/tests/config/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+        -f $NBDSTRIPE_SOURCE_DIR/tests/lib/lsan.supp ]]; then
+    export LSAN_OPTIONS="suppressions=$NBDSTRIPE_SOURCE_DIR/tests/lib/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   fi
 }
 

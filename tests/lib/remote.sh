@@ -1,5 +1,5 @@
 # Helpers for the tests of members that are NBD URIs (tests/daemon/remote*.sh).
-# Sourced after lib.sh; not executable on its own.
+# Sourced after daemon.sh; not executable on its own.
 #
 # A remote member is a backing file in the test directory served by a
 # stock `nbdkit file` (or another stock plugin), on a Unix socket or on

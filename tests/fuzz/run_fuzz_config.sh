@@ -2,15 +2,16 @@
 # Builds the config loader's libFuzzer target with clang (ASan + UBSan)
 # and fuzzes it for a bounded time.
 #
-#   run_fuzz.sh BUILD_DIR SECONDS
+#   run_fuzz_config.sh BUILD_DIR SECONDS
 #
-# The binary goes to BUILD_DIR/tests/config/fuzz/, and so does any input
+# The binary goes to BUILD_DIR/tests/fuzz/config/, and so does any input
 # that crashes it (crash-*, leak-*, timeout-*), to reproduce with
-#   LSAN_OPTIONS=suppressions=tests/config/lsan.supp \
-#     BUILD_DIR/tests/config/fuzz/fuzz_config FILE
-# The seeds are tests/config/corpus/, conf/example.conf and the bad
-# configs, with the words of fuzz_config.dict; new inputs found during the
-# run are thrown away with the working copy of the corpus.
+#   LSAN_OPTIONS=suppressions=tests/lib/lsan.supp \
+#     BUILD_DIR/tests/fuzz/config/fuzz_config FILE
+# The seeds are tests/fuzz/corpus/config/, conf/example.conf and the bad
+# configs (tests/config/bad/), with the words of fuzz_config.dict; new
+# inputs found during the run are thrown away with the working copy of the
+# corpus.
 #
 # Exit: 0 no crash, 1 a crash (or a build failure), 77 no clang/libFuzzer.
 set -euo pipefail
@@ -22,7 +23,7 @@ fi
 build=$(realpath -- "$1")
 seconds=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
-out=$build/tests/config/fuzz
+out=$build/tests/fuzz/config
 
 skip () { printf 'SKIP: %s\n' "$*" >&2; exit 77; }
 
@@ -62,23 +63,23 @@ echo "== building $out/fuzz_config with $cc"
 "$cc" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -I"$src/include" "${libconfig_cflags[@]}" \
-  "$src/tests/config/fuzz_config.c" "$src/plugin/cache_mode.c" \
+  "$src/tests/fuzz/fuzz_config.c" "$src/plugin/cache_mode.c" \
   "$src/plugin/log.c" \
   "$src/plugin/config.c" \
   "${libconfig_libs[@]}" -o "$out/fuzz_config"
 
 mkdir "$work/corpus"
-cp "$src"/tests/config/corpus/* "$src/conf/example.conf" \
+cp "$src"/tests/fuzz/corpus/config/* "$src/conf/example.conf" \
    "$src"/tests/config/bad/*.conf "$work/corpus/"
 
 echo "== fuzzing for ${seconds}s"
 export TMPDIR=$work
-supp=$src/tests/config/lsan.supp
+supp=$src/tests/lib/lsan.supp
 export LSAN_OPTIONS="suppressions=$supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # libFuzzer's own default exit code for a crash is 77, CTest's "skipped".
 rc=0
 "$out/fuzz_config" -max_total_time="$seconds" -timeout=10 -max_len=8192 \
-  -dict="$src/tests/config/fuzz_config.dict" -rss_limit_mb=2048 \
+  -dict="$src/tests/fuzz/fuzz_config.dict" -rss_limit_mb=2048 \
   -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
   -artifact_prefix="$out/" "$work/corpus" < /dev/null || rc=$?
 if [[ $rc -ne 0 ]]; then

@@ -1,7 +1,7 @@
 /* Tests of the volume config loader (plugin/config.c): sizes, valid
  * configs and their defaults, the form of error messages, and that
  * loading a config touches no member.  Bad configs, one per mistake, are
- * in bad/ and checked by check_bad_config.c.
+ * in tests/config/bad/ and checked by tests/config/check_bad_config.c.
  */
 
 #include <errno.h>

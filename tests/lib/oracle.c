@@ -1,4 +1,4 @@
-/* nbdstripe integration tests: brute-force layout oracle.  See oracle.h. */
+/* nbdstripe tests: brute-force layout oracle.  See oracle.h. */
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,7 @@ oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
     if (rows[i] == 0)
       return -1;
     o->usable[i] = rows[i] * chunk;
+    o->member_chunks[i] = rows[i];
     o->nr_chunks += rows[i];
     if (rows[i] > max_rows)
       max_rows = rows[i];
@@ -30,7 +31,9 @@ oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
   o->size = o->nr_chunks * chunk;
   o->chunk_member = calloc (o->nr_chunks, sizeof *o->chunk_member);
   o->chunk_row = calloc (o->nr_chunks, sizeof *o->chunk_row);
-  if (!o->chunk_member || !o->chunk_row)
+  o->nr_rows = max_rows;
+  o->row_start = calloc (max_rows + 1, sizeof *o->row_start);
+  if (!o->chunk_member || !o->chunk_row || !o->row_start)
     return -1;
   for (unsigned i = 0; i < n; i++) {
     o->rev[i] = calloc (rows[i], sizeof *o->rev[i]);
@@ -47,6 +50,7 @@ oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
     if (r > 0 && width != prev_width)
       o->boundary[o->nr_boundaries++] = k * chunk;
     prev_width = width;
+    o->row_start[r] = k;
     for (unsigned i = 0; i < n; i++) {
       if (r >= rows[i])
         continue;
@@ -56,6 +60,7 @@ oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
       k++;
     }
   }
+  o->row_start[max_rows] = k;
   return 0;
 }
 
@@ -64,6 +69,7 @@ oracle_free (struct oracle *o)
 {
   free (o->chunk_member);
   free (o->chunk_row);
+  free (o->row_start);
   for (unsigned i = 0; i < o->nr_members; i++)
     free (o->rev[i]);
   memset (o, 0, sizeof *o);

@@ -1,7 +1,7 @@
 # Shared helpers for the end-to-end tests.  Sourced by bash scripts; not
 # executable on its own.
 #
-# Environment (set by CTest, see CMakeLists.txt):
+# Environment (set by CTest, see tests/e2e/CMakeLists.txt):
 #   STRIPE_PLUGIN      path of nbdkit-stripe-plugin.so (required)
 #   STRIPE_LD_PRELOAD  sanitizer runtime to preload into nbdkit only (the
 #                      plugin is instrumented, nbdkit is not); may be empty

@@ -6,7 +6,7 @@
  * include/config.h promises, and every refusal must name the file first;
  * a violation aborts, which libFuzzer reports as a crash.
  *
- * Build and run: tests/config/run_fuzz.sh BUILD_DIR SECONDS.
+ * Build and run: tests/fuzz/run_fuzz_config.sh BUILD_DIR SECONDS.
  */
 
 #include <fcntl.h>
@@ -36,8 +36,8 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
 
   (void) argc;
   (void) argv;
-  /* A crash skips atexit: run_fuzz.sh points TMPDIR at its own directory,
-   * which it removes whatever happens.
+  /* A crash skips atexit: run_fuzz_config.sh points TMPDIR at its own
+   * directory, which it removes whatever happens.
    */
   snprintf (dir, sizeof dir, "%s/nbdstripe-fuzz-config-XXXXXX",
             tmp && *tmp ? tmp : "/tmp");

@@ -1,5 +1,5 @@
 # Shared helpers for the member-health tests (tests/health).  Sourced by
-# bash scripts; builds on tests/daemon/lib.sh (d_* helpers, same
+# bash scripts; builds on daemon.sh (d_* helpers, same
 # environment variables, same exit codes: 0 pass, 1 fail, 77 skip).
 #
 # Members that fail on demand, from real parts (no mocks): every member is
@@ -73,12 +73,12 @@
 # status file is polled (with a deadline) only for figures that have no
 # event (counters, the first write).
 #
-# Environment: as tests/daemon/lib.sh.  Also needs /usr/bin/python3 with
+# Environment: as daemon.sh.  Also needs /usr/bin/python3 with
 # Debian's python3-libnbd (and python3-prometheus-client for the
 # Prometheus checks): the python3 on PATH may be another one.
 
 H_HERE=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
-source "$H_HERE/../daemon/lib.sh" || exit 1
+source "$H_HERE/daemon.sh" || exit 1
 
 H_PY=/usr/bin/python3
 H_CLIENT=$H_HERE/hclient.py

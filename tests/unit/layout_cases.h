@@ -1,28 +1,17 @@
-/* nbdstripe unit tests: a brute-force RAID-0 oracle, test cases and a PRNG.
+/* nbdstripe unit tests: what test_layout.c and test_plan.c share -- a
+ * check that says where it failed, a PRNG, the matrix of volume shapes
+ * (test cases), random requests biased towards boundaries, and a request
+ * summarised per member according to the layout oracle.
  *
- * The oracle is written independently of plugin/layout.c: it does not know
- * about zones at all.  It simulates Linux md raid0 with
- * RAID0_ALT_MULTIZONE_LAYOUT one stripe row at a time and records, for every
- * logical chunk, which member and which member chunk hold it (and the
- * reverse table).
- *
- * Why the row simulation is the alt multi-zone layout: row r is made of
- * member chunk r of every member that has more than r usable chunks, taken in
- * member index order, and logical chunks are numbered row after row.  A zone
- * is a maximal run of rows [level, next) with the same set of members, of
- * size nr_devs.  Its zone-relative chunk j = (r - level) * nr_devs + i is the
- * i-th member of row r, i.e. the (j mod nr_devs)-th member of the zone, at
- * member chunk r = level + j div nr_devs, i.e. member offset
- * zone_dev_start + (j div nr_devs) * chunk with zone_dev_start =
- * level * chunk.  That is exactly md's map_sector() when it is given the
- * zone-relative sector (the ALT layout); with equal members there is one
- * zone and logical chunk k is on member k mod N at member chunk k div N.
+ * The oracle itself, a brute-force md raid0 model written independently
+ * of plugin/layout.c, is tests/lib/oracle.h (shared with the integration
+ * tests).
  *
  * Everything here is static inline so that each test file can use what it
  * needs without unused-function warnings.
  */
-#ifndef NBDSTRIPE_TEST_ORACLE_H
-#define NBDSTRIPE_TEST_ORACLE_H
+#ifndef NBDSTRIPE_TEST_LAYOUT_CASES_H
+#define NBDSTRIPE_TEST_LAYOUT_CASES_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -34,7 +23,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#define ORACLE_MAX_MEMBERS 64
+#include "oracle.h"
 
 /* A check that says where and on what it failed. */
 #define CHECK(cond, ...)                                                      \
@@ -78,23 +67,7 @@ rng_range (struct rng *r, uint64_t lo, uint64_t hi)
   return lo + rng_below (r, hi - lo + 1);
 }
 
-/* ---- the oracle ---- */
-
-struct oracle {
-  uint64_t chunk;
-  unsigned n;
-  uint64_t raw[ORACLE_MAX_MEMBERS];     /* sizes as given */
-  uint64_t rounded[ORACLE_MAX_MEMBERS]; /* usable bytes */
-  uint64_t mchunks[ORACLE_MAX_MEMBERS]; /* usable chunks */
-  uint64_t nchunks;                     /* logical chunks */
-  uint64_t size;                        /* logical bytes */
-  unsigned *owner;                      /* logical chunk -> member */
-  uint64_t *mchunk;                     /* logical chunk -> member chunk */
-  uint64_t *rev[ORACLE_MAX_MEMBERS];    /* member chunk -> logical chunk */
-  uint64_t nrows;
-  uint64_t *row_start; /* logical chunk starting row r;
-                          nrows + 1 entries */
-};
+/* ---- memory ---- */
 
 static inline void *
 xcalloc (size_t n, size_t size)
@@ -107,77 +80,7 @@ xcalloc (size_t n, size_t size)
   return p;
 }
 
-static inline void
-oracle_build (struct oracle *o, uint64_t chunk, unsigned n,
-              const uint64_t *sizes)
-{
-  uint64_t maxc = 0, k = 0;
-
-  memset (o, 0, sizeof *o);
-  o->chunk = chunk;
-  o->n = n;
-  for (unsigned i = 0; i < n; ++i) {
-    o->raw[i] = sizes[i];
-    o->rounded[i] = sizes[i] - sizes[i] % chunk;
-    o->mchunks[i] = o->rounded[i] / chunk;
-    o->nchunks += o->mchunks[i];
-    if (o->mchunks[i] > maxc)
-      maxc = o->mchunks[i];
-  }
-  o->size = o->nchunks * chunk;
-  o->owner = xcalloc (o->nchunks, sizeof *o->owner);
-  o->mchunk = xcalloc (o->nchunks, sizeof *o->mchunk);
-  for (unsigned i = 0; i < n; ++i)
-    o->rev[i] = xcalloc (o->mchunks[i], sizeof *o->rev[i]);
-  o->row_start = xcalloc (maxc + 1, sizeof *o->row_start);
-  o->nrows = maxc;
-
-  for (uint64_t r = 0; r < maxc; ++r) {
-    o->row_start[r] = k;
-    for (unsigned i = 0; i < n; ++i) {
-      if (o->mchunks[i] > r) {
-        o->owner[k] = i;
-        o->mchunk[k] = r;
-        o->rev[i][r] = k;
-        k++;
-      }
-    }
-  }
-  o->row_start[maxc] = k;
-}
-
-static inline void
-oracle_free (struct oracle *o)
-{
-  free (o->owner);
-  free (o->mchunk);
-  for (unsigned i = 0; i < o->n; ++i)
-    free (o->rev[i]);
-  free (o->row_start);
-  memset (o, 0, sizeof *o);
-}
-
-/* Logical byte -> (member, member offset). */
-static inline void
-oracle_locate (const struct oracle *o, uint64_t x, unsigned *member,
-               uint64_t *member_offset)
-{
-  uint64_t k = x / o->chunk;
-  *member = o->owner[k];
-  *member_offset = o->mchunk[k] * o->chunk + x % o->chunk;
-}
-
-/* (member, member offset) -> logical byte; false beyond the usable size. */
-static inline bool
-oracle_logical (const struct oracle *o, unsigned member,
-                uint64_t member_offset, uint64_t *x)
-{
-  if (member >= o->n || member_offset >= o->rounded[member])
-    return false;
-  *x = o->rev[member][member_offset / o->chunk] * o->chunk
-       + member_offset % o->chunk;
-  return true;
-}
+/* ---- a request according to the oracle ---- */
 
 /* Per-member summary of a request according to the oracle. */
 struct oracle_member_use {
@@ -202,14 +105,14 @@ oracle_uses (const struct oracle *o, uint64_t offset, uint64_t count,
   unsigned touched = 0;
   uint64_t pieces = 0;
 
-  memset (use, 0, o->n * sizeof *use);
+  memset (use, 0, o->nr_members * sizeof *use);
   for (uint64_t x = offset; x < end;) {
     uint64_t next = (x / o->chunk + 1) * o->chunk;
     uint64_t len = (next < end ? next : end) - x;
     unsigned m;
     uint64_t mo;
 
-    oracle_locate (o, x, &m, &mo);
+    oracle_map (o, x, &m, &mo);
     struct oracle_member_use *u = &use[m];
     if (!u->touched) {
       u->touched = true;
@@ -403,11 +306,11 @@ pick_point (struct rng *r, const struct oracle *o)
   switch (rng_below (r, 6)) {
   case 0: x = rng_range (r, 0, o->size); break;
   case 1: x = rng_range (r, 0, o->size / 512) * 512; break;
-  case 2: x = rng_range (r, 0, o->nchunks) * o->chunk; break;
+  case 2: x = rng_range (r, 0, o->nr_chunks) * o->chunk; break;
   case 3:
   case 4: {
     static const int64_t deltas[] = { 0, 0, 1, -1, 512, -512, 4096, -4096 };
-    x = o->row_start[rng_range (r, 0, o->nrows)] * o->chunk;
+    x = o->row_start[rng_range (r, 0, o->nr_rows)] * o->chunk;
     int64_t d = deltas[rng_below (r, sizeof deltas / sizeof deltas[0])];
     if (d < 0 && (uint64_t) -d > x)
       x = 0;
@@ -464,4 +367,4 @@ pattern_byte (uint64_t x)
 
 #include "unit_main.h"
 
-#endif /* NBDSTRIPE_TEST_ORACLE_H */
+#endif /* NBDSTRIPE_TEST_LAYOUT_CASES_H */

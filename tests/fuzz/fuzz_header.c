@@ -9,7 +9,7 @@
  * checks unexplored, so each input is decoded twice: as it is, and with its
  * CRC recomputed.
  *
- * Built by run_fuzz.sh with clang -fsanitize=fuzzer; gcc has no libFuzzer.
+ * Built by run_fuzz_header.sh with clang -fsanitize=fuzzer; gcc has no libFuzzer.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-# The health tests' client and checkers (tests/health).  Run with
+# The health tests' client and checkers (tests/health, and
+# tests/daemon/owner_identity.sh).  Run with
 # /usr/bin/python3: it needs Debian's python3-libnbd (module nbd) and, for
 # prom-check and reader, python3-prometheus-client.
 #

@@ -1,4 +1,4 @@
-/* nbdstripe: writes the fuzzer's seed corpus (tests/header/corpus/).
+/* nbdstripe: writes the fuzzer's seed corpus (tests/fuzz/corpus/header/).
  *
  *   make_header_corpus DIR
  *
