@@ -307,24 +307,6 @@ get_size (struct loader *ld, const config_setting_t *s, uint64_t *out,
   return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
 }
 
-static int
-get_uint (struct loader *ld, const config_setting_t *s, unsigned min,
-          unsigned max, unsigned *out, const char *what)
-{
-  long long ll;
-
-  if (config_setting_type (s) != CONFIG_TYPE_INT
-      && config_setting_type (s) != CONFIG_TYPE_INT64)
-    return error_at (ld, s, "expected %s from %u to %u, got %s", what, min,
-                     max, TYPE_AND_VALUE (s));
-  ll = config_setting_get_int64 (s);
-  if (ll < min || ll > max)
-    return error_at (ld, s, "expected %s from %u to %u, got %lld", what, min,
-                     max, ll);
-  *out = ll;
-  return 0;
-}
-
 /* The string of s (owned by libconfig), or NULL after reporting. */
 static const char *
 get_string (struct loader *ld, const config_setting_t *s, const char *expected)
@@ -400,7 +382,10 @@ get_choice (struct loader *ld, const config_setting_t *s,
   return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
 }
 
-/* The keys.  One setter per key, in the order of include/config.h. */
+/* The keys.  Every integer in a range is set by set_number, after its
+ * entry in numbers[]; every other key has a setter of its own, in the
+ * order of include/config.h.
+ */
 
 struct key {
   const char *name;
@@ -409,6 +394,69 @@ struct key {
 
 static int walk_group (struct loader *ld, const config_setting_t *group,
                        const struct key *keys);
+
+/* The offset of field f, which set_number writes as an unsigned: f must be
+ * one, or an int, which C lets be written through an unsigned (C11 6.5p7)
+ * as long as the value fits both -- every max below does.  Anything else
+ * fails to compile (no _Generic association).
+ */
+#define UNSIGNED_OR_INT(f)                                                    \
+  _Generic(((struct stripe_config *) 0)->f, unsigned : 0, int : 0)
+#define FIELD(f) (offsetof (struct stripe_config, f) + UNSIGNED_OR_INT (f))
+
+/* The integers in a range: one entry a key, found by its name as messages
+ * spell it, so that a key's limits and its message are read in one place.
+ */
+static const struct number {
+  const char *key; /* as in messages */
+  size_t offset;   /* FIELD () */
+  unsigned min, max;
+  const char *what; /* "expected WHAT from MIN to MAX" */
+} numbers[] = {
+  { "serve.port", FIELD (serve.port), 1, 65535, "a TCP port number" },
+  { "serve.threads", FIELD (serve.threads), 1, 1024, "a number of threads" },
+  { "health.interval", FIELD (health.set.interval), 1, 3600,
+    "a number of seconds" },
+  { "health.error_threshold", FIELD (health.set.error_threshold), 1, 1000000,
+    "a number of errors" },
+  { "health.window", FIELD (health.set.window), 1, 3600,
+    "a number of seconds" },
+  { "health.min_samples", FIELD (health.set.min_samples), 1, 1000000,
+    "a number of requests" },
+  { "health.io_timeout", FIELD (health.set.io_timeout), 0, 3600,
+    "a number of seconds (0: never)" },
+  { "health.probe_interval", FIELD (health.set.probe_interval), 1, 3600,
+    "a number of seconds" },
+  { "health.on_change_timeout", FIELD (health.set.on_change_timeout), 1, 3600,
+    "a number of seconds" },
+  { "remote.connections", FIELD (remote.connections), 1,
+    MEMBER_NBD_MAX_CONNECTIONS, "a number of connections per remote member" },
+  { NULL, 0, 0, 0, NULL },
+};
+
+static int
+set_number (struct loader *ld, const config_setting_t *s)
+{
+  const struct number *n;
+  char key[160];
+  long long ll;
+
+  setting_key (s, key, sizeof key);
+  for (n = numbers; n->key && strcmp (n->key, key) != 0; ++n)
+    ;
+  if (n->key == NULL) /* a key table and numbers[] disagree */
+    return error_at (ld, s, "a number with no limits known to the loader");
+  if (config_setting_type (s) != CONFIG_TYPE_INT
+      && config_setting_type (s) != CONFIG_TYPE_INT64)
+    return error_at (ld, s, "expected %s from %u to %u, got %s", n->what,
+                     n->min, n->max, TYPE_AND_VALUE (s));
+  ll = config_setting_get_int64 (s);
+  if (ll < n->min || ll > n->max)
+    return error_at (ld, s, "expected %s from %u to %u, got %lld", n->what,
+                     n->min, n->max, ll);
+  *(unsigned *) ((char *) ld->cfg + n->offset) = ll;
+  return 0;
+}
 
 static int
 set_name (struct loader *ld, const config_setting_t *s)
@@ -586,17 +634,6 @@ set_address (struct loader *ld, const config_setting_t *s)
 }
 
 static int
-set_port (struct loader *ld, const config_setting_t *s)
-{
-  unsigned port = 0;
-
-  if (get_uint (ld, s, 1, 65535, &port, "a TCP port number") == -1)
-    return -1;
-  ld->cfg->serve.port = port;
-  return 0;
-}
-
-static int
 set_export_name (struct loader *ld, const config_setting_t *s)
 {
   const char *name = get_string (ld, s, "an export name (a string)");
@@ -609,13 +646,6 @@ set_export_name (struct loader *ld, const config_setting_t *s)
                      "most %d bytes",
                      strlen (name), NBD_MAX_EXPORT_NAME);
   return dup_string (ld, s, name, &ld->cfg->serve.export_name);
-}
-
-static int
-set_threads (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 1024, &ld->cfg->serve.threads,
-                   "a number of threads");
 }
 
 static int
@@ -734,13 +764,7 @@ set_on_change (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
-static int
-set_interval (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.interval,
-                   "a number of seconds");
-}
-
+/* Not in numbers[]: a float, above a bound it may not reach. */
 static int
 set_slow_factor (struct loader *ld, const config_setting_t *s)
 {
@@ -762,57 +786,7 @@ set_slow_factor (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
-static int
-set_error_threshold (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.set.error_threshold,
-                   "a number of errors");
-}
-
-static int
-set_window (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.window,
-                   "a number of seconds");
-}
-
-static int
-set_min_samples (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.set.min_samples,
-                   "a number of requests");
-}
-
-static int
-set_io_timeout (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 0, 3600, &ld->cfg->health.set.io_timeout,
-                   "a number of seconds (0: never)");
-}
-
-static int
-set_probe_interval (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.probe_interval,
-                   "a number of seconds");
-}
-
-static int
-set_on_change_timeout (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.on_change_timeout,
-                   "a number of seconds");
-}
-
-static int
-set_connections (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, MEMBER_NBD_MAX_CONNECTIONS,
-                   &ld->cfg->remote.connections,
-                   "a number of connections per remote member");
-}
-
-static const struct key remote_keys[] = { { "connections", set_connections },
+static const struct key remote_keys[] = { { "connections", set_number },
                                           { NULL, NULL } };
 
 static int
@@ -824,9 +798,9 @@ set_remote (struct loader *ld, const config_setting_t *s)
 static const struct key serve_keys[] = {
   { "socket", set_socket },
   { "address", set_address },
-  { "port", set_port },
+  { "port", set_number },
   { "export_name", set_export_name },
-  { "threads", set_threads },
+  { "threads", set_number },
   { "pidfile", set_pidfile },
   { "tls", set_tls },
   { "tls_certificates", set_tls_certificates },
@@ -839,15 +813,15 @@ static const struct key health_keys[] = {
   { "status_file", set_status_file },
   { "prometheus_file", set_prometheus_file },
   { "on_change", set_on_change },
-  { "interval", set_interval },
+  { "interval", set_number },
   { "slow_factor", set_slow_factor },
-  { "error_threshold", set_error_threshold },
-  { "window", set_window },
-  { "min_samples", set_min_samples },
-  { "io_timeout", set_io_timeout },
-  { "probe_interval", set_probe_interval },
-  { "on_change_timeout", set_on_change_timeout },
-  { NULL, NULL }
+  { "error_threshold", set_number },
+  { "window", set_number },
+  { "min_samples", set_number },
+  { "io_timeout", set_number },
+  { "probe_interval", set_number },
+  { "on_change_timeout", set_number },
+  { NULL, NULL },
 };
 
 static int
