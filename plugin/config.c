@@ -1,10 +1,11 @@
 /* nbdstripe: the volume config loader.  See include/config.h.
  *
- * The settings are walked in file order, each key through its own setter,
- * so that the first error reported is the first one in the file.  Rules
- * that involve several keys (socket or port, TLS files, data_offset with
+ * The settings are walked in file order, each key through its setter, so
+ * that the first error reported is the first one in the file.  Rules that
+ * involve several keys (socket or port, TLS files, data_offset with
  * metadata "none") are checked afterwards, pointing at the line of the
- * setting that has to change.
+ * setting that has to change.  The raw text, which libconfig parses, is
+ * read and scanned by config_text.c.
  */
 
 #include <errno.h>
