@@ -1,6 +1,6 @@
 /* nbdstripe: cache mode names (see enum cache_mode in include/volume.h).
  * A file of its own so that the config loader can use them without the
- * I/O engine (its fuzz target links config.c and this alone).
+ * I/O engine (its fuzz target links config.c, config_text.c, log.c and this).
  */
 
 #include <string.h>

@@ -1,16 +1,15 @@
 /* nbdstripe: the volume config loader.  See include/config.h.
  *
- * The settings are walked in file order, each key through its own setter,
- * so that the first error reported is the first one in the file.  Rules
- * that involve several keys (socket or port, TLS files, data_offset with
+ * The settings are walked in file order, each key through its setter, so
+ * that the first error reported is the first one in the file.  Rules that
+ * involve several keys (socket or port, TLS files, data_offset with
  * metadata "none") are checked afterwards, pointing at the line of the
- * setting that has to change.
+ * setting that has to change.  The raw text, which libconfig parses, is
+ * read and scanned by config_text.c.
  */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,14 +22,10 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "config_text.h"
 #include "log.h"
 #include "member.h"
 #include "header.h"
-
-/* A volume config is a few hundred bytes; anything much larger is not one
- * (and must not make a daemon read a huge file into memory).
- */
-#define CONFIG_MAX_FILE_SIZE (1024 * 1024)
 
 #define DEFAULT_RUN_DIR "/run/nbdstripe"
 #define NBD_MAX_EXPORT_NAME 4096 /* the NBD protocol's limit */
@@ -41,12 +36,8 @@ struct loader {
   struct stripe_config *cfg;
   char *err;
   size_t errlen;
-  char *text; /* the file, for the lexer below */
-  size_t len;
+  struct config_text text; /* the file, as libconfig parses it */
 };
-
-static int element_line (const struct loader *ld, const char *name, int line,
-                         int idx);
 
 /* Error reporting.  Every message is one line "FILE:LINE: KEY: what is
  * wrong", so that an editor can jump to it.
@@ -84,7 +75,7 @@ setting_key (const config_setting_t *s, char *buf, size_t len)
   }
 }
 
-/* libconfig's line, except for list elements (see element_line). */
+/* libconfig's line, except for list elements (config_text.h says why). */
 static unsigned
 setting_line (const struct loader *ld, const config_setting_t *s)
 {
@@ -92,9 +83,9 @@ setting_line (const struct loader *ld, const config_setting_t *s)
 
   if (config_setting_name (s) == NULL && parent
       && config_setting_name (parent)) {
-    int line = element_line (ld, config_setting_name (parent),
-                             config_setting_source_line (parent),
-                             config_setting_index (s));
+    int line = config_text_element_line (
+      &ld->text, config_setting_name (parent),
+      config_setting_source_line (parent), config_setting_index (s));
     if (line > 0)
       return line;
   }
@@ -240,367 +231,6 @@ type_and_value (const config_setting_t *s, char *buf, size_t len)
 /* For a string whose every byte matters (a control character in it). */
 #define QUOTE_LONG(str) log_quote ((str), (char[512]){ 0 }, 512)
 
-/* The raw text.
- *
- * A small lexer, following libconfig's closely enough to skip comments
- * and strings, does three things libconfig 1.5 does not:
- * - it refuses integers that libconfig would truncate: an integer without
- *   the L suffix is read into an int, so "chunk = 4294971392" would become
- *   4096 and "port = 4294977105" 9809;
- * - it refuses @include before the included file is opened: one file
- *   describes one volume;
- * - it finds the line of a list element: libconfig records the line it
- *   had reached when it finished reading the element, which for the last
- *   element of a list written one per line is the line of the "]".
- * Anything else it does not understand is left to libconfig.
- */
-
-static bool
-is_digit (char c)
-{
-  return c >= '0' && c <= '9';
-}
-
-static bool
-is_xdigit (char c)
-{
-  return is_digit (c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static bool
-is_name_start (char c)
-{
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '*';
-}
-
-static bool
-is_name_char (char c)
-{
-  return is_name_start (c) || is_digit (c) || c == '-' || c == '_';
-}
-
-/* Does the integer literal [start, end) (sign, decimal or 0x hex, no L)
- * fit in an int?
- */
-static bool
-int_literal_fits (const char *start, const char *end, bool hex)
-{
-  char text[32], *e;
-
-  if ((size_t) (end - start) >= sizeof text)
-    return false;
-  memcpy (text, start, end - start);
-  text[end - start] = '\0';
-  errno = 0;
-  if (hex) {
-    unsigned long long v = strtoull (text, &e, 16);
-    return errno == 0 && v <= INT_MAX;
-  }
-  long long v = strtoll (text, &e, 10);
-  return errno == 0 && v >= INT_MIN && v <= INT_MAX;
-}
-
-/* Skips one number starting at p (one of + - . 0-9); returns where it ends
- * and whether it is an integer that would be truncated.
- */
-static const char *
-scan_number (const char *p, const char *end, bool *truncated)
-{
-  const char *start = p;
-  bool hex = false;
-
-  *truncated = false;
-  if (*p == '+' || *p == '-')
-    p++;
-  if (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')
-      && is_xdigit (p[2])) {
-    hex = true;
-    for (p += 2; p < end && is_xdigit (*p); p++)
-      ;
-  }
-  else {
-    while (p < end && is_digit (*p))
-      p++;
-    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) {
-      /* A float: never truncated. */
-      while (p < end && (is_digit (*p) || *p == '.' || *p == 'e' || *p == 'E'))
-        p++;
-      if (p < end && (*p == '+' || *p == '-'))
-        for (p++; p < end && is_digit (*p); p++)
-          ;
-      return p;
-    }
-  }
-  if (p == start + 1 && !is_digit (*start))
-    return p; /* a lone sign: libconfig's business */
-  if (p < end && *p == 'L')
-    return p; /* int64: read with atoll, wide enough */
-  *truncated = !int_literal_fits (start, p, hex);
-  return p;
-}
-
-enum token_type {
-  TOKEN_END,
-  TOKEN_NAME,
-  TOKEN_STRING,
-  TOKEN_NUMBER,
-  TOKEN_INCLUDE,
-  TOKEN_OTHER, /* one character: = : ; , [ ] ( ) { } ... */
-};
-
-struct lexer {
-  const char *p, *end;
-  int line;
-};
-
-struct token {
-  enum token_type type;
-  const char *start, *end;
-  int line;
-  bool truncated; /* an integer libconfig would truncate */
-};
-
-static void
-skip_space_and_comments (struct lexer *lx)
-{
-  const char *p = lx->p, *end = lx->end;
-
-  while (p < end) {
-    if (*p == '\n') {
-      lx->line++;
-      p++;
-    }
-    else if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\f' || *p == '\v')
-      p++;
-    else if (*p == '#' || (*p == '/' && end - p > 1 && p[1] == '/')) {
-      while (p < end && *p != '\n')
-        p++;
-    }
-    else if (*p == '/' && end - p > 1 && p[1] == '*') {
-      for (p += 2; p < end && !(*p == '*' && end - p > 1 && p[1] == '/'); p++)
-        if (*p == '\n')
-          lx->line++;
-      p = end - p >= 2 ? p + 2 : end;
-    }
-    else
-      break;
-  }
-  lx->p = p;
-}
-
-/* Every token but TOKEN_END consumes at least one character. */
-static void
-next_token (struct lexer *lx, struct token *t)
-{
-  const char *p, *end = lx->end;
-
-  skip_space_and_comments (lx);
-  p = lx->p;
-  t->start = p;
-  t->line = lx->line;
-  t->truncated = false;
-  if (p == end)
-    t->type = TOKEN_END;
-  else if (*p == '"') {
-    t->type = TOKEN_STRING;
-    for (p++; p < end && *p != '"'; p++) {
-      if (*p == '\\' && end - p > 1)
-        p++;
-      if (*p == '\n')
-        lx->line++;
-    }
-    if (p < end)
-      p++;
-  }
-  else if (end - p >= 8 && memcmp (p, "@include", 8) == 0) {
-    t->type = TOKEN_INCLUDE;
-    p += 8;
-  }
-  else if (is_name_start (*p)) {
-    t->type = TOKEN_NAME;
-    while (p < end && is_name_char (*p))
-      p++;
-  }
-  else if (is_digit (*p) || *p == '+' || *p == '-' || *p == '.') {
-    t->type = TOKEN_NUMBER;
-    p = scan_number (p, end, &t->truncated);
-  }
-  else {
-    t->type = TOKEN_OTHER;
-    p++;
-  }
-  t->end = p;
-  lx->p = p;
-}
-
-static void
-lexer_init (struct lexer *lx, const struct loader *ld)
-{
-  lx->p = ld->text;
-  lx->end = ld->text + ld->len;
-  lx->line = 1;
-}
-
-/* The line where element idx of the list named name (whose setting is on
- * line line) starts, or 0 when it cannot be found.  Elements are counted
- * by the commas between them, so that adjacent strings ("a" "b", which
- * libconfig joins) count as one.
- */
-static int
-element_line (const struct loader *ld, const char *name, int line, int idx)
-{
-  size_t len = strlen (name);
-  struct lexer lx;
-  struct token t;
-  int depth = 0, k = 0;
-
-  if (ld->text == NULL)
-    return 0;
-  lexer_init (&lx, ld);
-  do {
-    next_token (&lx, &t);
-    if (t.type == TOKEN_END)
-      return 0;
-  } while (!(t.type == TOKEN_NAME && t.line == line
-             && (size_t) (t.end - t.start) == len
-             && memcmp (t.start, name, len) == 0));
-  next_token (&lx, &t);
-  if (t.type != TOKEN_OTHER || (*t.start != '=' && *t.start != ':'))
-    return 0;
-  next_token (&lx, &t);
-  if (t.type != TOKEN_OTHER || (*t.start != '[' && *t.start != '('))
-    return 0;
-  for (;;) {
-    next_token (&lx, &t);
-    if (t.type == TOKEN_END)
-      return 0;
-    if (depth == 0 && k == idx)
-      return t.line;
-    if (t.type != TOKEN_OTHER)
-      continue;
-    if (*t.start == '[' || *t.start == '(' || *t.start == '{')
-      depth++;
-    else if (*t.start == ']' || *t.start == ')' || *t.start == '}') {
-      if (depth-- == 0)
-        return 0;
-    }
-    else if (*t.start == ',' && depth == 0)
-      k++;
-  }
-}
-
-/* Finds the problems of the raw text; refuses @include at once (so that
- * the included file is never opened), and returns the first integer that
- * libconfig would truncate in *big_line (0: none) and big_text, to be
- * reported once libconfig has had its say on the syntax.
- */
-static int
-prescan (struct loader *ld, int *big_line, char *big_text, size_t big_len)
-{
-  struct lexer lx;
-  struct token t;
-
-  *big_line = 0;
-  lexer_init (&lx, ld);
-  do {
-    next_token (&lx, &t);
-    if (t.type == TOKEN_INCLUDE)
-      return error_line (ld, t.line,
-                         "@include is not supported: one file "
-                         "describes one volume");
-    if (t.truncated && *big_line == 0) {
-      *big_line = t.line;
-      snprintf (big_text, big_len, "%.*s",
-                (int) (t.end - t.start < 40 ? t.end - t.start : 40), t.start);
-    }
-  } while (t.type != TOKEN_END);
-  return 0;
-}
-
-/* Reads the whole file into ld->text (NUL-terminated), once: the lexer
- * above and libconfig (config_read_string) parse these same bytes, so a
- * file replaced or rewritten meanwhile (or a FIFO) cannot show them two
- * different texts.  A file that cannot be read is reported here, with the
- * reason, rather than as libconfig's bare "file I/O error"; a NUL byte,
- * where libconfig's string would end, is refused.
- */
-static int
-read_text (struct loader *ld)
-{
-  struct stat st;
-  char *buf = NULL;
-  const char *nul;
-  size_t len = 0;
-  FILE *fp;
-
-  /* O_NONBLOCK: a FIFO must not hang the loader (and everything that
-   * loads a config) waiting for a writer; only a regular file is read.
-   */
-  int fd = open (ld->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd == -1)
-    return error_line (ld, 0, "%s", strerror (errno));
-  if (fstat (fd, &st) == -1) {
-    int e = errno;
-    close (fd);
-    return error_line (ld, 0, "%s", strerror (e));
-  }
-  if (!S_ISREG (st.st_mode)) {
-    close (fd);
-    return error_line (ld, 0, "is %s, expected a volume config file (a "
-                              "regular file)",
-                       S_ISDIR (st.st_mode)    ? "a directory"
-                       : S_ISFIFO (st.st_mode) ? "a FIFO"
-                       : S_ISSOCK (st.st_mode) ? "a socket"
-                       : S_ISCHR (st.st_mode)  ? "a character device"
-                       : S_ISBLK (st.st_mode)  ? "a block device"
-                                               : "not a regular file");
-  }
-  fp = fdopen (fd, "r");
-  if (fp == NULL) {
-    int e = errno;
-    close (fd);
-    return error_line (ld, 0, "%s", strerror (e));
-  }
-  for (size_t size = 4096;; size *= 2) {
-    char *p = realloc (buf, size);
-    if (p == NULL) {
-      error_line (ld, 0, "out of memory");
-      goto err;
-    }
-    buf = p;
-    len += fread (buf + len, 1, size - len, fp);
-    if (ferror (fp)) {
-      error_line (ld, 0, "read: %s", strerror (errno));
-      goto err;
-    }
-    if (len > CONFIG_MAX_FILE_SIZE) {
-      error_line (ld, 0, "larger than %d bytes: not a volume config",
-                  CONFIG_MAX_FILE_SIZE);
-      goto err;
-    }
-    if (len < size)
-      break; /* end of file */
-  }
-  buf[len] = '\0'; /* len < size */
-  nul = memchr (buf, '\0', len);
-  if (nul) {
-    int line = 1;
-    for (const char *p = buf; p < nul; ++p)
-      line += *p == '\n';
-    error_line (ld, line, "a NUL byte: expected a text file");
-    goto err;
-  }
-  fclose (fp);
-  ld->text = buf;
-  ld->len = len;
-  return 0;
-
-err:
-  free (buf);
-  fclose (fp);
-  return -1;
-}
-
 int
 config_parse_size (const char *s, uint64_t *out)
 {
@@ -678,24 +308,6 @@ get_size (struct loader *ld, const config_setting_t *s, uint64_t *out,
   return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
 }
 
-static int
-get_uint (struct loader *ld, const config_setting_t *s, unsigned min,
-          unsigned max, unsigned *out, const char *what)
-{
-  long long ll;
-
-  if (config_setting_type (s) != CONFIG_TYPE_INT
-      && config_setting_type (s) != CONFIG_TYPE_INT64)
-    return error_at (ld, s, "expected %s from %u to %u, got %s", what, min,
-                     max, TYPE_AND_VALUE (s));
-  ll = config_setting_get_int64 (s);
-  if (ll < min || ll > max)
-    return error_at (ld, s, "expected %s from %u to %u, got %lld", what, min,
-                     max, ll);
-  *out = ll;
-  return 0;
-}
-
 /* The string of s (owned by libconfig), or NULL after reporting. */
 static const char *
 get_string (struct loader *ld, const config_setting_t *s, const char *expected)
@@ -771,7 +383,10 @@ get_choice (struct loader *ld, const config_setting_t *s,
   return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
 }
 
-/* The keys.  One setter per key, in the order of include/config.h. */
+/* The keys.  Every integer in a range is set by set_number, after its
+ * entry in numbers[]; every other key has a setter of its own, in the
+ * order of include/config.h.
+ */
 
 struct key {
   const char *name;
@@ -780,6 +395,69 @@ struct key {
 
 static int walk_group (struct loader *ld, const config_setting_t *group,
                        const struct key *keys);
+
+/* The offset of field f, which set_number writes as an unsigned: f must be
+ * one, or an int, which C lets be written through an unsigned (C11 6.5p7)
+ * as long as the value fits both -- every max below does.  Anything else
+ * fails to compile (no _Generic association).
+ */
+#define UNSIGNED_OR_INT(f)                                                    \
+  _Generic(((struct stripe_config *) 0)->f, unsigned : 0, int : 0)
+#define FIELD(f) (offsetof (struct stripe_config, f) + UNSIGNED_OR_INT (f))
+
+/* The integers in a range: one entry a key, found by its name as messages
+ * spell it, so that a key's limits and its message are read in one place.
+ */
+static const struct number {
+  const char *key; /* as in messages */
+  size_t offset;   /* FIELD () */
+  unsigned min, max;
+  const char *what; /* "expected WHAT from MIN to MAX" */
+} numbers[] = {
+  { "serve.port", FIELD (serve.port), 1, 65535, "a TCP port number" },
+  { "serve.threads", FIELD (serve.threads), 1, 1024, "a number of threads" },
+  { "health.interval", FIELD (health.set.interval), 1, 3600,
+    "a number of seconds" },
+  { "health.error_threshold", FIELD (health.set.error_threshold), 1, 1000000,
+    "a number of errors" },
+  { "health.window", FIELD (health.set.window), 1, 3600,
+    "a number of seconds" },
+  { "health.min_samples", FIELD (health.set.min_samples), 1, 1000000,
+    "a number of requests" },
+  { "health.io_timeout", FIELD (health.set.io_timeout), 0, 3600,
+    "a number of seconds (0: never)" },
+  { "health.probe_interval", FIELD (health.set.probe_interval), 1, 3600,
+    "a number of seconds" },
+  { "health.on_change_timeout", FIELD (health.set.on_change_timeout), 1, 3600,
+    "a number of seconds" },
+  { "remote.connections", FIELD (remote.connections), 1,
+    MEMBER_NBD_MAX_CONNECTIONS, "a number of connections per remote member" },
+  { NULL, 0, 0, 0, NULL },
+};
+
+static int
+set_number (struct loader *ld, const config_setting_t *s)
+{
+  const struct number *n;
+  char key[160];
+  long long ll;
+
+  setting_key (s, key, sizeof key);
+  for (n = numbers; n->key && strcmp (n->key, key) != 0; ++n)
+    ;
+  if (n->key == NULL) /* a key table and numbers[] disagree */
+    return error_at (ld, s, "a number with no limits known to the loader");
+  if (config_setting_type (s) != CONFIG_TYPE_INT
+      && config_setting_type (s) != CONFIG_TYPE_INT64)
+    return error_at (ld, s, "expected %s from %u to %u, got %s", n->what,
+                     n->min, n->max, TYPE_AND_VALUE (s));
+  ll = config_setting_get_int64 (s);
+  if (ll < n->min || ll > n->max)
+    return error_at (ld, s, "expected %s from %u to %u, got %lld", n->what,
+                     n->min, n->max, ll);
+  *(unsigned *) ((char *) ld->cfg + n->offset) = ll;
+  return 0;
+}
 
 static int
 set_name (struct loader *ld, const config_setting_t *s)
@@ -957,17 +635,6 @@ set_address (struct loader *ld, const config_setting_t *s)
 }
 
 static int
-set_port (struct loader *ld, const config_setting_t *s)
-{
-  unsigned port = 0;
-
-  if (get_uint (ld, s, 1, 65535, &port, "a TCP port number") == -1)
-    return -1;
-  ld->cfg->serve.port = port;
-  return 0;
-}
-
-static int
 set_export_name (struct loader *ld, const config_setting_t *s)
 {
   const char *name = get_string (ld, s, "an export name (a string)");
@@ -980,13 +647,6 @@ set_export_name (struct loader *ld, const config_setting_t *s)
                      "most %d bytes",
                      strlen (name), NBD_MAX_EXPORT_NAME);
   return dup_string (ld, s, name, &ld->cfg->serve.export_name);
-}
-
-static int
-set_threads (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 1024, &ld->cfg->serve.threads,
-                   "a number of threads");
 }
 
 static int
@@ -1105,13 +765,7 @@ set_on_change (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
-static int
-set_interval (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.interval,
-                   "a number of seconds");
-}
-
+/* Not in numbers[]: a float, above a bound it may not reach. */
 static int
 set_slow_factor (struct loader *ld, const config_setting_t *s)
 {
@@ -1133,57 +787,7 @@ set_slow_factor (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
-static int
-set_error_threshold (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.set.error_threshold,
-                   "a number of errors");
-}
-
-static int
-set_window (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.window,
-                   "a number of seconds");
-}
-
-static int
-set_min_samples (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 1000000, &ld->cfg->health.set.min_samples,
-                   "a number of requests");
-}
-
-static int
-set_io_timeout (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 0, 3600, &ld->cfg->health.set.io_timeout,
-                   "a number of seconds (0: never)");
-}
-
-static int
-set_probe_interval (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.probe_interval,
-                   "a number of seconds");
-}
-
-static int
-set_on_change_timeout (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, 3600, &ld->cfg->health.set.on_change_timeout,
-                   "a number of seconds");
-}
-
-static int
-set_connections (struct loader *ld, const config_setting_t *s)
-{
-  return get_uint (ld, s, 1, MEMBER_NBD_MAX_CONNECTIONS,
-                   &ld->cfg->remote.connections,
-                   "a number of connections per remote member");
-}
-
-static const struct key remote_keys[] = { { "connections", set_connections },
+static const struct key remote_keys[] = { { "connections", set_number },
                                           { NULL, NULL } };
 
 static int
@@ -1195,9 +799,9 @@ set_remote (struct loader *ld, const config_setting_t *s)
 static const struct key serve_keys[] = {
   { "socket", set_socket },
   { "address", set_address },
-  { "port", set_port },
+  { "port", set_number },
   { "export_name", set_export_name },
-  { "threads", set_threads },
+  { "threads", set_number },
   { "pidfile", set_pidfile },
   { "tls", set_tls },
   { "tls_certificates", set_tls_certificates },
@@ -1210,15 +814,15 @@ static const struct key health_keys[] = {
   { "status_file", set_status_file },
   { "prometheus_file", set_prometheus_file },
   { "on_change", set_on_change },
-  { "interval", set_interval },
+  { "interval", set_number },
   { "slow_factor", set_slow_factor },
-  { "error_threshold", set_error_threshold },
-  { "window", set_window },
-  { "min_samples", set_min_samples },
-  { "io_timeout", set_io_timeout },
-  { "probe_interval", set_probe_interval },
-  { "on_change_timeout", set_on_change_timeout },
-  { NULL, NULL }
+  { "error_threshold", set_number },
+  { "window", set_number },
+  { "min_samples", set_number },
+  { "io_timeout", set_number },
+  { "probe_interval", set_number },
+  { "on_change_timeout", set_number },
+  { NULL, NULL },
 };
 
 static int
@@ -1509,10 +1113,10 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   struct loader ld = {
     .path = path, .cfg = cfg, .err = err, .errlen = errlen
   };
+  struct config_text_found found;
   config_t conf;
-  int big_line = 0;
-  char big_text[48];
-  int r = -1;
+  char why[256];
+  int line, r = -1;
 
   memset (cfg, 0, sizeof *cfg);
   cfg->chunk = LAYOUT_DEFAULT_CHUNK;
@@ -1530,26 +1134,30 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   if (cfg->path == NULL)
     return error_line (&ld, 0, "out of memory");
 
-  if (read_text (&ld) == -1)
-    return -1;
-  if (prescan (&ld, &big_line, big_text, sizeof big_text) == -1) {
-    free (ld.text);
-    return -1;
+  if (config_text_read (path, &ld.text, &line, why, sizeof why) == -1)
+    return error_line (&ld, line, "%s", why);
+  config_text_scan (&ld.text, &found);
+  if (found.include_line > 0) {
+    config_text_free (&ld.text);
+    return error_line (&ld, found.include_line,
+                       "@include is not supported: one file "
+                       "describes one volume");
   }
 
   config_init (&conf);
-  if (config_read_string (&conf, ld.text) == CONFIG_FALSE) {
+  if (config_read_string (&conf, ld.text.text) == CONFIG_FALSE) {
     if (err && errlen)
       snprintf (err, errlen, "%s:%d: %s", path, config_error_line (&conf),
                 config_error_text (&conf));
     goto out;
   }
-  if (big_line > 0) {
-    error_line (&ld, big_line,
+  /* Only now: a syntax error is the first thing to fix. */
+  if (found.truncated_line > 0) {
+    error_line (&ld, found.truncated_line,
                 "integer %s does not fit in 32 bits, and "
                 "libconfig would silently truncate it: write a size as a "
                 "string such as \"4G\", or add the L suffix",
-                big_text);
+                found.truncated);
     goto out;
   }
 
@@ -1562,7 +1170,7 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
 
 out:
   config_destroy (&conf);
-  free (ld.text);
+  config_text_free (&ld.text);
   return r;
 }
 

@@ -65,7 +65,7 @@ echo "== building $out/fuzz_config with $cc"
   -I"$src/include" "${libconfig_cflags[@]}" \
   "$src/tests/fuzz/fuzz_config.c" "$src/plugin/cache_mode.c" \
   "$src/plugin/log.c" \
-  "$src/plugin/config.c" \
+  "$src/plugin/config.c" "$src/plugin/config_text.c" \
   "${libconfig_libs[@]}" -o "$out/fuzz_config"
 
 mkdir "$work/corpus"

@@ -1,0 +1,58 @@
+/* nbdstripe: the raw text of a volume config file, beside libconfig.
+ *
+ * The loader (config.c) has libconfig 1.5 parse a config, but reads the
+ * file here first, once: libconfig and the small lexer of this file then
+ * see the same bytes, even if the file is rewritten meanwhile.  The lexer
+ * follows libconfig's closely enough to skip comments and strings, and
+ * finds three things libconfig 1.5 does not tell, or gets wrong:
+ * - integers that libconfig would truncate: an integer without the L
+ *   suffix is read into an int, so "chunk = 4294971392" would become 4096
+ *   and "port = 4294977105" 9809;
+ * - @include, which the loader refuses before libconfig opens the
+ *   included file: one file describes one volume;
+ * - the line of a list element: libconfig records the line it had reached
+ *   when it finished reading the element, which for the last element of a
+ *   list written one per line is the line of the "]".
+ * Anything else it does not understand is left to libconfig.  It only
+ * finds: what to say about it is the loader's business (apart from why the
+ * file could not be read).  Internal to plugin/.
+ */
+#ifndef NBDSTRIPE_CONFIG_TEXT_H
+#define NBDSTRIPE_CONFIG_TEXT_H
+
+#include <stddef.h>
+
+struct config_text {
+  char *text; /* the whole file, NUL-terminated; no NUL inside */
+  size_t len;
+};
+
+/* Reads the regular file path whole into t.  On failure returns -1 with
+ * what is wrong in why ("is a FIFO, expected ...", strerror, "a NUL
+ * byte: ...") and where in *line (0: the file as a whole); t is left
+ * empty then.  Never waits for a writer (a FIFO is refused, not read),
+ * and refuses a file larger than a config can be.
+ */
+extern int config_text_read (const char *path, struct config_text *t,
+                             int *line, char *why, size_t whylen);
+extern void config_text_free (struct config_text *t);
+
+/* What config_text_scan finds, in file order. */
+struct config_text_found {
+  int include_line;   /* the first @include (the scan stops there), 0: none */
+  int truncated_line; /* the first integer libconfig would truncate, 0: none */
+  char truncated[48]; /* that integer as written, at most 40 characters */
+};
+
+extern void config_text_scan (const struct config_text *t,
+                              struct config_text_found *found);
+
+/* The line where element idx of the list named name (whose setting is on
+ * line line) starts, or 0 when it cannot be found.  Elements are counted
+ * by the commas between them, so that adjacent strings ("a" "b", which
+ * libconfig joins) count as one.
+ */
+extern int config_text_element_line (const struct config_text *t,
+                                     const char *name, int line, int idx);
+
+#endif /* NBDSTRIPE_CONFIG_TEXT_H */
