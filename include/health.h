@@ -216,6 +216,8 @@ extern bool health_free (struct health *h);
 /* The I/O path. */
 extern enum member_state health_member_state (const struct health *h,
                                               unsigned i);
+/* Bit i set: member i is failed now (0 when h is NULL). */
+extern uint64_t health_failed_mask (const struct health *h);
 /* Record one member operation: bytes transferred, latency, err = 0 or
  * errno.  EOPNOTSUPP is not an error (capability probing).
  */

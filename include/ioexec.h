@@ -51,7 +51,7 @@ struct member_op {
   int err;     /* out: 0 or errno */
   uint64_t ns; /* out: how long the op took */
 
-  /* The executor's. */
+  /* The executor's (the caller need not initialise what follows). */
   struct ioexec *x;
   unsigned pending; /* completions still owed (under x's lock if async) */
   uint64_t deadline;

@@ -123,6 +123,44 @@ layout_iter_next (struct layout_iter *it, struct layout_piece *piece)
   return true;
 }
 
+/* A request's chunks c0 to cl (zone-relative) in a zone striped over nd
+ * members, divided once for all of the zone's members.
+ */
+struct layout_cut {
+  uint64_t c0, cl; /* first and last chunk touched */
+  uint64_t q0, ql; /* their rows: c0 / nd, cl / nd */
+  uint64_t r0, rl; /* their members: c0 % nd, cl % nd */
+  uint64_t nd;
+};
+
+static inline void
+layout_cut_init (struct layout_cut *c, uint64_t nd, uint64_t c0, uint64_t cl)
+{
+  c->c0 = c0;
+  c->cl = cl;
+  c->q0 = c0 / nd;
+  c->r0 = c0 % nd;
+  c->ql = cl / nd;
+  c->rl = cl % nd;
+  c->nd = nd;
+}
+
+/* The chunks of the zone's member d the request touches: k1, k1 + nd,
+ * ..., k2, in rows row1 to row2 of that member.  False when none.
+ */
+static inline bool
+layout_member_chunks (const struct layout_cut *c, unsigned d, uint64_t *k1,
+                      uint64_t *k2, uint64_t *row1, uint64_t *row2)
+{
+  *row1 = c->q0 + (d < c->r0);
+  *k1 = *row1 * c->nd + d;
+  if (*k1 > c->cl)
+    return false;
+  *row2 = c->ql - (d > c->rl); /* >= row1: k1 is in range */
+  *k2 = *row2 * c->nd + d;
+  return true;
+}
+
 /* For each member, the one contiguous member range the request touches.
  * spans must have l->nr_members entries.  Returns how many members are
  * touched.

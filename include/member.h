@@ -154,6 +154,13 @@ struct member_ops {
    */
   bool async;
   void (*start_op) (struct member *m, struct ioexec *x, struct member_op *op);
+  /* Optional: a read or write done synchronously on the calling thread,
+   * for a request that is this one op alone (the usual small request),
+   * cheaper than start_op's path.  Returns false, having done nothing,
+   * when this op needs the executor after all (an O_DIRECT bounce);
+   * else true with op->err set (0 or errno).
+   */
+  bool (*rw_now) (struct member *m, struct member_op *op);
   void (*cancel_op) (struct member *m, struct member_op *op);
   void (*finish_op) (struct member *m, struct member_op *op);
 

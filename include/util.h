@@ -100,4 +100,12 @@ iov_scatter (const struct iovec *iov, unsigned nr, const void *buf)
   }
 }
 
+/* Thread-local storage of the plugin: the initial-exec model, a fixed
+ * offset from the thread pointer, where the default model for a shared
+ * object calls __tls_get_addr on every access (a few per request).  The
+ * few bytes come from glibc's surplus reserved for libraries loaded by
+ * dlopen, as nbdkit loads the plugin.
+ */
+#define THREAD_LOCAL __thread __attribute__ ((tls_model ("initial-exec")))
+
 #endif /* NBDSTRIPE_UTIL_H */

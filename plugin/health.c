@@ -44,7 +44,7 @@ static struct slot {
 } slots[MAX_SLOTS];
 static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
-static __thread int my_slot = -1; /* -2: none was free */
+static THREAD_LOCAL int my_slot = -1; /* -2: none was free */
 
 const char *const health_state_names[] = { "ok", "slow", "full", "failing",
                                             "failed" };
@@ -164,6 +164,10 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
     return;
   }
   atomic_store (&m->state, s);
+  if (s == MS_FAILED)
+    atomic_fetch_or (&h->failed, UINT64_C (1) << i);
+  else if (old == MS_FAILED)
+    atomic_fetch_and (&h->failed, ~(UINT64_C (1) << i));
   m->since = now_unix ();
   snprintf (m->reason, sizeof m->reason, "%s", s == MS_OK ? "" : reason);
   if (s == MS_FAILED) {
@@ -196,29 +200,14 @@ describe_error (char *buf, size_t len, enum op_kind op, uint64_t offset,
             strerror (err), name ? ")" : "");
 }
 
-void
-health_record (struct health *h, unsigned i, enum op_kind op, uint64_t bytes,
-               uint64_t ns, int err, uint64_t offset)
+/* An operation that failed: the rules.  Out of the line of
+ * health_record, whose every call is on a request's path.
+ */
+static void __attribute__ ((noinline))
+record_error (struct health *h, unsigned i, enum op_kind op, int err,
+              uint64_t offset)
 {
-  struct member_health *m;
-
-  if (h == NULL || i >= h->n)
-    return;
-  m = &h->m[i];
-  atomic_fetch_add_explicit (&m->requests[op], 1, memory_order_relaxed);
-  if (err == EOPNOTSUPP)
-    return; /* not done, not an error: the caller falls back */
-  if (err == 0) {
-    atomic_fetch_add_explicit (&m->bytes[op], bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit (&m->lat_ns[op], ns, memory_order_relaxed);
-    atomic_fetch_add_explicit (
-      &m->hist[op][size_class (bytes)][bucket_of (ns)], 1,
-      memory_order_relaxed);
-    if (atomic_load_explicit (&m->consecutive, memory_order_relaxed) != 0)
-      atomic_store_explicit (&m->consecutive, 0, memory_order_relaxed);
-    return;
-  }
-
+  struct member_health *m = &h->m[i];
   bool fault = errno_is_gone (err) || errno_is_member_fault (err);
   unsigned c = fault ? atomic_fetch_add (&m->consecutive, 1) + 1 : 0;
   char what[160], reason[REASON_MAX];
@@ -267,12 +256,41 @@ health_record (struct health *h, unsigned i, enum op_kind op, uint64_t bytes,
   pthread_mutex_unlock (&h->lock);
 }
 
+void
+health_record (struct health *h, unsigned i, enum op_kind op, uint64_t bytes,
+               uint64_t ns, int err, uint64_t offset)
+{
+  struct member_health *m;
+
+  if (h == NULL || i >= h->n)
+    return;
+  m = &h->m[i];
+  atomic_fetch_add_explicit (&m->requests[op], 1, memory_order_relaxed);
+  if (err == 0) {
+    atomic_fetch_add_explicit (&m->bytes[op], bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit (&m->lat_ns[op], ns, memory_order_relaxed);
+    atomic_fetch_add_explicit (
+      &m->hist[op][size_class (bytes)][bucket_of (ns)], 1,
+      memory_order_relaxed);
+    if (atomic_load_explicit (&m->consecutive, memory_order_relaxed) != 0)
+      atomic_store_explicit (&m->consecutive, 0, memory_order_relaxed);
+  }
+  else if (err != EOPNOTSUPP) /* not done, not an error: a fallback */
+    record_error (h, i, op, err, offset);
+}
+
 enum member_state
 health_member_state (const struct health *h, unsigned i)
 {
   if (h == NULL || i >= h->n)
     return MS_OK;
   return atomic_load_explicit (&h->m[i].state, memory_order_relaxed);
+}
+
+uint64_t
+health_failed_mask (const struct health *h)
+{
+  return h ? atomic_load_explicit (&h->failed, memory_order_relaxed) : 0;
 }
 
 void

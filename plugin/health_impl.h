@@ -90,6 +90,7 @@ struct health {
   struct health_ops ops;
   unsigned n;
   struct member_health *m;
+  _Atomic uint64_t failed; /* bit i: member i is MS_FAILED */
 
   pthread_mutex_t lock;
   pthread_cond_t cond;      /* health thread */

@@ -64,6 +64,11 @@ struct ioexec {
   void *own[72];
   size_t own_size[72];
   unsigned nr_own;
+  /* The clock at the start of the ops, while nothing has blocked since:
+   * one clock read for the starts of all ops queued in the ring.  0: read
+   * it for each.
+   */
+  uint64_t start_clock;
   /* Asynchronous completions (another thread). */
   bool async;
   pthread_mutex_t lock;
@@ -73,11 +78,16 @@ struct ioexec {
 
 static pthread_key_t state_key;
 static pthread_once_t state_key_once = PTHREAD_ONCE_INIT;
-static __thread struct thread_state *tls_state;
+static THREAD_LOCAL struct thread_state *tls_state;
 /* ioexec_run within ioexec_run (a backend's finish_op): the inner one
  * must not touch the outer one's ring or scratch.
  */
-static __thread unsigned depth;
+static THREAD_LOCAL unsigned depth;
+/* While reap runs on this thread: the time its completions had arrived
+ * by, read once for all of them (0: not yet).
+ */
+static THREAD_LOCAL bool in_reap;
+static THREAD_LOCAL uint64_t reap_clock;
 
 static void
 state_destroy (void *p)
@@ -235,7 +245,13 @@ busy_clear (struct member_op *op)
 static void
 op_finished (struct member_op *op)
 {
-  op->ns = now_ns () - op->ns;
+  uint64_t now;
+
+  if (!in_reap)
+    now = now_ns ();
+  else if ((now = reap_clock) == 0)
+    now = reap_clock = now_ns ();
+  op->ns = now - op->ns;
   busy_clear (op);
 }
 
@@ -340,6 +356,8 @@ reap (struct ioexec *x)
   struct io_uring_cqe *cqe;
   unsigned head, seen = 0;
 
+  in_reap = true;
+  reap_clock = 0;
   io_uring_for_each_cqe (x->ring, head, cqe)
   {
     struct entry e = x->entries[io_uring_cqe_get_data64 (cqe)];
@@ -349,6 +367,7 @@ reap (struct ioexec *x)
     x->in_ring--;
     e.complete (x, e.op, res, e.arg);
   }
+  in_reap = false;
   io_uring_cq_advance (x->ring, seen);
 }
 
@@ -424,10 +443,15 @@ start (struct ioexec *x, struct member_op *op)
   op->pending = 1; /* the start itself, until start_op returns */
   op->err = 0;
   op->x = x;
-  op->ns = now_ns ();
+  op->ns = x->start_clock ? x->start_clock : now_ns ();
   op->deadline = 0;
   busy_set (op);
   op->m->ops->start_op (op->m, x, op);
+  /* Done already, so done here, perhaps blocking: later starts read the
+   * clock afresh.
+   */
+  if (!op->m->ops->async && op->pending == 1)
+    x->start_clock = 0;
   ioexec_done (x, op, 0);
 }
 
@@ -436,6 +460,23 @@ ioexec_run (struct member_op *ops, unsigned nr, bool uring)
 {
   struct ioexec x;
   unsigned nr_ring = 0;
+
+  /* One read or write alone: at once, on this thread, if its member can. */
+  if (nr == 1 && ops[0].m->ops->rw_now
+      && (ops[0].kind == OP_READ || ops[0].kind == OP_WRITE)) {
+    struct member_op *op = &ops[0];
+    op->ns = now_ns ();
+    busy_set (op);
+    if (op->m->ops->rw_now (op->m, op)) {
+      op_finished (op);
+      if (op->err) {
+        errno = op->err;
+        return -1;
+      }
+      return 0;
+    }
+    busy_clear (op);
+  }
 
   x.t = NULL;
   x.ring = NULL;
@@ -463,6 +504,7 @@ ioexec_run (struct member_op *ops, unsigned nr, bool uring)
     if (x.t)
       x.ring = thread_ring (x.t);
   }
+  x.start_clock = x.ring ? now_ns () : 0;
   depth++;
   if (x.async) {
     pthread_mutex_init (&x.lock, NULL);

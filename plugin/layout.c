@@ -136,16 +136,17 @@ layout_spans (const struct layout *l, uint64_t offset, uint64_t count,
     uint64_t b = (end < z->end ? end : z->end) - z->start;
     uint64_t nd = z->nr_devs;
     uint64_t c0 = a / chunk, cl = (b - 1) / chunk;
+    uint64_t a_in = a - c0 * chunk, b_in = b - cl * chunk; /* in chunk */
+    struct layout_cut cut;
 
+    layout_cut_init (&cut, nd, c0, cl);
     for (unsigned d = 0; d < nd; ++d) {
-      uint64_t k1 = c0 + (d + nd - c0 % nd) % nd;
-      if (k1 > cl)
+      uint64_t k1, k2, row1, row2;
+      if (!layout_member_chunks (&cut, d, &k1, &k2, &row1, &row2))
         continue;
-      uint64_t k2 = cl - (cl % nd + nd - d) % nd;
-      uint64_t first =
-        z->dev_start + k1 / nd * chunk + (k1 == c0 ? a % chunk : 0);
-      uint64_t last_end = z->dev_start + k2 / nd * chunk
-                          + (k2 == cl ? (b - 1) % chunk + 1 : chunk);
+      uint64_t first = z->dev_start + row1 * chunk + (k1 == c0 ? a_in : 0);
+      uint64_t last_end =
+        z->dev_start + row2 * chunk + (k2 == cl ? b_in : chunk);
       struct layout_span *s = &spans[z->devs[d]];
 
       if (!s->touched) {
@@ -154,7 +155,7 @@ layout_spans (const struct layout *l, uint64_t offset, uint64_t count,
         touched++;
       }
       s->length = last_end - s->member_offset;
-      s->nr_pieces += (k2 - k1) / nd + 1;
+      s->nr_pieces += row2 - row1 + 1;
     }
   }
   return touched;

@@ -832,6 +832,49 @@ local_start_op (struct member *m, struct ioexec *x, struct member_op *op)
   }
 }
 
+static bool
+local_rw_now (struct member *m, struct member_op *op)
+{
+  struct local *l = L (m);
+
+  bool write = op->kind == OP_WRITE;
+  const struct iovec *iov = op->iov;
+  unsigned nr = op->nr_iov;
+  uint64_t offset = op->offset;
+  struct iovec rest;
+
+  if (l->fd_direct >= 0)
+    return false;
+  /* One buffer, no FUA, the whole of it in one call: the usual request. */
+  if (nr == 1 && !op->fua) {
+    ssize_t n = write ? pwrite (l->fd, iov->iov_base, iov->iov_len, offset)
+                      : pread (l->fd, iov->iov_base, iov->iov_len, offset);
+    if (n == (ssize_t) iov->iov_len) {
+      op->err = 0;
+      return true;
+    }
+    if (n == -1 && errno != EINTR) {
+      op->err = errno;
+      member_io_error (m, write ? "pwrite" : "pread", offset, errno);
+      return true;
+    }
+    if (n == 0) {
+      op->err = EIO;
+      member_io_error (m, write ? "pwrite (no progress)"
+                                : "pread (unexpected end of file)",
+                       offset, EIO);
+      return true;
+    }
+    if (n > 0) { /* short: rw_full goes on from there */
+      rest = (struct iovec){ (char *) iov->iov_base + n, iov->iov_len - n };
+      iov = &rest;
+      offset += n;
+    }
+  }
+  op->err = rw_full (m, l->fd, write, iov, nr, offset, op->fua) == -1 ? errno : 0;
+  return true;
+}
+
 /* A read through the bounce buffer: copy it out. */
 static void
 local_finish_op (struct member *m, struct member_op *op)
@@ -841,7 +884,8 @@ local_finish_op (struct member *m, struct member_op *op)
     return;
   if (op->kind == OP_READ && op->be.local.direct && op->err == 0)
     iov_scatter (op->iov, op->nr_iov, op->be.local.bounce.iov_base);
-  free (op->be.local.pieces);
+  if (op->be.local.pieces)
+    free (op->be.local.pieces);
 }
 
 /* Health. */
@@ -905,6 +949,7 @@ const struct member_ops member_local_ops = {
   .probe_fd = local_probe_fd,
   .async = false,
   .start_op = local_start_op,
+  .rw_now = local_rw_now,
   .finish_op = local_finish_op,
   .zero_known_unsupported = local_zero_known_unsupported,
   .fast_zero_known = local_fast_zero_known,

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan.h"
 
@@ -10,27 +11,14 @@ plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
          uint64_t count, uint64_t offset)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
-  struct member_io *by_member[LAYOUT_MAX_MEMBERS] = { 0 };
+  struct member_io *by_member[LAYOUT_MAX_MEMBERS];
   size_t total = 0;
-  struct layout_iter it;
-  struct layout_piece p;
+  const uint64_t chunk = l->chunk, end = offset + count;
 
   plan->nr_ios = 0;
   plan->iov = plan->inline_iov;
 
-  /* Most requests lie inside one chunk: one member, one piece. */
-  layout_map (l, offset, count, &p);
-  if (p.length == count) {
-    struct member_io *io = &plan->ios[plan->nr_ios++];
-    io->member = p.member;
-    io->member_offset = p.member_offset;
-    io->length = count;
-    io->nr_iov = 1;
-    io->iov = plan->iov;
-    plan->iov[0] = (struct iovec){ buf, count };
-    return 0;
-  }
-
+  memset (by_member, 0, l->nr_members * sizeof *by_member);
   layout_spans (l, offset, count, spans);
   for (unsigned m = 0; m < l->nr_members; ++m)
     if (spans[m].touched)
@@ -57,17 +45,59 @@ plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
     by_member[m] = io;
   }
 
-  layout_iter_init (&it, l, offset, count);
-  while (layout_iter_next (&it, &p)) {
-    struct member_io *io = by_member[p.member];
-    char *base = (char *) buf + (p.offset - offset);
-    struct iovec *last = io->nr_iov ? &io->iov[io->nr_iov - 1] : NULL;
+  /* Each member's pieces, in member order: zone by zone, and in a zone
+   * every nd-th chunk (the arithmetic of layout_spans, one addition per
+   * piece).
+   */
+  for (unsigned zi = 0; zi < l->nr_zones; ++zi) {
+    const struct layout_zone *z = &l->zones[zi];
+    if (end <= z->start || offset >= z->end)
+      continue;
+    uint64_t a = (offset > z->start ? offset : z->start) - z->start;
+    uint64_t b = (end < z->end ? end : z->end) - z->start;
+    uint64_t nd = z->nr_devs;
+    uint64_t c0 = a / chunk, cl = (b - 1) / chunk;
+    struct layout_cut cut;
 
-    if (last && (char *) last->iov_base + last->iov_len == base)
-      last->iov_len += p.length;
-    else
-      io->iov[io->nr_iov++] = (struct iovec){ base, p.length };
-    io->length += p.length;
+    layout_cut_init (&cut, nd, c0, cl);
+
+    for (unsigned d = 0; d < nd; ++d) {
+      struct member_io *io = by_member[z->devs[d]];
+      uint64_t k1, k2, row1, row2;
+
+      if (!layout_member_chunks (&cut, d, &k1, &k2, &row1, &row2))
+        continue;
+
+      /* In locals: the compiler cannot keep io's fields in registers
+       * across the stores into iov.
+       */
+      struct iovec *iov = io->iov;
+      unsigned n = io->nr_iov;
+      /* Zone-relative offsets to the buffer's (unsigned wrap-around
+       * cancels: z->start + lo >= offset).
+       */
+      uint64_t to_buf = z->start - offset;
+      /* One member: the zone's part of the request is one piece. */
+      uint64_t step = nd == 1 ? k2 - k1 + 1 : nd;
+      uint64_t bytes = 0;
+
+      for (uint64_t k = k1; k <= k2; k += step) {
+        uint64_t lo = k == c0 ? a : k * chunk;
+        uint64_t hi = nd == 1 || k == cl ? b : (k + 1) * chunk;
+        char *base = (char *) buf + (to_buf + lo);
+
+        /* Only a member's first piece in a zone can follow on from its
+         * last one (in the zone before); this merges them.
+         */
+        if (n > 0 && (char *) iov[n - 1].iov_base + iov[n - 1].iov_len == base)
+          iov[n - 1].iov_len += hi - lo;
+        else
+          iov[n++] = (struct iovec){ base, hi - lo };
+        bytes += hi - lo;
+      }
+      io->nr_iov = n;
+      io->length += bytes;
+    }
   }
   return 0;
 }

@@ -217,10 +217,12 @@ volume_can_fast_zero (const struct volume *v)
 static int
 refuse_failed (struct volume *v, uint64_t mask)
 {
-  if (v->health == NULL)
+  uint64_t failed = health_failed_mask (v->health) & mask;
+
+  if (failed == 0)
     return 0;
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if ((mask >> i & 1) && health_member_state (v->health, i) == MS_FAILED) {
+    if (failed >> i & 1) {
       health_rejected (v->health, i);
       stripe_debug ("member %u (%s) has failed: request refused (EIO)", i,
                     v->members[i].path);
@@ -338,40 +340,78 @@ recheck_sizes (struct volume *v, uint64_t mask, const uint64_t *seen)
   return r;
 }
 
+/* One read or write op, its fields but the executor's and the backend's
+ * (which need no initialising): cheaper than a compound literal that
+ * clears all of it, on the path of every request.
+ */
+static inline void
+rw_op (struct member_op *op, struct member *m, enum op_kind kind,
+       uint64_t offset, uint64_t length, const struct iovec *iov,
+       unsigned nr_iov, bool fua)
+{
+  op->m = m;
+  op->kind = kind;
+  op->offset = offset;
+  op->length = length;
+  op->iov = iov;
+  op->nr_iov = nr_iov;
+  op->fua = fua;
+  op->may_trim = op->fast = false;
+  op->max_runs = 0;
+  op->extents = NULL;
+  op->busy = NULL;
+}
+
+/* The reads or writes of one request, on the members in mask. */
+static int
+run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
+        unsigned nr, uint64_t mask)
+{
+  uint64_t seen[LAYOUT_MAX_MEMBERS];
+  int r;
+
+  if (refuse_failed (v, mask) == -1)
+    return -1;
+  if (kind == OP_WRITE && guard_sizes (v, mask, seen) == -1)
+    return -1;
+  r = run_ops (v, ops, nr);
+  if (kind == OP_WRITE && recheck_sizes (v, mask, seen) == -1)
+    r = -1;
+  return r;
+}
+
 static int
 rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     uint64_t offset, bool fua)
 {
+  struct layout_piece p;
   struct io_plan plan;
   struct member_op ops[LAYOUT_MAX_MEMBERS];
-  uint64_t mask = 0, seen[LAYOUT_MAX_MEMBERS];
+  uint64_t mask = 0;
   int r = -1;
 
   if (check_request (v, count, offset) == -1)
     return -1;
+
+  /* Most requests lie inside one chunk: one member, one op, no plan. */
+  layout_map (&v->layout, offset, count, &p);
+  if (p.length == count) {
+    struct iovec iov = { buf, count };
+    rw_op (&ops[0], &v->members[p.member], kind,
+           v->data_offset + p.member_offset, count, &iov, 1, fua);
+    return run_rw (v, kind, ops, 1, UINT64_C (1) << p.member);
+  }
+
   if (plan_rw (&plan, &v->layout, buf, count, offset) == -1)
-    goto out;
-  for (unsigned i = 0; i < plan.nr_ios; ++i)
-    mask |= UINT64_C (1) << plan.ios[i].member;
-  if (refuse_failed (v, mask) == -1)
-    goto out;
-  if (kind == OP_WRITE && guard_sizes (v, mask, seen) == -1)
     goto out;
   for (unsigned i = 0; i < plan.nr_ios; ++i) {
     const struct member_io *io = &plan.ios[i];
-    ops[i] = (struct member_op){
-      .m = &v->members[io->member],
-      .kind = kind,
-      .offset = v->data_offset + io->member_offset,
-      .length = io->length,
-      .iov = io->iov,
-      .nr_iov = io->nr_iov,
-      .fua = fua,
-    };
+    mask |= UINT64_C (1) << io->member;
+    rw_op (&ops[i], &v->members[io->member], kind,
+           v->data_offset + io->member_offset, io->length, io->iov,
+           io->nr_iov, fua);
   }
-  r = run_ops (v, ops, plan.nr_ios);
-  if (kind == OP_WRITE && recheck_sizes (v, mask, seen) == -1)
-    r = -1;
+  r = run_rw (v, kind, ops, plan.nr_ios, mask);
 out : {
   int err = errno;
   plan_free (&plan);
