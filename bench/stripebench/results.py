@@ -13,8 +13,9 @@ from .util import fmt_size
 
 
 def aggregate(runs, chunk, ref, scaling_refused):
-    """Medians of the runs of each (phase, config, N, chunk, profile, rw);
-    returns (results, index by that key)."""
+    """Medians of the runs of each (phase, config, N, chunk, profile, rw),
+    with the minimum and maximum over the repetitions; returns (results,
+    index by that key)."""
     groups = {}
     for r in runs:
         k = (r["phase"], r["config"], r["n"], r["chunk"], r["profile"], r["rw"])
@@ -29,6 +30,9 @@ def aggregate(runs, chunk, ref, scaling_refused):
         for f in ("mbps", "iops", "lat_mean_us", "lat_p99_us", "cpu_s_per_gib",
                   "other_user_cores", "other_cpu_cores"):
             r[f] = med(f)
+        for f in ("mbps", "iops"):
+            r[f + "_min"] = min(x[f] for x in rs)
+            r[f + "_max"] = max(x[f] for x in rs)
         r["noisy_runs"] = sum(1 for x in rs if x["noisy"])
         res.append(r)
     idx = {(r["phase"], r["config"], r["n"], r["chunk"], r["profile"], r["rw"]): r for r in res}
@@ -59,7 +63,8 @@ def write_json(doc, out):
 
 CSV_COLUMNS = ["phase", "config", "n", "chunk", "profile", "rw", "repeats", "mbps", "iops",
                "lat_mean_us", "lat_p99_us", "cpu_s_per_gib", "scaling", "efficiency",
-               "vs_file_plugin", "other_user_cores", "other_cpu_cores", "noisy_runs"]
+               "vs_file_plugin", "other_user_cores", "other_cpu_cores", "noisy_runs",
+               "mbps_min", "mbps_max", "iops_min", "iops_max"]
 
 
 def write_csv(doc, out):
@@ -111,17 +116,20 @@ def write_summary(doc, out):
     if doc["scaling_refused"]:
         L.append("\n**Scaling not reported: %s**\n" % doc["scaling_refused"])
     L.append("")
-    L.append("| profile | rw | config | N | MB/s | IOPS | mean us | p99 us | CPU s/GiB | scaling | eff. | vs %s | other CPU |"
-             % doc["parameters"]["reference"])
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    # with repetitions: the range of MB/s over them, after the median
+    rng = doc["parameters"]["repeat"] > 1
+    L.append("| profile | rw | config | N | MB/s |%s IOPS | mean us | p99 us | CPU s/GiB | scaling | eff. | vs %s | other CPU |"
+             % (" MB/s min-max |" if rng else "", doc["parameters"]["reference"]))
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rng else ""))
     f2 = lambda v, p=2: "-" if v is None else ("%.*f" % (p, v))
     for r in doc["results"]:
         if r["phase"] not in ("main", "unthrottled"):
             continue
-        L.append("| %s%s | %s | %s | %d | %.1f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s%s |" % (
+        L.append("| %s%s | %s | %s | %d | %.1f |%s %.0f | %.0f | %.0f | %s | %s | %s | %s | %s%s |" % (
             r["profile"], (" (%s)" % unl) if r["phase"] == "unthrottled" else "", r["rw"],
             "stripe" if r["config"] == "plugin" else r["config"],
-            r["n"], r["mbps"], r["iops"], r["lat_mean_us"], r["lat_p99_us"],
+            r["n"], r["mbps"], (" %.1f-%.1f |" % (r["mbps_min"], r["mbps_max"])) if rng else "",
+            r["iops"], r["lat_mean_us"], r["lat_p99_us"],
             f2(r["cpu_s_per_gib"]), f2(r["scaling"]), f2(r["efficiency"]),
             f2(r["vs_file_plugin"], 3), f2(r["other_user_cores"]),
             " (noisy)" if r["noisy_runs"] else ""))

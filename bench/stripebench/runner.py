@@ -20,7 +20,7 @@ from .members import MembersMixin
 from .profiles import PROFILES, targets
 from .util import MB, BenchError, dev_sectors, fmt_size, free_tcp_port, log, run
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Bench(MembersMixin, FioMixin):
@@ -266,6 +266,8 @@ class Bench(MembersMixin, FioMixin):
             res = {"n": n, "chunk": chunk, "bytes": total, "elapsed_s": elapsed,
                    "mean_mbps": d["bw_bytes"] / MB,
                    "cliff_at_s": {str(k): v for k, v in cliff.items()},
+                   "cache_bytes": a.cache_size if self.throttle else None,
+                   "slow_mbps": a.slow_mbps if self.throttle else None,
                    "array_curve": arr, "member_curves": members_curve}
             out.append(res)
             print("  N=%d: %s written in %.1f s, mean %.1f MB/s%s" % (
