@@ -83,7 +83,7 @@ class FioMixin:
     def measure(self, phase, config, n, chunk, prof, rw, rep):
         a = self.a
         name, bs, qd, seq = prof
-        key = self.server_key(config, n, chunk)
+        key = self.ensure_server(config, n, chunk)   # servers start when first needed
         p, uri, _ = self.servers[key]
         if config == "file":
             self.flushbufs(self.members[:1])

@@ -134,6 +134,11 @@ class Bench(MembersMixin, FioMixin):
                 # forwarding to the same member server
                 argv = ["nbd", "uri=" + self.members[0]["dev"]]
             else:
+                # The plugin owns its members while it serves (exclusive
+                # open of block devices, locks): a second volume over the
+                # same members is refused.  One stripe volume at a time.
+                for k in [k for k in self.servers if k.startswith("stripe-")]:
+                    self.stop_server(k)
                 argv = self.plugin_argv(n, chunk)
             self.start_server(key, argv, self.readonly)
         return key
@@ -142,8 +147,6 @@ class Bench(MembersMixin, FioMixin):
         """Main matrix: file plugin N=1 and the stripe plugin at every N, side by side."""
         a = self.a
         configs = [(self.ref, 1)] + [("plugin", n) for n in counts]
-        for c, n in configs:
-            self.ensure_server(c, n, chunk)
         self.print_header("profiles: %s plugin N=1 and stripe plugin N=%s, chunk %s"
                           % (self.ref, ",".join(map(str, counts)), fmt_size(chunk)))
         for rep in range(a.repeat):
@@ -173,8 +176,6 @@ class Bench(MembersMixin, FioMixin):
             # striping path over NBD itself.
             self.print_header("RND4K-Q1T1 with rate and delay lifted (striping latency cost over NBD)")
             self.setup_remote(max(counts), limited=False)
-            for c, n in configs:
-                self.ensure_server(c, n, chunk)
             for rep in range(a.repeat):
                 for rw in rws:
                     for c, n in configs:
@@ -183,8 +184,6 @@ class Bench(MembersMixin, FioMixin):
 
     def run_sweep(self, rws, n, chunks):
         a = self.a
-        for ch in chunks:
-            self.ensure_server("plugin", n, ch)
         self.print_header("chunk sweep at N=%d: %s" % (n, ",".join(fmt_size(c) for c in chunks)))
         for rep in range(a.repeat):
             for prof in self.profiles:
