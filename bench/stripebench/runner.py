@@ -193,7 +193,7 @@ class Bench(MembersMixin, FioMixin):
 
     def run_sustained(self, counts, chunk):
         """Sequential write of several times each member's write cache; the
-        array curve comes from fio's bandwidth log, the member curves from
+        array curve comes from fio's per-I/O log, the member curves from
         the members' sector counters.  Emulated members get a write cache:
         full speed for --cache-size bytes, then --slow-mbps."""
         a = self.a
@@ -212,9 +212,11 @@ class Bench(MembersMixin, FioMixin):
             samples = []
             stop = threading.Event()
             cliff = {}
+            clock = {}
 
             def sampler():
                 t0 = time.monotonic()
+                clock["wall0"] = time.time()
                 while not stop.is_set():
                     now = time.monotonic() - t0
                     row = [now]
@@ -233,8 +235,8 @@ class Bench(MembersMixin, FioMixin):
             try:
                 job, w = self.fio(uri, "sustained-n%d" % n, "write",
                                   1 << 20, 8, 0, 0,
-                                  extra=["--size=%d" % total, "--write_bw_log=" + prefix,
-                                         "--log_avg_msec=%d" % (100 if a.quick else 250)],
+                                  extra=["--size=%d" % total, "--write_lat_log=" + prefix,
+                                         "--log_unix_epoch=1"],
                                   server_pid=p.pid)
             finally:
                 stop.set()
@@ -243,24 +245,37 @@ class Bench(MembersMixin, FioMixin):
                     for m in mem:
                         self.throttle.set_write_bps(m["majmin"], a.mbps * MB)
             elapsed = time.time() - t_start
-            # array curve (fio log: msec, KiB/s, dir, bs, offset)
-            arr = []
-            logf = prefix + "_bw.1.log"
+            # array curve: bytes completed per bucket, from fio's per-I/O
+            # latency log (Unix time of completion in ms, latency in ns,
+            # dir, bytes, offset).  Time 0 is fio's first submission; the
+            # members' samples (started before fio) are put on that clock.
+            step = 0.1 if a.quick else 0.5
+            done = []
+            logf = prefix + "_lat.1.log"
             if os.path.exists(logf):
                 with open(logf) as f:
                     for line in f:
                         v = [x.strip() for x in line.split(",")]
-                        arr.append([int(v[0]) / 1000.0, int(v[1]) * 1024 / MB])
-            # member curves, 0.5 s buckets
+                        done.append((int(v[0]) / 1000.0, int(v[1]) / 1e9, int(v[3])))
+            zero = min(t - lat for t, lat, _ in done) if done else clock.get("wall0", t_start)
+            shift = clock.get("wall0", zero) - zero      # sampler time -> seconds since zero
+            buckets = {}
+            for t, _, nbytes in done:
+                k = int((t - zero) // step)
+                buckets[k] = buckets.get(k, 0) + nbytes
+            arr = [[round((k + 1) * step, 3), buckets.get(k, 0) / step / MB]
+                   for k in range(max(buckets) + 1)] if buckets else []
+            # member curves, from the sector counters, same buckets
             members_curve = []
-            step = 0.1 if a.quick else 0.5
             nxt, prev = step, samples[0] if samples else None
             for row in samples:
                 if row[0] >= nxt:
                     dt = row[0] - prev[0]
-                    members_curve.append([round(row[0], 3)] + [
-                        (row[i + 1] - prev[i + 1]) / dt / MB for i in range(n)])
+                    if row[0] + shift > 0:
+                        members_curve.append([round(row[0] + shift, 3)] + [
+                            (row[i + 1] - prev[i + 1]) / dt / MB for i in range(n)])
                     prev, nxt = row, nxt + step
+            cliff = {k: max(0.0, v + shift) for k, v in cliff.items()}
             d = job["write"]
             res = {"n": n, "chunk": chunk, "bytes": total, "elapsed_s": elapsed,
                    "mean_mbps": d["bw_bytes"] / MB,
