@@ -3,16 +3,20 @@ signals and cleanup."""
 
 import argparse
 import datetime
+import glob
+import json
 import os
 import shutil
 import signal
 
+from . import charts, results
 from .profiles import PROFILE_NAMES
 from .runner import Bench
 from .util import BenchError, log, parse_size
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # bench/
 REPO = os.path.dirname(BENCH)
+PUBLISHED = os.path.join(BENCH, "results")
 
 DESCRIPTION = """\
 stripe-bench: CrystalDiskMark-style profiles through fio's nbd engine
@@ -40,6 +44,9 @@ examples:
   # real drives: read-only unless --destroy-data is given
   bench/stripe-bench --members /dev/nvme0n1,/dev/nvme1n1
   bench/stripe-bench --members /dev/sdb,/dev/sdc --destroy-data --cache-size 20G
+  # redraw the charts of a run from its results.json, running nothing
+  bench/stripe-bench --replot bench/results/local/results.json
+  bench/stripe-bench --replot            # every published run in bench/results/
 
 outputs (in --out): results.json (schema: bench/results.schema.json, check with
 bench/validate-results), results.csv, summary.md, charts/*.png, logs/.
@@ -79,6 +86,10 @@ def parse_args(argv):
                          "of user time during it (default 0.15)")
     ap.add_argument("--noisy-retries", type=int, default=2,
                     help="re-run a noisy run up to this many times, keep the quietest (default 2)")
+    ap.add_argument("--replot", nargs="?", const="", metavar="RESULTS.json",
+                    help="run nothing: redraw the charts of RESULTS.json into the charts/ "
+                         "directory beside it (or into --out/charts); without RESULTS.json, "
+                         "of every published run (bench/results/*/results.json)")
     ap.add_argument("--quick", action="store_true",
                     help="CI mode: short runs, small members, small sustained write, no sweep unless --chunks")
     g = ap.add_argument_group("emulated members (default; needs root)")
@@ -122,6 +133,8 @@ def parse_args(argv):
     ap.add_argument("--cache", default="direct", choices=("direct", "writethrough", "writeback"),
                     help="plugin cache= mode when the plugin supports it (default direct = O_DIRECT)")
     a = ap.parse_args(argv)
+    if a.replot is not None:
+        return a
 
     def fail(msg):
         ap.error(msg)
@@ -186,8 +199,38 @@ def parse_args(argv):
 
 
 
+def replot(path, out=None):
+    """Redraw every chart of a results.json; nothing is run.  The chart
+    list in results.json is updated when it changes (e.g. charts added)."""
+    with open(path) as f:
+        doc = json.load(f)
+    base = os.path.dirname(os.path.abspath(path))
+    out = out or base
+    os.makedirs(out, exist_ok=True)
+    made = charts.make_charts(doc, out)
+    for c in made:
+        print(os.path.join(out, c))
+    if out == base and made != doc["charts"]:
+        doc["charts"] = made
+        results.write_json(doc, base)
+    return 0 if made else 1
+
+
 def main(argv):
     a = parse_args(argv)
+    if a.replot is not None:
+        paths = [a.replot] if a.replot else sorted(glob.glob(os.path.join(PUBLISHED, "*", "results.json")))
+        if not paths:
+            log("stripe-bench: --replot: no results.json given and none published in %s" % PUBLISHED)
+            return 1
+        if a.out and len(paths) > 1:
+            log("stripe-bench: --replot --out takes one RESULTS.json")
+            return 2
+        try:
+            return max(replot(p, a.out) for p in paths)
+        except (OSError, ValueError, KeyError, BenchError) as e:
+            log("stripe-bench: --replot %s: %s" % (paths[0] if len(paths) == 1 else "", e))
+            return 1
     for tool in ("fio", "nbdkit"):
         if not shutil.which(tool):
             log("stripe-bench: %s not found" % tool)
