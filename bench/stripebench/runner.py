@@ -21,6 +21,7 @@ from .profiles import PROFILES, targets
 from .util import MB, BenchError, dev_sectors, fmt_size, free_tcp_port, log, run
 
 SCHEMA_VERSION = 2
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Bench(MembersMixin, FioMixin):
@@ -333,6 +334,10 @@ class Bench(MembersMixin, FioMixin):
         self.counts = a.counts
         self.profiles = [p for p in PROFILES if p[0] in a.profiles]
         load_before = open("/proc/loadavg").read().split()[:3]
+        src = run(["git", "-C", REPO, "describe", "--always", "--dirty", "--abbrev=12"], check=False)
+        if src.returncode == 0 and src.stdout.strip():
+            self.notes.append("source tree (harness%s): git commit %s" % (
+                " and plugin" if a.plugin.startswith(REPO + os.sep) else "", src.stdout.strip()))
         help_txt = run(["nbdkit", a.plugin, "--help"], check=False).stdout
         if "cache=" in help_txt:
             self.plugin_cache = a.cache
