@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# CI check of the bench harness (issues 5 and 7): `stripe-bench --quick`
-#  1. on remote members (nbdkit servers behind the rate and delay filters),
-#     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1 (about 50 s; no root
-#     needed), then
+# CI check of the bench harness:
+#  0. the published runs (bench/results/*/results.json, when there are any)
+#     validate, and `stripe-bench --replot` redraws their charts;
+#  then `stripe-bench --quick`
+#  1. with 2 repetitions, on remote members (nbdkit servers behind the rate and delay filters),
+#     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1 (about 70 s; no root
+#     needed), whose charts `--replot` must redraw from results.json alone,
+#     then
 #  2. on emulated local members with N = 1 and 2, every profile
 # must complete, its results.json must validate against
 # bench/results.schema.json and the chart files must exist.  It asserts no
@@ -14,7 +18,7 @@
 # 1 fail, 77 skip of the local part (not root, no cgroup block throttling, no
 # loop devices) after the remote part passed.  Installs gnuplot-nox,
 # python3-jsonschema and fio with apt-get when missing (as root).
-# Takes about 3 minutes.
+# Takes about 3.5 minutes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -46,10 +50,23 @@ fi
 out=$(mktemp -d /tmp/stripe-bench-ci.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
+# ---- 0. the published runs
+/usr/bin/python3 "$here/validate-results"
+rc=$?
+case $rc in
+  0)
+    for j in "$here"/results/*/results.json; do
+      "$here/stripe-bench" --replot "$j" --out "$out/replot-$(basename "$(dirname "$j")")" >/dev/null ||
+        fail "--replot $j failed"
+    done ;;
+  77) ;;
+  *) fail "a published results.json does not validate" ;;
+esac
+
 # ---- 1. remote members
-echo "== bench/stripe-bench --quick --remote --counts 1,2 --profiles SEQ1M-Q8T1,RND4K-Q1T1 (output in $out/remote)"
+echo "== bench/stripe-bench --quick --repeat 2 --remote --counts 1,2 --profiles SEQ1M-Q8T1,RND4K-Q1T1 (output in $out/remote)"
 start=$(date +%s)
-"$here/stripe-bench" --plugin "$plugin" --quick --remote --counts 1,2 \
+"$here/stripe-bench" --plugin "$plugin" --quick --repeat 2 --remote --counts 1,2 \
   --profiles SEQ1M-Q8T1,RND4K-Q1T1 --out "$out/remote" --noisy-retries 0 ||
   fail "stripe-bench --remote exited with $?"
 echo "== remote run took $(( $(date +%s) - start )) s"
@@ -67,6 +84,8 @@ rows = d["results"]
 assert d["members"]["mode"] == "remote" and d["parameters"]["reference"] == "nbd", "not a remote run"
 assert sum(r["phase"] == "main" for r in rows) == 12, "expected 12 main rows"
 assert sum(r["phase"] == "unthrottled" for r in rows) == 6, "expected 6 rows with limits lifted"
+assert len(d["runs"]) == 2 * len(rows), "expected 2 runs (repetitions) per result row"
+assert all(r["mbps_min"] <= r["mbps"] <= r["mbps_max"] for r in rows), "median outside its range"
 assert {r["config"] for r in rows} == {"nbd", "plugin"}, "configs"
 for u in d["members"]["devices"]:
     m = re.search(r"socket=(\S+)", u)
@@ -78,6 +97,11 @@ PY
 for p in SEQ1M-Q8T1 RND4K-Q1T1; do
   [ -s "$rres/charts/scaling-$p.png" ] || fail "remote: chart missing: scaling-$p.png"
 done
+# the charts come back from results.json alone
+rm -f "$rres"/charts/*
+"$here/stripe-bench" --replot "$rres/results.json" >/dev/null || fail "remote: --replot failed"
+/usr/bin/python3 "$here/validate-results" "$rres/results.json" >/dev/null ||
+  fail "remote: --replot did not redraw every chart"
 
 # ---- 2. emulated local members
 [ "$(id -u)" -eq 0 ] || skip "local part: not root: emulated members need loop devices and cgroup throttling (remote part passed)"

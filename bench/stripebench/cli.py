@@ -1,0 +1,261 @@
+"""The command line: options, defaults that depend on the mode, --replot,
+signals and cleanup."""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import shutil
+import signal
+
+from . import charts, results
+from .profiles import PROFILE_NAMES
+from .runner import Bench
+from .util import BenchError, log, parse_size
+
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # bench/
+REPO = os.path.dirname(BENCH)
+PUBLISHED = os.path.join(BENCH, "results")
+
+DESCRIPTION = """\
+stripe-bench: CrystalDiskMark-style profiles through fio's nbd engine
+against (a) one member through the stripe plugin (N = 1), (b) the same member
+through nbdkit's file plugin (remote members: nbdkit's nbd plugin), (c) the
+striped volume with N = 2, 4 (8) members.  Members are emulated independent
+SSDs (loop devices throttled by the kernel's block throttling), real drives
+(--members) or emulated remote NBD servers (--remote: nbdkit memory servers
+behind the rate and delay filters)."""
+
+EPILOG = """\
+examples:
+  # emulated members (root): N = 1, 2, 4 at 150 MB/s and 2500 IOPS per member
+  bench/stripe-bench --plugin build/plugin/nbdkit-stripe-plugin.so
+  # also N = 8 (per-member defaults become 600/N MB/s and 10000/N IOPS)
+  bench/stripe-bench --counts 1,2,4,8
+  # chunk-size sweep at the largest N
+  bench/stripe-bench --chunks 64K,128K,256K,512K,1M
+  # CI: seconds per profile, N = 1 and 2
+  bench/stripe-bench --quick --counts 1,2 --out /tmp/sb
+  # remote members: nbdkit servers at 100 MB/s each way and 4 ms per request
+  bench/stripe-bench --remote
+  bench/stripe-bench --remote --mbps 50 --delay-ms 2 --transport tcp
+  bench/stripe-bench --remote --quick --counts 1,2             # ~1.5 minutes, no root needed
+  # real drives: read-only unless --destroy-data is given
+  bench/stripe-bench --members /dev/nvme0n1,/dev/nvme1n1
+  bench/stripe-bench --members /dev/sdb,/dev/sdc --destroy-data --cache-size 20G
+  # redraw the charts of a run from its results.json, running nothing
+  bench/stripe-bench --replot bench/results/local/results.json
+  bench/stripe-bench --replot            # every published run in bench/results/
+
+outputs (in --out): results.json (schema: bench/results.schema.json, check with
+bench/validate-results), results.csv, summary.md, charts/*.png, logs/.
+Units: MB/s = 10^6 bytes/s; latencies in microseconds; sizes accept K/M/G (1024).
+Exit status: 0 ok, 1 error, 2 usage, 130 interrupted.
+"""
+
+
+def default_plugin():
+    for p in (os.environ.get("NBDSTRIPE_PLUGIN"),
+              os.path.join(REPO, "build", "plugin", "nbdkit-stripe-plugin.so")):
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="stripe-bench", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plugin", default=default_plugin(),
+                    help="nbdkit-stripe-plugin.so (default: $NBDSTRIPE_PLUGIN, else build/plugin/)")
+    ap.add_argument("--out", help="output directory (default: bench/out/YYYYmmdd-HHMMSS)")
+    ap.add_argument("--counts", default="1,2,4",
+                    help="member counts N to measure, must include 1 (default 1,2,4; add 8 when wanted)")
+    ap.add_argument("--chunk", type=parse_size, default=128 << 10,
+                    help="chunk of the main runs (default 128K)")
+    ap.add_argument("--chunks", help="chunk-size sweep at the largest N, e.g. 64K,128K,256K,512K,1M")
+    ap.add_argument("--profiles", default=",".join(PROFILE_NAMES),
+                    help="comma list of profiles (default: all: %s)" % ",".join(PROFILE_NAMES))
+    ap.add_argument("--rw", default="read,write", help="read,write (default both)")
+    ap.add_argument("--ramp", type=float, help="ramp seconds, not measured (default 2; quick 0.5)")
+    ap.add_argument("--runtime", type=float, help="measured seconds per run (default 10; quick 1.5)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="repeat the whole matrix; results are medians (default 1)")
+    ap.add_argument("--noise-threshold", type=float, default=0.15,
+                    help="a run is noisy when other processes used more than this many CPUs "
+                         "of user time during it (default 0.15)")
+    ap.add_argument("--noisy-retries", type=int, default=2,
+                    help="re-run a noisy run up to this many times, keep the quietest (default 2)")
+    ap.add_argument("--replot", nargs="?", const="", metavar="RESULTS.json",
+                    help="run nothing: redraw the charts of RESULTS.json into the charts/ "
+                         "directory beside it (or into --out/charts); without RESULTS.json, "
+                         "of every published run (bench/results/*/results.json)")
+    ap.add_argument("--quick", action="store_true",
+                    help="CI mode: short runs, small members, small sustained write, no sweep unless --chunks")
+    g = ap.add_argument_group("emulated members (default; needs root)")
+    g.add_argument("--mbps", type=int, help="per-member MB/s each way (default 150; 600/N above 4 members; "
+                                            "--remote: 100, 400/N above 4 members)")
+    g.add_argument("--iops", type=int, help="per-member IOPS each way (default 2500; 10000/N above 4 members; "
+                                            "not with --remote)")
+    g.add_argument("--member-size", type=parse_size,
+                   help="size of each member file (default 1G; quick 256M; --remote: 512M, quick 128M, in RAM)")
+    g.add_argument("--workdir", default="/var/tmp/nbdstripe-bench-%d" % os.getpid(),
+                   help="where the member files go (default /var/tmp/nbdstripe-bench-PID)")
+    g.add_argument("--keep-files", action="store_true", help="do not delete the member files at exit")
+    g.add_argument("--loop-stack", type=int, choices=(1, 2), default=2,
+                   help="2 (default): member = loop over loop over file, throttled at the inner one "
+                        "(so the throttle never sees split bios); 1: a single loop device")
+    g = ap.add_argument_group("remote members (--remote; root not needed)")
+    g.add_argument("--remote", action="store_true",
+                   help="members are NBD servers: nbdkit memory plugin behind the rate filter "
+                        "(--mbps, per server, each way) and the delay filter (--delay-ms per request); "
+                        "the reference is nbdkit's nbd plugin forwarding to member 0")
+    g.add_argument("--delay-ms", type=int, default=4,
+                   help="remote: delay of every read and write at the member, whole ms "
+                        "(the delay filter's resolution; 0 = no delay filter; default 4)")
+    g.add_argument("--transport", choices=("unix", "tcp"), default="unix",
+                   help="remote: members listen on a Unix socket (default) or TCP 127.0.0.1")
+    g.add_argument("--burstiness", type=float, default=0.1,
+                   help="remote: rate filter bucket, seconds of rate (default 0.1; nbdkit's own "
+                        "default of 2 s inflates short runs)")
+    g = ap.add_argument_group("real drives")
+    g.add_argument("--members", help="comma list of block devices, in member order")
+    g.add_argument("--destroy-data", action="store_true",
+                   help="allow writes to --members (destroys their contents); without it: read-only")
+    g = ap.add_argument_group("sustained write")
+    g.add_argument("--no-sustained", dest="sustained", action="store_false",
+                   help="skip the sustained-write run")
+    g.add_argument("--cache-size", type=parse_size,
+                   help="a member's write cache (emulated: full speed for this many bytes; default 256M, quick 32M)")
+    g.add_argument("--slow-mbps", type=int, help="emulated write MB/s after the cache is full (default mbps/3)")
+    g.add_argument("--sustained-factor", type=int, default=3,
+                   help="write this many times the cache size per member (default 3)")
+    ap.add_argument("--cache", default="direct", choices=("direct", "writethrough", "writeback"),
+                    help="plugin cache= mode when the plugin supports it (default direct = O_DIRECT)")
+    a = ap.parse_args(argv)
+    if a.replot is not None:
+        return a
+
+    def fail(msg):
+        ap.error(msg)
+    try:
+        a.counts = sorted({int(x) for x in a.counts.split(",")})
+    except ValueError:
+        fail("--counts: comma list of integers")
+    if 1 not in a.counts or min(a.counts) < 1 or max(a.counts) > 64:
+        fail("--counts must include 1 and stay within 1..64")
+    a.chunks = [parse_size(x) for x in a.chunks.split(",")] if a.chunks else None
+    for c in [a.chunk] + (a.chunks or []):
+        if c % 4096:
+            fail("chunk %d is not a multiple of 4K" % c)
+    a.profiles = [p.strip() for p in a.profiles.split(",")]
+    for p in a.profiles:
+        if p not in PROFILE_NAMES:
+            fail("unknown profile %s" % p)
+    a.rw = [x.strip() for x in a.rw.split(",")]
+    if any(x not in ("read", "write") for x in a.rw):
+        fail("--rw: read and/or write")
+    nmax = max(a.counts)
+    if a.remote:
+        if a.members:
+            fail("--remote and --members exclude each other")
+        if a.iops is not None:
+            fail("--iops does not apply to --remote: a remote member's small-I/O rate follows from "
+                 "--delay-ms and the requests in flight")
+        if a.delay_ms < 0 or a.burstiness <= 0:
+            fail("--delay-ms must be >= 0 and --burstiness > 0")
+        if a.mbps is None:
+            a.mbps = 100 if nmax <= 4 else max(1, 400 // nmax)
+        if a.member_size is None:
+            a.member_size = (128 << 20) if a.quick else (512 << 20)
+        a.sustained = False          # no write cache to emulate on a remote member
+    if a.ramp is None:
+        a.ramp = 0.5 if a.quick else 2.0
+    if a.runtime is None:
+        a.runtime = 1.5 if a.quick else 10.0
+    if a.mbps is None:
+        a.mbps = 150 if nmax <= 4 else max(1, 600 // nmax)
+    if a.iops is None:
+        a.iops = 2500 if nmax <= 4 else max(1, 10000 // nmax)
+    if a.member_size is None:
+        a.member_size = (256 << 20) if a.quick else (1 << 30)
+    if a.member_size % (4 << 20):
+        fail("--member-size must be a multiple of 4M")
+    if a.cache_size is None:
+        a.cache_size = (32 << 20) if a.quick else (256 << 20)
+    if a.slow_mbps is None:
+        a.slow_mbps = max(1, a.mbps // 3)
+    if a.members:
+        a.members = [m.strip() for m in a.members.split(",") if m.strip()]
+    elif not a.remote and a.cache_size * a.sustained_factor > a.member_size:
+        fail("--cache-size x --sustained-factor exceeds --member-size")
+    if not a.plugin or not os.path.exists(a.plugin):
+        fail("stripe plugin not found: pass --plugin or set NBDSTRIPE_PLUGIN")
+    a.plugin = os.path.abspath(a.plugin)
+    if not a.out:
+        a.out = os.path.join(BENCH, "out", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    return a
+
+
+
+
+def replot(path, out=None):
+    """Redraw every chart of a results.json; nothing is run.  The chart
+    list in results.json is updated when it changes (e.g. charts added)."""
+    with open(path) as f:
+        doc = json.load(f)
+    base = os.path.dirname(os.path.abspath(path))
+    out = out or base
+    os.makedirs(out, exist_ok=True)
+    made = charts.make_charts(doc, out)
+    for c in made:
+        print(os.path.join(out, c))
+    if out == base and made != doc["charts"]:
+        doc["charts"] = made
+        results.write_json(doc, base)
+    return 0 if made else 1
+
+
+def main(argv):
+    a = parse_args(argv)
+    if a.replot is not None:
+        paths = [a.replot] if a.replot else sorted(glob.glob(os.path.join(PUBLISHED, "*", "results.json")))
+        if not paths:
+            log("stripe-bench: --replot: no results.json given and none published in %s" % PUBLISHED)
+            return 1
+        if a.out and len(paths) > 1:
+            log("stripe-bench: --replot --out takes one RESULTS.json")
+            return 2
+        try:
+            return max(replot(p, a.out) for p in paths)
+        except (OSError, ValueError, KeyError, BenchError) as e:
+            log("stripe-bench: --replot %s: %s" % (paths[0] if len(paths) == 1 else "", e))
+            return 1
+    for tool in ("fio", "nbdkit"):
+        if not shutil.which(tool):
+            log("stripe-bench: %s not found" % tool)
+            return 1
+    if not a.members and not a.remote and os.geteuid() != 0:
+        log("stripe-bench: emulated members need root (loop devices, cgroup throttling); "
+            "cannot throttle, so scaling cannot be measured. Use --members for real drives.")
+        return 1
+    if a.members and a.destroy_data:
+        log("stripe-bench: --destroy-data: %s will be OVERWRITTEN" % ", ".join(a.members))
+    os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
+    b = Bench(a)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    try:
+        return b.main()
+    except KeyboardInterrupt:
+        log("\nstripe-bench: interrupted, cleaning up")
+        return 130
+    except BenchError as e:
+        log("stripe-bench: %s" % e)
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # no second interrupt during cleanup
+        b.cleanup()

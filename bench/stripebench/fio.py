@@ -1,0 +1,151 @@
+"""Running fio and collecting: one fio job through the nbd engine with the
+CPU of the server, fio, the member servers and every other process measured
+over the same window; one measured row; the progress lines."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from .util import GIB, MB, BenchError, fmt_size, proc_cpu, procs_cpu, sys_cpu
+
+
+class FioMixin:
+    """fio runs and measured rows; mixed into runner.Bench."""
+
+    def fio(self, uri, name, rw, bs, qd, ramp, runtime, extra=(), server_pid=None,
+            member_pids=()):
+        """Run one fio job; returns (fio json job, window measurements).
+        member_pids: the remote members' servers, whose CPU is part of the
+        setup (not "other" load); it is reported as members_cpu_s."""
+        cmd = ["fio", "--thread", "--name=" + name, "--ioengine=nbd", "--uri=" + uri,
+               "--rw=" + rw, "--bs=%d" % bs, "--iodepth=%d" % qd, "--numjobs=1",
+               "--lat_percentiles=1", "--output-format=json"]
+        if runtime:
+            # in ms: fio truncates "1.5s" to 1 s and "0.5s" to no ramp at all
+            cmd += ["--time_based", "--runtime=%dms" % round(runtime * 1000)]
+            if ramp:
+                cmd += ["--ramp_time=%dms" % round(ramp * 1000)]
+        cmd += list(extra)
+        snap = {}
+
+        def snapshot(tag, fio_pid, fio_cpu=None):
+            snap[tag] = (time.monotonic(), proc_cpu(server_pid) if server_pid else None,
+                         fio_cpu or proc_cpu(fio_pid), sys_cpu(), proc_cpu(os.getpid()),
+                         procs_cpu(member_pids) if member_pids else None)
+
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.children.add(p)
+        try:
+            if ramp and runtime:
+                timer = threading.Timer(ramp, snapshot, ("start", p.pid))
+                timer.start()
+            else:
+                timer = None
+                snapshot("start", p.pid)
+            # fio exits at the end of the window: take the end snapshot as
+            # late as possible while its /proc entry still exists.
+            while p.poll() is None:
+                s = proc_cpu(p.pid)
+                if s is not None:
+                    snapshot("end", p.pid, s)
+                time.sleep(0.05)
+            out, err = p.communicate()
+            if timer:
+                timer.join()
+        finally:
+            self.children.discard(p)
+        if p.returncode != 0:
+            raise BenchError("fio %s failed: %s" % (name, err.strip()[-500:]))
+        job = json.loads(out[out.index("{"):])["jobs"][0]
+        w = {}
+        if "start" in snap and "end" in snap and snap["start"][2] and snap["end"][2]:
+            t0, s0, f0, c0, h0, m0 = snap["start"]
+            t1, s1, f1, c1, h1, m1 = snap["end"]
+            # the harness itself (its sampling) is not "other" either
+            own_u, own_t = h1[0] - h0[0], sum(h1) - sum(h0)
+            win = max(t1 - t0, 1e-3)
+            srv_u = (s1[0] - s0[0]) if s0 and s1 else 0.0
+            srv = (sum(s1) - sum(s0)) if s0 and s1 else 0.0
+            mem_u = (m1[0] - m0[0]) if m0 and m1 else 0.0
+            mem = (sum(m1) - sum(m0)) if m0 and m1 else 0.0
+            fio_u, fio_t = f1[0] - f0[0] + own_u, sum(f1) - sum(f0) + own_t
+            w = {"window_s": win, "server_cpu_s": srv,
+                 "fio_cpu_s": sum(f1) - sum(f0),
+                 "members_cpu_s": (mem if (m0 and m1) else None) if member_pids else None,
+                 "other_user_cores": max(0.0, (c1[0] - c0[0]) - srv_u - fio_u - mem_u) / win,
+                 "other_cpu_cores": max(0.0, (c1[1] - c0[1]) - srv - fio_t - mem) / win}
+        return job, w
+
+    # ------------------------------------------------------------ measurement
+    def measure(self, phase, config, n, chunk, prof, rw, rep):
+        a = self.a
+        name, bs, qd, seq = prof
+        key = self.ensure_server(config, n, chunk)   # servers start when first needed
+        p, uri, _ = self.servers[key]
+        if config == "file":
+            self.flushbufs(self.members[:1])
+        fio_rw = ("" if seq else "rand") + rw
+        job, w = self.fio(uri, "%s-%s" % (name, rw), fio_rw,
+                          bs, qd, a.ramp, a.runtime, server_pid=p.pid,
+                          member_pids=self.member_pids())
+        if config == "file" and rw == "write":
+            self.flushbufs(self.members[:1])    # its writeback must not spill into the next run
+        d = job[rw]
+        lat = d.get("lat_ns", {})
+        pct = lat.get("percentile", {}) or d.get("clat_ns", {}).get("percentile", {})
+        io_bytes = d["io_bytes"]
+        r = {"phase": phase, "config": config, "n": n, "chunk": chunk if config == "plugin" else None,
+             "profile": name, "rw": rw, "repeat": rep,
+             "mbps": d["bw_bytes"] / MB, "iops": d["iops"],
+             "lat_mean_us": lat.get("mean", 0.0) / 1000.0,
+             "lat_p99_us": float(pct.get("99.000000", 0.0)) / 1000.0,
+             "io_bytes": io_bytes}
+        r["server_cpu_s"] = w.get("server_cpu_s")
+        r["cpu_s_per_gib"] = (w["server_cpu_s"] / (io_bytes / GIB)) if w and io_bytes else None
+        r["fio_cpu_s"] = w.get("fio_cpu_s")
+        r["members_cpu_s"] = w.get("members_cpu_s")
+        r["window_s"] = w.get("window_s")
+        r["other_user_cores"] = w.get("other_user_cores")
+        r["other_cpu_cores"] = w.get("other_cpu_cores")
+        r["noisy"] = bool(w) and w["other_user_cores"] > a.noise_threshold
+        return r
+
+    def measure_retry(self, *args):
+        r = self.measure(*args)
+        tries = 0
+        while r["noisy"] and tries < self.a.noisy_retries:
+            tries += 1
+            r2 = self.measure(*args)
+            if r2["other_user_cores"] < r["other_user_cores"]:
+                r = r2
+        r["retries"] = tries
+        self.runs.append(r)
+        self.counter += 1
+        self.print_row(r)
+        return r
+
+    # ------------------------------------------------------------ terminal
+    HDR = "%-9s %-6s %2s %5s %-13s %-5s %9s %8s %9s %9s %8s %6s" % (
+        "progress", "config", "N", "chunk", "profile", "rw", "MB/s", "IOPS",
+        "mean(us)", "p99(us)", "cpu/GiB", "other")
+
+    def print_header(self, title):
+        print("\n== %s" % title)
+        print(self.HDR)
+        sys.stdout.flush()
+
+    def print_row(self, r):
+        el = time.time() - self.t_start
+        eta = el / self.counter * (self.total - self.counter) if self.counter else 0
+        print("%4d/%-4d %-6s %2d %5s %-13s %-5s %9.1f %8.0f %9.1f %9.1f %8s %5.2f%s  eta %dm%02ds" % (
+            self.counter, self.total, r["config"], r["n"],
+            fmt_size(r["chunk"]) if r["chunk"] else "-", r["profile"], r["rw"],
+            r["mbps"], r["iops"], r["lat_mean_us"], r["lat_p99_us"],
+            "%.2f" % r["cpu_s_per_gib"] if r["cpu_s_per_gib"] is not None else "-",
+            r["other_user_cores"] or 0.0, "!" if r["noisy"] else " ",
+            eta // 60, eta % 60))
+        sys.stdout.flush()
+

@@ -1,0 +1,67 @@
+"""The measured profiles (CrystalDiskMark-style) and the acceptance targets
+evaluated on them."""
+
+# name, block size, queue depth, sequential?
+PROFILES = [
+    ("SEQ1M-Q8T1", 1 << 20, 8, True),
+    ("SEQ1M-Q1T1", 1 << 20, 1, True),
+    ("RND4K-Q32T1", 4096, 32, False),
+    ("RND4K-Q1T1", 4096, 1, False),
+    ("RND512K-Q8T1", 512 << 10, 8, False),
+]
+PROFILE_NAMES = [p[0] for p in PROFILES]
+PROFILE_BS = {p[0]: p[1] for p in PROFILES}
+
+
+def small_block(profile):
+    """4K profiles are read in IOPS, the others in MB/s."""
+    return PROFILE_BS[profile] <= 4096
+
+
+def targets(idx, remote, chunk, counts, rws):
+    """The acceptance targets, evaluated on the main matrix (and the
+    unthrottled phase).  idx: (phase, config, n, chunk, profile, rw) -> row."""
+    t = []
+
+    def add(name, profile, rw, n, threshold, what="scaling", phase="main"):
+        r = idx.get((phase, "plugin", n, chunk, profile, rw))
+        val = r[what] if r else None
+        if r is None:
+            return
+        t.append({"target": name, "phase": phase, "profile": profile, "rw": rw, "n": n,
+                  "metric": what, "threshold": threshold, "measured": val,
+                  "met": (val >= threshold) if val is not None else None})
+    if remote:
+        # Remote members: bandwidth-bound rows only.  The others are bound
+        # by requests in flight / round trip (Little's law), which
+        # striping does not change; see README "Remote members".
+        for rw in ("read", "write"):
+            for prof in ("SEQ1M-Q8T1", "RND512K-Q8T1"):
+                add("%s N=2 (remote)" % prof.replace("-", " "), prof, rw, 2, 1.9)
+                add("%s N=4 (remote)" % prof.replace("-", " "), prof, rw, 4, 3.7)
+        for p in PROFILE_NAMES:
+            for rw in ("read", "write"):
+                add("N=1 plugin vs nbd plugin", p, rw, 1, 0.97, "vs_file_plugin")
+        counts = set(counts)
+        return [x for x in t if x["n"] in counts and (x["rw"] in rws)]
+    for rw in ("read", "write"):
+        add("SEQ1M Q8T1 N=2", "SEQ1M-Q8T1", rw, 2, 1.9)
+        add("SEQ1M Q8T1 N=4", "SEQ1M-Q8T1", rw, 4, 3.7)
+        add("SEQ1M Q1T1 N=2", "SEQ1M-Q1T1", rw, 2, 1.8)
+        add("SEQ1M Q1T1 N=4", "SEQ1M-Q1T1", rw, 4, 3.4)
+    add("RND4K Q32T1 read N=2", "RND4K-Q32T1", "read", 2, 1.85)
+    add("RND4K Q32T1 read N=4", "RND4K-Q32T1", "read", 4, 3.5)
+    for rw in ("read", "write"):
+        for n in (2, 4, 8):
+            add("RND4K Q1T1 N=%d no latency cost" % n, "RND4K-Q1T1", rw, n, 0.95)
+            add("RND4K Q1T1 N=%d no latency cost, unthrottled" % n, "RND4K-Q1T1", rw, n, 0.95,
+                phase="unthrottled")
+    for p in PROFILE_NAMES:
+        for rw in ("read", "write"):
+            add("N=1 plugin vs file plugin", p, rw, 1, 0.97, "vs_file_plugin")
+    add("N=1 plugin vs file plugin, unthrottled", "RND4K-Q1T1", "read", 1, 0.97,
+        "vs_file_plugin", "unthrottled")
+    add("N=1 plugin vs file plugin, unthrottled", "RND4K-Q1T1", "write", 1, 0.97,
+        "vs_file_plugin", "unthrottled")
+    counts = set(counts)
+    return [x for x in t if x["n"] in counts and (x["rw"] in rws)]
