@@ -255,8 +255,8 @@ op_finished (struct member_op *op)
   busy_clear (op);
 }
 
-void
-ioexec_begin (struct ioexec *x, struct member_op *op)
+static inline void
+begin (struct ioexec *x, struct member_op *op)
 {
   if (x->async) {
     pthread_mutex_lock (&x->lock);
@@ -268,7 +268,13 @@ ioexec_begin (struct ioexec *x, struct member_op *op)
 }
 
 void
-ioexec_done (struct ioexec *x, struct member_op *op, int err)
+ioexec_begin (struct ioexec *x, struct member_op *op)
+{
+  begin (x, op);
+}
+
+static inline void
+done (struct ioexec *x, struct member_op *op, int err)
 {
   if (x->async) {
     pthread_mutex_lock (&x->lock);
@@ -288,6 +294,12 @@ ioexec_done (struct ioexec *x, struct member_op *op, int err)
     op_finished (op);
     x->pending_ops--;
   }
+}
+
+void
+ioexec_done (struct ioexec *x, struct member_op *op, int err)
+{
+  done (x, op, err);
 }
 
 static struct entry *
@@ -339,7 +351,7 @@ ioexec_sqe (struct ioexec *x, struct member_op *op, ioexec_cqe_fn complete,
   e->arg = arg;
   io_uring_sqe_set_data64 (sqe, idx);
   x->queued++;
-  ioexec_begin (x, op);
+  begin (x, op);
   return sqe;
 }
 
@@ -360,12 +372,11 @@ reap (struct ioexec *x)
   reap_clock = 0;
   io_uring_for_each_cqe (x->ring, head, cqe)
   {
-    struct entry e = x->entries[io_uring_cqe_get_data64 (cqe)];
-    int res = cqe->res;
+    const struct entry *e = &x->entries[io_uring_cqe_get_data64 (cqe)];
 
     seen++;
     x->in_ring--;
-    e.complete (x, e.op, res, e.arg);
+    e->complete (x, e->op, cqe->res, e->arg);
   }
   in_reap = false;
   io_uring_cq_advance (x->ring, seen);
@@ -437,7 +448,7 @@ wait_async (struct ioexec *x, struct member_op *ops, unsigned nr)
   pthread_mutex_unlock (&x->lock);
 }
 
-static void
+static inline void
 start (struct ioexec *x, struct member_op *op)
 {
   op->pending = 1; /* the start itself, until start_op returns */
@@ -452,7 +463,7 @@ start (struct ioexec *x, struct member_op *op)
    */
   if (!op->m->ops->async && op->pending == 1)
     x->start_clock = 0;
-  ioexec_done (x, op, 0);
+  done (x, op, 0);
 }
 
 int

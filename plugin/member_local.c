@@ -757,15 +757,19 @@ start_rw (struct ioexec *x, struct member_op *op)
   }
   iov = op_iov (op, &n);
 
-  if (!ioexec_has_ring (x)) {
-    if (rw_full (op->m, op_fd (op), write, iov, n, op->offset, op->fua) == -1)
-      ioexec_done (x, op, errno);
-    return;
-  }
-  /* In the ring: one entry per IOV_MAX iovecs (one, nearly always). */
-  unsigned nr_pieces = (n + IOV_MAX - 1) / IOV_MAX;
+  /* In the ring: one entry per IOV_MAX iovecs (one, nearly always: then
+   * no ring is found out below, by ioexec_sqe).
+   */
+  unsigned nr_pieces = 1;
   struct ioexec_piece *pieces = &op->be.local.piece;
-  if (nr_pieces > 1) {
+  if (n > IOV_MAX) {
+    if (!ioexec_has_ring (x)) {
+      if (rw_full (op->m, op_fd (op), write, iov, n, op->offset, op->fua)
+          == -1)
+        ioexec_done (x, op, errno);
+      return;
+    }
+    nr_pieces = (n + IOV_MAX - 1) / IOV_MAX;
     pieces = op->be.local.pieces = calloc (nr_pieces, sizeof *pieces);
     if (pieces == NULL) {
       ioexec_done (x, op, ENOMEM);
@@ -780,11 +784,11 @@ start_rw (struct ioexec *x, struct member_op *op)
     p->iov = &iov[k * IOV_MAX];
     p->nr_iov = n - k * IOV_MAX < IOV_MAX ? n - k * IOV_MAX : IOV_MAX;
     p->offset = offset;
-    p->length = iov_total (p->iov, p->nr_iov);
+    p->length = nr_pieces == 1 ? op->length : iov_total (p->iov, p->nr_iov);
     offset += p->length;
     sqe = ioexec_sqe (x, op, rw_complete, p);
     if (sqe == NULL) {
-      /* No room to track it: do this piece here. */
+      /* No ring, or no room to track it: do this piece here. */
       if (rw_full (op->m, op_fd (op), write, p->iov, p->nr_iov, p->offset,
                    op->fua)
           == -1)

@@ -6,23 +6,58 @@
 
 #include "plan.h"
 
+/* The part of [offset, end) in zone z, zone-relative [*a, *b), and its
+ * chunks; false when it has none.
+ */
+static inline bool
+zone_part (const struct layout *l, const struct layout_zone *z,
+           uint64_t offset, uint64_t end, uint64_t *a, uint64_t *b,
+           struct layout_cut *cut)
+{
+  if (end <= z->start || offset >= z->end)
+    return false;
+  *a = (offset > z->start ? offset : z->start) - z->start;
+  *b = (end < z->end ? end : z->end) - z->start;
+  layout_cut_init (cut, z->nr_devs, *a / l->chunk, (*b - 1) / l->chunk);
+  return true;
+}
+
 int
 plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
          uint64_t count, uint64_t offset)
 {
-  struct layout_span spans[LAYOUT_MAX_MEMBERS];
-  struct member_io *by_member[LAYOUT_MAX_MEMBERS];
-  size_t total = 0;
+  /* Per member: where its range starts and how many pieces it has, found
+   * in a first pass over the zones; the second fills in the iovecs.
+   */
+  struct {
+    uint64_t first;
+    unsigned nr; /* 0: untouched */
+    struct member_io *io;
+  } mem[LAYOUT_MAX_MEMBERS];
   const uint64_t chunk = l->chunk, end = offset + count;
+  size_t total = 0;
+  uint64_t a, b, k1, k2, row1, row2;
+  struct layout_cut cut;
 
   plan->nr_ios = 0;
   plan->iov = plan->inline_iov;
+  memset (mem, 0, l->nr_members * sizeof mem[0]);
 
-  memset (by_member, 0, l->nr_members * sizeof *by_member);
-  layout_spans (l, offset, count, spans);
-  for (unsigned m = 0; m < l->nr_members; ++m)
-    if (spans[m].touched)
-      total += spans[m].nr_pieces;
+  for (unsigned zi = 0; zi < l->nr_zones; ++zi) {
+    const struct layout_zone *z = &l->zones[zi];
+    if (!zone_part (l, z, offset, end, &a, &b, &cut))
+      continue;
+    for (unsigned d = 0; d < z->nr_devs; ++d) {
+      if (!layout_member_chunks (&cut, d, &k1, &k2, &row1, &row2))
+        continue;
+      unsigned m = z->devs[d];
+      if (mem[m].nr == 0)
+        mem[m].first = z->dev_start + row1 * chunk
+                       + (k1 == cut.c0 ? a - cut.c0 * chunk : 0);
+      mem[m].nr += row2 - row1 + 1;
+      total += row2 - row1 + 1;
+    }
+  }
   if (total > PLAN_INLINE_IOV) {
     plan->iov = malloc (total * sizeof *plan->iov);
     if (plan->iov == NULL) {
@@ -33,68 +68,61 @@ plan_rw (struct io_plan *plan, const struct layout *l, void *buf,
 
   total = 0;
   for (unsigned m = 0; m < l->nr_members; ++m) {
-    if (!spans[m].touched)
+    if (mem[m].nr == 0)
       continue;
     struct member_io *io = &plan->ios[plan->nr_ios++];
     io->member = m;
-    io->member_offset = spans[m].member_offset;
+    io->member_offset = mem[m].first;
     io->length = 0;
     io->nr_iov = 0;
     io->iov = &plan->iov[total];
-    total += spans[m].nr_pieces;
-    by_member[m] = io;
+    total += mem[m].nr;
+    mem[m].io = io;
   }
 
   /* Each member's pieces, in member order: zone by zone, and in a zone
-   * every nd-th chunk (the arithmetic of layout_spans, one addition per
-   * piece).
+   * every nd-th chunk.
    */
   for (unsigned zi = 0; zi < l->nr_zones; ++zi) {
     const struct layout_zone *z = &l->zones[zi];
-    if (end <= z->start || offset >= z->end)
+    if (!zone_part (l, z, offset, end, &a, &b, &cut))
       continue;
-    uint64_t a = (offset > z->start ? offset : z->start) - z->start;
-    uint64_t b = (end < z->end ? end : z->end) - z->start;
+    /* Zone-relative offsets to the buffer's (unsigned wrap-around
+     * cancels: z->start + lo >= offset).
+     */
+    uint64_t to_buf = z->start - offset;
     uint64_t nd = z->nr_devs;
-    uint64_t c0 = a / chunk, cl = (b - 1) / chunk;
-    struct layout_cut cut;
-
-    layout_cut_init (&cut, nd, c0, cl);
 
     for (unsigned d = 0; d < nd; ++d) {
-      struct member_io *io = by_member[z->devs[d]];
-      uint64_t k1, k2, row1, row2;
-
       if (!layout_member_chunks (&cut, d, &k1, &k2, &row1, &row2))
         continue;
 
       /* In locals: the compiler cannot keep io's fields in registers
        * across the stores into iov.
        */
+      struct member_io *io = mem[z->devs[d]].io;
       struct iovec *iov = io->iov;
       unsigned n = io->nr_iov;
-      /* Zone-relative offsets to the buffer's (unsigned wrap-around
-       * cancels: z->start + lo >= offset).
+      /* The first piece (with one member: the zone's part of the request,
+       * all of it) may follow on from the member's last one, in the zone
+       * before: then they merge.
        */
-      uint64_t to_buf = z->start - offset;
-      /* One member: the zone's part of the request is one piece. */
-      uint64_t step = nd == 1 ? k2 - k1 + 1 : nd;
-      uint64_t bytes = 0;
+      uint64_t lo = k1 == cut.c0 ? a : k1 * chunk;
+      uint64_t hi = nd == 1 || k1 == cut.cl ? b : (k1 + 1) * chunk;
+      char *base = (char *) buf + (to_buf + lo);
+      uint64_t bytes = hi - lo;
 
-      for (uint64_t k = k1; k <= k2; k += step) {
-        uint64_t lo = k == c0 ? a : k * chunk;
-        uint64_t hi = nd == 1 || k == cl ? b : (k + 1) * chunk;
-        char *base = (char *) buf + (to_buf + lo);
-
-        /* Only a member's first piece in a zone can follow on from its
-         * last one (in the zone before); this merges them.
-         */
-        if (n > 0 && (char *) iov[n - 1].iov_base + iov[n - 1].iov_len == base)
-          iov[n - 1].iov_len += hi - lo;
-        else
-          iov[n++] = (struct iovec){ base, hi - lo };
-        bytes += hi - lo;
-      }
+      if (n > 0 && (char *) iov[n - 1].iov_base + iov[n - 1].iov_len == base)
+        iov[n - 1].iov_len += hi - lo;
+      else
+        iov[n++] = (struct iovec){ base, hi - lo };
+      /* The others: whole chunks nd apart, the last perhaps cut short. */
+      if (nd > 1)
+        for (uint64_t k = k1 + nd; k <= k2; k += nd) {
+          uint64_t len = k == cut.cl ? b - k * chunk : chunk;
+          iov[n++] = (struct iovec){ (char *) buf + (to_buf + k * chunk), len };
+          bytes += len;
+        }
       io->nr_iov = n;
       io->length += bytes;
     }
