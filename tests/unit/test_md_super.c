@@ -222,7 +222,7 @@ assert_sb_equal (const struct md_super *a, const struct md_super *b)
 {
   assert_int_equal (a->feature_map, b->feature_map);
   assert_memory_equal (a->set_uuid, b->set_uuid, 16);
-  assert_string_equal (a->set_name, b->set_name);
+  assert_memory_equal (a->set_name, b->set_name, sizeof a->set_name);
   assert_int_equal (a->ctime, b->ctime);
   assert_int_equal (a->level, b->level);
   assert_int_equal (a->layout, b->layout);
@@ -1292,6 +1292,36 @@ decode_reads_negative_signed_fields (void **state)
   assert_int_equal (sb.bblog_offset, -8);
 }
 
+/* md_p.h leaves set_name to user space; mdadm NUL-pads it.  Bytes after
+ * a NUL are not part of the name: the struct holds zeros there, as it
+ * would after encode and decode again.
+ */
+static void
+decode_keeps_set_name_up_to_its_first_nul (void **state)
+{
+  static const char zeros[33];
+  uint8_t buf[MD_SUPER_BYTES];
+  struct md_super sb, again;
+
+  (void) state;
+  vector_bytes (buf, 5);
+  memcpy (buf + 32, "ab\0junk", 8);
+  memset (buf + 40, 'q', 24);
+  reseal (buf);
+  expect_ok (buf, 4096, &sb);
+  assert_memory_equal (sb.set_name, "ab", 3);
+  assert_memory_equal (sb.set_name + 2, zeros, sizeof sb.set_name - 2);
+  md_super_encode (&sb, buf);
+  expect_ok (buf, 4096, &again);
+  assert_sb_equal (&sb, &again);
+
+  /* No NUL in the 32 bytes: all of them, and the struct's own NUL. */
+  memset (buf + 32, 'n', 32);
+  reseal (buf);
+  expect_ok (buf, 4096, &sb);
+  assert_int_equal (strlen (sb.set_name), 32);
+}
+
 /* md reads 4 KiB but the superblock ends after dev_roles[max_dev - 1]:
  * what follows (and anything past 4096 bytes) is not looked at.
  */
@@ -1699,6 +1729,7 @@ main (int argc, char **argv)
     cmocka_unit_test (
       decode_fills_minor_from_super_offset_and_sb_csum_as_read),
     cmocka_unit_test (decode_reads_negative_signed_fields),
+    cmocka_unit_test (decode_keeps_set_name_up_to_its_first_nul),
     cmocka_unit_test (decode_ignores_bytes_after_dev_roles),
     cmocka_unit_test (strerror_describes_every_error),
     cmocka_unit_test (servable_accepts_a_plain_raid0_member),
