@@ -67,9 +67,14 @@ cmd_accept (int argc, char **argv)
     goto out;
   n = cfg.nr_members;
   if (cfg.metadata != METADATA_HEADER) {
-    fprintf (stderr, "nbdstripe: %s: metadata = \"none\": no generation to "
-                     "accept\n",
-             cfg.path);
+    fprintf (stderr,
+             "nbdstripe: %s: metadata = \"%s\": no nbdstripe generation to "
+             "accept%s\n",
+             cfg.path, cfg.metadata == METADATA_MD ? "md" : "none",
+             cfg.metadata == METADATA_MD
+               ? " (md's event counts are md's: mdadm --assemble brings a "
+                 "member one event behind up to date)"
+               : "");
     goto out;
   }
   if (idx >= n) {

@@ -12,6 +12,7 @@
 
 #include "assemble.h"
 #include "log.h"
+#include "md_super.h"
 #include "nbdstripe.h"
 #include "volume.h"
 
@@ -44,6 +45,11 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
     *size = v->layout.size;
     if (v->has_header)
       uuid_format (v->hdr.array_uuid, uuid);
+    else if (a.metadata == METADATA_MD) {
+      char md[36];
+      md_super_uuid_format (a.md.uuid, md);
+      snprintf (uuid, 37, "%s", md);
+    }
     volume_close (v);
   }
   free (v);

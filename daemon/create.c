@@ -1,11 +1,19 @@
-/* nbdstripe create: write the member headers of a new volume.
+/* nbdstripe create: write the member headers of a new volume: nbdstripe
+ * headers, or (metadata = "md") Linux md v1.2 superblocks that mdadm
+ * assembles.
  *
  * Order matters: every check (config, members distinct and big enough,
  * nothing recognisable on them unless --force) passes before anything is
  * written; then the optional discard; then the headers.  Creation is
  * all-or-nothing: if one header cannot be written, the members already
- * written get their previous first 4 KiB back, so that no member is left
+ * written get their previous bytes back, so that no member is left
  * claiming to be part of an array that does not exist.
+ *
+ * What is written: the header (at 0), or the md superblock (at 4 KiB);
+ * and zeros over the other 4 KiB of the first 8 and over an md 1.0
+ * superblock near the end when an older nbdstripe header or md
+ * superblock is there, so that none is left behind to be assembled by
+ * mistake.  Nothing else.
  *
  * A member is a path or an NBD URI, opened raw (member.h): a remote
  * member gets its header as a local one does (written, then flushed), and
@@ -27,15 +35,24 @@
 
 #include "layout.h"
 #include "log.h"
+#include "md_super.h"
 #include "nbdstripe.h"
 #include "member.h"
 #include "header.h"
+
+/* The bytes create writes at the start of each member. */
+#define META_BYTES (2 * HEADER_SIZE)
 
 struct target {
   const char *path; /* or URI */
   struct member dev;
   bool opened;
-  uint8_t old_header[HEADER_SIZE]; /* restored if creation fails */
+  uint8_t old_header[META_BYTES]; /* restored if creation fails */
+  unsigned blocks; /* bit k: the 4 KiB at k * 4096 are written */
+  /* An md 1.0 superblock found near the end: cleared (and restored). */
+  bool has_tail;
+  uint64_t tail_at;
+  uint8_t old_tail[MD_SUPER_BYTES];
 };
 
 static int
@@ -43,7 +60,8 @@ create_usage (FILE *fp, int status)
 {
   fprintf (
     fp, "Usage: nbdstripe create [--force] [--discard] CONFIG\n"
-        "Write a header at the start of every member the config lists.\n"
+        "Write a header at the start of every member the config lists\n"
+        "(metadata = \"md\": an md v1.2 superblock, as mdadm --create).\n"
         "  --force     overwrite members that hold a filesystem, partition "
         "table,\n"
         "              RAID/LVM signature or an nbdstripe header\n"
@@ -127,12 +145,25 @@ open_target (unsigned i, struct target *t)
     return -1;
   }
   t->opened = true;
-  memset (t->old_header, 0, HEADER_SIZE);
-  n = member_pread (&t->dev, t->old_header, HEADER_SIZE, 0, false, why,
-                   sizeof why);
+  memset (t->old_header, 0, sizeof t->old_header);
+  n = member_pread (&t->dev, t->old_header, sizeof t->old_header, 0, false,
+                    why, sizeof why);
   if (n == -1) {
     fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
     return -1;
+  }
+  /* An md 1.0 superblock lives near the end, out of the way of the rest. */
+  if (md_super_location (0, t->dev.size, &t->tail_at)
+      && t->tail_at >= META_BYTES) {
+    n = member_pread (&t->dev, t->old_tail, sizeof t->old_tail, t->tail_at,
+                      false, why, sizeof why);
+    if (n == -1) {
+      fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
+      return -1;
+    }
+    t->has_tail = n == (ssize_t) sizeof t->old_tail
+                  && t->old_tail[0] == 0xfc && t->old_tail[1] == 0x4e
+                  && t->old_tail[2] == 0x2b && t->old_tail[3] == 0xa9;
   }
   return 0;
 }
@@ -172,15 +203,24 @@ discard_data (unsigned i, struct target *t, uint64_t offset, uint64_t len)
   return 0;
 }
 
-/* Write the first 4 KiB and make them durable.  *sync_failed tells that
- * the write landed and only making it durable failed.
+/* Write the first META_BYTES (and tail, if the member has one there) and
+ * make them durable.  *sync_failed tells that the writes landed and only
+ * making them durable failed.
  */
 static int
-write_header (struct target *t, const uint8_t *buf, bool *sync_failed,
-              char *why, size_t len)
+write_header (struct target *t, const uint8_t *buf, const uint8_t *tail,
+              bool *sync_failed, char *why, size_t len)
 {
   *sync_failed = false;
-  if (member_pwrite (&t->dev, buf, HEADER_SIZE, 0, why, len) == -1)
+  for (unsigned k = 0; k < META_BYTES / HEADER_SIZE; ++k)
+    if ((t->blocks >> k & 1)
+        && member_pwrite (&t->dev, buf + k * HEADER_SIZE, HEADER_SIZE,
+                          k * HEADER_SIZE, why, len)
+             == -1)
+      return -1;
+  if (t->has_tail
+      && member_pwrite (&t->dev, tail, MD_SUPER_BYTES, t->tail_at, why, len)
+           == -1)
     return -1;
   if (member_sync (&t->dev, why, len) == -1) {
     *sync_failed = true;
@@ -197,13 +237,78 @@ restore (struct target *t, unsigned n)
   char why[512];
 
   for (unsigned j = 0; j < n; ++j)
-    if (write_header (&t[j], t[j].old_header, &sync_failed, why, sizeof why)
+    if (write_header (&t[j], t[j].old_header, t[j].old_tail, &sync_failed,
+                      why, sizeof why)
         == -1)
       fprintf (stderr,
                "nbdstripe: member %u (%s): could not restore "
-               "its first 4 KiB (%s): check it with "
+               "its first %u bytes (%s): check it with "
                "'nbdstripe inspect' and wipe it by hand\n",
-               j, t[j].path, why);
+               j, t[j].path, META_BYTES, why);
+}
+
+/* The bytes create writes at the start of member i.  Header: the header,
+ * then zeros.  md: zeros, then the v1.2 superblock at 4 KiB.  *id is
+ * what reading it back must show (member or device UUID).
+ */
+static bool
+holds_metadata (const uint8_t *p)
+{
+  static const uint8_t md_magic[4] = { 0xfc, 0x4e, 0x2b, 0xa9 };
+  return memcmp (p, HEADER_MAGIC, 8) == 0 || memcmp (p, md_magic, 4) == 0;
+}
+
+static void
+make_meta (const struct stripe_config *cfg, const struct layout *l,
+           struct target *t, unsigned i, struct header *hdr,
+           struct md_super *md, uint8_t buf[META_BYTES], uint8_t id[16])
+{
+  /* What is there stays, but another format's metadata. */
+  memcpy (buf, t->old_header, META_BYTES);
+  t->blocks = cfg->metadata == METADATA_MD ? 2 : 1;
+  for (unsigned k = 0; k < META_BYTES / HEADER_SIZE; ++k)
+    if (holds_metadata (buf + k * HEADER_SIZE)) {
+      memset (buf + k * HEADER_SIZE, 0, HEADER_SIZE);
+      t->blocks |= 1u << k;
+    }
+  if (cfg->metadata == METADATA_MD) {
+    md->dev_number = i;
+    uuid_generate (md->device_uuid);
+    md->data_offset = cfg->data_offset / 512;
+    md->data_size = (t->dev.size - cfg->data_offset) / 512;
+    md_super_encode (md, buf + HEADER_SIZE);
+    memcpy (id, md->device_uuid, 16);
+  }
+  else {
+    (void) l;
+    hdr->member_index = i;
+    uuid_generate (hdr->member_uuid);
+    header_encode (hdr, buf);
+    memcpy (id, hdr->member_uuid, 16);
+  }
+}
+
+/* What reading back member i shows: the UUID make_meta wrote there, or
+ * false when nothing of ours is there.
+ */
+static bool
+read_back_id (const struct stripe_config *cfg, const uint8_t buf[META_BYTES],
+              uint8_t id[16])
+{
+  if (cfg->metadata == METADATA_MD) {
+    struct md_super sb;
+    if (md_super_decode (buf + HEADER_SIZE, HEADER_SIZE, HEADER_SIZE, &sb,
+                         NULL)
+        != MD_SUPER_OK)
+      return false;
+    memcpy (id, sb.device_uuid, 16);
+    return true;
+  }
+  struct header back;
+  if (header_decode (buf, HEADER_SIZE, &back, NULL) != HEADER_OK)
+    return false;
+  memcpy (id, back.member_uuid, 16);
+  return true;
 }
 
 int
@@ -218,9 +323,11 @@ cmd_create (int argc, char **argv)
   struct stripe_config cfg;
   struct target *t = NULL;
   struct header sb;
+  struct md_super *md = NULL;
   struct layout *l = NULL;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
+  static const uint8_t zeros[MD_SUPER_BYTES];
   bool force = false, discard = false, ok = true;
   unsigned n = 0, bad;
   char uuid[37], hs[32];
@@ -247,10 +354,18 @@ cmd_create (int argc, char **argv)
              cfg.path);
     goto out;
   }
+  if (cfg.metadata == METADATA_MD && strlen (cfg.name) > 32) {
+    fprintf (stderr,
+             "nbdstripe: %s: name: '%s' is %zu characters; an md "
+             "superblock keeps at most 32\n",
+             cfg.path, cfg.name, strlen (cfg.name));
+    goto out;
+  }
   n = cfg.nr_members;
   t = calloc (n, sizeof *t);
   l = malloc (sizeof *l);
-  if (t == NULL || l == NULL) {
+  md = calloc (1, sizeof *md);
+  if (t == NULL || l == NULL || md == NULL) {
     perror ("nbdstripe: calloc");
     goto out;
   }
@@ -282,7 +397,8 @@ cmd_create (int argc, char **argv)
         ok = false;
       }
     }
-    if (t[i].dev.size < cfg.data_offset + cfg.chunk) {
+    if (t[i].dev.size < cfg.data_offset + cfg.chunk
+        || t[i].dev.size < META_BYTES) {
       fprintf (stderr,
                "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
                "too small: it needs the data offset (%" PRIu64 ") and at "
@@ -305,7 +421,9 @@ cmd_create (int argc, char **argv)
   }
   if (!ok)
     goto out;
-  if (layout_init (l, cfg.chunk, n, sizes, &bad) != LAYOUT_OK) {
+  if (layout_init_as (l, cfg.layout, LAYOUT_SIZE_MD, cfg.chunk, n, sizes,
+                      &bad)
+      != LAYOUT_OK) {
     fprintf (stderr, "nbdstripe: %s: cannot lay out the volume\n", cfg.path);
     goto out;
   }
@@ -322,21 +440,41 @@ cmd_create (int argc, char **argv)
   sb.ctime = time (NULL);
   sb.member_count = n;
   sb.chunk = cfg.chunk;
-  sb.layout = LAYOUT_MD_ALT;
+  sb.layout = cfg.layout;
   sb.flags = 0;
   sb.data_offset = cfg.data_offset;
   sb.events = 1;
   memcpy (sb.member_sizes, l->member_size, n * sizeof sb.member_sizes[0]);
 
+  /* md: what mdadm --create --level=0 --metadata=1.2 writes, but no
+   * bad-block log (raid0 never uses one) and the layout said always
+   * where the members make more than one zone (feature 0x1000).
+   */
+  memcpy (md->set_uuid, sb.array_uuid, 16);
+  snprintf (md->set_name, sizeof md->set_name, "%s", cfg.name);
+  md->ctime = md->utime = sb.ctime;
+  md->level = 0;
+  md->layout = cfg.layout;
+  if (l->nr_zones > 1)
+    md->feature_map = MD_FEATURE_RAID0_LAYOUT;
+  md->chunk_sectors = cfg.chunk / 512;
+  md->raid_disks = n;
+  md->super_offset = HEADER_SIZE / 512;
+  md->resync_offset = UINT64_MAX;
+  md->max_dev = 128;
+  while (md->max_dev < n)
+    md->max_dev += 256;
+  for (unsigned i = 0; i < md->max_dev; ++i)
+    md->dev_roles[i] = i < n ? i : MD_ROLE_SPARE;
+
   for (unsigned i = 0; i < n; ++i) {
-    uint8_t buf[HEADER_SIZE];
+    uint8_t buf[META_BYTES];
     char why[512];
     bool sync_failed;
 
-    sb.member_index = i;
-    uuid_generate (sb.member_uuid);
-    header_encode (&sb, buf);
-    if (write_header (&t[i], buf, &sync_failed, why, sizeof why) == -1) {
+    make_meta (&cfg, l, &t[i], i, &sb, md, buf, member_uuid[i]);
+    if (write_header (&t[i], buf, zeros, &sync_failed, why, sizeof why)
+        == -1) {
       fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
                i, t[i].path, why);
       /* All or nothing: give back what the members held before.  This
@@ -344,24 +482,33 @@ cmd_create (int argc, char **argv)
        * since its device has just failed us.
        */
       if (sync_failed) {
-        if (member_pwrite (&t[i].dev, t[i].old_header, HEADER_SIZE, 0, why,
-                           sizeof why)
-            == -1)
+        bool lost = false;
+        for (unsigned k = 0; k < META_BYTES / HEADER_SIZE && !lost; ++k)
+          if ((t[i].blocks >> k & 1)
+              && member_pwrite (&t[i].dev, t[i].old_header + k * HEADER_SIZE,
+                                HEADER_SIZE, k * HEADER_SIZE, why, sizeof why)
+                   == -1)
+            lost = true;
+        if (lost
+            || (t[i].has_tail
+                && member_pwrite (&t[i].dev, t[i].old_tail, MD_SUPER_BYTES,
+                                  t[i].tail_at, why, sizeof why)
+                     == -1))
           fprintf (stderr,
                    "nbdstripe: member %u (%s): could not restore its "
-                   "first 4 KiB (%s): check it with 'nbdstripe inspect'\n",
-                   i, t[i].path, why);
+                   "first %u bytes (%s): check it with 'nbdstripe "
+                   "inspect'\n",
+                   i, t[i].path, META_BYTES, why);
         else if (member_sync (&t[i].dev, why, sizeof why) == -1)
           fprintf (stderr,
-                   "nbdstripe: member %u (%s): its first 4 KiB were "
+                   "nbdstripe: member %u (%s): its first %u bytes were "
                    "rewritten but the device failed to sync them (%s)\n",
-                   i, t[i].path, why);
+                   i, t[i].path, META_BYTES, why);
       }
       restore (t, i);
       fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
       goto out;
     }
-    memcpy (member_uuid[i], sb.member_uuid, 16);
   }
 
   /* Each header read back through every member must be that member's
@@ -369,18 +516,18 @@ cmd_create (int argc, char **argv)
    * show the header written last.
    */
   for (unsigned i = 0; i < n; ++i) {
-    uint8_t buf[HEADER_SIZE];
-    struct header back;
+    uint8_t buf[META_BYTES], back[16];
     char why[512];
     ssize_t got;
+    bool ours;
 
-    got = member_pread (&t[i].dev, buf, HEADER_SIZE, 0, true, why, sizeof why);
-    if (got != HEADER_SIZE || header_decode (buf, HEADER_SIZE, &back, NULL) != HEADER_OK
-        || memcmp (back.member_uuid, member_uuid[i], 16) != 0) {
+    got = member_pread (&t[i].dev, buf, META_BYTES, 0, true, why, sizeof why);
+    ours = got == META_BYTES && read_back_id (&cfg, buf, back);
+    if (!ours || memcmp (back, member_uuid[i], 16) != 0) {
       unsigned other = n;
-      if (got == HEADER_SIZE && header_decode (buf, HEADER_SIZE, &back, NULL) == HEADER_OK)
+      if (ours)
         for (unsigned j = 0; j < n; ++j)
-          if (memcmp (back.member_uuid, member_uuid[j], 16) == 0)
+          if (memcmp (back, member_uuid[j], 16) == 0)
             other = j;
       if (other < n)
         fprintf (stderr,
@@ -399,11 +546,22 @@ cmd_create (int argc, char **argv)
     }
   }
 
-  uuid_format (sb.array_uuid, uuid);
-  printf ("created volume '%s' (%s): %u members, chunk %" PRIu64 ", "
-          "data offset %" PRIu64 ", %s (%" PRIu64 " bytes)\n",
-          cfg.name, uuid, n, cfg.chunk, cfg.data_offset,
-          human_size (l->size, hs, sizeof hs), l->size);
+  if (cfg.metadata == METADATA_MD) {
+    char mdu[36];
+    md_super_uuid_format (sb.array_uuid, mdu);
+    printf ("created md raid0 array '%s' (UUID %s, md metadata 1.2): %u "
+            "members, chunk %" PRIu64 ", layout %s, data offset %" PRIu64
+            ", %s (%" PRIu64 " bytes)\n",
+            cfg.name, mdu, n, cfg.chunk, layout_name (cfg.layout),
+            cfg.data_offset, human_size (l->size, hs, sizeof hs), l->size);
+  }
+  else {
+    uuid_format (sb.array_uuid, uuid);
+    printf ("created volume '%s' (%s): %u members, chunk %" PRIu64 ", "
+            "data offset %" PRIu64 ", %s (%" PRIu64 " bytes)\n",
+            cfg.name, uuid, n, cfg.chunk, cfg.data_offset,
+            human_size (l->size, hs, sizeof hs), l->size);
+  }
   status = 0;
 
 out:
@@ -413,6 +571,7 @@ out:
         member_close (&t[i].dev);
   free (t);
   free (l);
+  free (md);
   config_free (&cfg);
   return status;
 }

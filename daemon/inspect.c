@@ -1,5 +1,6 @@
-/* nbdstripe inspect: print members' headers, for people or (--json)
- * scripts.  A member is a path or an NBD URI (opened raw).  Reads only.
+/* nbdstripe inspect: print members' headers -- nbdstripe headers or md
+ * v1.x superblocks -- for people or (--json) scripts.  A member is a path
+ * or an NBD URI (opened raw).  Reads only.
  */
 
 #include <getopt.h>
@@ -11,8 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "assemble.h"
 #include "nbdstripe.h"
 #include "json.h"
+#include "layout.h"
+#include "md_super.h"
 #include "member.h"
 #include "header.h"
 
@@ -22,8 +26,9 @@ inspect_usage (FILE *fp, int status)
   fprintf (
     fp,
     "Usage: nbdstripe inspect [--json] MEMBER...\n"
-    "Print the nbdstripe header of each member (file, device or NBD URI).\n"
-    "Exit status 1 if any member has no valid header.\n");
+    "Print the nbdstripe header or the Linux md superblock (1.0, 1.1, 1.2)\n"
+    "of each member (file, device or NBD URI).\n"
+    "Exit status 1 if any member has neither.\n");
   return status;
 }
 
@@ -37,6 +42,86 @@ iso_time (uint64_t t, char *buf, size_t len)
       || strftime (buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
     snprintf (buf, len, "?");
   return buf;
+}
+
+/* An md superblock, for people and for --json. */
+static void
+show_md (const char *path, const struct md_super *sb, uint64_t at,
+         struct json_object *o)
+{
+  char su[36], du[36], when[32], layout[96], roles[64 + 1];
+  unsigned role = md_super_role (sb), lay = md_super_raid0_layout (sb);
+  char why[256];
+  bool servable = md_super_raid0_servable (sb, why, sizeof why);
+
+  md_super_uuid_format (sb->set_uuid, su);
+  md_super_uuid_format (sb->device_uuid, du);
+  iso_time (md_super_seconds (sb->ctime), when, sizeof when);
+  if (lay)
+    snprintf (layout, sizeof layout, "%s (%u)", layout_name (lay), lay);
+  else
+    snprintf (layout, sizeof layout,
+              "not recorded (feature 0x1000 clear; the field holds %" PRIu32
+              ")",
+              sb->layout);
+  for (unsigned k = 0; k < sb->raid_disks && k < 64; ++k) {
+    unsigned seen = 0;
+    for (unsigned d = 0; d < sb->max_dev; ++d)
+      if (sb->dev_roles[d] == k)
+        seen++;
+    roles[k] = seen == 1 ? 'A' : seen == 0 ? '.' : '?';
+    roles[k + 1] = '\0';
+  }
+  if (sb->raid_disks == 0)
+    roles[0] = '\0';
+  if (o) {
+    json_put (o, "kind", json_text ("md"));
+    json_put (o, "md_version", json_object_new_int64 (sb->minor));
+    json_put (o, "superblock_offset", json_u64 (at));
+    json_put (o, "array_uuid", json_text (su));
+    json_put (o, "device_uuid", json_text (du));
+    json_put (o, "name", json_text (sb->set_name));
+    json_put (o, "ctime", json_u64 (md_super_seconds (sb->ctime)));
+    json_put (o, "ctime_iso", json_text (when));
+    json_put (o, "level", json_object_new_int64 (sb->level));
+    json_put (o, "raid_disks", json_object_new_int64 (sb->raid_disks));
+    json_put (o, "role", json_object_new_int64 (role));
+    json_put (o, "chunk", json_u64 ((uint64_t) sb->chunk_sectors * 512));
+    json_put (o, "layout", json_object_new_int64 (lay));
+    json_put (o, "feature_map", json_object_new_int64 (sb->feature_map));
+    json_put (o, "data_offset", json_u64 (sb->data_offset * 512));
+    json_put (o, "data_size", json_u64 (sb->data_size * 512));
+    json_put (o, "events", json_u64 (sb->events));
+    json_put (o, "servable", json_object_new_boolean (servable));
+    if (!servable)
+      json_put (o, "not_servable_because", json_text (why));
+    return;
+  }
+  printf ("%s:\n"
+          "  md array:     %s\n"
+          "  array UUID:   %s\n"
+          "  metadata:     md %u.%u, superblock at byte %" PRIu64 "\n"
+          "  level:        %s%" PRId32 "%s\n"
+          "  member:       role %u of %" PRIu32 " (device UUID %s), "
+          "array state %s\n"
+          "  created:      %s\n"
+          "  chunk:        %" PRIu64 " bytes\n"
+          "  layout:       %s\n"
+          "  data offset:  %" PRIu64 " bytes\n"
+          "  data size:    %" PRIu64 " bytes\n"
+          "  events:       %" PRIu64 "\n"
+          "  features:     %#" PRIx32 "\n"
+          "  nbdstripe:    %s%s\n",
+          path, sb->set_name, su, 1, sb->minor, at,
+          sb->level == 0 ? "raid" : "", sb->level,
+          sb->level == 0 ? "" : " (not raid0)", role, sb->raid_disks, du,
+          roles, when, (uint64_t) sb->chunk_sectors * 512, layout,
+          sb->data_offset * 512, sb->data_size * 512, sb->events,
+          sb->feature_map,
+          servable ? "can serve this array (metadata = \"md\"; "
+                     "nbdstripe import writes the config)"
+                   : "cannot serve it: ",
+          servable ? "" : why);
 }
 
 static int
@@ -91,6 +176,30 @@ cmd_inspect (int argc, char **argv)
     char err[256], au[37], mu[37], when[32];
     bool ok = read_header (argv[i], &sb, err, sizeof err) == 0;
 
+    if (!ok && strstr (err, header_strerror (HEADER_ERR_MAGIC))) {
+      /* No nbdstripe header: an md superblock perhaps. */
+      struct md_super *md = malloc (sizeof *md);
+      uint64_t at = 0;
+      char why[512];
+      if (md && md_read_member (argv[i], md, &at, NULL, NULL, why,
+                                sizeof why)
+                  == 0) {
+        struct json_object *o = json ? json_object_new_object () : NULL;
+        if (o)
+          json_put (o, "path", json_text (argv[i]));
+        show_md (argv[i], md, at, o);
+        if (o)
+          json_object_array_add (all, o);
+        free (md);
+        continue;
+      }
+      free (md);
+      {
+        char first[96];
+        snprintf (first, sizeof first, "%.95s", err);
+        snprintf (err, sizeof err, "%s; %.150s", first, why);
+      }
+    }
     if (!ok)
       status = 1;
     if (ok) {
@@ -106,6 +215,7 @@ cmd_inspect (int argc, char **argv)
         json_put (o, "error", json_text (err));
       else {
         struct json_object *sizes = json_object_new_array ();
+        json_put (o, "kind", json_text ("nbdstripe"));
         json_put (o, "version", json_object_new_int64 (sb.version));
         json_put (o, "array_uuid", json_text (au));
         json_put (o, "member_uuid", json_text (mu));
@@ -130,16 +240,18 @@ cmd_inspect (int argc, char **argv)
       fprintf (stderr, "nbdstripe: %s: %s\n", argv[i], err);
       continue;
     }
-    uint64_t total = 0;
-    bool overflow = false;
-    for (uint32_t k = 0; k < sb.member_count; ++k)
-      if (__builtin_add_overflow (total, sb.member_sizes[k], &total))
-        overflow = true;
+    struct layout *l = malloc (sizeof *l);
     char size[64], events[64];
-    if (overflow)
+    if (l == NULL
+        || layout_init_as (l, sb.layout,
+                           sb.version == HEADER_VERSION_1 ? LAYOUT_SIZE_ZONES
+                                                          : LAYOUT_SIZE_MD,
+                           sb.chunk, sb.member_count, sb.member_sizes, NULL)
+             != LAYOUT_OK)
       snprintf (size, sizeof size, "too large (the sizes overflow 64 bits)");
     else
-      snprintf (size, sizeof size, "%" PRIu64 " bytes", total);
+      snprintf (size, sizeof size, "%" PRIu64 " bytes", l->size);
+    free (l);
     if (sb.version == HEADER_VERSION_1)
       snprintf (events, sizeof events, "none (version 1 header)");
     else
@@ -156,8 +268,7 @@ cmd_inspect (int argc, char **argv)
             "  format:       version %" PRIu32 ", flags %#" PRIx32 "\n"
             "  volume size:  %s\n",
             argv[i], sb.name, au, sb.member_index, sb.member_count, mu, when,
-            sb.chunk, sb.layout,
-            sb.layout == LAYOUT_MD_ALT ? "alternate multi-zone" : "original",
+            sb.chunk, sb.layout, layout_name (sb.layout),
             sb.data_offset, events, sb.version, sb.flags, size);
     for (uint32_t k = 0; k < sb.member_count; ++k)
       printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,

@@ -26,6 +26,7 @@ usage (FILE *fp)
     "  inspect [--json] MEMBER...            print members' headers\n"
     "  status CONFIG [--json]                a served volume's health\n"
     "  accept CONFIG INDEX                   take back a stale member\n"
+    "  import [--out CONFIG] MEMBER...       a config for an md raid0 array\n"
     "\n"
     "  nbdstripe COMMAND --help   help on one command\n"
     "  nbdstripe --version\n"
@@ -80,6 +81,7 @@ main (int argc, char **argv)
     { "create", cmd_create }, { "serve", cmd_serve },
     { "check", cmd_check },   { "inspect", cmd_inspect },
     { "status", cmd_status }, { "accept", cmd_accept },
+    { "import", cmd_import },
   };
 
   if (argc < 2) {

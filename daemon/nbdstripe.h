@@ -10,6 +10,7 @@ extern int cmd_check (int argc, char **argv);
 extern int cmd_inspect (int argc, char **argv);
 extern int cmd_status (int argc, char **argv);
 extern int cmd_accept (int argc, char **argv);
+extern int cmd_import (int argc, char **argv);
 
 /* Load a config, printing the one-line error on failure.  Returns 0/-1;
  * cfg needs config_free either way.

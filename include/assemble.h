@@ -1,13 +1,18 @@
-/* nbdstripe: assembling a volume from its config and its members' headers.
+/* nbdstripe: assembling a volume from its config and its members'
+ * metadata: nbdstripe headers, or Linux md v1.x superblocks.
  *
- * Reads the header of every member named in the config (read-only: nothing
- * is ever written) and checks that together they form the volume the
- * config describes: right magic, version and CRC; one array UUID; the
- * member count of the config; each member's index equal to its position
- * in the config; the same chunk, layout and data offset everywhere; every
- * member at least as large as its header says.  Every problem found is
- * logged on its own line naming the member; for members in the wrong
- * order the message gives the right order.
+ * Reads the metadata of every member named in the config (read-only:
+ * nothing is ever written) and checks that together they form the volume
+ * the config describes: right magic, version and checksum; one array
+ * UUID (the config's, when it gives one); the member count of the
+ * config; each member's index (md: its role) equal to its position in
+ * the config; the same chunk, layout and (headers) data offset
+ * everywhere; every member at least as large as its metadata says; one
+ * generation (events).  Every problem found is logged on its own line
+ * naming the member; for members in the wrong order the message gives the
+ * right order.  md superblocks must moreover describe something served
+ * byte for byte (md_super_raid0_servable): raid0, no reshape, no bitmap,
+ * journal or bad-block list, a layout that is known.
  */
 #ifndef NBDSTRIPE_ASSEMBLE_H
 #define NBDSTRIPE_ASSEMBLE_H
@@ -18,19 +23,53 @@
 #include "layout.h"
 #include "header.h"
 
+/* What the members' metadata (or, with metadata "none", the config) says
+ * the volume is: everything volume_open needs beyond the member names.
+ */
 struct assembly {
-  struct header hdr; /* the agreed header (the majority's fields) */
-  uint64_t data_offset;
+  enum metadata_mode metadata;
+  uint32_t layout;                 /* LAYOUT_MD_* */
+  enum layout_size_rule size_rule; /* LAYOUT_SIZE_ZONES: header v1 */
+  uint64_t data_offsets[LAYOUT_MAX_MEMBERS]; /* bytes, per member */
+  /* Bytes of data each member holds; 0: all of it from its data offset
+   * on (metadata "none").
+   */
   uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
+  /* METADATA_HEADER: the agreed header (the majority's fields). */
+  struct header hdr;
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
+  /* METADATA_MD: what the superblocks agree on. */
+  struct {
+    uint8_t uuid[16];
+    char name[33];
+    unsigned minor; /* 1.minor */
+    uint64_t events;
+    uint8_t device_uuid[LAYOUT_MAX_MEMBERS][16];
+  } md;
 };
 
 /* Returns 0 when the volume can be served, -1 (after logging every
  * problem) when it cannot.  Members must all be at one generation
  * (events); one behind the others is stale (it dropped out while the
- * volume was served, or is an older copy).
+ * volume was served, or is an older copy).  By cfg->metadata: headers,
+ * md superblocks, or (none) the config alone.
  */
 extern int assemble (const struct stripe_config *cfg, struct assembly *a);
+
+/* md superblocks alone (assemble with metadata "md"). */
+extern int assemble_md (const struct stripe_config *cfg, struct assembly *a);
+
+/* Read the md superblock of one member, a path or an NBD URI, read-only:
+ * version 1.2, 1.1 or 1.0 (the newest when several are valid), where it
+ * was found, the member's identity and size (each may be NULL).  -1 with
+ * why (naming what is there instead: an nbdstripe header, an md 0.90
+ * superblock, nothing) otherwise.
+ */
+struct md_super;
+struct identity;
+extern int md_read_member (const char *path, struct md_super *sb,
+                           uint64_t *at, struct identity *id, uint64_t *size,
+                           char *why, size_t len);
 
 /* The same, except that member stale_ok may be behind the others (for
  * `nbdstripe accept`); *events_of is set to that member's generation.

@@ -9,8 +9,13 @@
  *   name = "fast0";
  *   chunk = "128K";                      # or an integer number of bytes
  *   members = [ "/dev/nvme0n1", "/dev/nvme1n1" ];
- *   metadata = "header";                 # or "none"
- *   data_offset = "1M";                  # header mode only
+ *   metadata = "header";                 # or "md" (Linux md v1.2), "none"
+ *   data_offset = "1M";                  # default: 1M; "none": 0
+ *   layout = "alternate";                # md raid0's "original" or
+ *                                        # "alternate" (members of mixed
+ *                                        # sizes only)
+ *   uuid = "...";                        # the array UUID the members
+ *                                        # must carry (optional)
  *   cache = "writeback";                 # writethrough | direct
  *   serve = {
  *     socket = "/run/nbdstripe/fast0.sock";   # or: address + port
@@ -46,7 +51,7 @@
 
 #define CONFIG_MAX_WARNINGS 4
 
-enum metadata_mode { METADATA_HEADER, METADATA_NONE };
+enum metadata_mode { METADATA_HEADER, METADATA_NONE, METADATA_MD };
 enum tls_mode { TLS_OFF, TLS_ON, TLS_REQUIRE };
 
 struct stripe_config {
@@ -56,8 +61,12 @@ struct stripe_config {
   unsigned nr_members;
   char *members[LAYOUT_MAX_MEMBERS];
   enum metadata_mode metadata;
-  uint64_t data_offset; /* 0 with metadata "none" */
+  uint64_t data_offset; /* "none": 0 unless given */
   bool data_offset_given; /* in the file (not the default) */
+  uint32_t layout;        /* LAYOUT_MD_*: default LAYOUT_MD_ALT */
+  bool layout_given;
+  uint8_t uuid[16]; /* the array UUID, when uuid_given */
+  bool uuid_given;
   enum cache_mode cache;
   struct {
     char *socket;      /* Unix socket, or NULL when TCP */
@@ -99,5 +108,11 @@ extern void config_free (struct stripe_config *cfg);
  * Returns -1 on a malformed or overflowing size.
  */
 extern int config_parse_size (const char *s, uint64_t *out);
+
+/* Parse an array UUID, "01234567-89ab-cdef-0123-456789abcdef" or mdadm's
+ * "01234567:89abcdef:01234567:89abcdef" (hex digits either case); -1 when
+ * it is neither.
+ */
+extern int config_parse_uuid (const char *s, uint8_t uuid[16]);
 
 #endif /* NBDSTRIPE_CONFIG_H */

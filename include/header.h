@@ -16,8 +16,10 @@
  *   124     4  member count
  *   128     8  chunk size in bytes
  *   136     4  layout, in md raid0's numbering (LAYOUT_MD_*): version 2
- *              writes 2, md's alternate multi-zone layout; version 1
- *              wrote 1 for that same layout (read as 2)
+ *              writes 1 (original) or 2 (alternate multi-zone); version
+ *              1 knew only the alternate layout and wrote 1 for it (read
+ *              as 2).  Version 1 volumes are sized as all their zones,
+ *              version 2 by md's rule (layout.h)
  *   140     4  flags (none defined: must be 0)
  *   144     8  data offset in bytes (multiple of 4096)
  *   152   512  usable data size of every member, 64 x u64 (unused: 0),

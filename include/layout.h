@@ -10,16 +10,24 @@
  * - Members of different sizes are used fully through zones (as md raid0):
  *   zone 0 stripes over all members up to the smallest size, each later zone
  *   over the members that still have room, in member order.  Inside a zone
- *   the mapping is zone-relative: md's RAID0_ALT_MULTIZONE_LAYOUT.
+ *   a chunk goes to member (chunk number mod members of the zone), and
+ *   md raid0 has two layouts that differ in which chunk number: the
+ *   zone-relative one, RAID0_ALT_MULTIZONE_LAYOUT (LAYOUT_MD_ALT, 2), or
+ *   the volume's, RAID0_ORIG_LAYOUT (LAYOUT_MD_ORIG, 1) -- the same
+ *   mapping with the zone's members rotated.  In zone 0 and whenever a
+ *   zone starts on a multiple of its width they agree.  Layouts are named
+ *   by md's own numbers (the raid0 "layout" of an md superblock); a number
+ *   never changes meaning.
  * - The pieces of one request that fall on one member are in increasing
  *   member offset and contiguous on that member, so a request touches each
  *   member in ONE contiguous member range (layout_spans).
- * - Volume size = sum of the rounded member sizes.
- * - Layouts are named by md's own numbers (the raid0 "layout" of an md
- *   superblock): LAYOUT_MD_ALT (2) is the mapping above, the one member
- *   headers record.  LAYOUT_MD_ORIG (1), md's original multi-zone mapping,
- *   differs in zones after the first; it is not served.  A number never
- *   changes meaning.
+ * - Volume size: md's rule (raid0_size), the sum over members of the
+ *   rounded size in sectors masked with ~(chunk sectors - 1); for a
+ *   power-of-two chunk that is the sum of the rounded sizes, for another
+ *   it can be smaller than the zones cover (md exports no more; neither
+ *   do we, so that a filesystem made here fits on md).  Headers of
+ *   version 1 recorded volumes sized as the sum of the rounded sizes
+ *   (LAYOUT_SIZE_ZONES).
  */
 #ifndef NBDSTRIPE_LAYOUT_H
 #define NBDSTRIPE_LAYOUT_H
@@ -33,16 +41,27 @@
 #define LAYOUT_CHUNK_ALIGN 4096u /* chunk must be a multiple of this */
 #define LAYOUT_DEFAULT_CHUNK (128u * 1024)
 
+/* How the volume's size follows from the members (see above). */
+enum layout_size_rule {
+  LAYOUT_SIZE_MD,    /* md raid0's */
+  LAYOUT_SIZE_ZONES, /* all the zones: nbdstripe header version 1 */
+};
+
 struct layout_zone {
-  uint64_t start;                    /* first logical byte of the zone */
-  uint64_t end;                      /* one past its last logical byte */
-  uint64_t dev_start;                /* member offset where the zone begins */
-  unsigned nr_devs;                  /* members striped in this zone */
-  unsigned devs[LAYOUT_MAX_MEMBERS]; /* their indices, increasing */
+  uint64_t start;   /* first logical byte of the zone */
+  uint64_t end;     /* one past its last logical byte */
+  uint64_t dev_start; /* member offset where the zone begins */
+  unsigned nr_devs; /* members striped in this zone */
+  unsigned shift;   /* LAYOUT_MD_ORIG: by how many the members rotate */
+  /* The member of each zone-relative chunk number mod nr_devs: member
+   * indices increasing (LAYOUT_MD_ALT), rotated left by shift (ORIG).
+   */
+  unsigned devs[LAYOUT_MAX_MEMBERS];
 };
 
 struct layout {
   uint32_t id;    /* LAYOUT_MD_* */
+  enum layout_size_rule size_rule;
   uint64_t chunk; /* bytes */
   unsigned nr_members;
   uint64_t member_size[LAYOUT_MAX_MEMBERS]; /* usable bytes (whole chunks) */
@@ -77,15 +96,41 @@ enum layout_error {
   LAYOUT_ERR_CHUNK,            /* chunk zero or not a multiple of 4 KiB */
   LAYOUT_ERR_MEMBER_TOO_SMALL, /* a member is smaller than one chunk */
   LAYOUT_ERR_TOO_BIG,          /* total size overflows */
+  LAYOUT_ERR_ID,               /* not LAYOUT_MD_ORIG or LAYOUT_MD_ALT */
 };
 
-/* Build the layout.  On error returns the reason and, for
- * LAYOUT_ERR_MEMBER_TOO_SMALL, sets *bad_member (may be NULL).
+/* Build the layout id (LAYOUT_MD_ORIG or LAYOUT_MD_ALT) sized by rule.
+ * On error returns the reason and, for LAYOUT_ERR_MEMBER_TOO_SMALL, sets
+ * *bad_member (may be NULL).
  */
-extern enum layout_error layout_init (struct layout *l, uint64_t chunk,
-                                      unsigned nr_members,
-                                      const uint64_t *member_sizes,
-                                      unsigned *bad_member);
+extern enum layout_error layout_init_as (struct layout *l, uint32_t id,
+                                         enum layout_size_rule rule,
+                                         uint64_t chunk, unsigned nr_members,
+                                         const uint64_t *member_sizes,
+                                         unsigned *bad_member);
+
+/* The layout of new volumes: LAYOUT_MD_ALT, md's size rule. */
+static inline enum layout_error
+layout_init (struct layout *l, uint64_t chunk, unsigned nr_members,
+             const uint64_t *member_sizes, unsigned *bad_member)
+{
+  return layout_init_as (l, LAYOUT_MD_ALT, LAYOUT_SIZE_MD, chunk, nr_members,
+                         member_sizes, bad_member);
+}
+
+/* Whether md's two layouts map these members alike (no zone after the
+ * first needs a rotation): then an md array that does not say which it
+ * uses can be served either way.
+ */
+extern bool layout_md_layouts_agree (uint64_t chunk, unsigned nr_members,
+                                     const uint64_t *member_sizes);
+
+/* "original" / "alternate" for LAYOUT_MD_ORIG / LAYOUT_MD_ALT (md's
+ * words, as mdadm --layout takes them); NULL for another number.
+ * layout_parse_name: the reverse (also "1", "2"), 0 when unknown.
+ */
+extern const char *layout_name (uint32_t id);
+extern uint32_t layout_parse_name (const char *name);
 
 /* A short English description of an error, for messages. */
 extern const char *layout_strerror (enum layout_error err);

@@ -85,6 +85,9 @@ struct member {
   struct member_open_params params; /* as opened (a re-probe opens alike) */
   struct identity id;               /* what it is (identity.h) */
   uint64_t size;                    /* bytes, when opened */
+  uint64_t data_offset;             /* where the volume's data starts on
+                                     * it (md: each member its own), set
+                                     * by the volume */
   uint64_t need;                    /* bytes the volume uses (data offset
                                      * included), set by the volume */
   uint32_t min_io;                  /* the smallest I/O it takes: 1 for a

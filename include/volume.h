@@ -76,9 +76,10 @@ struct volume_options {
   unsigned connections; /* per NBD member at most (multi-conn) */
   unsigned timeout;     /* s: an NBD request unanswered this long is cut
                          * (health.io_timeout); 0 never */
-  /* The members' headers as assemble() found them, or NULL without
-   * headers: data starts at 0 and each member's usable size is its size
-   * rounded down to whole chunks.
+  /* What assemble() found: layout, size rule, each member's data offset
+   * and size (metadata: the members'; "none": the config's).  NULL (ad
+   * hoc, file=...): md's alternate layout, data from byte 0, each
+   * member's usable size its size rounded down to whole chunks.
    */
   const struct assembly *assembly;
 };
@@ -90,7 +91,6 @@ struct volume {
   bool readonly;
   bool uring;
   enum cache_mode cache;
-  uint64_t data_offset;     /* where data starts on every member */
   uint32_t min_block;       /* the largest of the members' min_io */
   uint32_t preferred_block; /* avoids read-modify-write on members */
   /* Optional.  With it, every member operation is recorded, and requests

@@ -78,9 +78,27 @@ probe_member (unsigned i, const char *path, struct probe *p)
 static int assemble_ (const struct stripe_config *cfg, struct assembly *a,
                       unsigned stale_ok, uint64_t *events_of);
 
+/* metadata "none": the config says it all. */
+static int
+assemble_none (const struct stripe_config *cfg, struct assembly *a)
+{
+  memset (a, 0, sizeof *a);
+  a->metadata = METADATA_NONE;
+  a->layout = cfg->layout;
+  a->size_rule = LAYOUT_SIZE_MD;
+  for (unsigned i = 0; i < cfg->nr_members; ++i)
+    a->data_offsets[i] = cfg->data_offset;
+  return 0;
+}
+
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
+  switch (cfg->metadata) {
+  case METADATA_NONE: return assemble_none (cfg, a);
+  case METADATA_MD: return assemble_md (cfg, a);
+  case METADATA_HEADER: break;
+  }
   return assemble_ (cfg, a, UINT_MAX, NULL);
 }
 
@@ -190,6 +208,21 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
                   cfg->path, cfg->chunk, a->hdr.chunk);
     ok = false;
   }
+  if (cfg->layout_given && a->hdr.layout != cfg->layout) {
+    stripe_error ("%s: layout: the config says \"%s\", the headers say "
+                  "\"%s\"",
+                  cfg->path, layout_name (cfg->layout),
+                  layout_name (a->hdr.layout));
+    ok = false;
+  }
+  if (cfg->uuid_given && memcmp (cfg->uuid, a->hdr.array_uuid, 16) != 0) {
+    char want[37];
+    uuid_format (cfg->uuid, want);
+    stripe_error ("%s: uuid: the config says %s, the members belong to "
+                  "volume '%s' (%s): not the array this config describes",
+                  cfg->path, want, a->hdr.name, uuid);
+    ok = false;
+  }
 
   for (unsigned i = 0; i < n; ++i) {
     const struct header *hdr = &p[i].hdr;
@@ -294,7 +327,15 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
     ok = false;
   }
 
-  a->data_offset = a->hdr.data_offset;
+  a->metadata = METADATA_HEADER;
+  a->layout = a->hdr.layout;
+  /* Version 1 sized its volumes as all their zones (md's rule differs for
+   * a chunk that is not a power of two): they keep their size.
+   */
+  a->size_rule =
+    a->hdr.version == HEADER_VERSION_1 ? LAYOUT_SIZE_ZONES : LAYOUT_SIZE_MD;
+  for (unsigned i = 0; i < n; ++i)
+    a->data_offsets[i] = a->hdr.data_offset;
   memcpy (a->data_sizes, a->hdr.member_sizes, sizeof a->data_sizes);
   free (p);
   return ok ? 0 : -1;
@@ -310,12 +351,9 @@ volume_open_config (struct volume *v, const struct stripe_config *cfg,
   o.cache = cfg->cache;
   o.connections = cfg->remote.connections;
   o.timeout = cfg->health.set.io_timeout;
-  o.assembly = NULL;
-  if (cfg->metadata == METADATA_HEADER) {
-    if (assemble (cfg, a) == -1)
-      return -1;
-    o.assembly = a;
-  }
+  if (assemble (cfg, a) == -1)
+    return -1;
+  o.assembly = a;
   return volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
                       &o);
 }

@@ -232,6 +232,42 @@ type_and_value (const config_setting_t *s, char *buf, size_t len)
 #define QUOTE_LONG(str) log_quote ((str), (char[512]){ 0 }, 512)
 
 int
+config_parse_uuid (const char *s, uint8_t uuid[16])
+{
+  static const char dashed[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+  static const char mdadm[] = "xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx";
+  const char *form = strlen (s) == strlen (dashed) && s[8] == '-' ? dashed
+                     : strlen (s) == strlen (mdadm)                ? mdadm
+                                                                   : NULL;
+  unsigned nd = 0;
+
+  if (form == NULL)
+    return -1;
+  for (size_t i = 0; form[i]; ++i) {
+    unsigned v;
+    if (form[i] != 'x') {
+      if (s[i] != form[i])
+        return -1;
+      continue;
+    }
+    if (s[i] >= '0' && s[i] <= '9')
+      v = s[i] - '0';
+    else if (s[i] >= 'a' && s[i] <= 'f')
+      v = s[i] - 'a' + 10;
+    else if (s[i] >= 'A' && s[i] <= 'F')
+      v = s[i] - 'A' + 10;
+    else
+      return -1;
+    if (nd % 2 == 0)
+      uuid[nd / 2] = v << 4;
+    else
+      uuid[nd / 2] |= v;
+    nd++;
+  }
+  return 0;
+}
+
+int
 config_parse_size (const char *s, uint64_t *out)
 {
   uint64_t v = 0;
@@ -561,12 +597,46 @@ set_members (struct loader *ld, const config_setting_t *s)
 static int
 set_metadata (struct loader *ld, const config_setting_t *s)
 {
-  static const char *const names[] = { "header", "none", NULL };
+  static const char *const names[] = { "header", "none", "md", NULL };
+  static const enum metadata_mode modes[] = { METADATA_HEADER, METADATA_NONE,
+                                              METADATA_MD };
   int i;
 
   if (get_choice (ld, s, names, &i) == -1)
     return -1;
-  ld->cfg->metadata = i == 0 ? METADATA_HEADER : METADATA_NONE;
+  ld->cfg->metadata = modes[i];
+  return 0;
+}
+
+static int
+set_layout (struct loader *ld, const config_setting_t *s)
+{
+  static const char *const names[] = { "original", "alternate", NULL };
+  int i;
+
+  if (get_choice (ld, s, names, &i) == -1)
+    return -1;
+  ld->cfg->layout = i == 0 ? LAYOUT_MD_ORIG : LAYOUT_MD_ALT;
+  ld->cfg->layout_given = true;
+  return 0;
+}
+
+/* An array UUID as nbdstripe prints it (8-4-4-4-12 hex digits) or as
+ * mdadm does (four groups of 8, ':' between).
+ */
+static int
+set_uuid (struct loader *ld, const config_setting_t *s)
+{
+  static const char expected[] =
+    "an array UUID such as \"01234567-89ab-cdef-0123-456789abcdef\" "
+    "or mdadm's \"01234567:89abcdef:01234567:89abcdef\"";
+  const char *str = get_string (ld, s, expected);
+
+  if (str == NULL)
+    return -1;
+  if (config_parse_uuid (str, ld->cfg->uuid) == -1)
+    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+  ld->cfg->uuid_given = true;
   return 0;
 }
 
@@ -842,6 +912,8 @@ static const struct key top_keys[] = { { "name", set_name },
                                        { "members", set_members },
                                        { "metadata", set_metadata },
                                        { "data_offset", set_data_offset },
+                                       { "layout", set_layout },
+                                       { "uuid", set_uuid },
                                        { "cache", set_cache },
                                        { "serve", set_serve },
                                        { "health", set_health },
@@ -949,13 +1021,21 @@ check_data_offset (struct loader *ld, const config_t *conf)
   struct stripe_config *cfg = ld->cfg;
 
   if (cfg->metadata == METADATA_NONE) {
-    if (s && cfg->data_offset != 0)
+    /* Without metadata data starts where the config says: 0 unless
+     * given (an mdadm --build array, dm-stripe), an offset for members
+     * that keep something else in front.
+     */
+    if (!cfg->data_offset_given)
+      cfg->data_offset = 0;
+  }
+  else if (cfg->metadata == METADATA_MD) {
+    /* A v1.2 superblock at 4 KiB, 4 KiB long: data after it. */
+    if (cfg->data_offset < 2 * HEADER_SIZE)
       return error_at (ld, s,
-                       "must be 0 or left out with metadata = "
-                       "\"none\": without a header, data starts at byte 0 "
-                       "of every member (as md raid0 / dm-stripe without "
-                       "metadata)");
-    cfg->data_offset = 0;
+                       "expected at least %u with metadata = \"md\": the "
+                       "md superblock (version 1.2) is at 4096, %u bytes "
+                       "long",
+                       2 * HEADER_SIZE, HEADER_SIZE);
   }
   else if (cfg->data_offset < HEADER_SIZE)
     return error_at (ld, s,
@@ -1121,6 +1201,7 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   memset (cfg, 0, sizeof *cfg);
   cfg->chunk = LAYOUT_DEFAULT_CHUNK;
   cfg->metadata = METADATA_HEADER;
+  cfg->layout = LAYOUT_MD_ALT;
   cfg->data_offset = HEADER_DEFAULT_DATA_OFFSET;
   cfg->cache = CACHE_WRITEBACK;
   cfg->serve.threads = 16;

@@ -286,7 +286,8 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
     bad = "member_index";
   else if (sb->chunk == 0 || sb->chunk % LAYOUT_CHUNK_ALIGN != 0)
     bad = "chunk";
-  else if (sb->layout != LAYOUT_MD_ALT)
+  else if (sb->layout != LAYOUT_MD_ALT
+           && (sb->version == HEADER_VERSION_1 || sb->layout != LAYOUT_MD_ORIG))
     bad = "layout";
   else if (sb->flags != 0)
     bad = "flags";

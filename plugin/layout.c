@@ -6,13 +6,16 @@
 #include "layout.h"
 
 enum layout_error
-layout_init (struct layout *l, uint64_t chunk, unsigned nr_members,
-             const uint64_t *member_sizes, unsigned *bad_member)
+layout_init_as (struct layout *l, uint32_t id, enum layout_size_rule rule,
+                uint64_t chunk, unsigned nr_members,
+                const uint64_t *member_sizes, unsigned *bad_member)
 {
   uint64_t level = 0; /* member chunks used by earlier zones */
   uint64_t logical = 0;
 
   memset (l, 0, sizeof *l);
+  if (id != LAYOUT_MD_ORIG && id != LAYOUT_MD_ALT)
+    return LAYOUT_ERR_ID;
   if (nr_members == 0)
     return LAYOUT_ERR_NO_MEMBERS;
   if (nr_members > LAYOUT_MAX_MEMBERS)
@@ -20,7 +23,8 @@ layout_init (struct layout *l, uint64_t chunk, unsigned nr_members,
   if (chunk == 0 || chunk % LAYOUT_CHUNK_ALIGN != 0)
     return LAYOUT_ERR_CHUNK;
 
-  l->id = LAYOUT_MD_ALT;
+  l->id = id;
+  l->size_rule = rule;
   l->chunk = chunk;
   l->nr_members = nr_members;
   for (unsigned i = 0; i < nr_members; ++i) {
@@ -62,12 +66,68 @@ layout_init (struct layout *l, uint64_t chunk, unsigned nr_members,
       return LAYOUT_ERR_TOO_BIG;
     z->start = logical;
     z->end = logical + bytes;
+    /* The original layout picks a zone's member by the volume's chunk
+     * number, not the zone's: the members rotate by the chunks before
+     * the zone.
+     */
+    if (id == LAYOUT_MD_ORIG) {
+      unsigned members[LAYOUT_MAX_MEMBERS];
+      z->shift = z->start / chunk % z->nr_devs;
+      memcpy (members, z->devs, z->nr_devs * sizeof members[0]);
+      for (unsigned d = 0; d < z->nr_devs; ++d)
+        z->devs[d] = members[(d + z->shift) % z->nr_devs];
+    }
     logical = z->end;
     level = next;
     l->nr_zones++;
   }
   l->size = logical;
+  if (rule == LAYOUT_SIZE_MD) {
+    /* raid0_size: each rounded member size, in sectors, masked with
+     * ~(chunk sectors - 1) -- a no-op for a power-of-two chunk.
+     */
+    uint64_t mask = ~(chunk / 512 - 1), sectors = 0;
+    for (unsigned i = 0; i < nr_members; ++i)
+      sectors += (l->member_size[i] / 512) & mask;
+    l->size = sectors * 512;
+  }
   return LAYOUT_OK;
+}
+
+bool
+layout_md_layouts_agree (uint64_t chunk, unsigned nr_members,
+                         const uint64_t *member_sizes)
+{
+  struct layout l;
+
+  if (layout_init_as (&l, LAYOUT_MD_ORIG, LAYOUT_SIZE_MD, chunk, nr_members,
+                      member_sizes, NULL)
+      != LAYOUT_OK)
+    return true; /* nothing to serve either way */
+  for (unsigned z = 0; z < l.nr_zones; ++z)
+    if (l.zones[z].shift != 0)
+      return false;
+  return true;
+}
+
+const char *
+layout_name (uint32_t id)
+{
+  switch (id) {
+  case LAYOUT_MD_ORIG: return "original";
+  case LAYOUT_MD_ALT: return "alternate";
+  }
+  return NULL;
+}
+
+uint32_t
+layout_parse_name (const char *name)
+{
+  if (strcmp (name, "original") == 0 || strcmp (name, "1") == 0)
+    return LAYOUT_MD_ORIG;
+  if (strcmp (name, "alternate") == 0 || strcmp (name, "2") == 0)
+    return LAYOUT_MD_ALT;
+  return 0;
 }
 
 const char *
@@ -81,6 +141,8 @@ layout_strerror (enum layout_error err)
     return "chunk size must be a non-zero multiple of 4096 bytes";
   case LAYOUT_ERR_MEMBER_TOO_SMALL: return "member is smaller than one chunk";
   case LAYOUT_ERR_TOO_BIG: return "volume size overflows 64 bits";
+  case LAYOUT_ERR_ID:
+    return "unknown layout (md raid0's are 1, original, and 2, alternate)";
   }
   return "unknown layout error";
 }
@@ -180,7 +242,7 @@ layout_unmap (const struct layout *l, unsigned member, uint64_t member_offset,
       return false;
     *offset =
       z->start + (rel / l->chunk * z->nr_devs + d) * l->chunk + rel % l->chunk;
-    return true;
+    return *offset < l->size; /* md's size rule may end it early */
   }
   return false;
 }

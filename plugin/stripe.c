@@ -21,6 +21,7 @@
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
+#include "md_super.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
@@ -38,6 +39,7 @@ static unsigned connections = MEMBER_NBD_DEFAULT_CONNECTIONS; /* connections= */
 static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
 static struct volume volume;
+static struct assembly assembly; /* what the config's members said */
 static bool volume_opened;
 static struct health *health;
 
@@ -257,6 +259,10 @@ start_health (void)
     uuid_format (volume.hdr.array_uuid, uuid);
     p.uuid = uuid;
   }
+  else if (config_file && assembly.metadata == METADATA_MD) {
+    md_super_uuid_format (assembly.md.uuid, uuid);
+    p.uuid = uuid;
+  }
   unsigned classes[LAYOUT_MAX_MEMBERS];
   for (unsigned i = 0; i < volume.nr_members; ++i) {
     paths[i] = volume.members[i].path;
@@ -290,15 +296,13 @@ stripe_get_ready (void)
     .connections = connections,
     .timeout = io_timeout,
   };
-  static struct assembly a;
-
   if (!o.uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;
   }
-  else if (volume_open_config (&volume, &cfg, &o, &a) == -1)
+  else if (volume_open_config (&volume, &cfg, &o, &assembly) == -1)
     return -1;
   volume_opened = true;
   return start_health ();

@@ -28,7 +28,6 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
 {
   const struct assembly *a = o->assembly;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
-  uint64_t data_offset = a ? a->data_offset : 0;
   uint64_t chunk = o->chunk;
   struct member_open_params p = {
     .readonly = o->readonly,
@@ -46,7 +45,6 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
-  v->data_offset = data_offset;
   if (nr_members == 0) {
     stripe_error ("no members: give at least one file=PATH");
     errno = EINVAL;
@@ -98,16 +96,17 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
       errno = err;
       goto err;
     }
-    if (m->size < data_offset) {
+    m->data_offset = a ? a->data_offsets[i] : 0;
+    if (m->size < m->data_offset) {
       stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
                     "the data offset (%" PRIu64 ")",
-                    i, paths[i], m->size, data_offset);
+                    i, paths[i], m->size, m->data_offset);
       errno = EINVAL;
       goto err;
     }
-    sizes[i] = m->size - data_offset;
-    if (a) {
-      /* The header says how much data the member holds: a member that
+    sizes[i] = m->size - m->data_offset;
+    if (a && a->data_sizes[i] != 0) {
+      /* The metadata says how much data the member holds: a member that
        * shrank (or was replaced by a smaller one) would lose data.
        */
       if (a->data_sizes[i] > sizes[i]) {
@@ -128,7 +127,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   if (v->preferred_block < 4096)
     v->preferred_block = 4096;
 
-  lerr = layout_init (&v->layout, chunk, nr_members, sizes, &bad);
+  lerr = layout_init_as (&v->layout, a ? a->layout : LAYOUT_MD_ALT,
+                         a ? a->size_rule : LAYOUT_SIZE_MD, chunk, nr_members,
+                         sizes, &bad);
   if (lerr == LAYOUT_ERR_MEMBER_TOO_SMALL) {
     stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
                   "one chunk (chunk=%" PRIu64 ")",
@@ -150,8 +151,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     goto err;
   }
   for (unsigned i = 0; i < nr_members; ++i) {
-    v->members[i].need = data_offset + v->layout.member_size[i];
-    if (a == NULL && v->layout.member_size[i] != sizes[i])
+    v->members[i].need = v->members[i].data_offset + v->layout.member_size[i];
+    if ((a == NULL || a->data_sizes[i] == 0)
+        && v->layout.member_size[i] != sizes[i])
       stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
                     "(not a whole chunk)",
                     i, paths[i], sizes[i] - v->layout.member_size[i]);
@@ -160,12 +162,13 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
    * between a header and the data.  So that a fast zero (known to work,
    * or refused) works from the first request.
    */
-  if (a && o->claim && !o->readonly && data_offset >= 2 * HEADER_SIZE)
+  if (a && a->metadata == METADATA_HEADER && o->claim && !o->readonly
+      && a->hdr.data_offset >= 2 * HEADER_SIZE)
     for (unsigned i = 0; i < nr_members; ++i)
       if (v->members[i].ops->learn_zero)
         v->members[i].ops->learn_zero (&v->members[i], HEADER_SIZE,
                                        HEADER_SIZE);
-  if (a) {
+  if (a && a->metadata == METADATA_HEADER) {
     v->has_header = true;
     v->hdr = a->hdr;
     for (unsigned i = 0; i < nr_members; ++i) {
@@ -174,8 +177,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     }
   }
   stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
-                "%" PRIu64 " bytes, cache=%s",
-                nr_members, chunk, v->layout.nr_zones, v->layout.size,
+                "md layout %s, %" PRIu64 " bytes, cache=%s",
+                nr_members, chunk, v->layout.nr_zones,
+                layout_name (v->layout.id), v->layout.size,
                 cache_mode_name (o->cache));
   return 0;
 
@@ -398,7 +402,7 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
   if (p.length == count) {
     struct iovec iov = { buf, count };
     rw_op (&ops[0], &v->members[p.member], kind,
-           v->data_offset + p.member_offset, count, &iov, 1, fua);
+           v->members[p.member].data_offset + p.member_offset, count, &iov, 1, fua);
     return run_rw (v, kind, ops, 1, UINT64_C (1) << p.member);
   }
 
@@ -408,7 +412,7 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
     const struct member_io *io = &plan.ios[i];
     mask |= UINT64_C (1) << io->member;
     rw_op (&ops[i], &v->members[io->member], kind,
-           v->data_offset + io->member_offset, io->length, io->iov,
+           v->members[io->member].data_offset + io->member_offset, io->length, io->iov,
            io->nr_iov, fua);
   }
   r = run_rw (v, kind, ops, plan.nr_ios, mask);
@@ -480,7 +484,7 @@ span_ops (struct volume *v, const struct layout_span *spans,
       ops[nr++] = (struct member_op){
         .m = &v->members[i],
         .kind = kind,
-        .offset = v->data_offset + spans[i].member_offset,
+        .offset = v->members[i].data_offset + spans[i].member_offset,
         .length = spans[i].length,
       };
   return nr;
@@ -625,7 +629,7 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   memset (r, 0, sizeof r);
   for (unsigned i = 0; i < v->nr_members; ++i) {
     want[i] = spans[i].touched;
-    from[i] = v->data_offset + spans[i].member_offset;
+    from[i] = v->members[i].data_offset + spans[i].member_offset;
     end[i] = from[i] + spans[i].length;
   }
   /* Every touched member at once; a client wanting one run needs only
@@ -637,7 +641,7 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   layout_iter_init (&it, &v->layout, offset, count);
   while (layout_iter_next (&it, &p)) {
     struct runs *c = &r[p.member];
-    uint64_t base = v->data_offset + p.member_offset;
+    uint64_t base = v->members[p.member].data_offset + p.member_offset;
     uint64_t pos = base, pend = base + p.length;
 
     while (pos < pend) {

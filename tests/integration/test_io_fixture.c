@@ -141,7 +141,10 @@ vol_snapshot (struct vol *v)
 {
   const struct oracle *o = &v->o;
   free (v->model);
-  v->model = xmalloc (o->size);
+  /* Every member chunk, also those past md's size rule's end of the
+   * volume (which the volume never touches).
+   */
+  v->model = xmalloc (o->nr_chunks * o->chunk);
   for (unsigned i = 0; i < v->n; i++) {
     size_t len;
     uint8_t *m = read_file (v->path[i], &len);

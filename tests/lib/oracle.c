@@ -9,12 +9,21 @@ int
 oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
              const uint64_t *sizes)
 {
+  return oracle_init_as (o, ORACLE_ALT, chunk, n, sizes);
+}
+
+int
+oracle_init_as (struct oracle *o, unsigned layout, uint64_t chunk, unsigned n,
+                const uint64_t *sizes)
+{
   uint64_t rows[ORACLE_MAX_MEMBERS], max_rows = 0, k = 0;
   unsigned prev_width = 0;
 
   memset (o, 0, sizeof *o);
-  if (chunk == 0 || n == 0 || n > ORACLE_MAX_MEMBERS)
+  if (chunk == 0 || n == 0 || n > ORACLE_MAX_MEMBERS
+      || (layout != ORACLE_ORIG && layout != ORACLE_ALT))
     return -1;
+  o->layout = layout;
   o->chunk = chunk;
   o->nr_members = n;
   for (unsigned i = 0; i < n; i++) {
@@ -28,7 +37,10 @@ oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
     if (rows[i] > max_rows)
       max_rows = rows[i];
   }
-  o->size = o->nr_chunks * chunk;
+  /* md's raid0_size: sectors of each rounded member, masked. */
+  o->size = 0;
+  for (unsigned i = 0; i < n; i++)
+    o->size += ((o->usable[i] >> 9) & ~(chunk / 512 - 1)) << 9;
   o->chunk_member = calloc (o->nr_chunks, sizeof *o->chunk_member);
   o->chunk_row = calloc (o->nr_chunks, sizeof *o->chunk_row);
   o->nr_rows = max_rows;
@@ -51,9 +63,17 @@ oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
       o->boundary[o->nr_boundaries++] = k * chunk;
     prev_width = width;
     o->row_start[r] = k;
-    for (unsigned i = 0; i < n; i++) {
-      if (r >= rows[i])
-        continue;
+    /* The row's members, in index order; ALT: the row's first chunk goes
+     * to the first of them.  ORIG: logical chunk c goes to the
+     * (c mod width)-th of them (md before 3.14 mapped the volume's
+     * chunk number, not the zone's).
+     */
+    unsigned in_row[ORACLE_MAX_MEMBERS], w = 0;
+    for (unsigned i = 0; i < n; i++)
+      if (r < rows[i])
+        in_row[w++] = i;
+    for (unsigned j = 0; j < w; j++) {
+      unsigned i = layout == ORACLE_ALT ? in_row[j] : in_row[(k % w)];
       o->chunk_member[k] = i;
       o->chunk_row[k] = r;
       o->rev[i][r] = k;
@@ -93,7 +113,7 @@ oracle_unmap (const struct oracle *o, unsigned member, uint64_t member_off,
     return false;
   *off =
     o->rev[member][member_off / o->chunk] * o->chunk + member_off % o->chunk;
-  return true;
+  return *off < o->size; /* md's size rule may end the volume early */
 }
 
 unsigned

@@ -20,7 +20,10 @@
  * level * chunk.  That is exactly md's map_sector() when it is given the
  * zone-relative sector (the ALT layout); with equal members there is one
  * zone and logical chunk k is on member k mod N at member chunk k div N,
- * offset (k div N)*chunk.
+ * offset (k div N)*chunk.  md's original layout (ORACLE_ORIG) fills the
+ * same rows but gives logical chunk c to the (c mod width)-th member of
+ * its row: md before Linux 3.14 fed map_sector() the volume's sector, not
+ * the zone's.
  */
 #ifndef NBDSTRIPE_TEST_ORACLE_H
 #define NBDSTRIPE_TEST_ORACLE_H
@@ -29,15 +32,21 @@
 #include <stdint.h>
 
 #define ORACLE_MAX_MEMBERS 64
+#define ORACLE_ORIG 1 /* md's RAID0_ORIG_LAYOUT */
+#define ORACLE_ALT 2  /* md's RAID0_ALT_MULTIZONE_LAYOUT */
 
 struct oracle {
+  unsigned layout; /* ORACLE_ORIG or ORACLE_ALT */
   uint64_t chunk;
   unsigned nr_members;
   uint64_t raw_size[ORACLE_MAX_MEMBERS]; /* member size as given */
   uint64_t usable[ORACLE_MAX_MEMBERS];   /* rounded down to whole chunks */
   /* usable / chunk: the rows member i takes part in */
   uint64_t member_chunks[ORACLE_MAX_MEMBERS];
-  uint64_t size;          /* volume size */
+  uint64_t size;          /* volume size: md's raid0_size (the sum of
+                           * member sectors masked with ~(chunk sectors
+                           * - 1)), which a non-power-of-two chunk can
+                           * make smaller than nr_chunks * chunk */
   uint64_t nr_chunks;     /* logical chunks */
   unsigned *chunk_member; /* [nr_chunks] logical chunk -> member */
   uint64_t *chunk_row;    /* [nr_chunks] logical chunk -> member chunk */
@@ -59,6 +68,9 @@ struct oracle {
  */
 extern int oracle_init (struct oracle *o, uint64_t chunk, unsigned n,
                         const uint64_t *sizes);
+/* The same for md layout ORACLE_ORIG or ORACLE_ALT (oracle_init: ALT). */
+extern int oracle_init_as (struct oracle *o, unsigned layout, uint64_t chunk,
+                           unsigned n, const uint64_t *sizes);
 extern void oracle_free (struct oracle *o);
 
 /* Where the logical byte at off lives.  Returns how many bytes from off
@@ -67,7 +79,9 @@ extern void oracle_free (struct oracle *o);
 extern uint64_t oracle_map (const struct oracle *o, uint64_t off,
                             unsigned *member, uint64_t *member_off);
 
-/* The logical offset of a member byte; false beyond the usable size. */
+/* The logical offset of a member byte; false beyond the usable size or
+ * beyond the volume's end (md's size rule).
+ */
 extern bool oracle_unmap (const struct oracle *o, unsigned member,
                           uint64_t member_off, uint64_t *off);
 

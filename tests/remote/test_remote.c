@@ -160,7 +160,7 @@ rvol_new (const char *name, const char *const *args1,
   }
   if (oracle_init (&v->o, CHUNK, NM, sizes) == -1)
     FAIL ("oracle_init");
-  v->model = xmalloc (v->o.size);
+  v->model = xmalloc (v->o.nr_chunks * v->o.chunk); /* all member chunks */
   for (unsigned i = 0; i < NM; i++) {
     size_t len;
     uint8_t *m = read_file (v->path[i], &len);

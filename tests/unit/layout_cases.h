@@ -146,7 +146,14 @@ struct tcase {
   unsigned n;
   uint64_t sizes[ORACLE_MAX_MEMBERS];
   const char *kind;
+  unsigned layout; /* ORACLE_ORIG / ORACLE_ALT (= LAYOUT_MD_*); 0: ALT */
 };
+
+static inline unsigned
+case_layout (const struct tcase *tc)
+{
+  return tc->layout ? tc->layout : ORACLE_ALT;
+}
 
 static const uint64_t test_chunks[] = {
   4096, 8192, 12288, 20480, 65536, 131072,
@@ -157,7 +164,8 @@ static inline const char *
 describe_case (const struct tcase *tc)
 {
   static char buf[2048];
-  int len = snprintf (buf, sizeof buf, "[%s chunk=%llu n=%u sizes=", tc->kind,
+  int len = snprintf (buf, sizeof buf, "[%s %s chunk=%llu n=%u sizes=",
+                      tc->kind, case_layout (tc) == ORACLE_ORIG ? "orig" : "alt",
                       (ull) tc->chunk, tc->n);
   for (unsigned i = 0; i < tc->n && len < (int) sizeof buf - 40; ++i)
     len += snprintf (buf + len, sizeof buf - len, "%s%llu", i ? "," : "",
@@ -211,7 +219,8 @@ make_cases (struct tcase **out, unsigned kinds_mask)
     { 2, 1, 12 },
   };
   const unsigned nfixed = sizeof fixed / sizeof fixed[0];
-  unsigned cap = NR_TEST_CHUNKS * (8 * 4 + nfixed), nr = 0;
+  /* Each mixed shape twice: md's alternate and original layouts. */
+  unsigned cap = 2 * NR_TEST_CHUNKS * (8 * 4 + nfixed), nr = 0;
   struct tcase *tcs = xcalloc (cap, sizeof *tcs);
 
   for (unsigned ci = 0; ci < NR_TEST_CHUNKS; ++ci) {
@@ -267,6 +276,10 @@ make_cases (struct tcase **out, unsigned kinds_mask)
         }
         }
         nr++;
+        if (kind == CASE_MIXED || kind == CASE_MIXED_DUPS) {
+          tcs[nr] = *tc;
+          tcs[nr++].layout = ORACLE_ORIG;
+        }
       }
     }
 
@@ -280,6 +293,8 @@ make_cases (struct tcase **out, unsigned kinds_mask)
         tc->kind = case_kind_name[CASE_FIXED];
         for (unsigned i = 0; i < tc->n; ++i)
           tc->sizes[i] = fixed[f][i + 1] * chunk + tail (&r, chunk);
+        tcs[nr] = *tc;
+        tcs[nr++].layout = ORACLE_ORIG;
       }
     }
   }
@@ -291,6 +306,16 @@ make_cases (struct tcase **out, unsigned kinds_mask)
 #define KINDS_EQUAL ((1u << CASE_EQUAL) | (1u << CASE_EQUAL_RAGGED))
 #define KINDS_MIXED                                                           \
   ((1u << CASE_MIXED) | (1u << CASE_MIXED_DUPS) | (1u << CASE_FIXED))
+
+/* What a member rounded to whole chunks adds to the volume by md's rule
+ * (raid0_size: its sectors masked with ~(chunk sectors - 1)); all of it
+ * for a power-of-two chunk.
+ */
+static inline uint64_t
+md_counted (uint64_t rounded, uint64_t chunk)
+{
+  return ((rounded / 512) & ~(chunk / 512 - 1)) * 512;
+}
 
 /* ---- requests ---- */
 

@@ -574,7 +574,7 @@ unknown_key_suggests_the_closest_and_lists_the_valid_ones (void **state)
   assert_error_contains (
     f, load (f, "name = \"n\";\n" MEMBERS "volume_size = \"1G\";\n"),
     ":3: volume_size: unknown key; the valid keys are: "
-    "name, chunk, members, metadata, data_offset, "
+    "name, chunk, members, metadata, data_offset, layout, uuid, "
     "cache, serve, health");
 }
 

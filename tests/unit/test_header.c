@@ -718,10 +718,9 @@ header_rejects_chunk_zero_or_not_a_multiple_of_4096 (void **state)
 }
 
 static void
-header_rejects_layout_other_than_md_alternate (void **state)
+header_rejects_layout_other_than_md_original_or_alternate (void **state)
 {
-  static const uint32_t ids[] = { 0, LAYOUT_MD_ORIG, LAYOUT_MD_ALT + 1,
-                                  UINT32_MAX };
+  static const uint32_t ids[] = { 0, LAYOUT_MD_ALT + 1, UINT32_MAX };
   struct header sb;
 
   (void) state;
@@ -729,6 +728,18 @@ header_rejects_layout_other_than_md_alternate (void **state)
     plain_header (&sb);
     sb.layout = ids[i];
     expect_encoded_field_error (&sb, "layout");
+  }
+  /* md's original layout (1) reads back as itself in version 2 */
+  {
+    uint8_t buf[HEADER_SIZE];
+    struct header back;
+    plain_header (&sb);
+    sb.layout = LAYOUT_MD_ORIG;
+    header_encode (&sb, buf);
+    assert_int_equal (buf[136], 1);
+    assert_int_equal (header_decode (buf, sizeof buf, &back, NULL),
+                      HEADER_OK);
+    assert_int_equal (back.layout, LAYOUT_MD_ORIG);
   }
 }
 
@@ -886,7 +897,7 @@ main (void)
     cmocka_unit_test (header_rejects_member_count_zero_or_above_64),
     cmocka_unit_test (header_rejects_member_index_not_below_member_count),
     cmocka_unit_test (header_rejects_chunk_zero_or_not_a_multiple_of_4096),
-    cmocka_unit_test (header_rejects_layout_other_than_md_alternate),
+    cmocka_unit_test (header_rejects_layout_other_than_md_original_or_alternate),
     cmocka_unit_test (header_version_1_still_reads_with_its_own_layout_number),
     cmocka_unit_test (header_rejects_events_zero),
     cmocka_unit_test (header_rejects_nonzero_flags),

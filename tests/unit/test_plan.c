@@ -53,15 +53,18 @@ world_init (struct world *w, const struct tcase *tc)
 
   memset (w, 0, sizeof *w);
   w->tc = tc;
-  err = layout_init (&w->l, tc->chunk, tc->n, tc->sizes, NULL);
+  err = layout_init_as (&w->l, case_layout (tc), LAYOUT_SIZE_MD, tc->chunk,
+                        tc->n, tc->sizes, NULL);
   CHECK (err == LAYOUT_OK, "%s: layout_init: %s", describe_case (tc),
          layout_strerror (err));
-  CHECK (oracle_init (&w->o, tc->chunk, tc->n, tc->sizes) == 0,
+  CHECK (oracle_init_as (&w->o, case_layout (tc), tc->chunk, tc->n,
+                         tc->sizes) == 0,
          "%s: the oracle refused it", describe_case (tc));
   CHECK (w->l.size == w->o.size, "%s: size %llu, expected %llu",
          describe_case (tc), (ull) w->l.size, (ull) w->o.size);
-  w->vol = xcalloc (w->o.size, 1);
-  for (uint64_t x = 0; x < w->o.size; ++x)
+  /* All the zones hold, which md's size rule may cut short of. */
+  w->vol = xcalloc (w->o.nr_chunks * w->o.chunk, 1);
+  for (uint64_t x = 0; x < w->o.nr_chunks * w->o.chunk; ++x)
     w->vol[x] = pattern_byte (x);
   for (unsigned m = 0; m < tc->n; ++m) {
     w->img[m] = xcalloc (w->o.usable[m], 1);
@@ -111,6 +114,14 @@ check_plan (const struct world *w, uint64_t offset, uint64_t count,
   const struct oracle *o = &w->o;
   struct oracle_member_use use[ORACLE_MAX_MEMBERS];
   uint64_t nr_pieces;
+
+  /* Requests built around stripe rows can reach past the volume where
+   * md's size rule ends it before the last row: cut them there.
+   */
+  if (plan_out == NULL && offset < o->size && count > o->size - offset)
+    count = o->size - offset;
+  assert_true (offset < o->size && count > 0);
+
   unsigned touched = oracle_uses (o, offset, count, use, &nr_pieces);
   uint8_t *buf = malloc (count); /* exactly count: ASan-checked */
   uint8_t *rbuf = calloc (count, 1);
@@ -288,6 +299,8 @@ plan_rw_gives_each_member_exactly_its_range_byte_for_byte (void **state)
       uint64_t width = (rs[a + 1] - rs[a]) * w.o.chunk;
       uint64_t prev_width = (rs[a] - rs[a - 1]) * w.o.chunk;
 
+      if (x >= w.o.size) /* md's size rule ended the volume before */
+        break;
       /* around every stripe (row) boundary, a stripe or so each side */
       check_plan (&w, x - 1, 2, NULL);
       check_plan (&w, x - prev_width + 512, prev_width + width - 1024, NULL);
@@ -304,6 +317,8 @@ plan_rw_gives_each_member_exactly_its_range_byte_for_byte (void **state)
       /* into the last (maybe partial) stripe, stopping a byte short */
       uint64_t x = w.o.row_start[w.o.nr_rows - 1] * w.o.chunk;
       x = x >= 4096 ? x - 4096 : 0;
+      if (x >= w.o.size)
+        x = w.o.size - 1;
       check_plan (&w, x, w.o.size - x - (w.o.size - x > 1), NULL);
     }
     for (unsigned i = 0; i < 40; ++i) {
