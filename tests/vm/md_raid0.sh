@@ -47,7 +47,8 @@
 #   serve, nbdcopy the pattern over the whole export; boot "assemble":
 #   mdadm --assemble each must work; --examine says raid0, the chunk, the
 #   layout, roles 0..N-1; md's size is the export's (and the model's);
-#   md reads back the pattern; the model finds it on the members.
+#   md reads back the pattern; the model finds it on the members; then
+#   nbdstripe serves the volume again, byte for byte.
 #   Boot "assemble" also re-assembles A-d (md's own array; its layout from
 #   the superblock alone), in both parts.
 #
@@ -129,14 +130,18 @@ dd if=/dev/zero of="$V_TMP/odirect" bs=4096 count=1 oflag=direct status=none 2>/
   CACHE=writethrough
 rm -f "$V_TMP/odirect"
 
-declare -A CHUNK_OF=() LAYOUT_OF=() OPTS_OF=() FILES_OF=() SERIALS_OF=()
+# Per case: mdadm's options (A), the member files (one per line) and
+# their disks' serial numbers.
+declare -A OPTS_OF=() FILES_OF=() SERIALS_OF=()
+# files_of NAME: the case's member files in the array FILES.
+files_of () { mapfile -t FILES <<<"${FILES_OF[$1]}"; }
 max=0
 for spec in "${A_CASES[@]}" "${B_CASES[@]}"; do
-  IFS='|' read -r name a b c d <<<"$spec"
-  if [[ $name == A-* ]]; then
-    OPTS_OF[$name]=$a; CHUNK_OF[$name]=$b; LAYOUT_OF[$name]=$c; sizes=$d
+  if [[ $spec == A-* ]]; then
+    IFS='|' read -r name opts _ _ sizes <<<"$spec"
+    OPTS_OF[$name]=$opts
   else
-    LAYOUT_OF[$name]=$a; CHUNK_OF[$name]=$b; sizes=$c
+    IFS='|' read -r name _ _ sizes <<<"$spec"
   fi
   i=0 total=0 files=() serials=()
   for s in $sizes; do
@@ -146,7 +151,7 @@ for spec in "${A_CASES[@]}" "${B_CASES[@]}"; do
     total=$(( total + $(sz "$s") ))
     i=$((i + 1))
   done
-  FILES_OF[$name]=${files[*]}
+  FILES_OF[$name]=$(printf '%s\n' "${files[@]}")
   SERIALS_OF[$name]=${serials[*]}
   (( total > max )) && max=$total
 done
@@ -176,13 +181,13 @@ v_log "cache=$CACHE; pattern $pattern_size bytes"
 disk_args ()
 {
   local name f s i
-  local -a files serials
+  local -a serials
   DISK_ARGS=(-drive "file=$PATTERN,format=raw,if=none,id=pat,readonly=on"
              -device "virtio-blk-pci,drive=pat,serial=pattern")
   for name in "$@"; do
-    files=(${FILES_OF[$name]}); serials=(${SERIALS_OF[$name]})
-    for i in "${!files[@]}"; do
-      f=${files[i]}; s=${serials[i]}
+    files_of "$name"; read -r -a serials <<<"${SERIALS_OF[$name]}"
+    for i in "${!FILES[@]}"; do
+      f=${FILES[i]}; s=${serials[i]}
       DISK_ARGS+=(-drive "file=$f,format=raw,if=none,id=d$s,cache=$CACHE"
                   -device "virtio-blk-pci,drive=d$s,serial=$s")
     done
@@ -235,10 +240,9 @@ VM_DEADLINE=$(( SECONDS + VM_TIMEOUT ))
 check_array ()
 {
   local phase=$1 name=$2 want_layout=$3 chunk=$4 want_size=${5:-}
-  local -a files
   local i n fm lay lay0 doff dsize role uuid members=() model_layout distinct=
   local sys_layout sys_chunk fails=$V_FAILS
-  files=(${FILES_OF[$name]}); n=${#files[@]}
+  files_of "$name"; n=${#FILES[@]}
   MD_SIZE=$(result "$phase" "$name" size)
   MD_SHA=$(result "$phase" "$name" sha256)
   sys_layout=$(result "$phase" "$name" layout)
@@ -275,7 +279,7 @@ check_array ()
     dsize=$(exam "$phase" "$name" "$i" 'Avail Dev Size'); dsize=${dsize%% *}
     [[ $doff =~ ^[0-9]+$ && $dsize =~ ^[0-9]+$ ]] ||
       { v_bad "$name: member $i: no data offset / size in --examine"; return 0; }
-    members+=("${files[i]}:$(( doff * 512 )):$(( dsize * 512 ))")
+    members+=("${FILES[i]}:$(( doff * 512 )):$(( dsize * 512 ))")
   done
   # The layout md was told: Feature Map 0x1000 makes the Layout line count.
   lay=-
@@ -327,9 +331,9 @@ boot create "$jobs" "${!OPTS_OF[@]}"
 t_done "boot create (6 arrays: create, write, read)"
 
 if [[ $VM_SABOTAGE == flip ]]; then
-  f=(${FILES_OF[A-c]})
-  v_log "SABOTAGE: flipping a byte of ${f[1]} at 3 MiB"
-  printf '\x5a' | dd of="${f[1]}" bs=1 seek=$(( 3 << 20 )) conv=notrunc status=none
+  files_of A-c
+  v_log "SABOTAGE: flipping a byte of ${FILES[1]} at 3 MiB"
+  printf '\x5a' | dd of="${FILES[1]}" bs=1 seek=$(( 3 << 20 )) conv=notrunc status=none
 fi
 
 t_mark
@@ -412,7 +416,7 @@ if [[ $VM_MD_PARTS == all ]]; then
   for spec in "${A_CASES[@]}"; do
     IFS='|' read -r name _ <<<"$spec"
     [[ -n ${A_OK[$name]:-} ]] || continue
-    files=(${FILES_OF[$name]})
+    files_of "$name"; files=("${FILES[@]}")
     conf=$V_TMP/$name.conf
     before=$(files_sha "${files[@]}")
     if ! v_run "import-$name" "$NBDSTRIPE" import --out "$conf" --name "md${name#A-}" "${files[@]}"; then
@@ -425,7 +429,10 @@ if [[ $VM_MD_PARTS == all ]]; then
     v_run "check-$name" "$NBDSTRIPE" check "$conf" ||
       v_bad "$name: nbdstripe check of the imported config failed"
     if v_run "inspect-$name" "$NBDSTRIPE" inspect "${files[0]}"; then
-      grep -q -i -F "${A_UUID[$name]}" "$V_TMP/inspect-$name.log" ||
+      # As mdadm prints it, or as 8-4-4-4-12.
+      u=${A_UUID[$name]//:/}
+      u="${u:0:8}-${u:8:4}-${u:12:4}-${u:16:4}-${u:20}"
+      grep -q -i -F -e "${A_UUID[$name]}" -e "$u" "$V_TMP/inspect-$name.log" ||
         v_bad "$name: nbdstripe inspect does not show the array UUID ${A_UUID[$name]}"
     else
       v_bad "$name: nbdstripe inspect ${files[0]} failed"
@@ -457,7 +464,7 @@ if [[ $VM_MD_PARTS == all ]]; then
   t_mark
   for spec in "${B_CASES[@]}"; do
     IFS='|' read -r name layout chunk _ <<<"$spec"
-    files=(${FILES_OF[$name]})
+    files_of "$name"; files=("${FILES[@]}")
     conf=$V_TMP/$name.conf
     {
       printf 'name = "md%s";\nchunk = "%s";\nmembers = [' "${name#B-}" "$chunk"
@@ -492,12 +499,22 @@ if [[ -n ${A_OK[A-d]:-} ]]; then
 fi
 
 if [[ ${#disks[@]} -gt 0 ]]; then
+  declare -A BEFORE=()
+  for name in "${disks[@]}"; do files_of "$name"; BEFORE[$name]=$(files_sha "${FILES[@]}"); done
   t_mark
   boot assemble "$jobs" "${disks[@]}"
   t_done "boot assemble (${#disks[@]} arrays: assemble, read)"
   t_mark
   for name in "${disks[@]}"; do
     md_show assemble "$name"
+    # For the record: md 6.1 rewrites no superblock of a raid0 for an
+    # assemble, reads and a stop (Events stay 0).
+    files_of "$name"
+    if [[ $(files_sha "${FILES[@]}") == "${BEFORE[$name]}" ]]; then
+      v_log "$name: md's assemble, reads and stop left the members as they were"
+    else
+      v_log "$name: md's assemble, reads and stop changed the members (superblocks rewritten?)"
+    fi
     if [[ -z $(result assemble "$name" size) ]]; then
       v_bad "$name: mdadm --assemble or md refused the array"
       continue
@@ -511,6 +528,19 @@ if [[ ${#disks[@]} -gt 0 ]]; then
     case $layout in original) l=1 ;; alternate) l=2 ;; *) l=- ;; esac
     check_array assemble "$name" "$l" "$(sz "$chunk")" "${B_SIZE[$name]}"
     $MD_CLEAN && v_ok "$name: md assembles nbdstripe's volume: $MD_SUMMARY"
+    # And back: nbdstripe serves the volume md has used.
+    if v_serve "$V_TMP/$name.conf" "$V_TMP/$name.pid"; then
+      got=$(export_of "$name") || v_bad "$name: reading the export failed"
+      v_stop "$V_SERVER_PID"
+      want="${B_SIZE[$name]} $(pattern_sha "${B_SIZE[$name]}")"
+      if [[ $got == "$want" ]]; then
+        v_ok "$name: after md, nbdstripe serves the volume again, byte for byte"
+      else
+        v_bad "$name: after md, nbdstripe serves '$got', expected '$want'"
+      fi
+    else
+      v_bad "$name: nbdstripe serve failed after md assembled the volume"
+    fi
   done
   t_done "checks and the model, B and A-d again"
 fi
