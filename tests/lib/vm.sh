@@ -237,3 +237,239 @@ v_free_port ()
   done
   return 1
 }
+
+# --- the throw-away VM (nbd_client_vm.sh, md_raid0.sh) -------------------------
+#
+#   v_vm_require                 qemu with TCG, a static busybox, $VM_CACHE
+#   v_vm_kernel                  Debian's linux-image-6.1.0-*-amd64:
+#                                $VM_VMLINUZ, $VM_KVER, $VM_MODS
+#   v_vm_deb PACKAGE             any Debian package, unpacked: $V_DEB_DIR
+#   v_initramfs_begin INIT       $VM_ROOT: busybox, INIT as /init,
+#                                vm_guest.sh (sourced by INIT)
+#   v_initramfs_bin FILE [NAME]  FILE as /sbin/NAME with its libraries
+#   v_initramfs_modules MOD...   kernel modules and what they depend on
+#   v_initramfs_pack [OUT]       modules.dep, cpio | gzip: $VM_INITRD
+#   v_vm_boot PHASE APPEND [QEMU_ARG...]   boot, check the PASS marker
+#
+# Downloads and unpacked packages are cached in $VM_CACHE (default
+# /var/cache/nbdstripe-vm) for the next run: apt-get download (no
+# install, no maintainer scripts), dpkg-deb -x.
+
+VM_CACHE=${VM_CACHE:-/var/cache/nbdstripe-vm}
+VM_ROOT=
+VM_INITRD=
+VM_DEADLINE=                    # a $SECONDS value every boot must end by
+declare -gA V_MOD_HAVE=()
+
+# v_vm_require: skip when no VM can run here (qemu missing, no TCG), fail
+# on a dynamic busybox; the cache directory, with what a run killed by
+# SIGKILL left behind there removed (a live run's is younger).
+v_vm_require ()
+{
+  command -v qemu-system-x86_64 >/dev/null ||
+    v_skip "qemu-system-x86_64 is not installed and could not be installed"
+  qemu-system-x86_64 -accel tcg -machine help >/dev/null 2>&1 ||
+    v_skip "qemu-system-x86_64 with TCG does not run here"
+  [[ -x /bin/busybox && $(ldd /bin/busybox 2>&1) == *'not a dynamic'* ]] ||
+    v_fail "/bin/busybox is not a static busybox (busybox-static)"
+  command -v dpkg-deb >/dev/null || v_fail "dpkg-deb is not installed"
+  mkdir -p "$VM_CACHE" 2>/dev/null ||
+    v_skip "cannot create the package cache $VM_CACHE (set VM_CACHE)"
+  find "$VM_CACHE" -maxdepth 1 \( -name 'download.*' -o -name 'unpack.*' \) -mmin +60 \
+    -exec rm -rf -- {} + 2>/dev/null
+}
+
+# v_vm_deb PACKAGE: the newest PACKAGE_*.deb in $VM_CACHE, downloaded with
+# `apt-get download` if there is none, unpacked (once) next to it.  Sets
+# V_DEB and V_DEB_DIR; returns 1 (the download log shown) if it cannot be
+# had.
+v_vm_deb ()
+{
+  local pkg=$1 deb dl tmp
+  deb=$(ls "$VM_CACHE/${pkg}"_*.deb 2>/dev/null | sort -V | tail -n 1)
+  if [[ -z $deb ]]; then
+    v_log "fetching $pkg into $VM_CACHE"
+    dl=$(mktemp -d "$VM_CACHE/download.XXXXXX") || return 1
+    V_RM+=("$dl")
+    chown _apt "$dl" 2>/dev/null || :      # apt's download sandbox
+    (cd "$dl" && { apt-get download -q "$pkg" ||
+                   { apt-get update -q && apt-get download -q "$pkg"; }; }) \
+      >"$V_TMP/download.$pkg.log" 2>&1
+    mv "$dl"/*.deb "$VM_CACHE"/ 2>/dev/null
+    rm -rf -- "$dl"
+    deb=$(ls "$VM_CACHE/${pkg}"_*.deb 2>/dev/null | sort -V | tail -n 1)
+    [[ -n $deb ]] || { cat "$V_TMP/download.$pkg.log" >&2; return 1; }
+  fi
+  V_DEB=$deb
+  V_DEB_DIR=${deb%.deb}.d
+  if [[ ! -d $V_DEB_DIR ]]; then
+    v_log "unpacking $(basename "$deb")"
+    tmp=$(mktemp -d "$VM_CACHE/unpack.XXXXXX") || return 1
+    V_RM+=("$tmp")
+    dpkg-deb -x "$deb" "$tmp" || { rm -rf -- "$tmp"; v_fail "dpkg-deb -x $deb"; }
+    # Atomic for a concurrent run: whoever renames first wins.
+    mv -T "$tmp" "$V_DEB_DIR" 2>/dev/null || rm -rf -- "$tmp"
+  fi
+}
+
+# v_vm_kernel: Debian 12's kernel (the cached one, else the one
+# linux-image-amd64 depends on).  Sets VM_VMLINUZ, VM_KVER and VM_MODS
+# (its /lib/modules/VERSION); skips when there is none to be had.
+v_vm_kernel ()
+{
+  local deb pkg
+  deb=$(ls "$VM_CACHE"/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -n 1)
+  if [[ -n $deb ]]; then
+    pkg=${deb##*/}; pkg=${pkg%%_*}
+  else
+    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+          grep -o 'linux-image-6\.1\.0-[0-9]*-amd64$' | head -n 1)
+    [[ -n $pkg ]] ||
+      pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' |
+            cut -d' ' -f1 | sort -V | tail -n 1)
+    [[ -n $pkg ]] || { apt-get update -q >/dev/null 2>&1
+      pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+            grep -o 'linux-image-6\.1\.0-[0-9]*-amd64$' | head -n 1); }
+    [[ -n $pkg ]] || v_skip "no linux-image-6.1.0-*-amd64 package known to apt"
+  fi
+  v_vm_deb "$pkg" || v_skip "cannot download $pkg (no package archive?)"
+  VM_VMLINUZ=$(ls "$V_DEB_DIR"/boot/vmlinuz-* 2>/dev/null | head -n 1)
+  VM_KVER=${VM_VMLINUZ##*/vmlinuz-}
+  VM_MODS=$V_DEB_DIR/lib/modules/$VM_KVER
+  [[ -f $VM_VMLINUZ && -d $VM_MODS ]] ||
+    v_fail "$V_DEB_DIR: no kernel or modules (remove it to unpack again)"
+  v_log "guest kernel $VM_KVER"
+}
+
+# v_initramfs_begin INIT: a new initramfs tree in $VM_ROOT ($V_TMP/root):
+# the static busybox with a link per applet, INIT as /init and
+# tests/lib/vm_guest.sh as /vm_guest.sh.
+v_initramfs_begin ()
+{
+  local a
+  VM_ROOT=$V_TMP/root
+  V_MOD_HAVE=()
+  rm -rf -- "$VM_ROOT"
+  mkdir -p "$VM_ROOT"/{bin,sbin,etc,dev,proc,sys,mnt,tmp,run} || v_fail "mkdir $VM_ROOT"
+  cp /bin/busybox "$VM_ROOT/bin/busybox" || v_fail "cp /bin/busybox"
+  for a in $(/bin/busybox --list); do
+    [[ -e $VM_ROOT/bin/$a ]] || ln -s busybox "$VM_ROOT/bin/$a"
+  done
+  cp "$1" "$VM_ROOT/init" && chmod 755 "$VM_ROOT/init" || v_fail "cp $1"
+  cp "$(dirname "${BASH_SOURCE[0]}")/vm_guest.sh" "$VM_ROOT/vm_guest.sh" ||
+    v_fail "cp vm_guest.sh"
+}
+
+# v_initramfs_bin FILE [NAME]: FILE as /sbin/NAME (default its own name;
+# /sbin comes before busybox's applets in the guest's PATH), with every
+# library ldd lists, the dynamic loader included, at the same paths.
+# FILE may come from an unpacked package: its libraries are the host's.
+v_initramfs_bin ()
+{
+  local file=$1 name=${2:-${1##*/}} deps lib
+  cp "$file" "$VM_ROOT/sbin/$name" || v_fail "cp $file"
+  deps=$(ldd "$file" 2>&1) || v_fail "ldd $file: $deps"
+  [[ $deps != *'not found'* ]] ||
+    v_fail "$file needs a library the host does not have: $(grep 'not found' <<<"$deps")"
+  for lib in $(grep -o '/[^ ]*' <<<"$deps"); do
+    cp --parents -L -n "$lib" "$VM_ROOT/" || v_fail "cp $lib"
+  done
+}
+
+# v_initramfs_modules MODULE...: the modules from $VM_MODS and, through
+# the depends= of their .modinfo, what they need (modules built into the
+# kernel are skipped).
+v_initramfs_modules ()
+{
+  local name f d rel
+  for name in "$@"; do
+    [[ -z ${V_MOD_HAVE[$name]:-} ]] || continue
+    f=$(find "$VM_MODS/kernel" -name "$name.ko" -o -name "$name.ko.xz" | head -n 1)
+    if [[ -z $f ]]; then
+      grep -q "/$name.ko" "$VM_MODS/modules.builtin" 2>/dev/null && continue
+      v_fail "module $name not found in $VM_MODS"
+    fi
+    V_MOD_HAVE[$name]=1
+    rel=${f#"$VM_MODS"/}
+    mkdir -p "$VM_ROOT/lib/modules/$VM_KVER/${rel%/*}" &&
+      cp "$f" "$VM_ROOT/lib/modules/$VM_KVER/$rel" || v_fail "cp $f"
+    # The .modinfo section: NUL-separated key=value strings.
+    for d in $(tr "\0" "\n" <"$f" | sed -n "s/^depends=//p" | tr , " "); do
+      v_initramfs_modules "$d"
+    done
+  done
+}
+
+# v_initramfs_pack [OUT]: modules.dep (busybox depmod, read by the guest's
+# busybox modprobe), then the tree as a gzipped cpio archive in OUT
+# (default $V_TMP/initrd.gz); sets VM_INITRD.
+v_initramfs_pack ()
+{
+  VM_INITRD=${1:-$V_TMP/initrd.gz}
+  if [[ ${#V_MOD_HAVE[@]} -gt 0 ]]; then
+    cp "$VM_MODS"/modules.order "$VM_MODS"/modules.builtin "$VM_ROOT/lib/modules/$VM_KVER/"
+    /bin/busybox depmod -b "$VM_ROOT" "$VM_KVER" || v_fail "busybox depmod"
+    [[ -s $VM_ROOT/lib/modules/$VM_KVER/modules.dep ]] ||
+      v_fail "busybox depmod wrote no modules.dep"
+  fi
+  (cd "$VM_ROOT" && find . | /bin/busybox cpio -o -H newc 2>/dev/null) |
+    gzip -1 >"$VM_INITRD" || v_fail "cpio"
+  v_log "initramfs: ${#V_MOD_HAVE[@]} modules, $(du -k "$VM_INITRD" | cut -f1) KiB"
+}
+
+# v_initramfs_extra OUT DIR: $VM_INITRD followed by DIR's files as a
+# second archive (the kernel unpacks both, the second over the first), in
+# OUT: per-boot files without rebuilding the whole initramfs.
+v_initramfs_extra ()
+{
+  local out=$1 dir=$2
+  { cat "$VM_INITRD"
+    (cd "$dir" && find . | /bin/busybox cpio -o -H newc 2>/dev/null) | gzip -1
+  } >"$out" || v_fail "cpio $dir"
+}
+
+# v_vm_boot PHASE APPEND [QEMU_ARG...]: boot $VM_VMLINUZ with $VM_INITRD
+# (or $VM_BOOT_INITRD when set), "vm.phase=PHASE APPEND" on the kernel
+# command line and QEMU_ARGs (devices) on qemu's: TCG, 2 CPUs, 512 MiB,
+# the serial console in $V_TMP/console.PHASE.log (its "vm: " lines are
+# shown), isa-debug-exit.  Fails the test, with the reason and the end of
+# the console log, on a missing PASS marker, a kernel panic, a guest
+# failure or the time limit ($VM_DEADLINE, a $SECONDS value; qemu runs
+# under timeout(1)).
+v_vm_boot ()
+{
+  local phase=$1 append=$2 log=$V_TMP/console.$1.log left pid rc=0 why= t0=$SECONDS
+  shift 2
+  left=$(( VM_DEADLINE - SECONDS ))
+  (( left > 0 )) || v_fail "no time left for boot $phase (VM_TIMEOUT=${VM_TIMEOUT:-?})"
+  v_log "boot $phase (time limit ${left} s)"
+  setsid timeout -k 5 "$left" qemu-system-x86_64 \
+      -accel tcg -cpu max -smp 2 -m 512M \
+      -nodefaults -nographic -serial stdio -no-reboot \
+      -kernel "$VM_VMLINUZ" -initrd "${VM_BOOT_INITRD:-$VM_INITRD}" \
+      -append "console=ttyS0 panic=-1 oops=panic loglevel=4 vm.phase=$phase $append" \
+      -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+      "$@" </dev/null >"$log" 2>&1 &
+  pid=$!
+  V_PGIDS+=("$pid")
+  wait "$pid" || rc=$?
+  V_PGIDS=()
+  tr -d '\r' <"$log" | grep -a '^vm: ' | sed 's/^/   | /'
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    why="timed out (VM_TIMEOUT=${VM_TIMEOUT:-?} s for every boot)"
+  elif grep -q -a 'Kernel panic' "$log"; then
+    why=$(grep -a -m1 'Kernel panic' "$log" | tr -d '\r' | sed 's/^\[[ 0-9.]*\] //')
+  elif grep -q -a '^vm: FAIL:' "$log"; then
+    why="the guest failed: $(grep -a -m1 '^vm: FAIL:' "$log" | tr -d '\r')"
+  elif ! grep -q -a "^vm: NBDSTRIPE-VM-PASS phase=$phase" "$log"; then
+    why="no PASS marker on the console (qemu exit status $rc)"
+  elif [[ $rc -ne 99 ]]; then
+    why="qemu exit status $rc, not 99 (isa-debug-exit)"
+  fi
+  if [[ -n $why ]]; then
+    echo "--- last 40 lines of the console log:" >&2
+    tail -n 40 "$log" | tr -d '\r' >&2
+    v_fail "boot $phase: $why"
+  fi
+  v_ok "boot $phase passed ($(( SECONDS - t0 )) s)"
+}

@@ -18,53 +18,11 @@
 #
 # Every line for the host starts with "vm: ".  The last one is
 # "NBDSTRIPE-VM-PASS phase=N", then the VM exits through isa-debug-exit
-# (qemu's status 99); a failure prints why and exits with status 3.
+# (qemu's status 99); a failure prints why and exits with status 3
+# (tests/lib/vm_guest.sh).
 
-# This busybox prefers its own applets to PATH (it has a mke2fs too): the
-# real tools are called as /sbin/NAME.
-export PATH=/sbin:/bin
-/bin/busybox mkdir -p /proc /sys /dev /mnt /tmp
-/bin/busybox mount -t proc proc /proc
-/bin/busybox mount -t sysfs sysfs /sys
-/bin/busybox mount -t devtmpfs devtmpfs /dev
-
-log () { echo "vm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
-
-# isa-debug-exit at 0xf4: qemu exits with status (VALUE << 1) | 1.
-vm_exit ()
-{
-  sync
-  printf "\\$(printf %o "$1")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
-  # Not reached when the device is there.
-  echo "vm: isa-debug-exit did not stop the VM"
-  poweroff -f
-}
-
-fail ()
-{
-  echo "vm: FAIL: $*"
-  echo "vm: --- last kernel messages:"
-  dmesg | tail -n 25 | sed 's/^/vm: | /'
-  vm_exit 1
-}
-
-# Show a command's output (to the console) when it fails.
-run ()
-{
-  if ! "$@" >/tmp/run.out 2>&1; then
-    sed 's/^/vm: | /' /tmp/run.out
-    return 1
-  fi
-  return 0
-}
-
-for arg in $(cat /proc/cmdline); do
-  case $arg in
-    vm.*=*) k=${arg%%=*}; k=${k#vm.}; eval "P_$k=\${arg#*=}" ;;
-  esac
-done
-: "${P_port:?}" "${P_phase:?}" "${P_size:?}" "${P_stride:?}" "${P_width:?}"
-P_sabotage=${P_sabotage:-none}
+. /vm_guest.sh     # tests/lib/vm_guest.sh: mounts, P_*, log, fail, run, vm_pass
+: "${P_port:?}" "${P_size:?}" "${P_stride:?}" "${P_width:?}"
 log "phase $P_phase, kernel $(uname -r), volume 10.0.2.2:$P_port"
 if [ "$P_sabotage" = panic ]; then
   echo "vm: SABOTAGE: init exits (a kernel panic)"
@@ -199,5 +157,4 @@ case $P_phase in
   ;;
 esac
 
-echo "vm: NBDSTRIPE-VM-PASS phase=$P_phase"
-vm_exit 49
+vm_pass

@@ -45,112 +45,28 @@ source "$here/../lib/vm.sh"
 [[ -z ${STRIPE_LD_PRELOAD:-} ]] ||
   v_skip "sanitizer build (STRIPE_LD_PRELOAD set): the TCG VM runs in the plain build only"
 v_init
-VM_CACHE=${VM_CACHE:-/var/cache/nbdstripe-vm}
 VM_TIMEOUT=${VM_TIMEOUT:-150}
 VM_SABOTAGE=${VM_SABOTAGE:-none}
 
 # --- packages ---------------------------------------------------------------
 v_apt_install qemu-system-x86 busybox-static nbd-client e2fsprogs qemu-utils ||
   v_log "could not install every package (see above)"
-command -v qemu-system-x86_64 >/dev/null ||
-  v_skip "qemu-system-x86_64 is not installed and could not be installed"
-qemu-system-x86_64 -accel tcg -machine help >/dev/null 2>&1 ||
-  v_skip "qemu-system-x86_64 with TCG does not run here"
-for t in nbdcopy nbdinfo e2fsck debugfs dumpe2fs dpkg-deb gzip ss ldd; do
+v_vm_require
+for t in nbdcopy nbdinfo e2fsck debugfs dumpe2fs gzip ss ldd; do
   command -v "$t" >/dev/null || v_fail "$t is not installed"
 done
-[[ -x /bin/busybox && $(ldd /bin/busybox 2>&1) == *'not a dynamic'* ]] ||
-  v_fail "/bin/busybox is not a static busybox (busybox-static)"
 NBD_CLIENT=$(command -v nbd-client) || v_fail "nbd-client is not installed"
 
-# --- guest kernel -------------------------------------------------------------
-mkdir -p "$VM_CACHE" 2>/dev/null || v_skip "cannot create the kernel cache $VM_CACHE (set VM_CACHE)"
-# What a run killed by SIGKILL left behind (a live run's are younger).
-find "$VM_CACHE" -maxdepth 1 \( -name 'download.*' -o -name 'unpack.*' \) -mmin +60 \
-  -exec rm -rf -- {} + 2>/dev/null
-deb=$(ls "$VM_CACHE"/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -n 1)
-if [[ -z $deb ]]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-        grep -o 'linux-image-6\.1\.0-[0-9]*-amd64$' | head -n 1)
-  [[ -n $pkg ]] ||
-    pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' |
-          cut -d' ' -f1 | sort -V | tail -n 1)
-  [[ -n $pkg ]] || { apt-get update -q >/dev/null 2>&1
-    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-          grep -o 'linux-image-6\.1\.0-[0-9]*-amd64$' | head -n 1); }
-  [[ -n $pkg ]] || v_skip "no linux-image-6.1.0-*-amd64 package known to apt"
-  v_log "fetching $pkg into $VM_CACHE"
-  dl=$(mktemp -d "$VM_CACHE/download.XXXXXX") && V_RM+=("$dl")
-  chown _apt "$dl" 2>/dev/null || :      # apt's download sandbox
-  (cd "$dl" && { apt-get download -q "$pkg" || { apt-get update -q && apt-get download -q "$pkg"; }; }) \
-    >"$V_TMP/download.log" 2>&1
-  mv "$dl"/*.deb "$VM_CACHE"/ 2>/dev/null
-  rm -rf -- "$dl"
-  deb=$(ls "$VM_CACHE"/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -n 1)
-  [[ -n $deb ]] || { cat "$V_TMP/download.log" >&2
-                     v_skip "cannot download $pkg (no package archive?)"; }
-fi
-kdir=${deb%.deb}.d
-if [[ ! -d $kdir ]]; then
-  v_log "unpacking $(basename "$deb")"
-  ktmp=$(mktemp -d "$VM_CACHE/unpack.XXXXXX") && V_RM+=("$ktmp")
-  dpkg-deb -x "$deb" "$ktmp" || { rm -rf -- "$ktmp"; v_fail "dpkg-deb -x $deb"; }
-  # Atomic for a concurrent run: whoever renames first wins.
-  mv -T "$ktmp" "$kdir" 2>/dev/null || rm -rf -- "$ktmp"
-fi
-vmlinuz=$(ls "$kdir"/boot/vmlinuz-* | head -n 1)
-kver=${vmlinuz##*/vmlinuz-}
-[[ -f $vmlinuz && -d $kdir/lib/modules/$kver ]] ||
-  v_fail "$kdir: no kernel or modules (remove it to unpack again)"
-v_log "guest kernel $kver"
-
-# --- initramfs ----------------------------------------------------------------
-root=$V_TMP/root
-mkdir -p "$root"/{bin,sbin,etc,dev,proc,sys,mnt,tmp} || v_fail "mkdir $root"
-cp /bin/busybox "$root/bin/busybox"
-for a in $(/bin/busybox --list); do
-  [[ -e $root/bin/$a ]] || ln -s busybox "$root/bin/$a"
-done
-cp "$here/guest-init.sh" "$root/init" && chmod 755 "$root/init"
-cp /etc/mke2fs.conf "$root/etc/" || v_fail "no /etc/mke2fs.conf"
-# Real nbd-client and e2fsprogs (in /sbin, before busybox's in PATH),
-# with every library ldd lists, at the same paths.
+# --- guest kernel and initramfs -----------------------------------------------
+v_vm_kernel
+v_initramfs_begin "$here/guest-init.sh"
+cp /etc/mke2fs.conf "$VM_ROOT/etc/" || v_fail "no /etc/mke2fs.conf"
+# Real nbd-client and e2fsprogs, with every library ldd lists.
 for b in "$NBD_CLIENT" "$(command -v mke2fs)" "$(command -v e2fsck)"; do
-  cp "$b" "$root/sbin/" || v_fail "cp $b"
-  for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
-    cp --parents -L -n "$lib" "$root/" || v_fail "cp $lib"
-  done
+  v_initramfs_bin "$b"
 done
-# Modules and what they depend on (from the .ko files themselves).
-mods=$kdir/lib/modules/$kver
-declare -A have=()
-add_module ()
-{
-  local name=$1 f d rel
-  [[ -z ${have[$name]:-} ]] || return 0
-  f=$(find "$mods/kernel" -name "$name.ko" -o -name "$name.ko.xz" | head -n 1)
-  if [[ -z $f ]]; then
-    grep -q "/$name.ko" "$mods/modules.builtin" 2>/dev/null && return 0
-    v_fail "module $name not found in $mods"
-  fi
-  have[$name]=1
-  rel=${f#"$mods"/}
-  mkdir -p "$root/lib/modules/$kver/${rel%/*}" &&
-    cp "$f" "$root/lib/modules/$kver/$rel" || v_fail "cp $f"
-  # The .modinfo section: NUL-separated key=value strings.
-  for d in $(tr "\0" "\n" <"$f" | sed -n "s/^depends=//p" | tr , " "); do
-    add_module "$d"
-  done
-}
-for m in virtio_pci virtio_net virtio_blk nbd crc32c_generic crc16 mbcache jbd2 ext4; do
-  add_module "$m"
-done
-cp "$mods"/modules.order "$mods"/modules.builtin "$root/lib/modules/$kver/"
-/bin/busybox depmod -b "$root" "$kver" || v_fail "busybox depmod"
-[[ -s $root/lib/modules/$kver/modules.dep ]] || v_fail "busybox depmod wrote no modules.dep"
-(cd "$root" && find . | /bin/busybox cpio -o -H newc 2>/dev/null) | gzip -1 >"$V_TMP/initrd.gz" ||
-  v_fail "cpio"
-v_log "initramfs: ${#have[@]} modules, $(du -k "$V_TMP/initrd.gz" | cut -f1) KiB"
+v_initramfs_modules virtio_pci virtio_net virtio_blk nbd crc32c_generic crc16 mbcache jbd2 ext4
+v_initramfs_pack
 
 # --- the volume ---------------------------------------------------------------
 # Mixed sizes, not all multiples of the chunk: zone 0 over all four,
@@ -183,49 +99,18 @@ read -r gchunk gcount stride width < <(v_geometry "$V_TMP/member0") ||
 v_log "volume: $size bytes on $uri; ext4 stride=$stride stripe_width=$width"
 
 # --- the VM ---------------------------------------------------------------------
-deadline=$(( SECONDS + VM_TIMEOUT ))
+VM_DEADLINE=$(( SECONDS + VM_TIMEOUT ))
 
-# vm_boot PHASE [vm.KEY=VALUE...]: boot the guest, fail with the reason
-# and the console's tail unless it printed its PASS marker and exited
-# through isa-debug-exit.
+# vm_boot PHASE [vm.KEY=VALUE...]: boot the guest on the network (the
+# volume at 10.0.2.2:$port); the server must have survived it.
 vm_boot ()
 {
-  local phase=$1 log=$V_TMP/console.$1.log left pid rc=0 why=
+  local phase=$1
   shift
-  left=$(( deadline - SECONDS ))
-  (( left > 0 )) || v_fail "no time left for boot $phase (VM_TIMEOUT=$VM_TIMEOUT)"
-  v_log "boot $phase (time limit ${left} s)"
-  setsid timeout -k 5 "$left" qemu-system-x86_64 \
-      -accel tcg -cpu max -smp 2 -m 512M \
-      -nodefaults -nographic -serial stdio -no-reboot \
-      -kernel "$vmlinuz" -initrd "$V_TMP/initrd.gz" \
-      -append "console=ttyS0 panic=-1 oops=panic loglevel=4 vm.port=$port vm.phase=$phase vm.size=$size vm.stride=$stride vm.width=$width $*" \
-      -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= \
-      -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
-      </dev/null >"$log" 2>&1 &
-  pid=$!
-  V_PGIDS+=("$pid")
-  wait "$pid" || rc=$?
-  V_PGIDS=()
-  tr -d '\r' <"$log" | grep '^vm: ' | sed 's/^/   | /'
-  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
-    why="timed out (VM_TIMEOUT=$VM_TIMEOUT s for both boots)"
-  elif grep -q -a 'Kernel panic' "$log"; then
-    why=$(grep -a -m1 'Kernel panic' "$log" | tr -d '\r' | sed 's/^\[[ 0-9.]*\] //')
-  elif grep -q -a '^vm: FAIL:' "$log"; then
-    why="the guest failed: $(grep -a -m1 '^vm: FAIL:' "$log" | tr -d '\r')"
-  elif ! grep -q -a "^vm: NBDSTRIPE-VM-PASS phase=$phase" "$log"; then
-    why="no PASS marker on the console (qemu exit status $rc)"
-  elif [[ $rc -ne 99 ]]; then
-    why="qemu exit status $rc, not 99 (isa-debug-exit)"
-  fi
-  if [[ -n $why ]]; then
-    echo "--- last 40 lines of the console log:" >&2
-    tail -n 40 "$log" | tr -d '\r' >&2
-    v_fail "boot $phase: $why"
-  fi
+  v_vm_boot "$phase" \
+    "vm.port=$port vm.size=$size vm.stride=$stride vm.width=$width $*" \
+    -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=
   kill -0 "$V_SERVER_PID" 2>/dev/null || v_fail "the server died during boot $phase"
-  v_ok "boot $phase passed"
 }
 
 blocks0=$(v_blocks "${members[@]}")
