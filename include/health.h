@@ -188,6 +188,8 @@ health_defaults (void)
  * NULL): member i has just failed, before it is probed: the volume
  * records that it dropped out (the generation).
  */
+struct json_object;
+
 struct health_ops {
   void *opaque;
   int (*check) (void *opaque, unsigned i, char *why, size_t len);
@@ -195,6 +197,11 @@ struct health_ops {
   void (*adopt) (void *opaque, unsigned i, void *fresh);
   void (*discard) (void *opaque, unsigned i, void *fresh);
   void (*dropped) (void *opaque, unsigned i);
+  /* More for the status (may be NULL): called with health's lock held
+   * while the status is built; adds to its top-level object (a running
+   * replace, replace.h).
+   */
+  void (*status_extra) (void *opaque, struct json_object *root);
 };
 
 struct health;
@@ -204,6 +211,10 @@ extern struct health *health_new (const struct health_params *p,
                                   unsigned nr_members,
                                   const char *const *paths,
                                   const struct health_ops *ops);
+/* The status as the status file has it now (running), malloc'd JSON text
+ * (NULL: out of memory).
+ */
+extern char *health_status_text (struct health *h);
 /* Start the health, prober and hook threads (after nbdkit forks). */
 extern int health_start (struct health *h);
 /* Stop the threads, write the last status (running: false), free.
@@ -216,6 +227,11 @@ extern bool health_free (struct health *h);
 /* The I/O path. */
 extern enum member_state health_member_state (const struct health *h,
                                               unsigned i);
+/* Member i is another device from now on (nbdstripe replace): its path,
+ * and state ok.
+ */
+extern void health_member_replaced (struct health *h, unsigned i,
+                                    const char *path);
 /* Bit i set: member i is failed now (0 when h is NULL). */
 extern uint64_t health_failed_mask (const struct health *h);
 /* Record one member operation: bytes transferred, latency, err = 0 or

@@ -417,6 +417,14 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
     a->data_sizes[i] = sizes[i];
     memcpy (a->md.device_uuid[i], p[i].sb.device_uuid, 16);
   }
+  a->md.sb = malloc (n * sizeof *a->md.sb);
+  if (a->md.sb == NULL) {
+    stripe_error ("malloc: %m");
+    free (p);
+    return -1;
+  }
+  for (unsigned i = 0; i < n; ++i)
+    a->md.sb[i] = p[i].sb;
   memcpy (a->md.uuid, r->set_uuid, 16);
   snprintf (a->md.name, sizeof a->md.name, "%s", r->set_name);
   a->md.minor = r->minor;

@@ -301,6 +301,33 @@ health_rejected (struct health *h, unsigned i)
 }
 
 void
+health_member_replaced (struct health *h, unsigned i, const char *path)
+{
+  char reason[REASON_MAX];
+  char *copy;
+
+  if (h == NULL || i >= h->n)
+    return;
+  copy = strdup (path);
+  pthread_mutex_lock (&h->lock);
+  snprintf (reason, sizeof reason, "replaced: %.100s took the place of %.100s",
+            path, h->m[i].path);
+  if (copy) {
+    free (h->m[i].path);
+    h->m[i].path = copy;
+  }
+  atomic_store (&h->m[i].consecutive, 0);
+  atomic_store (&h->m[i].last_error_mono, 0);
+  atomic_store (&h->m[i].last_full_mono, 0);
+  h->m[i].has_last_error = false;
+  h->m[i].cause[0] = '\0';
+  health_set_state (h, i, MS_OK, reason);
+  h->dirty = true;
+  pthread_cond_signal (&h->cond);
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
 health_member_gone (struct health *h, unsigned i, const char *reason)
 {
   if (h == NULL || i >= h->n)

@@ -122,6 +122,8 @@ build_json (struct health *h, bool running, size_t *len)
     json_object_array_add (members, jm);
   }
   json_put (root, "members", members);
+  if (h->ops.status_extra)
+    h->ops.status_extra (h->ops.opaque, root);
 
   text = json_text_of (root);
   json_object_put (root);
@@ -356,6 +358,18 @@ err:
   unlink (tmp);
   errno = e;
   return -1;
+}
+
+char *
+health_status_text (struct health *h)
+{
+  char *text;
+  size_t len;
+
+  pthread_mutex_lock (&h->lock);
+  text = build_json (h, true, &len);
+  pthread_mutex_unlock (&h->lock);
+  return text;
 }
 
 /* Called with the lock held; drops it while writing. */
