@@ -15,12 +15,15 @@
 #            the end, planted on B's members, are zeroed (create --force).
 #   data     A and B served, a random pattern written with nbdcopy: every
 #            member byte is where md's layout puts it (the model), the
-#            volume size is md's; the other layout would not match.
+#            volume size is md's; the other layout would not match.  An md
+#            superblock image stored on B where a member would keep a 1.0
+#            superblock (valid but for super_offset, or corrupt) is data:
+#            md and mdadm do not take it for a superblock, nor may check.
 #   import   from shuffled members: a config in role order with the
 #            array's uuid and layout, nothing written to any member; it
 #            checks and serves the same bytes; --out refuses an existing
 #            file unless --force; members of two arrays refused naming both;
-#            layout not recorded: refused, right with --layout.
+#            layout not recorded: refused asking for --layout, right with it.
 #   refused  one fault at a time, by `check`, `serve` and `nbdkit PLUGIN
 #            config=` (exit status 1, the member and the fault named,
 #            every file byte-identical before and after): wrong order (the
@@ -297,6 +300,33 @@ mapfile -t specB < <(spec "${b[@]}")
 d_run model.B model check --chunk "$C" --layout 1 --pattern srcB --size "$sizeB" "${specB[@]}"
 [[ $D_RC -eq 0 ]] && d_ok "B: every member byte where md puts it" || d_bad "B: the members do not hold the pattern where md puts it"
 
+d_log "data: an md superblock stored on B where member 1 would keep a 1.0 one is data, not metadata"
+# md reads a member's superblock where its version says (mdadm, not told
+# the version, takes the valid ones: super_offset must be where it was
+# read, the checksum right).  B's members are 1.2 members whose data
+# area covers the 1.0 location; what the array stores there -- here
+# another array's superblock, as a disk image on the array would hold
+# it, then the same with a byte flipped -- changes nothing.
+at10=$(( ((3 * M / 512 - 16) & ~7) * 512 ))
+x=$(mdimg where "$C" 1 "1:$at10" "${specB[@]}") || d_fail "mdimg where"
+cp "${b[1]}" "$T/b1.saved"
+for variant in copy corrupt; do
+  cp srcB srcB2
+  dd if="${o[0]}" of=srcB2 bs=4096 skip=1 seek=$((x / 4096)) count=1 conv=notrunc status=none
+  [[ $variant == copy ]] || printf '\xff' | dd of=srcB2 bs=1 seek=$((x + 100)) conv=notrunc status=none
+  d_serve serve.B.$variant b.conf "$pidfile" || d_fail "serve of B failed"
+  nbdcopy srcB2 "$uri" || d_fail "nbdcopy srcB2 -> B"
+  d_stop "$D_SERVER_PID"
+  [[ $(sb --minor 0 "${b[1]}" get magic) -eq $((0xa92b4efc)) ]] ||
+    d_fail "B: the superblock image did not land at member 1's 1.0 location"
+  d_run check.B.$variant d_ns check b.conf
+  [[ $D_RC -eq 0 ]] && d_ok "B: an md superblock image ($variant) in the data area at the 1.0 location is data" ||
+    d_bad "B: check refuses the array because its data area holds an md superblock image ($variant) at member 1's 1.0 location, which md and mdadm do not read as one (super_offset 8, read at $at10): plugin/assemble_md.c md_read_member"
+  # (Put back directly: while refused, B cannot be served to undo it.)
+  cp "$T/b1.saved" "${b[1]}"
+done
+rm -f "$T/b1.saved"
+
 # ---------------------------------------------------------------------------
 d_log "import A from its members in shuffled order"
 all=("${m[@]}" "${o[@]}" "${h[@]}" "${b[@]}")
@@ -479,6 +509,8 @@ d_log "import of A with feature 0x1000 cleared: refused without --layout, right 
 d_run import.ambiguous d_ns import --out amb.conf "${m[@]}"
 d_expect_fail import.ambiguous
 d_expect_err import.ambiguous "has members of different sizes and its superblocks do not say which of md's two layouts"
+# What the user of import must do: --layout (there is no config yet).
+d_expect_err import.ambiguous "--layout" || d_log "(daemon/import.c: the refusal asks for layout = in a config instead of --layout)"
 [[ ! -e amb.conf ]] || d_bad "import.ambiguous: amb.conf written"
 d_run import.layout d_ns import --layout original --out amb.conf "${m[3]}" "${m[2]}" "${m[1]}" "${m[0]}"
 [[ $D_RC -eq 0 ]] || d_bad "import --layout original failed"
