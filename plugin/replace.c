@@ -509,10 +509,23 @@ finish (struct replace *r)
   pthread_mutex_unlock (&v->swap_lock);
   health_member_replaced (v->health, r->index, old->path);
 
+  /* Clients go on, on NEW; the replace is not done (not "done" in the
+   * status, a second one refused) until old is marked.
+   */
+  pthread_mutex_lock (&r->lock);
+  r->holding = false;
+  pthread_cond_broadcast (&r->cond);
+  pthread_mutex_unlock (&r->lock);
+
+  /* Old is no longer a member: a new generation everywhere, and old
+   * marked (it stays at the old one).
+   */
+  volume_bump_generation (v, -1, "a member was replaced");
+  mark_old (r, old_uuid, old_events);
+
   pthread_mutex_lock (&r->lock);
   r->state = R_DONE;
   r->t_end = now_ns ();
-  r->holding = false;
   pthread_cond_broadcast (&r->cond);
   pthread_mutex_unlock (&r->lock);
   atomic_store_explicit (&v->rep, NULL, memory_order_release);
@@ -520,12 +533,6 @@ finish (struct replace *r)
                 "copied in %.1f s)",
                 r->index, r->old_path, r->new_path, r->end - r->start,
                 (r->t_end - r->t_start) / 1e9);
-
-  /* Old is no longer a member: a new generation everywhere, and old
-   * marked (it stays at the old one).
-   */
-  volume_bump_generation (v, -1, "a member was replaced");
-  mark_old (r, old_uuid, old_events);
   return;
 
 release:
