@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+# A client of a served volume's control socket (include/control.h), for
+# the tests of nbdstripe replace (tests/replace).  Plain python3, no
+# libnbd: one request a connection, one JSON line each way.
+#
+#   replace_ctl.py SOCKET send JSON
+#       send one request; print the answer; exit 0 if it says "ok": true,
+#       1 if it is a refusal.
+#   replace_ctl.py SOCKET status
+#       print the replace object of the status ({} when there is none).
+#   replace_ctl.py SOCKET wait [--state S[,S...]] [--copied N]
+#                              [--deadline SECONDS]
+#       poll the status (every 10 ms) until the replace is in one of the
+#       states and/or has copied at least N bytes; print the replace
+#       object; exit 0, or 3 (with the last object) at the deadline, 4 if
+#       the replace ended in a state not asked for (with --state), 5 if
+#       the server went away.
+#   replace_ctl.py SOCKET until EXPR [DEADLINE_SECONDS]
+#       poll the status until the Python expression EXPR holds, with s
+#       the status object (the status file's, live); print it; exit 0, or
+#       3 at the deadline.
+#
+# Exit status 2: usage, or no answer.
+
+import json
+import socket
+import sys
+import time
+
+
+def ask(path, req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect(path)
+        s.sendall((json.dumps(req) + "\n").encode())
+        buf = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            buf += b
+    finally:
+        s.close()
+    return json.loads(buf.decode())
+
+
+def replace_of(ans):
+    st = ans.get("status")
+    if isinstance(st, dict) and "replace" in st:
+        return st["replace"]
+    return ans.get("replace", {})
+
+
+ENDS = {"done", "failed", "cancelled"}
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__ if __doc__ else "usage", file=sys.stderr)
+        return 2
+    path, cmd = argv[0], argv[1]
+    if cmd == "send" and len(argv) == 3:
+        ans = ask(path, json.loads(argv[2]))
+        print(json.dumps(ans))
+        return 0 if ans.get("ok") is True else 1
+    if cmd == "status" and len(argv) == 2:
+        print(json.dumps(replace_of(ask(path, {"op": "status"}))))
+        return 0
+    if cmd == "wait":
+        states, copied, deadline = None, None, 30.0
+        rest = argv[2:]
+        while rest:
+            if rest[0] == "--state" and len(rest) > 1:
+                states = set(rest[1].split(","))
+            elif rest[0] == "--copied" and len(rest) > 1:
+                copied = int(rest[1])
+            elif rest[0] == "--deadline" and len(rest) > 1:
+                deadline = float(rest[1])
+            else:
+                print("replace_ctl: wait: bad argument " + rest[0],
+                      file=sys.stderr)
+                return 2
+            rest = rest[2:]
+        end = time.monotonic() + deadline
+        r = {}
+        while True:
+            try:
+                r = replace_of(ask(path, {"op": "status"}))
+            except (OSError, ValueError) as e:
+                print(json.dumps(r))
+                print("replace_ctl: the server went away: %s" % e,
+                      file=sys.stderr)
+                return 5
+            st = r.get("state")
+            ok = True
+            if states is not None and st not in states:
+                ok = False
+            if copied is not None and r.get("bytes_copied", 0) < copied:
+                ok = False
+            if ok:
+                print(json.dumps(r))
+                return 0
+            if states is not None and st in ENDS:
+                print(json.dumps(r))
+                print("replace_ctl: the replace ended %s, not %s"
+                      % (st, ",".join(sorted(states))), file=sys.stderr)
+                return 4
+            if copied is not None and st in ENDS and states is None:
+                print(json.dumps(r))
+                print("replace_ctl: the replace ended %s before %d bytes "
+                      "were copied" % (st, copied), file=sys.stderr)
+                return 4
+            if time.monotonic() > end:
+                print(json.dumps(r))
+                print("replace_ctl: deadline (%.0f s) passed" % deadline,
+                      file=sys.stderr)
+                return 3
+            time.sleep(0.01)
+    if cmd == "until" and len(argv) in (3, 4):
+        deadline = float(argv[3]) if len(argv) == 4 else 30.0
+        end = time.monotonic() + deadline
+        while True:
+            s = ask(path, {"op": "status"}).get("status", {})
+            if eval(argv[2], {}, {"s": s}):
+                print(json.dumps(s))
+                return 0
+            if time.monotonic() > end:
+                print(json.dumps(s))
+                print("replace_ctl: deadline (%.0f s) passed" % deadline,
+                      file=sys.stderr)
+                return 3
+            time.sleep(0.01)
+    print("replace_ctl: usage: SOCKET send JSON | status | wait ...",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
