@@ -197,3 +197,13 @@ rp_member_cmp ()
     return 1
   fi
 }
+
+# rp_nbdsh ARGS...: nbdsh (python3-libnbd's shell) with /usr/bin/python3.
+rp_nbdsh () { "$RP_PY" -m nbd "$@"; }
+
+# rp_read_at URI OFFSET LENGTH OUT: LENGTH bytes of the export at OFFSET
+# into file OUT; non-zero (the error on stderr) if the read fails.
+rp_read_at ()
+{
+  rp_nbdsh -u "$1" -c "open('$4', 'wb').write(h.pread($3, $2))"
+}
