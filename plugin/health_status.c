@@ -78,29 +78,29 @@ build_json (struct health *h, bool running, size_t *len)
       struct json_object *jo = json_object_new_object ();
       struct json_object *win = json_object_new_object ();
       struct json_object *tot = json_object_new_object ();
-      uint64_t hb[NBUCKETS], samples;
+      uint64_t hb[NBUCKETS], samples, sum;
 
       json_put (jo, "requests", json_u64 (atomic_load (&m->requests[op])));
       json_put (jo, "bytes", json_u64 (atomic_load (&m->bytes[op])));
       json_put (jo, "errors", json_u64 (atomic_load (&m->errors[op])));
-      health_op_hist (hb, m->win, op);
+      health_op_hist (hb, &sum, m->win, op);
       json_put (win, "p50",
-                json_number (health_quantile_ns (hb, 0.50, &samples) / 1000,
+                json_number (health_quantile_ns (hb, 0.50, sum, &samples)
+                               / 1000,
                              "%.1f"));
       json_put (win, "p99",
-                json_number (health_quantile_ns (hb, 0.99, NULL) / 1000,
+                json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000,
                              "%.1f"));
       json_put (win, "samples", json_u64 (samples));
       json_put (jo, "latency_us", win);
-      health_op_hist_live (hb, m, op);
+      health_op_hist_live (hb, &sum, m, op);
       json_put (tot, "p50",
-                json_number (health_quantile_ns (hb, 0.50, NULL) / 1000,
+                json_number (health_quantile_ns (hb, 0.50, sum, NULL) / 1000,
                              "%.1f"));
       json_put (tot, "p99",
-                json_number (health_quantile_ns (hb, 0.99, NULL) / 1000,
+                json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000,
                              "%.1f"));
-      json_put (tot, "sum",
-                json_number (atomic_load (&m->lat_ns[op]) / 1000.0, "%.1f"));
+      json_put (tot, "sum", json_number (sum / 1000.0, "%.1f"));
       json_put (jo, "total_latency_us", tot);
       json_put (ops, op_name (op), jo);
     }
@@ -236,12 +236,12 @@ build_prom (struct health *h, size_t *len)
              op_name (op), op_name (op), h->p.set.window, op_name (op));
     for (unsigned i = 0; i < h->n; ++i) {
       struct member_health *m = &h->m[i];
-      uint64_t hb[NBUCKETS], count = 0;
+      uint64_t hb[NBUCKETS], sum, count = 0;
       static const double qs[] = { 0.5, 0.99 };
 
-      health_op_hist (hb, m->win, op);
+      health_op_hist (hb, &sum, m->win, op);
       for (unsigned q = 0; q < 2; ++q) {
-        double v = health_quantile_ns (hb, qs[q], NULL) / 1e9;
+        double v = health_quantile_ns (hb, qs[q], sum, NULL) / 1e9;
         fprintf (fp, "nbdstripe_member_%s_latency_seconds", op_name (op));
         MEM (i);
         fprintf (fp, ",quantile=\"%g\"} ", qs[q]);
@@ -250,12 +250,12 @@ build_prom (struct health *h, size_t *len)
         else
           fprintf (fp, "%.9f\n", v);
       }
-      health_op_hist_live (hb, m, op);
+      health_op_hist_live (hb, &sum, m, op);
       for (unsigned b = 0; b < NBUCKETS; ++b)
         count += hb[b];
       fprintf (fp, "nbdstripe_member_%s_latency_seconds_sum", op_name (op));
       MEM (i);
-      fprintf (fp, "} %.9f\n", atomic_load (&m->lat_ns[op]) / 1e9);
+      fprintf (fp, "} %.9f\n", sum / 1e9);
       fprintf (fp, "nbdstripe_member_%s_latency_seconds_count", op_name (op));
       MEM (i);
       fprintf (fp, "} %" PRIu64 "\n", count);
