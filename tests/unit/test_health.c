@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -186,6 +187,134 @@ quantiles_exact_for_alike_samples_within_a_bucket_otherwise (
       }
     health_free (h);
   }
+}
+
+/* The whole file as a string (the caller frees it). */
+static char *
+slurp (const char *path)
+{
+  FILE *fp = fopen (path, "r");
+  char *buf;
+  long n;
+
+  assert_non_null (fp);
+  assert_int_equal (fseek (fp, 0, SEEK_END), 0);
+  n = ftell (fp);
+  rewind (fp);
+  buf = calloc (1, n + 1);
+  assert_non_null (buf);
+  assert_int_equal (fread (buf, 1, n, fp), (size_t) n);
+  fclose (fp);
+  return buf;
+}
+
+static void
+assert_line (const char *text, const char *line)
+{
+  char want[512];
+  const char *p;
+
+  snprintf (want, sizeof want, "\n%s\n", line);
+  p = strstr (text, want);
+  if (p == NULL) {
+    fprintf (stderr, "no line: %s\n-- file:\n%s", line, text);
+    fail ();
+  }
+}
+
+/* Counts at the le bounds are exact (a latency of exactly 2^17 ns is
+ * counted at le = 2^17 ns, one of 2^17 + 1 ns at the next), cumulative,
+ * +Inf = _count; flushes are counted with no bytes counter; the last
+ * write, once stopped, says up 0 and claims no state.
+ */
+static void
+prometheus_file_histograms_exact_at_le_and_down_once_stopped (
+  void **state __attribute__ ((unused)))
+{
+  char dir[] = "/tmp/nbdstripe-health-test-XXXXXX", prom[64], status[64];
+  struct health_params p = {
+    .name = "t",
+    .size = 1 << 30,
+    .chunk = 65536,
+    .prometheus_file = prom,
+    .status_file = status,
+    .set = health_defaults (),
+  };
+  struct health *h;
+  char *text, *js;
+
+  assert_non_null (mkdtemp (dir));
+  snprintf (prom, sizeof prom, "%s/m.prom", dir);
+  snprintf (status, sizeof status, "%s/s.json", dir);
+  h = health_new (&p, 2, paths, NULL);
+  assert_non_null (h);
+  for (int k = 0; k < 3; ++k)
+    health_record (h, 0, OP_READ, 4096, 131072, 0, 0);
+  for (int k = 0; k < 2; ++k)
+    health_record (h, 0, OP_READ, 4096, 131073, 0, 0);
+  health_record (h, 0, OP_READ, 4096, 100 * SEC, 0, 0);
+  health_record (h, 0, OP_READ, 4096, 1 * MS, EIO, 0); /* not timed */
+  for (int k = 0; k < 4; ++k)
+    health_record (h, 1, OP_FLUSH, 0, 5 * US, 0, 0);
+  assert_int_equal (health_start (h), 0);
+  assert_true (health_free (h)); /* the last write */
+
+  text = slurp (prom);
+  assert_true (text[0] == '#');
+  assert_line (text, "nbdstripe_up{volume=\"t\"} 0");
+#define RB "nbdstripe_member_read_latency_seconds_bucket{volume=\"t\",member=\"0\","
+  assert_line (text, RB "le=\"1.024e-06\"} 0");
+  assert_line (text, RB "le=\"6.5536e-05\"} 0");
+  assert_line (text, RB "le=\"0.000131072\"} 3");
+  assert_line (text, RB "le=\"0.000262144\"} 5");
+  assert_line (text, RB "le=\"68.719476736\"} 5");
+  assert_line (text, RB "le=\"+Inf\"} 6");
+#undef RB
+  assert_line (text, "nbdstripe_member_read_latency_seconds_count{volume=\"t\","
+                     "member=\"0\"} 6");
+  assert_line (text, "nbdstripe_member_read_latency_seconds_sum{volume=\"t\","
+                     "member=\"0\"} 100.000655362");
+  assert_line (text, "nbdstripe_member_read_requests_total{volume=\"t\","
+                     "member=\"0\"} 7");
+  assert_line (text, "nbdstripe_member_read_errors_total{volume=\"t\","
+                     "member=\"0\"} 1");
+  assert_line (text, "nbdstripe_member_flush_requests_total{volume=\"t\","
+                     "member=\"1\"} 4");
+  assert_line (text, "nbdstripe_member_flush_latency_seconds_count{volume="
+                     "\"t\",member=\"1\"} 4");
+  assert_line (text, "nbdstripe_member_flush_latency_seconds_bucket{volume="
+                     "\"t\",member=\"1\",le=\"8.192e-06\"} 4");
+  assert_line (text, "nbdstripe_member_flush_latency_seconds_bucket{volume="
+                     "\"t\",member=\"1\",le=\"4.096e-06\"} 0");
+  assert_null (strstr (text, "flush_bytes"));
+  assert_null (strstr (text, "quantile"));
+  assert_line (text, "# TYPE nbdstripe_member_read_latency_seconds histogram");
+  for (const char *l = text; (l = strstr (l, "_state{")) != NULL; ++l)
+    assert_true (strncmp (strchr (l, '}'), "} 0\n", 4) == 0);
+  {
+    /* Every bucket line of a series at most the next one. */
+    uint64_t prev = 0;
+    const char *l = text;
+    char series[256] = "";
+    while ((l = strstr (l, "_bucket{")) != NULL) {
+      const char *le = strstr (l, ",le=");
+      uint64_t v = strtoull (strchr (l, '}') + 2, NULL, 10);
+      if (strlen (series) != (size_t) (le - l) || strncmp (series, l, le - l)) {
+        snprintf (series, sizeof series, "%.*s", (int) (le - l), l);
+        prev = 0;
+      }
+      assert_true (v >= prev);
+      prev = v;
+      l = le;
+    }
+  }
+  js = slurp (status);
+  assert_non_null (strstr (js, "\"running\": false"));
+  free (js);
+  free (text);
+  unlink (prom);
+  unlink (status);
+  rmdir (dir);
 }
 
 static void
@@ -500,6 +629,8 @@ main (int argc, char **argv)
     cmocka_unit_test (one_sample_quantiles_are_the_sample_itself),
     cmocka_unit_test (
       quantiles_exact_for_alike_samples_within_a_bucket_otherwise),
+    cmocka_unit_test (
+      prometheus_file_histograms_exact_at_le_and_down_once_stopped),
     cmocka_unit_test (
       errors_below_threshold_make_member_failing_and_a_success_resets_the_run),
     cmocka_unit_test (device_gone_errors_fail_the_member_at_once),
