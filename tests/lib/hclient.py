@@ -4,18 +4,22 @@
 # /usr/bin/python3: it needs Debian's python3-libnbd (module nbd) and, for
 # prom-check and reader, python3-prometheus-client.
 #
-#   io URI LAYOUT --member M --op read|write --count K [...]
+#   io URI LAYOUT --member M --op read|write|trim|zero|flush --count K [...]
 #       K requests, one after the other, each inside one chunk of member M
-#       only (see "Layout" below); checks every outcome and latency.
+#       only (see "Layout" below; a flush is of the whole volume); checks
+#       every outcome and latency.
 #   load URI LAYOUT --members 0,2,3 --threads T (--duration S | --stop FILE)
 #       reads touching the given members from T connections at once.
 #   json FILE EXPR / wait-json FILE EXPR --deadline S
 #       evaluate a Python expression over the status file (j = the JSON).
 #   reader JSON PROM --stop FILE
 #       read and parse both files in a tight loop until FILE exists.
-#   prom-check JSON PROM [--after T] [--deadline S]
-#       the Prometheus file parses, agrees with the JSON and its
-#       histograms are sound.
+#   prom-check JSON PROM [--after T] [--deadline S] [--promtool PATH]
+#              [--expect EXPR]...
+#       the Prometheus file parses, agrees with the JSON, its histograms
+#       are sound, `promtool check metrics` accepts it and each EXPR is
+#       true (Python; v(METRIC, **labels) is a sample's value, the
+#       volume label filled in, j the JSON).
 #   pause SOCKET p|r
 #       nbdkit's pause filter: pause ('p') or resume ('r') a member server;
 #       returns once the server acknowledged ('P' once in-flight requests
@@ -103,8 +107,14 @@ def one_request(h, nbd, op, lay, member, slot, off, size, seed):
     try:
         if op == "read":
             data = h.pread(size, lo)
-        else:
+        elif op == "write":
             h.pwrite(pattern(seed, lo, size), lo)
+        elif op == "trim":
+            h.trim(size, lo)
+        elif op == "zero":
+            h.zero(size, lo)
+        else:
+            h.flush()
         res = "ok"
     except nbd.Error as e:
         res = errname(e)
@@ -453,6 +463,35 @@ def prom_histogram_problems(samples):
     return problems
 
 
+def prom_expect(j, samples, exprs):
+    """The expressions among exprs that are not true."""
+    name = j["volume"]["name"]
+
+    def v(metric, **labels):
+        labels.setdefault("volume", name)
+        return samples.get((metric, tuple(sorted((k, str(x)) for k, x
+                                                 in labels.items()))))
+    bad = []
+    for e in exprs:
+        try:
+            ok = eval(e, {"v": v, "j": j})
+        except Exception as x:          # a missing sample: None + 1
+            ok = "%s: %s" % (type(x).__name__, x)
+        if ok is not True:
+            bad.append("not true: %s (%s)" % (e, ok))
+    return bad
+
+
+def promtool_problems(promtool, text):
+    import subprocess
+    r = subprocess.run([promtool, "check", "metrics"], input=text,
+                       capture_output=True, text=True)
+    if r.returncode == 0:
+        return []
+    return ["promtool check metrics exit %d: %s"
+            % (r.returncode, (r.stdout + r.stderr).strip()[:2000])]
+
+
 def cmd_prom_check(args):
     deadline = time.monotonic() + args.deadline
     while True:
@@ -466,6 +505,9 @@ def cmd_prom_check(args):
                 diffs = ["status file not rewritten since %.3f" % args.after]
             else:
                 diffs = prom_compare(j, fams, samples)
+                diffs += prom_expect(j, samples, args.expect or [])
+                if args.promtool:
+                    diffs += promtool_problems(args.promtool, text)
         except FileNotFoundError as e:
             diffs = ["%s" % e]
         except (ValueError, KeyError, TypeError) as e:
@@ -557,7 +599,8 @@ def main():
     p.add_argument("uri")
     p.add_argument("layout")
     p.add_argument("--member", type=int, required=True)
-    p.add_argument("--op", choices=("read", "write"), default="read")
+    p.add_argument("--op", choices=("read", "write", "trim", "zero", "flush"),
+                   default="read", help="flush: the whole volume")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--size", type=int, default=4096)
     p.add_argument("--offset", type=int, default=0, help="within the chunk")
@@ -616,6 +659,8 @@ def main():
     p.add_argument("prom")
     p.add_argument("--after", type=float, default=0.0)
     p.add_argument("--deadline", type=float, default=5)
+    p.add_argument("--promtool")
+    p.add_argument("--expect", action="append")
     p.set_defaults(func=cmd_prom_check)
 
     p = sub.add_parser("pause")
