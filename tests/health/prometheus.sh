@@ -24,7 +24,8 @@
 #   10/6/4/1, latency _count and +Inf bucket the same, bytes 4096 each;
 #   every member's flush requests, _count and +Inf bucket 5; no flush
 #   bytes counter, no quantile; the JSON's total p50 <= p99 <= sum for
-#   each of those, p50 = p99 = sum for member 0's one zero;
+#   each of those, p50 = p99 = sum for member 0's one zero; `nbdstripe
+#   status` shows member 0's counts and latencies (p50 <= p99);
 # - member 1's reads failing (4 EIO: failing, failed): member 1
 #   state="failed" 1, volume state="failed" 1, read errors 4;
 # - errors off, member 1 back (MemberRecovered within 5 s): state="ok" 1;
@@ -105,6 +106,31 @@ h_io writes 0 --op write --count 6 --first-slot 20
 h_io trims 0 --op trim --count 4 --first-slot 40
 h_io zero 0 --op zero --count 1 --first-slot 60
 h_io flushes 0 --op flush --count 5
+h_wait_json "the status file has them" 3 \
+  'j["members"][0]["ops"]["zero"]["requests"] == 1 and j["members"][2]["ops"]["flush"]["requests"] == 5'
+h_status_cmd status
+[[ $D_RC -eq 0 ]] || d_bad "nbdstripe status exited $D_RC, expected 0 (ok)"
+"$H_PY" - "$D_TMP/status.out" <<'PY' || d_bad "nbdstripe status: member 0's row (above)"
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] == ["0"]]
+bad = []
+if len(rows) != 1:
+    bad.append("%d rows for member 0" % len(rows))
+else:
+    r = rows[0]
+    if r[2] != "10" or r[5] != "6" or r[8] != "4/1/5":
+        bad.append("reads %s, writes %s, trim/zero/flush %s: expected 10, 6, 4/1/5"
+                   % (r[2], r[5], r[8]))
+    lat = r[9:13]
+    if any(x != "-" and not x.replace(".", "", 1).isdigit() for x in lat):
+        bad.append("latencies %s" % lat)
+    for p50, p99 in ((lat[0], lat[1]), (lat[2], lat[3])):
+        if "-" not in (p50, p99) and float(p50) > float(p99):
+            bad.append("p50 %s > p99 %s" % (p50, p99))
+for b in bad:
+    print("status: " + b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
 prom served "v('nbdstripe_up') == 1" \
   "$(count_is read 0 10)" "$(count_is write 0 6)" "$(count_is trim 0 4)" \
   "$(count_is zero 0 1)" \
