@@ -288,8 +288,9 @@ build_prom (struct health *h, bool running, double now, size_t *len)
       uint64_t hb[NBUCKETS], sum, count = 0;
       unsigned le = PROM_LE_MIN;
 
-      /* The sum after the buckets: it may count a request the buckets
-       * do not yet, never the other way round.
+      /* Read while requests are recorded (relaxed atomics, no lock on
+       * the I/O path): the sum may hold a request or two the buckets do
+       * not yet; the next write agrees.
        */
       health_op_hist_live (hb, &sum, &h->m[i], op);
       for (unsigned b = 0; b < NBUCKETS; ++b) {
