@@ -83,22 +83,22 @@ build_json (struct health *h, bool running, double now, size_t *len)
       json_put (jo, "bytes", json_u64 (atomic_load (&m->bytes[op])));
       json_put (jo, "errors", json_u64 (atomic_load (&m->errors[op])));
       health_op_hist (hb, &sum, m->win, op);
-      json_put (win, "p50",
-                json_number (health_quantile_ns (hb, 0.50, sum, &samples)
-                               / 1000,
-                             "%.1f"));
-      json_put (win, "p99",
-                json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000,
-                             "%.1f"));
+      json_put (
+        win, "p50",
+        json_number (health_quantile_ns (hb, 0.50, sum, &samples) / 1000,
+                     "%.1f"));
+      json_put (
+        win, "p99",
+        json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000, "%.1f"));
       json_put (win, "samples", json_u64 (samples));
       json_put (jo, "latency_us", win);
       health_op_hist_live (hb, &sum, m, op);
-      json_put (tot, "p50",
-                json_number (health_quantile_ns (hb, 0.50, sum, NULL) / 1000,
-                             "%.1f"));
-      json_put (tot, "p99",
-                json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000,
-                             "%.1f"));
+      json_put (
+        tot, "p50",
+        json_number (health_quantile_ns (hb, 0.50, sum, NULL) / 1000, "%.1f"));
+      json_put (
+        tot, "p99",
+        json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000, "%.1f"));
       json_put (tot, "sum", json_number (sum / 1000.0, "%.1f"));
       json_put (jo, "total_latency_us", tot);
       json_put (ops, op_name (op), jo);
@@ -295,7 +295,8 @@ build_prom (struct health *h, bool running, double now, size_t *len)
       health_op_hist_live (hb, &sum, &h->m[i], op);
       for (unsigned b = 0; b < NBUCKETS; ++b) {
         count += hb[b];
-        if (le <= PROM_LE_MAX && health_bucket_hi (b) == (double) (1ull << le)) {
+        if (le <= PROM_LE_MAX
+            && health_bucket_hi (b) == (double) (1ull << le)) {
           fprintf (fp, "nbdstripe_member_%s_latency_seconds_bucket", on);
           MEM (i);
           fprintf (fp, ",le=\"%.12g\"} %" PRIu64 "\n", ldexp (1e-9, le),

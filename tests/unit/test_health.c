@@ -106,9 +106,9 @@ static void
 one_sample_quantiles_are_the_sample_itself (void **state
                                             __attribute__ ((unused)))
 {
-  static const uint64_t values[] = { 0, 1, 7, 8, 9, 1000, 17 * US + 1,
-                                     131072, 131073, 3 * MS + 999,
-                                     200 * SEC };
+  static const uint64_t values[] = {
+    0, 1, 7, 8, 9, 1000, 17 * US + 1, 131072, 131073, 3 * MS + 999, 200 * SEC
+  };
   for (size_t k = 0; k < sizeof values / sizeof values[0]; ++k) {
     struct health *h = new_health (2, 10, 20, 8, 30);
     double want = values[k] / 1000.0;
@@ -137,8 +137,7 @@ static void
 quantiles_exact_for_alike_samples_within_a_bucket_otherwise (
   void **state __attribute__ ((unused)))
 {
-  static const uint64_t alike[] = { 3, 4097, 100 * US + 1, 7 * MS,
-                                    150 * SEC };
+  static const uint64_t alike[] = { 3, 4097, 100 * US + 1, 7 * MS, 150 * SEC };
   static const uint64_t sets[][4] = {
     { 100 * US, 100 * US + 1, 101 * US, 102 * US },
     { 65537, 65537, 65537, 73000 }, /* one bucket: (65536, 73728] */
@@ -180,8 +179,8 @@ quantiles_exact_for_alike_samples_within_a_bucket_otherwise (
         bool last = sets[k][0] >= 129 * SEC; /* unbounded: their mean */
         if (last ? !(v >= sets[k][0] / 1000.0 && v <= sets[k][3] / 1000.0)
                  : !(fabs (v - truth) <= 0.125 * truth)) {
-          fprintf (stderr, "set %zu, q %g: %.6f us, truth %.6f us\n", k,
-                   qs[q], v, truth);
+          fprintf (stderr, "set %zu, q %g: %.6f us, truth %.6f us\n", k, qs[q],
+                   v, truth);
           fail ();
         }
       }
@@ -262,7 +261,8 @@ prometheus_file_histograms_exact_at_le_and_down_once_stopped (
   text = slurp (prom);
   assert_true (text[0] == '#');
   assert_line (text, "nbdstripe_up{volume=\"t\"} 0");
-#define RB "nbdstripe_member_read_latency_seconds_bucket{volume=\"t\",member=\"0\","
+#define RB                                                                    \
+  "nbdstripe_member_read_latency_seconds_bucket{volume=\"t\",member=\"0\","
   assert_line (text, RB "le=\"1.024e-06\"} 0");
   assert_line (text, RB "le=\"6.5536e-05\"} 0");
   assert_line (text, RB "le=\"0.000131072\"} 3");
@@ -270,8 +270,9 @@ prometheus_file_histograms_exact_at_le_and_down_once_stopped (
   assert_line (text, RB "le=\"68.719476736\"} 5");
   assert_line (text, RB "le=\"+Inf\"} 6");
 #undef RB
-  assert_line (text, "nbdstripe_member_read_latency_seconds_count{volume=\"t\","
-                     "member=\"0\"} 6");
+  assert_line (text,
+               "nbdstripe_member_read_latency_seconds_count{volume=\"t\","
+               "member=\"0\"} 6");
   assert_line (text, "nbdstripe_member_read_latency_seconds_sum{volume=\"t\","
                      "member=\"0\"} 100.000655362");
   assert_line (text, "nbdstripe_member_read_requests_total{volume=\"t\","
@@ -299,7 +300,8 @@ prometheus_file_histograms_exact_at_le_and_down_once_stopped (
     while ((l = strstr (l, "_bucket{")) != NULL) {
       const char *le = strstr (l, ",le=");
       uint64_t v = strtoull (strchr (l, '}') + 2, NULL, 10);
-      if (strlen (series) != (size_t) (le - l) || strncmp (series, l, le - l)) {
+      if (strlen (series) != (size_t) (le - l)
+          || strncmp (series, l, le - l)) {
         snprintf (series, sizeof series, "%.*s", (int) (le - l), l);
         prev = 0;
       }
