@@ -326,6 +326,48 @@ build_prom (struct health *h, bool running, double now, size_t *len)
     MEM (i);
     fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].rejected));
   }
+  /* A member being replaced (or the last one), from the status's
+   * "replace" object.
+   */
+  if (h->ops.status_extra) {
+    struct json_object *root = json_object_new_object (), *r, *x;
+    h->ops.status_extra (h->ops.opaque, root);
+    if (json_object_object_get_ex (root, "replace", &r)) {
+      const char *state = json_object_object_get_ex (r, "state", &x)
+                            ? json_object_get_string (x)
+                            : "";
+      unsigned member = json_object_object_get_ex (r, "member", &x)
+                          ? (unsigned) json_object_get_int64 (x)
+                          : 0;
+      static const struct {
+        const char *name, *key, *help;
+      } g[] = {
+        { "bytes_copied", "bytes_copied", "Bytes of the member copied so far." },
+        { "bytes_total", "bytes_total", "Bytes of the member to copy." },
+        { "rate_bytes_per_second", "rate", "Copy rate since the start." },
+      };
+      fputs ("# HELP nbdstripe_replace_running Whether a member is being "
+             "replaced (copying or switching) now.\n"
+             "# TYPE nbdstripe_replace_running gauge\n"
+             "nbdstripe_replace_running",
+             fp);
+      MEM (member);
+      fprintf (fp, "} %d\n",
+               running && (strcmp (state, "copying") == 0
+                           || strcmp (state, "switching") == 0));
+      for (size_t k = 0; k < sizeof g / sizeof g[0]; ++k) {
+        fprintf (fp, "# HELP nbdstripe_replace_%s %s\n"
+                 "# TYPE nbdstripe_replace_%s gauge\nnbdstripe_replace_%s",
+                 g[k].name, g[k].help, g[k].name, g[k].name);
+        MEM (member);
+        fprintf (fp, "} %.0f\n",
+                 json_object_object_get_ex (r, g[k].key, &x)
+                   ? json_object_get_double (x)
+                   : 0.0);
+      }
+    }
+    json_object_put (root);
+  }
 #undef VOL
 #undef MEM
   if (fclose (fp) != 0) {
@@ -421,7 +463,7 @@ health_status_text (struct health *h)
   size_t len;
 
   pthread_mutex_lock (&h->lock);
-  text = build_json (h, true, &len);
+  text = build_json (h, true, now_unix (), &len);
   pthread_mutex_unlock (&h->lock);
   return text;
 }
