@@ -333,6 +333,8 @@ done:
       free (path[i]);
   free (path);
   free (sb);
+  if (a)
+    assembly_free (a);
   free (a);
   free (l);
   return status;

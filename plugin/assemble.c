@@ -101,6 +101,7 @@ assemble_none (const struct stripe_config *cfg, struct assembly *a)
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
+  memset (a, 0, sizeof *a);
   switch (cfg->metadata) {
   case METADATA_NONE: return assemble_none (cfg, a);
   case METADATA_MD: return assemble_md (cfg, a);

@@ -92,6 +92,8 @@ stripe_unload (void)
   if (volume_opened && !prober_still_busy)
     volume_close (&volume);
   volume_opened = false;
+  if (!prober_still_busy)
+    assembly_free (&assembly);
   config_free (&cfg);
 }
 
