@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Read errors on the member being replaced.
+#
+# Member 1 of 3 is an NBD export served by nbdkit's cc plugin running
+# tests/replace/badrange.c (a file whose reads fail in given ranges:
+# nbdkit's error filter fails every request, its ddrescue filter serves
+# read-only), behind nbdkit's error filter (all reads fail while a file
+# exists).  Its ranges, as member offsets:
+#   F   8K in the copy's first window, failing the first 4 reads only:
+#       the whole window is read twice, then block by block, each block
+#       up to 3 times -- F must be read back, never reported;
+#   B1  20K across a chunk boundary in the second window: two logical
+#       ranges of the volume;
+#   B2  4K in the third window.
+#
+#   1. replace: stops at B1's window and reports exactly B1's two logical
+#      ranges (the command's stderr and the status); the config still
+#      names the old member, NEW holds no header, the volume goes on with
+#      the old member (its data intact, writes work).
+#   2. replace --skip-unreadable (rate-limited): meanwhile, once the copy
+#      has passed the first window, the error filter fails every read of
+#      the old member: a read of an already copied range is served from
+#      NEW, one beyond the copy fails (the filter is on).  Then the
+#      replace completes, lists the three lost logical ranges; NEW (read
+#      directly) holds zeros there and the old member's bytes everywhere
+#      else; the volume reads back the data written, with zeros in the
+#      lost ranges.
+HERE=$(dirname "$(realpath "$0")")
+source "$HERE/../lib/replace.sh" || exit 1
+rp_init libnbd gcc
+
+size=$((12 * M))
+RP_DO=$M
+C=$((64 * K))
+for f in m0 m1.back m2 new1; do truncate -s "$size" "$D_TMP/$f"; done
+d_random "$D_TMP/new2" "$size"   # NEW holding old garbage: zeros must be written
+
+F_at=$((RP_DO + 2 * C + 8 * K)) F_len=$((8 * K))
+B1_at=$((RP_DO + 75 * C - 8 * K)) B1_len=$((20 * K))
+B2_at=$((RP_DO + 140 * C + 20 * K)) B2_len=$((4 * K))
+r_unix m1 --filter=error cc "$HERE/badrange.c" EXTRA_CFLAGS="-Wall -Werror" \
+  file="$D_TMP/m1.back" flaky=$F_at:$F_len:4 bad=$B1_at:$B1_len \
+  bad=$B2_at:$B2_len error-pread=EIO error-pread-rate=1 \
+  error-pread-file="$D_TMP/m1.fail"
+rp_volume vol 64K "" "$D_TMP/m0" "$R_URI" "$D_TMP/m2"
+rp_create
+
+# expected I AT LEN: member I's bytes [AT, AT+LEN) as the volume's logical
+# ranges, "OFFSET LENGTH" a line (each piece within one chunk).
+expected ()
+{
+  local i=$1 at=$2 end=$(($2 + $3)) n
+  while [[ $at -lt $end ]]; do
+    n=$(( C - (at - RP_DO) % C ))
+    [[ $n -le $((end - at)) ]] || n=$((end - at))
+    echo "$(rp_logical "$i" "$at") $n"
+    at=$((at + n))
+  done
+}
+# as_lines: the command's "  bytes A-B (L)" lines as "A L".
+as_lines () { sed -n 's/^  bytes \([0-9]*\)-[0-9]* (\([0-9]*\))$/\1 \2/p' "$1"; }
+json_lines () { jq -r '.unreadable[] | "\(.offset) \(.length)"' "$1"; }
+
+exp1=$(expected 1 "$B1_at" "$B1_len")
+exp2=$(expected 1 "$B1_at" "$B1_len"; expected 1 "$B2_at" "$B2_len")
+[[ $(wc -l <<<"$exp1") -eq 2 ]] || d_fail "B1 should span two chunks"
+
+vsize=$((3 * (size - M)))
+d_random "$D_TMP/pattern" "$vsize"
+rp_start vol
+rp_write_pattern "$D_TMP/pattern"
+
+d_log "1. replace stops at the unreadable blocks and reports them"
+d_run replace1 d_ns replace --wait "$RP_CONF" 1 "$D_TMP/new1"
+d_expect_fail replace1
+d_expect_err replace1 "unreadable" "--skip-unreadable"
+if [[ $(as_lines "$D_TMP/replace1.err") == "$exp1" ]]; then
+  d_ok "the command reports B1's logical ranges: $(echo $exp1)"
+else
+  d_bad "the command reports: $(as_lines "$D_TMP/replace1.err" | tr '\n' ' '), expected $(echo $exp1)"
+fi
+rp_wait failed --state failed || d_bad "the replace is not failed"
+if [[ $(json_lines "$D_TMP/failed.json") == "$exp1" ]]; then
+  d_ok "the status lists B1's logical ranges"
+else
+  d_bad "the status lists: $(json_lines "$D_TMP/failed.json" | tr '\n' ' ')"
+fi
+grep -q -F "\"$R_URI\"" "$RP_CONF" && ! grep -q -F new1 "$RP_CONF" ||
+  d_bad "the config changed"
+rp_no_header "failed replace" "$D_TMP/new1"
+# The volume goes on with the old member: its data (but for what it
+# cannot read), and a write read back.
+head -c $((4 * M)) "$D_TMP/pattern" >"$D_TMP/head.want"
+rp_read_at "$RP_URI" 0 $((4 * M)) "$D_TMP/head.got" && cmp -s "$D_TMP/head.got" "$D_TMP/head.want" ||
+  d_bad "the volume's first 4 MiB (all members) do not read back"
+d_random "$D_TMP/w" $((256 * K))
+dd if="$D_TMP/w" of="$D_TMP/pattern" bs=$((256 * K)) seek=$((4 * M / (256 * K))) conv=notrunc status=none
+rp_nbdsh -u "$RP_URI" -c "h.pwrite(open('$D_TMP/w','rb').read(), $((4 * M)))" ||
+  d_bad "a write to the volume failed after the failed replace"
+rp_read_at "$RP_URI" $((4 * M)) $((256 * K)) "$D_TMP/w.got" && cmp -s "$D_TMP/w" "$D_TMP/w.got" &&
+  d_ok "the volume goes on with the old member: data read back, writes work" ||
+  d_bad "a write to the volume after the failed replace does not read back"
+
+d_log "2. replace --skip-unreadable; reads of copied ranges served from NEW"
+"$NBDSTRIPE" replace --wait --skip-unreadable --rate 3M "$RP_CONF" 1 \
+  "$D_TMP/new2" >"$D_TMP/replace2.out" 2>"$D_TMP/replace2.err" </dev/null &
+rpid=$!
+rp_wait first --state copying --copied $((4 * M)) || d_fail "the copy did not pass the first window"
+# An already copied range of member 1 (not F) and one beyond the copy.
+L_below=$(rp_logical 1 $((RP_DO + 30 * C)))
+L_above=$(rp_logical 1 $((RP_DO + 160 * C)))
+touch "$D_TMP/m1.fail"
+below=0 above=0
+rp_read_at "$RP_URI" "$L_below" 4096 "$D_TMP/below" 2>"$D_TMP/below.err" || below=$?
+rp_read_at "$RP_URI" "$L_above" 4096 "$D_TMP/above" 2>"$D_TMP/above.err" || above=$?
+rm -f "$D_TMP/m1.fail"
+rp_ctl status >"$D_TMP/mid.json"
+[[ $(jq -r .state "$D_TMP/mid.json") == copying && $(jq .bytes_copied "$D_TMP/mid.json") -lt $((8 * M)) ]] ||
+  d_bad "the copy moved on while the old member failed every read: $(cat "$D_TMP/mid.json")"
+if [[ $below -eq 0 ]] && cmp -s "$D_TMP/below" <(tail -c +$((L_below + 1)) "$D_TMP/pattern" | head -c 4096); then
+  d_ok "a read the old member failed, of a copied range, was served from NEW"
+else
+  d_bad "a read of a copied range failed on the old member and NEW did not serve it: $(cat "$D_TMP/below.err")"
+fi
+if [[ $above -ne 0 ]]; then
+  d_ok "a read beyond the copy failed (the error filter was on): $(tail -1 "$D_TMP/above.err")"
+else
+  d_bad "a read beyond the copy succeeded: the error filter did not fail the old member's reads"
+fi
+rc=0
+wait "$rpid" || rc=$?
+sed 's/^/   | /' "$D_TMP/replace2.out" "$D_TMP/replace2.err"
+[[ $rc -eq 0 ]] && d_ok "replace --skip-unreadable completed" ||
+  d_bad "replace --skip-unreadable exited $rc"
+grep -q "lost" "$D_TMP/replace2.err" || d_bad "the command does not say the data is lost"
+if [[ $(as_lines "$D_TMP/replace2.err") == "$exp2" ]]; then
+  d_ok "the command lists the lost logical ranges: $(echo $exp2)"
+else
+  d_bad "the command lists: $(as_lines "$D_TMP/replace2.err" | tr '\n' ' '), expected $(echo $exp2)"
+fi
+rp_wait done --state done || d_bad "the replace is not done"
+[[ $(json_lines "$D_TMP/done.json") == "$exp2" ]] ||
+  d_bad "the status lists: $(json_lines "$D_TMP/done.json" | tr '\n' ' ')"
+grep -q -F "\"$D_TMP/new2\"" "$RP_CONF" || d_bad "the config does not name new2"
+
+# NEW: the old member's bytes, zeros in B1 and B2.
+cp "$D_TMP/m1.back" "$D_TMP/m1.want"
+for r in "$B1_at $B1_len" "$B2_at $B2_len"; do
+  set -- $r
+  dd if=/dev/zero of="$D_TMP/m1.want" bs=4096 seek=$(($1 / 4096)) count=$(($2 / 4096)) conv=notrunc status=none
+done
+rp_member_cmp "NEW's data" "$D_TMP/new2" "$D_TMP/m1.want" "$RP_DO" $((size - RP_DO))
+# The volume: the data written, zeros in the lost ranges.
+while read -r off len; do
+  dd if=/dev/zero of="$D_TMP/pattern" bs=4096 seek=$((off / 4096)) count=$((len / 4096)) conv=notrunc status=none
+done <<<"$exp2"
+rp_same after "$D_TMP/pattern"
+rp_stop
+d_done
