@@ -49,6 +49,7 @@ on_old ()
   if rp_ctl until "(s['volume']['state'] != 'failed' and
                     s['members'][1]['path'] == '$D_TMP/m1' and
                     s['members'][1]['state'] != 'failed')" 5 >"$D_TMP/$1.status"; then
+    jq -c '[.volume.state, (.members[] | {path, state, reason})]' "$D_TMP/$1.status"
     d_ok "$1: the status: member 1 is $D_TMP/m1, $(jq -r '.members[1].state' "$D_TMP/$1.status"), the volume $(jq -r .volume.state "$D_TMP/$1.status")"
   else
     d_bad "$1: the status: $(jq -c '{v: .volume.state, m1: .members[1] | {path, state, reason}}' "$D_TMP/$1.status")"
