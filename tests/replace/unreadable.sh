@@ -102,7 +102,7 @@ rp_read_at "$RP_URI" $((4 * M)) $((256 * K)) "$D_TMP/w.got" && cmp -s "$D_TMP/w"
   d_bad "a write to the volume after the failed replace does not read back"
 
 d_log "2. replace --skip-unreadable; reads of copied ranges served from NEW"
-"$NBDSTRIPE" replace --wait --skip-unreadable --rate 3M "$RP_CONF" 1 \
+"$NBDSTRIPE" replace --wait --skip-unreadable --rate 2M "$RP_CONF" 1 \
   "$D_TMP/new2" >"$D_TMP/replace2.out" 2>"$D_TMP/replace2.err" </dev/null &
 rpid=$!
 rp_wait first --state copying --copied $((4 * M)) || d_fail "the copy did not pass the first window"
