@@ -12,6 +12,8 @@
 #      config is unchanged; the volume goes on with the old member (its
 #      status: member 1 the old file, not failed, the volume not failed;
 #      the data read back, a write after it read back).
+#   1b. The same with NEW an NBD export whose server is killed (-9) once
+#      the copy has passed its first window.
 #   2. A replace runs: a second one (of the same member, of another) is
 #      refused ("running already") and leaves its NEW untouched; then
 #      `replace --cancel` stops it: state cancelled, the config
@@ -24,10 +26,12 @@ rp_init libnbd
 
 size=$((12 * M))
 RP_DO=$M
-for f in m0 m1 m2 new1.back new2 new3 new4; do truncate -s "$size" "$D_TMP/$f"; done
+for f in m0 m1 m2 new1.back new2 new3 new4 new5.back; do truncate -s "$size" "$D_TMP/$f"; done
 r_unix newsrv --filter=error file "$D_TMP/new1.back" error=EIO error-rate=1 \
   error-file="$D_TMP/new1.fail"
 NEW1=$R_URI
+r_unix newsrv5 file "$D_TMP/new5.back"
+NEW5=$R_URI NEW5_PID=$R_PID
 rp_volume vol 64K "" "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2"
 rp_create
 cp "$RP_CONF" "$D_TMP/conf.orig"
@@ -104,6 +108,33 @@ on_old failed
 rp_same failed "$D_TMP/pattern"
 write_at after_failed $(rp_logical 1 $((RP_DO + 100 * 64 * K)))
 rp_same after_failed "$D_TMP/pattern"
+
+# ---- 1b. NEW's server killed mid-copy ----
+d_log "1b. NEW's server killed mid-copy"
+"$NBDSTRIPE" replace --wait "$RP_CONF" 1 "$NEW5" \
+  >"$D_TMP/replace5.out" 2>"$D_TMP/replace5.err" </dev/null &
+rpid=$!
+# The status shows the last replace (failed) until this one has started.
+rp_ctl until "s.get('replace', {}).get('new') == '$NEW5'" 10 >/dev/null ||
+  d_fail "the replace onto $NEW5 did not start"
+rp_wait first5 --state copying --copied $((4 * M)) ||
+  d_fail "the copy did not pass its first window"
+kill -KILL "$NEW5_PID"
+d_wait_gone "$NEW5_PID" 30 || d_fail "NEW's server did not die"
+rp_forget "$NEW5_PID"
+write_at during5 $(rp_logical 1 $((RP_DO + 64 * K)))
+rp_wait failed5 --state failed || d_bad "the replace did not fail"
+rc=0
+wait "$rpid" || rc=$?
+sed 's/^/   | /' "$D_TMP/replace5.out" "$D_TMP/replace5.err"
+[[ $rc -eq 1 ]] || d_bad "replace --wait exited $rc, expected 1"
+if grep -q -F "new member ($NEW5) failed" "$D_TMP/replace5.err"; then
+  d_ok "replace --wait says NEW failed, naming it"
+else
+  d_bad "replace --wait does not say that NEW ($NEW5) failed"
+fi
+on_old failed5
+rp_same failed5 "$D_TMP/pattern"
 
 # ---- 2. a second replace refused; --cancel ----
 d_log "2. a second replace while one runs; --cancel"
