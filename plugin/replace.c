@@ -502,6 +502,7 @@ finish (struct replace *r)
     *old = r->newm;
     r->newm = tmp;
   }
+  atomic_fetch_add (&v->switches, 1);
   pthread_mutex_lock (&v->header_lock);
   memcpy (v->member_uuid[r->index], new_uuid, 16);
   v->member_events[r->index] = v->hdr.events;
