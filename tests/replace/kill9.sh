@@ -11,8 +11,8 @@
 # After each: the config names the member it should (old after A and B,
 # NEW after C), `nbdstripe check` assembles the volume from it, and the
 # volume served again reads back the pattern.  After A, NEW holds the
-# first window (half-copied) and no header, and a config naming it is
-# refused by check.  After B, NEW holds a header (the copy was complete)
+# first window (half-copied) and no header (it started as a clone of
+# member 1's header), and a config naming it is refused by check.  After B, NEW holds a header (the copy was complete)
 # and the old member is not marked replaced.  After B and C the volume
 # goes on (part of the pattern rewritten).
 #
@@ -85,8 +85,11 @@ moves_on ()
 
 # ---- A: kill -9 mid-copy ----
 d_log "A. kill -9 mid-copy (second window held)"
+# NEW_A starts as a clone of member 1's header (a stale copy, say: hence
+# --force): a copy cut short must not leave it looking like member 1.
+dd if="$D_TMP/m1" of="$D_TMP/new_a" bs=$RP_DO count=1 conv=notrunc status=none
 rp_start a -D stripe.replace_hold_ms=1500
-d_run replace_a d_ns replace "$RP_CONF" 1 "$D_TMP/new_a"
+d_run replace_a d_ns replace --force "$RP_CONF" 1 "$D_TMP/new_a"
 [[ $D_RC -eq 0 ]] || d_fail "replace A did not start"
 rp_wait a --state copying --copied $((4 * M)) --deadline 20 ||
   d_fail "the copy did not pass its first window"
