@@ -27,8 +27,13 @@
 #include "util.h"
 #include "volume.h"
 
-/* The copier's window: large enough for the devices to stream. */
+/* The copier's window: large enough for the devices to stream; read and
+ * written as PIECES requests at once, for devices that need a queue to
+ * reach their rate.
+ */
 #define WINDOW (4u * 1024 * 1024)
+#define PIECES 4u
+#define PIECE (WINDOW / PIECES)
 /* Unreadable blocks are found this finely. */
 #define BLOCK 4096u
 /* Reads of old tried this often before a block counts as unreadable. */
@@ -542,6 +547,47 @@ release:
   pthread_mutex_unlock (&r->lock);
 }
 
+/* The requests that read or write [off, off + len) of m (at most a
+ * window) from or into buf: one per piece.  Returns how many.
+ */
+static unsigned
+pieces (struct member_op *ops, struct iovec *iov, struct member *m,
+        enum op_kind kind, uint8_t *buf, uint64_t len, uint64_t off)
+{
+  unsigned n = 0;
+
+  for (uint64_t d = 0; d < len; d += PIECE, ++n) {
+    uint64_t l = len - d < PIECE ? len - d : PIECE;
+    iov[n] = (struct iovec) { buf + d, l };
+    ops[n] = (struct member_op) { .m = m, .kind = kind, .offset = off + d,
+                                  .length = l, .iov = &iov[n], .nr_iov = 1,
+                                  .shadow = true };
+  }
+  return n;
+}
+
+static bool
+all_ok (const struct member_op *ops, unsigned n)
+{
+  for (unsigned i = 0; i < n; ++i)
+    if (ops[i].err)
+      return false;
+  return true;
+}
+
+/* Read a window of old into buf, its pieces at once.  True if all read. */
+static bool
+read_window (struct replace *r, uint8_t *buf, uint64_t len, uint64_t off)
+{
+  struct member_op ops[PIECES];
+  struct iovec iov[PIECES];
+  unsigned n = pieces (ops, iov, &r->v->members[r->index], OP_READ, buf, len,
+                       off);
+
+  ioexec_run (ops, n, r->v->uring);
+  return all_ok (ops, n);
+}
+
 /* Make [a, b) part of the copier's window, once no client write in
  * flight overlaps it (client writes that start later wait for the
  * window).  False if the replace stopped (cancelled, failed) meanwhile.
@@ -580,7 +626,7 @@ lock_window (struct replace *r, uint64_t a, uint64_t b)
  * block by block where it must.  False if the copy must stop.
  */
 static bool
-window_read (struct replace *r, uint8_t *buf, uint64_t pos, uint64_t len,
+settle_read (struct replace *r, uint8_t *buf, uint64_t pos, uint64_t len,
              bool read_ok)
 {
   int64_t bad = read_ok ? 0 : read_old (r, buf, pos, len);
@@ -629,32 +675,32 @@ copier (void *arg)
   }
   w = r->end - pos < WINDOW ? r->end - pos : WINDOW;
   if (w == 0 || !lock_window (r, pos, pos + w)
-      || !window_read (r, buf[0], pos, w,
-                       copy_io (r, old, OP_READ, buf[0], w, pos) == 0))
+      || !settle_read (r, buf[0], pos, w, read_window (r, buf[0], w, pos)))
     goto stop;
   for (;;) {
     uint64_t next = pos + w;
     uint64_t nw = r->end - next < WINDOW ? r->end - next : WINDOW;
-    struct iovec iov[2] = { { buf[k], w }, { buf[k ^ 1], nw } };
-    struct member_op ops[2] = {
-      { .m = &r->newm, .kind = OP_WRITE, .offset = pos, .length = w,
-        .iov = &iov[0], .nr_iov = 1, .shadow = true },
-      { .m = old, .kind = OP_READ, .offset = next, .length = nw,
-        .iov = &iov[1], .nr_iov = 1, .shadow = true },
-    };
-    bool ahead = nw > 0 && r->rate == 0;
+    struct member_op ops[2 * PIECES];
+    struct iovec iov[2 * PIECES];
+    bool ahead = nw > 0 && r->rate == 0, read_ok;
+    unsigned nwr, nrd = 0;
 
     if (ahead && !lock_window (r, next, next + nw))
       break;
-    ioexec_run (ops, ahead ? 2 : 1, v->uring);
-    if (ops[0].err) {
-      pthread_mutex_lock (&r->lock);
-      fail_locked (r, "the new member (%s) failed: write at offset %" PRIu64
-                   ": %s",
-                   r->new_path, pos, strerror (ops[0].err));
-      pthread_mutex_unlock (&r->lock);
-      break;
-    }
+    nwr = pieces (ops, iov, &r->newm, OP_WRITE, buf[k], w, pos);
+    if (ahead)
+      nrd = pieces (ops + nwr, iov + nwr, old, OP_READ, buf[k ^ 1], nw, next);
+    ioexec_run (ops, nwr + nrd, v->uring);
+    read_ok = all_ok (ops + nwr, nrd);
+    for (unsigned i = 0; i < nwr; ++i)
+      if (ops[i].err) {
+        pthread_mutex_lock (&r->lock);
+        fail_locked (r, "the new member (%s) failed: write at offset %"
+                     PRIu64 ": %s",
+                     r->new_path, ops[i].offset, strerror (ops[i].err));
+        pthread_mutex_unlock (&r->lock);
+        goto stop;
+      }
     pthread_mutex_lock (&r->lock);
     r->watermark = next;
     r->win_a = ahead ? next : 0;
@@ -670,9 +716,9 @@ copier (void *arg)
       throttle (r, pos - r->start);
       if (!lock_window (r, pos, pos + w))
         break;
-      ops[1].err = copy_io (r, old, OP_READ, buf[k], w, pos) == 0 ? 0 : EIO;
+      read_ok = read_window (r, buf[k], w, pos);
     }
-    if (!window_read (r, buf[k], pos, w, ops[1].err == 0))
+    if (!settle_read (r, buf[k], pos, w, read_ok))
       break;
   }
 
