@@ -784,6 +784,25 @@ holds_metadata (struct member *m, char *what, size_t len)
   return false;
 }
 
+/* Whether the volume's replace, if any, has ended (its state final) --
+ * its copier may still hold the member a moment (in-flight I/O, NEW to
+ * close) before it lets go of the volume.
+ */
+static bool
+rep_ended (struct volume *v)
+{
+  struct replace *r = atomic_load (&v->rep);
+  bool ended;
+
+  if (r == NULL)
+    return false;
+  pthread_mutex_lock (&r->lock);
+  ended = r->state == R_FAILED || r->state == R_CANCELLED
+          || r->state == R_DONE;
+  pthread_mutex_unlock (&r->lock);
+  return ended;
+}
+
 int
 replace_start (struct volume *v, const struct replace_params *p, char *why,
                size_t len)
@@ -795,6 +814,16 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   int e;
 
   pthread_mutex_lock (&v->replace_lock);
+  /* A replace that has ended is not running: once the status says so
+   * (and replace --wait has returned), a new one is not refused.  Wait
+   * (10 s at most) for its copier to let go of the volume.
+   */
+  for (int i = 0; i < 1000 && rep_ended (v); ++i) {
+    struct timespec ts = { 0, 10 * 1000000L };
+    pthread_mutex_unlock (&v->replace_lock);
+    nanosleep (&ts, NULL);
+    pthread_mutex_lock (&v->replace_lock);
+  }
   if (atomic_load (&v->rep) != NULL) {
     snprintf (why, len, "a replace of member %u is running already",
               atomic_load (&v->rep)->index);
