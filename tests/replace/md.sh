@@ -18,6 +18,8 @@
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd nbdinfo
+# writes_now: the write requests the members have had, all told.
+writes_now () { rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add'; }
 sb () { "$RP_PY" "$RP_LIB/md_sb.py" "$@"; }
 sb selftest >/dev/null || d_fail "md_sb.py selftest"
 
@@ -40,10 +42,11 @@ rp_write_pattern "$D_TMP/ref"
 rp_same start "$D_TMP/ref" || d_fail "the volume does not hold its data"
 
 d_log "replace member 1 by NEW, a client writing"
+base=$(writes_now)
 "$RP_PY" "$HERE/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
   >"$D_TMP/writer.json" 2>"$D_TMP/writer.err" &
 wpid=$!
-rp_ctl until 'sum(m["ops"]["write"]["requests"] for m in s["members"]) >= 8' 30 \
+rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $((base + 8))" 30 \
   >/dev/null || d_fail "the writer did not start writing"
 d_run replace d_ns replace --rate 8M "$RP_CONF" 1 "$D_TMP/new"
 [[ $D_RC -eq 0 ]] || d_fail "replace did not start"

@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
 # Replace onto and from a remote member (an NBD export of a stock
-# `nbdkit file` on a Unix socket), a client writing all the while
+# `nbdkit file` on a Unix socket), a client writing meanwhile
 # (tests/replace/writer.py: random blocks from one connection, each also
-# written into a reference file, until the replace is done and a few
-# more after the switch).
+# written into a reference file).
 #
 # A 3-member volume: m0 a local file, m1 remote (m1.back behind nbdkit),
 # m2 a local file.
-#   1. with --from-remote: member 1 (remote) -> a local file new1;
-#   2. member 0 (local)  -> a remote member (new0.back behind nbdkit).
+#   1. member 1 (remote) -> a local file new1, the writer writing until
+#      the copy is half done (with --from-remote: across the switch and
+#      after it);
+#   2. member 0 (local)  -> a remote member (new0.back behind nbdkit), the
+#      writer writing across the switch and after it.
 # After each: the volume reads back as the reference; NEW's data area,
 # read straight from its file, holds the member's share of the reference
 # (race.py fill writes the reference into scratch members: the layout,
 # independent of the code under test; spot checks with rp_member); NEW's
 # header (array UUID, index, its own member UUID), old's header marked
 # replaced (flags 0x1), the config names NEW in old's place.  Then the
-# server is stopped, m0 deleted (with --from-remote, m1's nbdkit stopped
-# and m1.back deleted too): the volume served again from the config reads
-# back as the reference.
+# server is stopped, m1's nbdkit stopped, m0 and m1.back deleted: the
+# volume served again from the config reads back as the reference.
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
+# writes_now: the write requests the members have had, all told.
+writes_now () { rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add'; }
 
-from_remote=0
-[[ ${1:-} == --from-remote ]] && from_remote=1
+# The writer on the replace from the remote member: until the copy is
+# half done (see CMakeLists.txt), or across the switch (--from-remote).
+from_mode=half
+[[ ${1:-} == --from-remote ]] && from_mode=32
 
 size=$((16 * M))
 RP_DO=$M
@@ -44,21 +49,23 @@ rp_start vol
 rp_write_pattern "$D_TMP/ref"
 rp_same start "$D_TMP/ref" || d_fail "the volume does not hold its data"
 
-# replace_with_writer LABEL INDEX NEW OLD_FILE NEW_FILE: replace member
-# INDEX by NEW (OLD_FILE, NEW_FILE: the backing files, read directly)
-# with writer.py writing, then check everything.
+# replace_with_writer LABEL INDEX NEW OLD_FILE NEW_FILE [half]: replace
+# member INDEX by NEW (OLD_FILE, NEW_FILE: the backing files, read
+# directly) with writer.py writing (until the copy is half done with
+# "half", else across the switch and after it), then check everything.
 replace_with_writer ()
 {
-  local label=$1 i=$2 new=$3 old_file=$4 new_file=$5 wrc=0 old_member
+  local label=$1 i=$2 new=$3 old_file=$4 new_file=$5 mode=${6:-32} wrc=0 old_member base
   local new_member k l im
 
   d_log "$label: replace member $i by $new, a client writing"
   old_member=$(rp_header_field "$old_file" "member")
-  "$RP_PY" "$HERE/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
+  base=$(writes_now)
+  "$RP_PY" "$HERE/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" "$mode" \
     >"$D_TMP/$label.writer.json" 2>"$D_TMP/$label.writer.err" &
   local wpid=$!
   # The writer has written before the replace starts.
-  rp_ctl until 'sum(m["ops"]["write"]["requests"] for m in s["members"]) >= 8' 30 \
+  rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $((base + 8))" 30 \
     >/dev/null || d_fail "$label: the writer did not start writing"
   d_run "$label.replace" d_ns replace --rate 6M "$RP_CONF" "$i" "$new"
   [[ $D_RC -eq 0 ]] || d_fail "$label: replace did not start"
@@ -70,9 +77,10 @@ replace_with_writer ()
     sed 's/^/   | /' "$D_TMP/vol.log" >&2
     d_fail "$label: writer.py failed (exit $wrc)"
   fi
-  [[ $(jq .writes_copying "$D_TMP/$label.writer.json") -ge 8 &&
-     $(jq .writes_after "$D_TMP/$label.writer.json") -ge 8 ]] ||
-    d_bad "$label: too few writes during the copy or after the switch"
+  [[ $(jq .writes_copying "$D_TMP/$label.writer.json") -ge 8 ]] ||
+    d_bad "$label: too few writes during the copy"
+  [[ $mode == half || $(jq .writes_after "$D_TMP/$label.writer.json") -ge 8 ]] ||
+    d_bad "$label: too few writes after the switch"
   d_ok "$label: writer: $(cat "$D_TMP/$label.writer.json")"
   [[ $(rp_json "$label.done" .bytes_copied) == $((size - M)) ]] ||
     d_bad "$label: bytes_copied $(rp_json "$label.done" .bytes_copied), expected $((size - M))"
@@ -109,20 +117,16 @@ replace_with_writer ()
   d_ok "$label: NEW $new_member; old $(rp_header_field "$old_file" "format")"
 }
 
-if [[ $from_remote -eq 1 ]]; then
-  replace_with_writer from_remote 1 "$D_TMP/new1" "$D_TMP/m1.back" "$D_TMP/new1"
-  grep -q -F "$m1_uri" "$RP_CONF" && d_bad "the config still names $m1_uri"
-fi
+replace_with_writer from_remote 1 "$D_TMP/new1" "$D_TMP/m1.back" "$D_TMP/new1" \
+  "$from_mode"
+grep -q -F "$m1_uri" "$RP_CONF" && d_bad "the config still names $m1_uri"
 replace_with_writer onto_remote 0 "$new0_uri" "$D_TMP/m0" "$D_TMP/new0.back"
 grep -q -F "\"$D_TMP/m0\"" "$RP_CONF" && d_bad "the config still names m0"
 rp_stop
 
 d_log "restart: served from the new members only"
-rm -f "$D_TMP/m0"
-if [[ $from_remote -eq 1 ]]; then
-  d_stop "$m1_pid"
-  rm -f "$D_TMP/m1.back"
-fi
+d_stop "$m1_pid"
+rm -f "$D_TMP/m0" "$D_TMP/m1.back"
 d_run check d_ns check "$RP_CONF"
 [[ $D_RC -eq 0 ]] || d_bad "check of the rewritten config failed"
 rp_start vol2

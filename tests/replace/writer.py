@@ -2,7 +2,7 @@
 # A client writing to a served volume across a replace, for
 # tests/replace/remote.sh.  Run with /usr/bin/python3 (python3-libnbd).
 #
-#   writer.py URI CTL REFERENCE [AFTER]
+#   writer.py URI CTL REFERENCE [AFTER | half]
 #       REFERENCE holds the volume's bytes (its size is the volume's).
 #       Writes random blocks (4K to 64K, 512-aligned) at random offsets of
 #       the volume, each one into REFERENCE too, a flush every 16 writes,
@@ -11,7 +11,8 @@
 #       every 8 writes and goes on until the replace has ended (done,
 #       failed, cancelled), then AFTER (default 32) writes more -- on the
 #       new member once the switch is done.  Waits for the replace to
-#       start first (a deadline of 30 s).
+#       start first (a deadline of 30 s).  With "half" instead of AFTER:
+#       stops once the copy is half done (no client write at the switch).
 #
 # Output: a JSON summary on stdout (writes while copying, after the end,
 # the replace's end state); exit status 1 if a write failed or a
@@ -50,7 +51,8 @@ def state(ctl):
     ans = ask(ctl, {"op": "status"})
     st = ans.get("status")
     r = st.get("replace", {}) if isinstance(st, dict) else ans.get("replace", {})
-    return (r or {}).get("state")
+    r = r or {}
+    return r.get("state"), r.get("bytes_copied", 0), r.get("bytes_total", 0)
 
 
 def main(argv):
@@ -58,7 +60,8 @@ def main(argv):
         print("usage: writer.py URI CTL REFERENCE [AFTER]", file=sys.stderr)
         return 2
     uri, ctl, ref = argv[0], argv[1], argv[2]
-    after = int(argv[3]) if len(argv) == 4 else 32
+    half = len(argv) == 4 and argv[3] == "half"
+    after = int(argv[3]) if len(argv) == 4 and not half else 32
     rnd = random.Random(os.getpid())
     h = nbd.NBD()
     h.connect_uri(uri)
@@ -74,7 +77,10 @@ def main(argv):
     left = after
     while True:
         if n % 8 == 0 and phase != "after":
-            s = state(ctl)
+            s, copied, total = state(ctl)
+            if half and s == "copying" and total > 0 and copied * 2 >= total:
+                end_state = "half"
+                break
             if s in ("copying", "switching"):
                 phase = "copying"
             elif s in ENDS and phase == "copying":
