@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # Replace onto and from a remote member (an NBD export of a stock
-# `nbdkit file` on a Unix socket), a client writing meanwhile
+# `nbdkit file` on a Unix socket), a client writing all the while
 # (tests/replace/writer.py: random blocks from one connection, each also
-# written into a reference file).
+# written into a reference file, until the replace is done and a few
+# more after the switch).
 #
 # A 3-member volume: m0 a local file, m1 remote (m1.back behind nbdkit),
 # m2 a local file.
-#   1. member 1 (remote) -> a local file new1, the writer writing until
-#      the copy is half done (with --from-remote: across the switch and
-#      after it);
-#   2. member 0 (local)  -> a remote member (new0.back behind nbdkit), the
-#      writer writing across the switch and after it.
+#   1. member 1 (remote) -> a local file new1;
+#   2. member 0 (local)  -> a remote member (new0.back behind nbdkit).
 # After each: the volume reads back as the reference; NEW's data area,
 # read straight from its file, holds the member's share of the reference
 # (race.py fill writes the reference into scratch members: the layout,
@@ -24,11 +22,6 @@ source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
 # writes_now: the write requests the members have had, all told.
 writes_now () { rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add'; }
-
-# The writer on the replace from the remote member: until the copy is
-# half done (see CMakeLists.txt), or across the switch (--from-remote).
-from_mode=half
-[[ ${1:-} == --from-remote ]] && from_mode=32
 
 size=$((16 * M))
 RP_DO=$M
@@ -49,19 +42,19 @@ rp_start vol
 rp_write_pattern "$D_TMP/ref"
 rp_same start "$D_TMP/ref" || d_fail "the volume does not hold its data"
 
-# replace_with_writer LABEL INDEX NEW OLD_FILE NEW_FILE [half]: replace
-# member INDEX by NEW (OLD_FILE, NEW_FILE: the backing files, read
-# directly) with writer.py writing (until the copy is half done with
-# "half", else across the switch and after it), then check everything.
+# replace_with_writer LABEL INDEX NEW OLD_FILE NEW_FILE: replace member
+# INDEX by NEW (OLD_FILE, NEW_FILE: the backing files, read directly)
+# with writer.py writing across the copy, the switch and after it, then
+# check everything.
 replace_with_writer ()
 {
-  local label=$1 i=$2 new=$3 old_file=$4 new_file=$5 mode=${6:-32} wrc=0 old_member base
+  local label=$1 i=$2 new=$3 old_file=$4 new_file=$5 wrc=0 old_member base
   local new_member k l im
 
   d_log "$label: replace member $i by $new, a client writing"
   old_member=$(rp_header_field "$old_file" "member")
   base=$(writes_now)
-  "$RP_PY" "$HERE/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" "$mode" \
+  "$RP_PY" "$HERE/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
     >"$D_TMP/$label.writer.json" 2>"$D_TMP/$label.writer.err" &
   local wpid=$!
   # The writer has written before the replace starts.
@@ -79,7 +72,7 @@ replace_with_writer ()
   fi
   [[ $(jq .writes_copying "$D_TMP/$label.writer.json") -ge 8 ]] ||
     d_bad "$label: too few writes during the copy"
-  [[ $mode == half || $(jq .writes_after "$D_TMP/$label.writer.json") -ge 8 ]] ||
+  [[ $(jq .writes_after "$D_TMP/$label.writer.json") -ge 8 ]] ||
     d_bad "$label: too few writes after the switch"
   d_ok "$label: writer: $(cat "$D_TMP/$label.writer.json")"
   [[ $(rp_json "$label.done" .bytes_copied) == $((size - M)) ]] ||
@@ -117,8 +110,7 @@ replace_with_writer ()
   d_ok "$label: NEW $new_member; old $(rp_header_field "$old_file" "format")"
 }
 
-replace_with_writer from_remote 1 "$D_TMP/new1" "$D_TMP/m1.back" "$D_TMP/new1" \
-  "$from_mode"
+replace_with_writer from_remote 1 "$D_TMP/new1" "$D_TMP/m1.back" "$D_TMP/new1"
 grep -q -F "$m1_uri" "$RP_CONF" && d_bad "the config still names $m1_uri"
 replace_with_writer onto_remote 0 "$new0_uri" "$D_TMP/m0" "$D_TMP/new0.back"
 grep -q -F "\"$D_TMP/m0\"" "$RP_CONF" && d_bad "the config still names m0"

@@ -2,7 +2,7 @@
 # A client writing to a served volume across a replace, for
 # tests/replace/remote.sh.  Run with /usr/bin/python3 (python3-libnbd).
 #
-#   writer.py URI CTL REFERENCE [AFTER | half]
+#   writer.py URI CTL REFERENCE [AFTER]
 #       REFERENCE holds the volume's bytes (its size is the volume's).
 #       Writes random blocks (4K to 64K, 512-aligned) at random offsets of
 #       the volume, each one into REFERENCE too, a flush every 16 writes,
@@ -11,8 +11,7 @@
 #       every 8 writes and goes on until the replace has ended (done,
 #       failed, cancelled), then AFTER (default 32) writes more -- on the
 #       new member once the switch is done.  Waits for the replace to
-#       start first (a deadline of 30 s).  With "half" instead of AFTER:
-#       stops once the copy is half done (no client write at the switch).
+#       start first (a deadline of 30 s).
 #
 # Output: a JSON summary on stdout (writes while copying, after the end,
 # the replace's end state); exit status 1 if a write failed or a
@@ -51,8 +50,7 @@ def state(ctl):
     ans = ask(ctl, {"op": "status"})
     st = ans.get("status")
     r = st.get("replace", {}) if isinstance(st, dict) else ans.get("replace", {})
-    r = r or {}
-    return r.get("state"), r.get("bytes_copied", 0), r.get("bytes_total", 0)
+    return (r or {}).get("state")
 
 
 def main(argv):
@@ -60,8 +58,7 @@ def main(argv):
         print("usage: writer.py URI CTL REFERENCE [AFTER]", file=sys.stderr)
         return 2
     uri, ctl, ref = argv[0], argv[1], argv[2]
-    half = len(argv) == 4 and argv[3] == "half"
-    after = int(argv[3]) if len(argv) == 4 and not half else 32
+    after = int(argv[3]) if len(argv) == 4 else 32
     rnd = random.Random(os.getpid())
     h = nbd.NBD()
     h.connect_uri(uri)
@@ -77,10 +74,7 @@ def main(argv):
     left = after
     while True:
         if n % 8 == 0 and phase != "after":
-            s, copied, total = state(ctl)
-            if half and s == "copying" and total > 0 and copied * 2 >= total:
-                end_state = "half"
-                break
+            s = state(ctl)
             if s in ("copying", "switching"):
                 phase = "copying"
             elif s in ENDS and phase == "copying":
