@@ -2,8 +2,8 @@
 # What `nbdstripe replace` must refuse, with the volume served: each
 # refusal exits non-zero with a message naming what is wrong, writes
 # nothing to any member or to NEW (cksum of every file before and after,
-# sha256 of the config), starts no replace (the control socket's status has none
-# running), and the volume goes on serving its data:
+# sha256 of the config), starts no replace (the control socket's status
+# has none running), and the volume goes on serving its data:
 #
 #   - INDEX out of range (3 of 3 members), negative, not a number, empty,
 #     trailing garbage: exit 2 (a usage error), "0 to 2";
@@ -11,11 +11,10 @@
 #   - NEW equal to another member: its path, a hard link to it, a symlink
 #     to it, a loop device on it (root, losetup), the URI of a remote
 #     member (m2, a stock nbdkit file server) and a URI naming a symlink
-#     to its socket; NEW the member
-#     itself: its path, a symlink to it.  Without --force they hold this
-#     volume's header (refused as "member I of volume 'vol'"); with
-#     --force the server refuses them as the same file, or the member
-#     itself;
+#     to its socket; NEW the member itself: its path, a symlink to it.
+#     Without --force they hold this volume's header (refused as "member
+#     I of volume 'vol'"); with --force the server refuses them as the
+#     same file or NBD export, or the member itself;
 #   - NEW holding data, without --force: a member of another nbdstripe
 #     volume (its header), a member of an md array (metadata = "md": an md
 #     v1.2 superblock), an ext4 filesystem (mkfs.ext4, when installed).
