@@ -27,7 +27,6 @@ source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
 
 size=$((8 * M))
-RP_DO=$M
 for f in m0 m1 m2.back ok small h0 h1 md0 md1 fs; do truncate -s "$size" "$D_TMP/$f"; done
 # One 64K chunk short of member 1's data offset + data.
 truncate -s $((size - 64 * K)) "$D_TMP/small"
