@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+# A client writing to a served volume across a replace, for
+# tests/replace/remote.sh.  Run with /usr/bin/python3 (python3-libnbd).
+#
+#   writer.py URI CTL REFERENCE [AFTER]
+#       REFERENCE holds the volume's bytes (its size is the volume's).
+#       Writes random blocks (4K to 64K, 512-aligned) at random offsets of
+#       the volume, each one into REFERENCE too, a flush every 16 writes,
+#       from one connection (writes in order: REFERENCE is the volume's
+#       content when the writer is done).  Polls the control socket CTL
+#       every 8 writes and goes on until the replace has ended (done,
+#       failed, cancelled), then AFTER (default 32) writes more -- on the
+#       new member once the switch is done.  Waits for the replace to
+#       start first (a deadline of 30 s).
+#
+# Output: a JSON summary on stdout (writes while copying, after the end,
+# the replace's end state); exit status 1 if a write failed or a
+# deadline passed.
+
+import json
+import os
+import random
+import socket
+import sys
+import time
+
+import nbd
+
+ENDS = {"done", "failed", "cancelled"}
+
+
+def ask(path, req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect(path)
+        s.sendall((json.dumps(req) + "\n").encode())
+        buf = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            buf += b
+    finally:
+        s.close()
+    return json.loads(buf.decode())
+
+
+def state(ctl):
+    ans = ask(ctl, {"op": "status"})
+    st = ans.get("status")
+    r = st.get("replace", {}) if isinstance(st, dict) else ans.get("replace", {})
+    return (r or {}).get("state")
+
+
+def main(argv):
+    if len(argv) not in (3, 4):
+        print("usage: writer.py URI CTL REFERENCE [AFTER]", file=sys.stderr)
+        return 2
+    uri, ctl, ref = argv[0], argv[1], argv[2]
+    after = int(argv[3]) if len(argv) == 4 else 32
+    rnd = random.Random(os.getpid())
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    size = h.get_size()
+    if size != os.path.getsize(ref):
+        print(f"volume {size} bytes, reference {os.path.getsize(ref)}",
+              file=sys.stderr)
+        return 1
+    fd = os.open(ref, os.O_RDWR)
+    counts = {"before": 0, "copying": 0, "after": 0}
+    phase, end_state, n = "before", None, 0
+    deadline = time.monotonic() + 30
+    left = after
+    while True:
+        if n % 8 == 0 and phase != "after":
+            s = state(ctl)
+            if s in ("copying", "switching"):
+                phase = "copying"
+            elif s in ENDS and phase == "copying":
+                phase, end_state = "after", s
+            elif phase == "before" and time.monotonic() > deadline:
+                print("the replace did not start within 30 s", file=sys.stderr)
+                return 1
+            elif phase == "copying" and s not in ("copying", "switching"):
+                print(f"unexpected replace state {s!r}", file=sys.stderr)
+                return 1
+        length = rnd.randrange(8, 129) * 512
+        off = rnd.randrange(0, (size - length) // 512 + 1) * 512
+        data = rnd.randbytes(length)
+        h.pwrite(data, off)
+        os.pwrite(fd, data, off)
+        counts[phase] += 1
+        n += 1
+        if n % 16 == 0:
+            h.flush()
+        if phase == "after":
+            left -= 1
+            if left == 0:
+                break
+    h.flush()
+    os.close(fd)
+    h.shutdown()
+    print(json.dumps({"writes_before": counts["before"],
+                      "writes_copying": counts["copying"],
+                      "writes_after": counts["after"],
+                      "end": end_state}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
