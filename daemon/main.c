@@ -71,6 +71,26 @@ human_size (uint64_t bytes, char *buf, size_t len)
   return buf;
 }
 
+/* Exact, in the largest unit that divides it, as the config takes it
+ * back (nbdstripe(8), SIZES): "128KiB", "1536KiB", "4097".
+ */
+const char *
+exact_size (uint64_t bytes, char *buf, size_t len)
+{
+  static const char units[] = "KMGTPE";
+  int u = -1;
+
+  while (bytes && bytes % 1024 == 0 && u < 5) {
+    bytes /= 1024;
+    u++;
+  }
+  if (u < 0)
+    snprintf (buf, len, "%llu", (unsigned long long) bytes);
+  else
+    snprintf (buf, len, "%llu%ciB", (unsigned long long) bytes, units[u]);
+  return buf;
+}
+
 int
 main (int argc, char **argv)
 {

@@ -38,7 +38,10 @@ extern int check_volume (const struct stripe_config *cfg, bool claim,
  */
 extern void print_mkfs_geometry (uint64_t chunk, unsigned nr_members);
 
-/* "128K", "1.5G": human-readable size. */
+/* "128KiB", "1.5GiB": human-readable size, rounded. */
 extern const char *human_size (uint64_t bytes, char *buf, size_t len);
+
+/* "128KiB", "1536KiB", "4097": exact, in the config's syntax. */
+extern const char *exact_size (uint64_t bytes, char *buf, size_t len);
 
 #endif /* NBDSTRIPE_DAEMON_H */

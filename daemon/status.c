@@ -640,7 +640,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
     printf ("%15s : ?\n", "Size");
   if (get_uint (vol, "chunk", &u))
     printf ("%15s : %s (%" PRIu64 " bytes)\n", "Chunk",
-            human_size (u, buf, sizeof buf), u);
+            exact_size (u, buf, sizeof buf), u);
   else
     printf ("%15s : ?\n", "Chunk");
   printf ("%15s : %s\n", "Members",
@@ -820,7 +820,7 @@ cmd_status (int argc, char **argv)
     printf ("%15s : %s\n", "Status file", cfg.health.status_file);
   }
   printf ("\nStripe geometry for mkfs (chunk %s, %u members):\n",
-          human_size (cfg.chunk, hs, sizeof hs), cfg.nr_members);
+          exact_size (cfg.chunk, hs, sizeof hs), cfg.nr_members);
   print_mkfs_geometry (cfg.chunk, cfg.nr_members);
 
 out:
