@@ -13,7 +13,8 @@
 #   usage errors exit 3 (2 would say "failed" to a monitoring script)
 #   the table names the member that is slow, failing or failed, its path
 #     and the reason; a "last errors" section
-#   --json prints the file itself: jq parses it and it equals the file
+#   --json prints the file itself: jq parses it and it equals the file;
+#   without a file that is a JSON object, {"state": "unknown", ...}
 #   the mkfs stripe geometry comes from the config (chunk, members), is
 #     the one `nbdstripe check` prints, and is printed even without status
 #   mutated files (fields deleted or retyped, huge numbers, control
@@ -177,7 +178,8 @@ d_ok "mkfs geometry from the config, as check prints it"
 # unknown NAME WHY FIGURES JSON: status exits 3 and says WHY on stderr
 # with the status file's name.  FIGURES: the table still shows the last
 # figures marked stale (stale), figures (shown) or none (no).  JSON:
-# --json prints the file (file: it is a JSON object) or nothing (none).
+# --json prints the file (file: it is a JSON object) or, when there is
+# none, still JSON: {"state": "unknown", "reason": WHY, ...} (none).
 unknown ()
 {
   local name=$1 why=$2 figures=$3 json=$4
@@ -195,8 +197,11 @@ unknown ()
   if [[ $json == file ]]; then
     cmp -s "$D_TMP/$name.json.out" "$STATUS" ||
       d_bad "$name.json: the output is not the status file"
-  elif [[ -s $D_TMP/$name.json.out ]]; then
-    d_bad "$name.json: printed something, but the file is no JSON object"
+  elif ! jq -e --arg why "$why" --arg file "$STATUS" \
+         '.state == "unknown" and .volume.state == "unknown"
+          and (.reason | contains($why)) and .status_file == $file' \
+         "$D_TMP/$name.json.out" >/dev/null; then
+    d_bad "$name.json: not {\"state\": \"unknown\", \"reason\": ...$why...}"
   fi
 }
 
