@@ -165,6 +165,45 @@ const struct command commands[] = {
             "                    superblocks do not record it\n",
     .usage_status = 2,
   },
+  {
+    .name = "replace",
+    .run = cmd_replace,
+    .synopsis = "[--rate RATE] [--wait] [--force] [--skip-unreadable]\n"
+                "        [--offline] [--json] VOLUME INDEX NEW\n"
+                "        | --cancel [--json] VOLUME",
+    .summary = "move a member to another device",
+    .help = "Copy member INDEX of the volume to NEW (a file, block device "
+            "or NBD\n"
+            "URI at least as large) while clients go on, then switch the "
+            "volume to\n"
+            "NEW: its header, the config file, the server.  The request "
+            "goes to the\n"
+            "server through its control socket; 'nbdstripe status' shows "
+            "the progress.\n"
+            "      --rate RATE   copy at most RATE bytes a second (200M)\n"
+            "  -w, --wait        follow the copy to its end (a progress bar "
+            "on a\n"
+            "                    terminal, a line every 5% otherwise); exit "
+            "status 0\n"
+            "                    when the member was replaced\n"
+            "  -f, --force       NEW may hold data (a filesystem, a "
+            "header...)\n"
+            "      --skip-unreadable  copy past blocks of the old member "
+            "that cannot\n"
+            "                    be read (zeros on NEW) and list them, "
+            "instead of\n"
+            "                    stopping\n"
+            "      --offline     the volume is not served: copy here (implies "
+            "--wait)\n"
+            "      --cancel      stop the running replace (the volume keeps "
+            "the old\n"
+            "                    member)\n"
+            "  -j, --json        say what was done (and with --wait the "
+            "replace's\n"
+            "                    last state), as JSON; progress lines go to "
+            "stderr\n",
+    .usage_status = 2,
+  },
   { .name = NULL },
 };
 

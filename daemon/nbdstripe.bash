@@ -9,7 +9,7 @@
 # The option lists are the ones `nbdstripe COMMAND --help` prints (the
 # test tests/daemon/completion.sh compares them).
 
-_nbdstripe_commands="create serve check status list stop accept inspect import"
+_nbdstripe_commands="create serve check status list stop accept inspect import replace"
 
 # _nbdstripe_options COMMAND: its options, long forms.
 _nbdstripe_options ()
@@ -20,6 +20,9 @@ _nbdstripe_options ()
   check | status | list | accept | inspect) echo "--json" ;;
   stop) echo "--timeout --json" ;;
   import) echo "--out --json --force --name --layout" ;;
+  replace)
+    echo "--rate --wait --force --skip-unreadable --offline --cancel --json"
+    ;;
   esac
 }
 
@@ -27,7 +30,7 @@ _nbdstripe_options ()
 _nbdstripe_takes_arg ()
 {
   case $1 in
-  --out | -o | --name | --layout | --timeout | -t) return 0 ;;
+  --out | -o | --name | --layout | --timeout | -t | --rate) return 0 ;;
   esac
   return 1
 }
@@ -97,7 +100,7 @@ _nbdstripe ()
     COMPREPLY=($(compgen -W "original alternate" -- "$cur"))
     return 0
     ;;
-  --name | --timeout | -t) return 0 ;;
+  --name | --timeout | -t | --rate) return 0 ;;
   esac
 
   if [[ $cur == -* ]]; then
@@ -136,6 +139,20 @@ _nbdstripe ()
   inspect | import)
     # MEMBER...: files and block devices.
     _nbdstripe_files "$cur"
+    ;;
+  replace)
+    # VOLUME, then INDEX (a number: nothing to offer), then NEW (a file or
+    # block device); with --cancel, VOLUME alone.
+    if ((n == 0)); then
+      while IFS= read -r line; do
+        COMPREPLY+=("$line")
+      done < <(compgen -W "$(_nbdstripe_names)" -- "$cur")
+      if [[ $cur == */* || $cur == .* || ${#COMPREPLY[@]} -eq 0 ]]; then
+        _nbdstripe_files "$cur" '*.conf'
+      fi
+    elif ((n == 2)) && [[ " ${COMP_WORDS[*]} " != *" --cancel "* ]]; then
+      _nbdstripe_files "$cur"
+    fi
     ;;
   esac
   return 0

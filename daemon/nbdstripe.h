@@ -5,6 +5,7 @@
 #define NBDSTRIPE_DAEMON_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <json-c/json.h>
@@ -37,6 +38,7 @@ extern int cmd_accept (const struct command *, int argc, char **argv);
 extern int cmd_import (const struct command *, int argc, char **argv);
 extern int cmd_list (const struct command *, int argc, char **argv);
 extern int cmd_stop (const struct command *, int argc, char **argv);
+extern int cmd_replace (const struct command *, int argc, char **argv);
 
 /* nbdstripe --help. */
 extern void usage (FILE *fp);
@@ -113,6 +115,15 @@ extern void mkfs_geometry (uint64_t chunk, unsigned nr_members, char *ext4,
 /* The same as two indented lines on stdout (check and status print them). */
 extern void print_mkfs_geometry (uint64_t chunk, unsigned nr_members);
 
+/* What libblkid (or our own magic, in first: the member's first 4 KiB)
+ * recognises on a member, worded into what, or NULL.  A remote member is
+ * probed through a copy (its probe_fd); one that cannot be copied is
+ * reported as such, since nothing can be said of it.
+ */
+struct member;
+extern const char *recognise_member (struct member *m, const uint8_t *first,
+                                     char *what, size_t len);
+
 /* "128KiB", "1.5GiB": human-readable size, rounded. */
 extern const char *human_size (uint64_t bytes, char *buf, size_t len);
 
@@ -175,6 +186,21 @@ extern bool pid_serves (long pid, const char *config);
  */
 extern long server_pid (const char *config, const char *pidfile,
                         long status_pid, char *why, size_t whylen);
+
+/* One request to a served volume's control socket (control.h, at path),
+ * its answer (a JSON object).  NULL (errno) when nothing answers there
+ * within timeout_ms (0: no limit) or the answer is not JSON.
+ */
+extern struct json_object *control_ask (const char *path,
+                                        struct json_object *req,
+                                        int timeout_ms);
+
+/* A replace object (a status's "replace", replace.h) in one line for
+ * people: "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB),
+ * 410MiB/s, ETA 5 s" (status.c).
+ */
+extern const char *replace_progress (struct json_object *r, char *buf,
+                                     size_t len);
 
 /* Untrusted text (n bytes) made safe for a terminal (status.c). */
 extern const char *safe_text (const char *s, size_t n, char *out, size_t len);

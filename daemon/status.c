@@ -30,6 +30,7 @@
 
 #include <json-c/json.h>
 
+#include "control.h"
 #include "json.h"
 #include "nbdstripe.h"
 #include "utf8.h"
@@ -39,6 +40,10 @@
  */
 #define STATUS_MAX_SIZE (16 * 1024 * 1024)
 #define STATUS_FORMAT 1
+/* A server that does not answer its control socket within this is
+ * busy or hung: the status file then.
+ */
+#define CONTROL_TIMEOUT_MS 2000
 
 enum verdict { V_OK = 0, V_DEGRADED = 1, V_FAILED = 2, V_UNKNOWN = 3 };
 
@@ -609,8 +614,9 @@ volume_verdict (struct json_object *st)
 
 static void
 print_volume (struct json_object *st, const struct stripe_config *cfg,
-              double now, bool live, bool alive)
+              double now, bool live, bool alive, const char *ctl)
 {
+  struct json_object *replace = field (st, "replace", json_type_object);
   struct json_object *vol = field (st, "volume", json_type_object);
   struct json_object *members = field (st, "members", json_type_array);
   struct json_object *running;
@@ -665,7 +671,13 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
           !alive                                          ? "not running"
           : running && !json_object_get_boolean (running) ? "stopped"
                                                           : "running");
+  if (replace)
+    printf ("%15s : %s\n", "Replace",
+            replace_progress (replace, path, sizeof path));
   printf ("%15s : %s\n", "Status file", cfg->health.status_file);
+  if (ctl)
+    printf ("%15s : %s (the live status above came from here)\n",
+            "Control socket", ctl);
 }
 
 static void
@@ -748,6 +760,55 @@ print_last_errors (struct json_object *st, double now)
   }
 }
 
+/* A replace object (the status's "replace", replace.h) in one line:
+ * "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB), 410MiB/s,
+ * ETA 5 s".  Untrusted input as the rest: a field missing or of another
+ * type is "?".
+ */
+const char *
+replace_progress (struct json_object *r, char *buf, size_t len)
+{
+  char ib[32], nb[1024], sb[64], cb[32], tb[32], rb[32], db[64];
+  char eta[64] = "", err[1024] = "", lost[64] = "", pct[32] = "?";
+  const char *copied = "?", *total = "?", *rate = "?";
+  struct json_object *l = field (r, "unreadable", json_type_array);
+  uint64_t c = 0, t = 0;
+  bool have_c = get_uint (r, "bytes_copied", &c);
+  bool have_t = get_uint (r, "bytes_total", &t);
+  double d;
+
+  if (have_c)
+    copied = human_size (c, cb, sizeof cb);
+  if (have_t)
+    total = human_size (t, tb, sizeof tb);
+  if (have_c && have_t && c <= t)
+    snprintf (pct, sizeof pct, "%d%%",
+              t ? (int) ((long double) c * 100 / t) : 100);
+  if (get_number (r, "rate", &d) && d >= 0 && d < 1e18)
+    rate = human_size ((uint64_t) d, rb, sizeof rb);
+  if (text_is (r, "state", "copying")) {
+    if (get_number (r, "eta_seconds", &d) && d >= 0 && d < 1e9)
+      snprintf (eta, sizeof eta, ", ETA %.0f s", ceil (d));
+  }
+  else if (get_number (r, "elapsed_seconds", &d) && d >= 0 && d < 1e9)
+    snprintf (eta, sizeof eta, ", in %s", fmt_duration (d, db, sizeof db));
+  if (field (r, "error", json_type_string)
+      && !text_is (r, "state", "cancelled")) {
+    char e[900];
+    snprintf (err, sizeof err, ": %s", get_text (r, "error", e, sizeof e));
+  }
+  if (l && json_object_array_length (l) > 0)
+    snprintf (lost, sizeof lost, ", %zu unreadable range%s",
+              json_object_array_length (l),
+              json_object_array_length (l) == 1 ? "" : "s");
+  snprintf (buf, len, "member %s -> %s: %s, %s (%s of %s), %s/s%s%s%s",
+            fmt_uint (r, "member", ib, sizeof ib),
+            get_text (r, "new", nb, sizeof nb),
+            get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
+            eta, lost, err);
+  return buf;
+}
+
 /* A status file, read and judged. */
 struct view {
   char *buf; /* the file's text */
@@ -755,42 +816,93 @@ struct view {
   struct json_object *st; /* NULL: not a JSON object */
   bool format_ok;         /* of STATUS_FORMAT */
   bool live, alive;
+  bool from_socket;       /* the control socket's live answer */
   enum verdict v;
 };
+
+/* Judge the text of a status (w->buf, w->len: taken), from label (the
+ * file, or the control socket).
+ */
+static void
+judge_text (const char *label, const char *name, unsigned interval,
+            double now, struct notes *n, struct view *w)
+{
+  char why[512];
+  uint64_t format;
+
+  w->v = V_UNKNOWN;
+  if ((w->st = parse_status (w->buf, w->len, why, sizeof why)) == NULL)
+    note (n, "%s: %s", label, why);
+  else if (!get_uint (w->st, "format", &format))
+    note (n,
+          "%s: no valid \"format\" field: not an nbdstripe "
+          "status file",
+          label);
+  else if (format != STATUS_FORMAT)
+    note (n, "%s: format %" PRIu64 ", expected %d", label, format,
+          STATUS_FORMAT);
+  else {
+    w->format_ok = true;
+    w->live = check_live (w->st, label, name, interval, now, &w->alive, n);
+    w->v = volume_verdict (w->st);
+    if (w->v == V_UNKNOWN)
+      note (n, "%s: no valid volume state", label);
+    if (!w->live)
+      w->v = V_UNKNOWN;
+  }
+}
 
 static void
 judge (const char *file, const char *name, unsigned interval, double now,
        struct notes *n, struct view *w)
 {
   char why[512];
-  uint64_t format;
   struct stat sb;
 
   memset (w, 0, sizeof *w);
   w->v = V_UNKNOWN;
-  if (read_file (file, &w->buf, &w->len, why, sizeof why) == -1
-      || (w->st = parse_status (w->buf, w->len, why, sizeof why)) == NULL) {
+  if (read_file (file, &w->buf, &w->len, why, sizeof why) == -1) {
     if (stat (file, &sb) == -1 && errno == ENOENT)
       n->gone = true;
     note (n, "%s: %s", file, why);
+    return;
   }
-  else if (!get_uint (w->st, "format", &format))
-    note (n,
-          "%s: no valid \"format\" field: not an nbdstripe "
-          "status file",
-          file);
-  else if (format != STATUS_FORMAT)
-    note (n, "%s: format %" PRIu64 ", expected %d", file, format,
-          STATUS_FORMAT);
-  else {
-    w->format_ok = true;
-    w->live = check_live (w->st, file, name, interval, now, &w->alive, n);
-    w->v = volume_verdict (w->st);
-    if (w->v == V_UNKNOWN)
-      note (n, "%s: no valid volume state", file);
-    if (!w->live)
-      w->v = V_UNKNOWN;
+  judge_text (file, name, interval, now, n, w);
+}
+
+/* The live status from the volume's control socket (control.h), judged
+ * as a status file is: true when the socket is there and answered with a
+ * status; false (nothing said) otherwise, for the file to be read.
+ */
+static bool
+judge_live (const char *ctl, const char *name, unsigned interval, double now,
+            struct notes *n, struct view *w)
+{
+  struct json_object *req, *ans, *ok, *st;
+  struct stat sb;
+  bool done = false;
+
+  memset (w, 0, sizeof *w);
+  w->v = V_UNKNOWN;
+  if (lstat (ctl, &sb) == -1 || !S_ISSOCK (sb.st_mode))
+    return false;
+  req = json_object_new_object ();
+  json_put (req, "op", json_text ("status"));
+  ans = control_ask (ctl, req, CONTROL_TIMEOUT_MS);
+  json_object_put (req);
+  if (ans && json_object_object_get_ex (ans, "ok", &ok)
+      && json_object_get_boolean (ok)
+      && (st = field (ans, "status", json_type_object)) != NULL) {
+    w->buf = json_text_of (st);
+    if (w->buf) {
+      w->len = strlen (w->buf);
+      w->from_socket = true;
+      judge_text (ctl, name, interval, now, n, w);
+      done = true;
+    }
   }
+  json_object_put (ans);
+  return done;
 }
 
 static void
@@ -883,7 +995,7 @@ cmd_status (const struct command *cmd, int argc, char **argv)
   struct stripe_config cfg;
   struct notes n = { .print = true };
   struct view w = { .v = V_UNKNOWN };
-  char hs[32], err[1024];
+  char hs[32], err[1024], ctl[4096];
   bool json = false;
   double now = now_unix ();
   int c;
@@ -907,8 +1019,11 @@ cmd_status (const struct command *cmd, int argc, char **argv)
     return V_UNKNOWN;
   }
 
-  judge (cfg.health.status_file, cfg.name, cfg.health.set.interval, now, &n,
-         &w);
+  /* Live from the server when it answers, else its last status file. */
+  control_path (cfg.health.status_file, ctl, sizeof ctl);
+  if (!judge_live (ctl, cfg.name, cfg.health.set.interval, now, &n, &w))
+    judge (cfg.health.status_file, cfg.name, cfg.health.set.interval, now,
+           &n, &w);
 
   if (json) {
     /* Any valid JSON object, even of another format: the caller judges. */
@@ -924,7 +1039,8 @@ cmd_status (const struct command *cmd, int argc, char **argv)
 
   printf ("%s:\n", cfg.path);
   if (w.format_ok) {
-    print_volume (w.st, &cfg, now, w.live, w.alive);
+    print_volume (w.st, &cfg, now, w.live, w.alive,
+                  w.from_socket ? ctl : NULL);
     print_members (w.st);
     print_last_errors (w.st, now);
   }

@@ -25,7 +25,7 @@ expect ()
 }
 
 expect help 0 out "Usage: nbdstripe COMMAND" -- --help
-for c in create serve check status list stop accept inspect import; do
+for c in create serve check status list stop accept inspect import replace; do
   grep -q -E "^ +$c( |$)" "$D_TMP/help.out" || d_bad "--help does not list '$c'"
 done
 [[ ! -s $D_TMP/help.err ]] || d_bad "--help wrote to stderr"
@@ -41,7 +41,7 @@ expect no-command 2 err "Usage: nbdstripe" --
 expect unknown 2 err "unknown command 'frobnicate'" -- frobnicate
 expect unknown-option 2 err "" -- --frobnicate
 
-for c in create serve check status list stop accept inspect import; do
+for c in create serve check status list stop accept inspect import replace; do
   expect "$c.help" 0 out "Usage: nbdstripe $c" -- "$c" --help
   expect "$c.h" 0 out "Usage: nbdstripe $c" -- "$c" -h
   expect "$c.V" 0 out "nbdstripe " -- "$c" -V
@@ -66,10 +66,18 @@ expect stop.bad-option 2 err "Usage: nbdstripe stop" -- stop --frobnicate x.conf
 expect accept.no-index 2 err "Usage: nbdstripe accept" -- accept a.conf
 expect accept.three 2 err "Usage: nbdstripe accept" -- accept a.conf 1 2
 expect import.no-member 2 err "Usage: nbdstripe import" -- import
+expect replace.no-new 2 err "Usage: nbdstripe replace" -- replace a.conf 1
+expect replace.four 2 err "unexpected operand 'x'" -- replace a.conf 1 b x
+expect replace.index 2 err "INDEX 'one'" -- replace a.conf one b
+expect replace.rate 2 err "--rate '-1'" -- replace --rate -1 a.conf 1 b
+expect replace.cancel-extra 2 err "unexpected operand '1'" -- replace --cancel a.conf 1
+expect replace.cancel-wait 2 err "--cancel and --wait" -- replace a.conf --cancel -w
 
 missing=$D_TMP/no-such.conf
 expect create.missing 1 err "$missing" -- create "$missing"
 expect serve.missing 1 err "$missing" -- serve "$missing"
 expect check.missing 1 err "$missing" -- check "$missing"
 expect inspect.missing 1 err "no-such-member" -- inspect "$D_TMP/no-such-member"
+expect replace.missing 1 err "$missing" -- replace "$missing" 0 "$D_TMP/new"
+expect replace.cancel-missing 1 err "$missing" -- replace --cancel "$missing"
 d_done

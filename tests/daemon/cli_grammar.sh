@@ -14,7 +14,7 @@
 #     (a recycled pid) and leaves that process alone; stop by the name of
 #     a volume served with a config elsewhere; serve -f stopped by stop
 #   --json of create, check, status (served and not), list, stop, accept,
-#     inspect, import: one JSON value (python3's json.load), key fields
+#     inspect, import, replace (refused: not served): one JSON value (python3's json.load), key fields
 #     checked; failures print JSON too (created/can_serve false)
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init python3 jq nbdinfo
@@ -62,7 +62,7 @@ squeeze () { tr -s ' \n' '  ' <"$1"; }
 expect top 0 -- --help
 pod=$NBDSTRIPE_SOURCE_DIR/daemon/nbdstripe.pod
 sed -n '/^=head1 SYNOPSIS/,/^=head1/p' "$pod" >"$D_TMP/synopsis"
-for c in create serve check status list stop accept inspect import; do
+for c in create serve check status list stop accept inspect import replace; do
   expect "$c.help" 0 -- "$c" --help
   # "Usage: nbdstripe CMD SYNOPSIS" and its continuation lines.
   syn=$(awk 'NR == 1 { sub(/^Usage: nbdstripe /, ""); print; next }
@@ -89,6 +89,10 @@ d_expect_err u.import-json "--json needs --out"
 expect u.stop-timeout 2 -- stop -t 0 g0
 expect u.accept-index 2 -- accept g0 x
 expect u.status 3 -- status g0 g0
+expect u.replace-cancel 2 -- replace --cancel g0 1 "$D_TMP/m2"
+d_expect_err u.replace-cancel "unexpected operand '1'"
+expect u.replace-rate 2 -- replace g0 1 "$D_TMP/m2" --rate 1.5M
+d_expect_err u.replace-rate "--rate '1.5M'"
 expect u.dashdash 1 -- check -- --json
 d_expect_err u.dashdash "no volume named '--json'"
 d_ok "usage errors exit 2 (status 3) and say what is wrong"
@@ -137,7 +141,12 @@ json accept '.accepted == true and .member == 1 and .header_written == false
 expect status.down 3 -- status g0 --json
 json status.down '.state == "unknown" and .volume.state == "unknown"
   and .volume.name == "g0" and (.reason | contains("does not exist"))'
-d_ok "--json of inspect, accept, and of status with nothing served"
+expect replace.down 1 -- replace g0 1 "$D_TMP/m2" --json
+json replace.down '.started == false and .replaced == null and .member == 1
+  and .name == "g0" and .replace == null and (.error | contains("not served"))'
+expect cancel.down 1 -- replace --cancel -j g0
+json cancel.down '.cancelled == false and (.error | contains("not served"))'
+d_ok "--json of inspect, accept, replace (refused) and of status with nothing served"
 
 # ---- list, stop ---------------------------------------------------------
 # gone PID: the process has exited, now (stop waits for it): no such

@@ -80,5 +80,12 @@ expect more-members "$(lines "$D_TMP/dev/nvme1n1")" \
 expect layout "$(lines original)" nbdstripe import --layout o
 expect out "$(lines "$D_TMP/x.conf")" nbdstripe import --out "$D_TMP/x"
 expect timeout "" nbdstripe stop --timeout ""
+expect replace-volume "$(lines fast0 fast1)" nbdstripe replace --wait f
+expect replace-index "" nbdstripe replace fast0 ""
+expect replace-new "$(lines "$D_TMP/dev/nvme0n1" "$D_TMP/dev/nvme1n1")" \
+  nbdstripe replace fast0 1 --rate 100M "$D_TMP/dev/nv"
+expect replace-done "" nbdstripe replace fast0 1 "$D_TMP/dev/nvme0n1" ""
+expect replace-cancel "" nbdstripe replace --cancel fast0 ""
+expect rate "" nbdstripe replace --rate ""
 d_ok "commands, options, volume names, members"
 d_done

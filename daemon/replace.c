@@ -1,0 +1,494 @@
+/* nbdstripe replace: move a member to another device while the volume is
+ * served (through the server's control socket, control.h), or with the
+ * volume stopped (--offline, the same engine in this process).
+ * See include/replace.h for what happens meanwhile and at the end.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "assemble.h"
+#include "control.h"
+#include "header.h"
+#include "json.h"
+#include "log.h"
+#include "member.h"
+#include "nbdstripe.h"
+#include "replace.h"
+#include "volume.h"
+
+static const char *
+get_str (struct json_object *o, const char *key)
+{
+  struct json_object *x;
+  return o && json_object_object_get_ex (o, key, &x) ? json_object_get_string (x)
+                                                      : NULL;
+}
+
+static double
+get_num (struct json_object *o, const char *key)
+{
+  struct json_object *x;
+  return o && json_object_object_get_ex (o, key, &x) ? json_object_get_double (x)
+                                                      : 0;
+}
+
+/* What the command says, and what --json prints at the end. */
+struct outcome {
+  bool json;
+  char err[1024];          /* why it failed, "" */
+  struct json_object *r;   /* the last replace object seen, or NULL */
+};
+
+/* An error: on stderr, and kept for --json. */
+static void __attribute__ ((format (printf, 2, 3)))
+fail (struct outcome *o, const char *fmt, ...)
+{
+  va_list args;
+
+  va_start (args, fmt);
+  vsnprintf (o->err, sizeof o->err, fmt, args);
+  va_end (args);
+  fprintf (stderr, "nbdstripe: %s\n", o->err);
+}
+
+static void
+keep (struct outcome *o, struct json_object *r)
+{
+  json_object_put (o->r);
+  o->r = r ? json_object_get (r) : NULL;
+}
+
+/* A progress line (or bar) for a replace object; whether it has ended.
+ * Lines (no terminal) go to stdout, or with --json to stderr.
+ */
+static bool
+show (struct json_object *r, bool tty, bool json, int *last_pct)
+{
+  const char *state = get_str (r, "state");
+  double copied = get_num (r, "bytes_copied"), total = get_num (r, "bytes_total");
+  double rate = get_num (r, "rate"), eta = get_num (r, "eta_seconds");
+  int pct = total > 0 ? (int) (copied * 100 / total) : 100;
+  bool end = state && strcmp (state, "copying") != 0
+             && strcmp (state, "switching") != 0;
+  char hs[32], hr[32], line[1024];
+
+  if (tty) {
+    int w = 30, fill = pct * w / 100;
+    fprintf (stderr, "\r[%.*s%*s] %3d%% %s at %s/s, ETA %.0f s   ", fill,
+             "##############################", w - fill, "", pct,
+             human_size ((uint64_t) copied, hs, sizeof hs),
+             human_size ((uint64_t) rate, hr, sizeof hr), eta);
+    if (end)
+      fputc ('\n', stderr);
+  }
+  else if (pct / 5 != *last_pct / 5 || end) {
+    FILE *fp = json ? stderr : stdout;
+    fprintf (fp, "replace: %s\n", replace_progress (r, line, sizeof line));
+    fflush (fp);
+  }
+  *last_pct = pct;
+  return end;
+}
+
+/* The end of a replace, in words; 0 if the member was replaced. */
+static int
+conclude (struct outcome *o, struct json_object *r, const char *config,
+          unsigned index, const char *new_path)
+{
+  const char *state = get_str (r, "state"), *error = get_str (r, "error");
+  struct json_object *lost, *x;
+  int status = 1;
+
+  keep (o, r);
+  if (state && strcmp (state, "done") == 0) {
+    if (!o->json)
+      printf ("member %u replaced by %s\n", index, new_path);
+    status = 0;
+  }
+  else
+    fail (o, "replace: member %u not replaced: %s", index,
+          error ? error : state ? state : "unknown");
+  if (json_object_object_get_ex (r, "unreadable", &lost)
+      && json_object_array_length (lost) > 0) {
+    size_t n = json_object_array_length (lost);
+    fprintf (stderr, "nbdstripe: %s the old member's unreadable blocks, as "
+             "the volume's logical bytes%s:\n",
+             status == 0 ? "zeros on the new member in place of"
+                         : "the copy stopped at",
+             status == 0 ? " (their data is lost)" : "");
+    for (size_t i = 0; i < n; ++i) {
+      struct json_object *l = json_object_array_get_idx (lost, i);
+      uint64_t off = (uint64_t) get_num (l, "offset");
+      uint64_t len = (uint64_t) get_num (l, "length");
+      fprintf (stderr, "  bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", off,
+               off + len - 1, len);
+    }
+  }
+  /* The server could not write the config (a sandbox, say): here then. */
+  if (status == 0 && json_object_object_get_ex (r, "config_updated", &x)
+      && !json_object_get_boolean (x)) {
+    const char *old = get_str (r, "old");
+    char why[512] = "";
+    if (old
+        && config_replace_member (config, index, old, new_path, why,
+                                  sizeof why)
+             == 0) {
+      if (!o->json)
+        printf ("%s: member %u is now %s\n", config, index, new_path);
+    }
+    else {
+      fail (o, "%s: could not be rewritten (%s): change member %u to \"%s\" "
+            "in it",
+            config, why, index, new_path);
+      status = 1;
+    }
+  }
+  else if (status == 0 && !o->json)
+    printf ("%s: member %u is now %s\n", config, index, new_path);
+  return status;
+}
+
+/* Refuse NEW holding something a user may want, unless --force. */
+static int
+check_new (struct outcome *o, const char *path, bool force)
+{
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  uint8_t first[HEADER_SIZE] = { 0 };
+  struct member d;
+  char why[512], what[512];
+
+  if (member_open (&d, 0, path, &params, why, sizeof why) == -1) {
+    fail (o, "%s: %s", path, why);
+    return -1;
+  }
+  if (member_pread (&d, first, sizeof first, 0, false, why, sizeof why) == -1) {
+    fail (o, "%s: %s", path, why);
+    member_close (&d);
+    return -1;
+  }
+  if (!force && recognise_member (&d, first, what, sizeof what)) {
+    fail (o, "%s: %s; refusing to overwrite it (use --force)", path, what);
+    member_close (&d);
+    return -1;
+  }
+  member_close (&d);
+  return 0;
+}
+
+static int
+offline (struct outcome *o, struct stripe_config *cfg,
+         const struct replace_params *p)
+{
+  struct volume *v = malloc (sizeof *v);
+  struct assembly a;
+  const struct volume_options opt = { .claim = true, .uring = true };
+  char why[1024];
+  int status = 1, last = -1;
+  bool tty = isatty (STDERR_FILENO);
+
+  memset (&a, 0, sizeof a);
+  if (v == NULL) {
+    fail (o, "%s", strerror (ENOMEM));
+    return 1;
+  }
+  if (volume_open_config (v, cfg, &opt, &a) == -1) {
+    fail (o, "%s: the volume cannot be opened (served already? then leave "
+          "out --offline)",
+          cfg->path);
+    goto out;
+  }
+  if (volume_start (v) == -1) {
+    fail (o, "%s: cannot start the members: %s", cfg->path, strerror (errno));
+    volume_close (v);
+    goto out;
+  }
+  if (replace_start (v, p, why, sizeof why) == -1) {
+    fail (o, "replace: %s", why);
+    volume_close (v);
+    goto out;
+  }
+  for (;;) {
+    struct json_object *r = replace_status (v);
+    bool end = show (r, tty, o->json, &last);
+    if (end) {
+      replace_wait (v);
+      json_object_put (r);
+      /* The copier has ended: its last word. */
+      r = replace_status (v);
+      status = conclude (o, r, cfg->path, p->index, p->new_path);
+      json_object_put (r);
+      break;
+    }
+    json_object_put (r);
+    usleep (200000);
+  }
+  volume_close (v);
+
+out:
+  assembly_free (&a);
+  free (v);
+  return status;
+}
+
+/* A served volume's replace object, from its control socket's status
+ * answer; NULL when there is none.  Not a new reference.
+ */
+static struct json_object *
+answer_replace (struct json_object *ans)
+{
+  struct json_object *st, *r = NULL;
+
+  if (json_object_object_get_ex (ans, "status", &st))
+    json_object_object_get_ex (st, "replace", &r);
+  else
+    json_object_object_get_ex (ans, "replace", &r);
+  return r;
+}
+
+/* Ask the server op (a request made here); the answer if it said ok,
+ * else NULL (said).
+ */
+static struct json_object *
+request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
+         struct json_object *req, const char *what)
+{
+  struct json_object *ans = control_ask (ctl, req, 0), *ok;
+
+  json_object_put (req);
+  if (ans == NULL) {
+    fail (o, "%s: the volume is not served (%s: %s)%s", cfg->path, ctl,
+          strerror (errno),
+          strcmp (what, "replace") == 0
+            ? "; with the volume stopped: nbdstripe replace --offline"
+            : "");
+    return NULL;
+  }
+  if (!json_object_object_get_ex (ans, "ok", &ok)
+      || !json_object_get_boolean (ok)) {
+    fail (o, "%s: %s", what,
+          get_str (ans, "error") ? get_str (ans, "error") : "refused");
+    json_object_put (ans);
+    return NULL;
+  }
+  return ans;
+}
+
+static void
+replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
+              bool cancel, long idx, const char *new_path, bool off,
+              bool started, bool waited, int status, struct outcome *o)
+{
+  struct json_object *j = json_object_new_object ();
+
+  json_put (j, "config", json_text (loaded ? cfg->path : arg));
+  json_put (j, "name", loaded ? json_text (cfg->name) : NULL);
+  if (cancel)
+    json_put (j, "cancelled", json_object_new_boolean (status == 0));
+  else {
+    json_put (j, "member", idx >= 0 ? json_object_new_int64 (idx) : NULL);
+    json_put (j, "new", json_text (new_path));
+    json_put (j, "offline", json_object_new_boolean (off));
+    json_put (j, "started", json_object_new_boolean (started));
+    /* null: not followed to its end (no --wait) */
+    json_put (j, "replaced",
+              waited ? json_object_new_boolean (status == 0) : NULL);
+    json_put (j, "replace", o->r ? json_object_get (o->r) : NULL);
+  }
+  json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
+  print_json (j);
+}
+
+int
+cmd_replace (const struct command *cmd, int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "rate", required_argument, NULL, 'r' },
+    { "wait", no_argument, NULL, 'w' },
+    { "force", no_argument, NULL, 'f' },
+    { "skip-unreadable", no_argument, NULL, 's' },
+    { "offline", no_argument, NULL, 'O' },
+    { "cancel", no_argument, NULL, 'c' },
+    { "json", no_argument, NULL, 'j' },
+    CLI_COMMON_OPTIONS,
+    { NULL, 0, NULL, 0 },
+  };
+  struct replace_params p = { 0 };
+  struct stripe_config cfg;
+  struct outcome o = { 0 };
+  bool wait = false, off = false, cancel = false, loaded = false;
+  bool started = false, waited = false;
+  const char *index = NULL, *copy_opt = NULL;
+  char ctl[4096], *end, *abs = NULL;
+  unsigned long idx = 0;
+  int c, status = 1;
+
+  memset (&cfg, 0, sizeof cfg);
+  while ((c = getopt_long (argc, argv, "fwjhV", opts, NULL)) != -1) {
+    switch (c) {
+    case 'r':
+      if (config_parse_size (optarg, &p.rate) == -1 || p.rate == 0)
+        return cli_usage_error (cmd,
+                                "--rate '%s': expected a size such as 200M "
+                                "(bytes a second)",
+                                optarg);
+      copy_opt = "--rate";
+      break;
+    case 'w': wait = true; copy_opt = "--wait"; break;
+    case 'f': p.force = true; copy_opt = "--force"; break;
+    case 's': p.skip_unreadable = true; copy_opt = "--skip-unreadable"; break;
+    case 'O': off = true; copy_opt = "--offline"; break;
+    case 'c': cancel = true; break;
+    case 'j': o.json = true; break;
+    default: return cli_option (cmd, c);
+    }
+  }
+  if (cancel) {
+    if (copy_opt)
+      return cli_usage_error (cmd, "--cancel and %s: --cancel takes only "
+                              "VOLUME (and --json)",
+                              copy_opt);
+    if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+      return c;
+  }
+  else {
+    if ((c = cli_operands (cmd, argc, argv, 3, 3, "VOLUME, INDEX and NEW"))
+        != 0)
+      return c;
+    index = argv[optind + 1];
+    errno = 0;
+    idx = strtoul (index, &end, 10);
+    if (errno || end == index || *end || idx >= LAYOUT_MAX_MEMBERS
+        || index[0] < '0' || index[0] > '9')
+      return cli_usage_error (cmd, "INDEX '%s': expected a member index (0, "
+                              "1, ...)",
+                              index);
+  }
+
+  loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
+  if (!loaded)
+    goto out;
+  control_path (cfg.health.status_file, ctl, sizeof ctl);
+
+  if (cancel) {
+    struct json_object *req = json_object_new_object (), *ans;
+    json_put (req, "op", json_text ("cancel"));
+    ans = request (&o, &cfg, ctl, req, "replace --cancel");
+    if (ans) {
+      if (!o.json)
+        printf ("replace of volume '%s' cancelled\n", cfg.name);
+      status = 0;
+    }
+    json_object_put (ans);
+    goto out;
+  }
+
+  if (idx >= cfg.nr_members) {
+    fail (&o, "%s: no member %lu (%u members)", cfg.path, idx,
+          cfg.nr_members);
+    goto out;
+  }
+  p.index = idx;
+  /* A config names members by absolute path (URIs as they are). */
+  abs = member_is_uri (argv[optind + 2]) ? strdup (argv[optind + 2])
+                                         : realpath (argv[optind + 2], NULL);
+  if (abs == NULL) {
+    fail (&o, "%s: %s", argv[optind + 2], strerror (errno));
+    goto out;
+  }
+  p.new_path = abs;
+  p.config = cfg.path;
+  if (check_new (&o, p.new_path, p.force) == -1)
+    goto out;
+  p.force = true; /* checked here, with libblkid too */
+
+  if (off) {
+    waited = true;
+    status = offline (&o, &cfg, &p);
+    started = o.r != NULL;
+    goto out;
+  }
+
+  {
+    struct json_object *req = json_object_new_object (), *ans;
+    json_put (req, "op", json_text ("replace"));
+    json_put (req, "member", json_object_new_int64 (p.index));
+    json_put (req, "new", json_text (p.new_path));
+    json_put (req, "rate", json_u64 (p.rate));
+    json_put (req, "force", json_object_new_boolean (p.force));
+    json_put (req, "skip_unreadable",
+              json_object_new_boolean (p.skip_unreadable));
+    ans = request (&o, &cfg, ctl, req, "replace");
+    if (ans == NULL)
+      goto out;
+    json_object_put (ans);
+    started = true;
+  }
+  if (!wait) {
+    struct json_object *req = json_object_new_object (), *ans;
+    /* Where it starts from, for --json. */
+    json_put (req, "op", json_text ("status"));
+    ans = control_ask (ctl, req, 5000);
+    json_object_put (req);
+    if (ans)
+      keep (&o, answer_replace (ans));
+    json_object_put (ans);
+    if (!o.json)
+      printf ("replace of member %lu of volume '%s' started: nbdstripe status "
+              "%s shows its progress\n",
+              idx, cfg.name, argv[optind]);
+    status = 0;
+    goto out;
+  }
+  {
+    bool tty = isatty (STDERR_FILENO);
+    int last = -1;
+    waited = true;
+    for (;;) {
+      struct json_object *req = json_object_new_object (), *ans, *r;
+      json_put (req, "op", json_text ("status"));
+      ans = control_ask (ctl, req, 0);
+      json_object_put (req);
+      if (ans == NULL) {
+        if (tty)
+          fputc ('\n', stderr);
+        fail (&o, "the server went away during the replace (%s): the volume "
+              "assembles with the member its config names",
+              strerror (errno));
+        break;
+      }
+      r = answer_replace (ans);
+      if (r)
+        keep (&o, r);
+      if (r && show (r, tty, o.json, &last)) {
+        status = conclude (&o, r, cfg.path, p.index, p.new_path);
+        json_object_put (ans);
+        break;
+      }
+      json_object_put (ans);
+      usleep (200000);
+    }
+  }
+
+out:
+  if (o.json)
+    replace_json (argv[optind], &cfg, loaded, cancel, cancel ? -1 : (long) idx,
+                  abs ? abs : cancel ? NULL : argv[optind + 2], off, started,
+                  waited, status, &o);
+  json_object_put (o.r);
+  free (abs);
+  config_free (&cfg);
+  return status;
+}
