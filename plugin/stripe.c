@@ -75,9 +75,10 @@ stripe_cleanup (void)
   control_stop (control);
   control = NULL;
   if (volume_opened)
-    replace_free (&volume);
+    replace_stop (&volume);
   /* The threads stop and the last status (running: false) is written
-   * while the members are still open.
+   * while the members are still open, the last replace in it
+   * (volume_close frees it).
    */
   volume.health = NULL;
   if (!health_free (health))
