@@ -72,11 +72,14 @@ const struct command commands[] = {
     .run = cmd_status,
     .synopsis = "[--json] VOLUME",
     .summary = "a served volume's health",
-    .help = "Print the health of the volume, from the status file its "
-            "server keeps\n"
-            "(health.status_file): volume and member states, I/O counters,\n"
-            "latencies, last errors, and the stripe geometry for mkfs.\n"
-            "  -j, --json        the status file itself (JSON); without one,"
+    .help = "Print the health of the volume, live from its server (the "
+            "control\n"
+            "socket, NAME.ctl), else from the status file the server keeps\n"
+            "(health.status_file): volume and member states, a replace's "
+            "progress,\n"
+            "I/O counters, latencies, last errors, and the stripe geometry "
+            "for mkfs.\n"
+            "  -j, --json        the status itself (JSON); without one,"
             "\n"
             "                    {\"state\": \"unknown\", \"reason\": ...}\n"
             "Exit status: 0 ok, 1 degraded, 2 failed, 3 unknown (status "

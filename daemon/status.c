@@ -1,6 +1,7 @@
-/* nbdstripe status: the health of a served volume, read from the status
- * file the plugin keeps (its format is the big comment at the top of
- * include/health.h).  A table for people, as mdadm --detail prints, or
+/* nbdstripe status: the health of a served volume, asked live of its
+ * server through the control socket (control.h) when it answers, else
+ * read from the status file the plugin keeps (the same JSON; its format
+ * is the big comment at the top of include/health.h).  A table for people, as mdadm --detail prints, or
  * (--json) the file itself; the exit status is the monitoring plugins'
  * convention: 0 ok, 1 degraded, 2 failed, 3 unknown -- the file is
  * missing, not JSON, of another format, or written by a server that is
