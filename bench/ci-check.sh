@@ -9,16 +9,18 @@
 #     then
 #  2. on emulated local members with N = 1 and 2, every profile
 # must complete, its results.json must validate against
-# bench/results.schema.json and the chart files must exist.  It asserts no
-# speed.
+# bench/results.schema.json and the chart files must exist; then
+#  3. `replace-impact --quick` (nbdstripe replace on emulated members) must
+# complete with every part in its results.json.  It asserts no speed.
 #
 #   bench/ci-check.sh [PLUGIN.so]
 #
-# PLUGIN.so defaults to $NBDSTRIPE_PLUGIN, then build/plugin/.  Exit 0 pass,
+# PLUGIN.so defaults to $NBDSTRIPE_PLUGIN, then build/plugin/; the nbdstripe
+# command to $NBDSTRIPE, then PLUGIN.so's ../daemon/nbdstripe.  Exit 0 pass,
 # 1 fail, 77 skip of the local part (not root, no cgroup block throttling, no
 # loop devices) after the remote part passed.  Installs gnuplot-nox,
 # python3-jsonschema and fio with apt-get when missing (as root).
-# Takes about 3.5 minutes.
+# Takes about 4 minutes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -144,4 +146,39 @@ if losetup -l -n -O BACK-FILE 2>/dev/null | grep -q "$out/members"; then
 fi
 ls -d /sys/fs/cgroup/blkio/nbdstripe-bench-* /sys/fs/cgroup/nbdstripe-bench-* 2>/dev/null |
   grep -q . && echo "note: a nbdstripe-bench cgroup exists (another run in progress?)"
+
+# ---- 3. nbdstripe replace while served (bench/replace-impact --quick, about 40 s)
+nbdstripe=${NBDSTRIPE:-$(dirname "$plugin")/../daemon/nbdstripe}
+[ -x "$nbdstripe" ] || fail "nbdstripe not found: $nbdstripe (set NBDSTRIPE)"
+"$here/replace-impact" --help >/dev/null || fail "replace-impact --help failed"
+echo "== bench/replace-impact --quick (output in $out/replace)"
+start=$(date +%s)
+"$here/replace-impact" --plugin "$plugin" --nbdstripe "$nbdstripe" --quick --out "$out/replace" \
+  --workdir "$out/replace-members" --noisy-retries 0 || fail "replace-impact exited with $?"
+echo "== replace-impact took $(( $(date +%s) - start )) s"
+[ -s "$out/replace/summary.md" ] || fail "replace-impact: summary.md missing"
+# every part is there (no speed is asserted): device rates, the dd reference,
+# both copies completed over the whole member, 2 runs without and 2 with a replace
+/usr/bin/python3 - "$out/replace/results.json" <<'PY' || fail "replace-impact: unexpected results.json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+size = d["parameters"]["member_size"]
+assert len(d["device_rates"]) == 4 and all(r["mbps"] > 0 for r in d["device_rates"]), "device rates"
+assert d["serial_copy_reference"]["mbps"] > 0, "dd reference"
+for k in ("copy_idle", "copy_rate_limited"):
+    c = d[k]
+    assert c["bytes_total"] == size and c["elapsed_s"] > 0 and c["mbps"] > 0, k
+    assert c["config_updated"] is True, k + ": config not rewritten"
+assert d["copy_rate_limited"]["rate_limit_bytes_per_s"] > 0, "rate"
+assert d["copy_idle"]["new"] == d["copy_rate_limited"]["old"], "the copies go there and back"
+runs = d["impact"]["runs"]
+for case in ("without_replace", "with_replace"):
+    rs = [r for r in runs if r["case"] == case]
+    assert len(rs) == 2 and all(r["iops"] > 0 and r["lat_p99_us"] > 0 for r in rs), case
+assert all(r["replace_end_state"] in ("cancelled", "done") for r in runs if r["case"] == "with_replace")
+assert [t["met"] in (True, False) for t in d["targets"]] == [True, True], "targets"
+PY
+if losetup -l -n -O BACK-FILE 2>/dev/null | grep -q "$out/replace-members"; then
+  fail "replace-impact: loop devices left behind"
+fi
 echo "PASS"

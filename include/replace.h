@@ -2,8 +2,11 @@
  *
  * A copier thread copies member INDEX (old) to a new device (NEW, any
  * kind of member: file, block device, NBD URI) window by window, in
- * increasing member offsets, while clients go on.  What clients do
- * meanwhile (replace_run_ops, on the volume's I/O path):
+ * increasing member offsets, while clients go on.  Unthrottled, the copy
+ * is a pipeline: window k is written to NEW while window k + 1 is read
+ * from old, each window as a few requests at once, so that it runs at
+ * the pace of the slower device (not of both, one after the other).
+ * What clients do meanwhile (replace_run_ops, on the volume's I/O path):
  *
  * - Reads come from old.  A read from old that fails is retried on NEW
  *   where the copy has passed.
@@ -12,7 +15,9 @@
  *   over.  A write never races the copier: a client write overlapping the
  *   window being copied waits for it, and the copier waits for client
  *   writes in flight over the window it is about to take -- so NEW never
- *   gets data older than what a client wrote.
+ *   gets data older than what a client wrote.  (The window is both
+ *   windows of the pipeline: the one read and not yet written, and the
+ *   one being written.)
  * - Flushes (and FUA) cover both.
  * - An operation on NEW that fails aborts the replace; the client's
  *   request is answered by old alone, and the volume goes on with it.

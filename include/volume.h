@@ -120,6 +120,10 @@ struct volume {
    * it, a replace switching to the new device.
    */
   pthread_mutex_t swap_lock;
+  /* Replaces switched so far: a write that saw the sizes of the old
+   * device does not compare them with the new one's.
+   */
+  _Atomic unsigned switches;
 };
 
 /* Write member i's header (on device m, which may not be members[i] yet)

@@ -345,6 +345,8 @@ build_prom (struct health *h, bool running, double now, size_t *len)
         { "bytes_copied", "bytes_copied", "Bytes of the member copied so far." },
         { "bytes_total", "bytes_total", "Bytes of the member to copy." },
         { "rate_bytes_per_second", "rate", "Copy rate since the start." },
+        { "eta_seconds", "eta_seconds",
+          "Seconds left at that rate (0 once the copy has ended)." },
       };
       fputs ("# HELP nbdstripe_replace_running Whether a member is being "
              "replaced (copying or switching) now.\n"

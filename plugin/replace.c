@@ -27,8 +27,13 @@
 #include "util.h"
 #include "volume.h"
 
-/* The copier's window: large enough for the devices to stream. */
+/* The copier's window: large enough for the devices to stream; read and
+ * written as PIECES requests at once, for devices that need a queue to
+ * reach their rate.
+ */
 #define WINDOW (4u * 1024 * 1024)
+#define PIECES 4u
+#define PIECE (WINDOW / PIECES)
 /* Unreadable blocks are found this finely. */
 #define BLOCK 4096u
 /* Reads of old tried this often before a block counts as unreadable. */
@@ -502,6 +507,7 @@ finish (struct replace *r)
     *old = r->newm;
     r->newm = tmp;
   }
+  atomic_fetch_add (&v->switches, 1);
   pthread_mutex_lock (&v->header_lock);
   memcpy (v->member_uuid[r->index], new_uuid, 16);
   v->member_events[r->index] = v->hdr.events;
@@ -534,87 +540,193 @@ release:
   pthread_mutex_unlock (&r->lock);
 }
 
+/* The requests that read or write [off, off + len) of m (at most a
+ * window) from or into buf: one per piece.  Returns how many.
+ */
+static unsigned
+pieces (struct member_op *ops, struct iovec *iov, struct member *m,
+        enum op_kind kind, uint8_t *buf, uint64_t len, uint64_t off)
+{
+  unsigned n = 0;
+
+  for (uint64_t d = 0; d < len; d += PIECE, ++n) {
+    uint64_t l = len - d < PIECE ? len - d : PIECE;
+    iov[n] = (struct iovec) { buf + d, l };
+    ops[n] = (struct member_op) { .m = m, .kind = kind, .offset = off + d,
+                                  .length = l, .iov = &iov[n], .nr_iov = 1,
+                                  .shadow = true };
+  }
+  return n;
+}
+
+static bool
+all_ok (const struct member_op *ops, unsigned n)
+{
+  for (unsigned i = 0; i < n; ++i)
+    if (ops[i].err)
+      return false;
+  return true;
+}
+
+/* Read a window of old into buf, its pieces at once.  True if all read. */
+static bool
+read_window (struct replace *r, uint8_t *buf, uint64_t len, uint64_t off)
+{
+  struct member_op ops[PIECES];
+  struct iovec iov[PIECES];
+  unsigned n = pieces (ops, iov, &r->v->members[r->index], OP_READ, buf, len,
+                       off);
+
+  ioexec_run (ops, n, r->v->uring);
+  return all_ok (ops, n);
+}
+
+/* Make [a, b) part of the copier's window, once no client write in
+ * flight overlaps it (client writes that start later wait for the
+ * window).  False if the replace stopped (cancelled, failed) meanwhile.
+ */
+static bool
+lock_window (struct replace *r, uint64_t a, uint64_t b)
+{
+  bool busy, ok;
+
+  pthread_mutex_lock (&r->lock);
+  do {
+    busy = false;
+    if (r->cancel && r->state == R_COPYING) {
+      r->state = R_CANCELLED;
+      snprintf (r->error, sizeof r->error, "cancelled");
+    }
+    if (r->state != R_COPYING)
+      break;
+    for (struct flight *f = r->flights; f; f = f->next)
+      if (f->write && overlaps (f->a, f->b, a, b))
+        busy = true;
+    if (busy)
+      pthread_cond_wait (&r->cond, &r->lock);
+  } while (busy);
+  ok = r->state == R_COPYING;
+  if (ok) {
+    if (r->win_a == r->win_b)
+      r->win_a = a;
+    r->win_b = b;
+  }
+  pthread_mutex_unlock (&r->lock);
+  return ok;
+}
+
+/* [pos, pos + len) of old is in buf (read_ok) or not: read it again,
+ * block by block where it must.  False if the copy must stop.
+ */
+static bool
+settle_read (struct replace *r, uint8_t *buf, uint64_t pos, uint64_t len,
+             bool read_ok)
+{
+  int64_t bad = read_ok ? 0 : read_old (r, buf, pos, len);
+
+  if (replace_debug_hold_ms > 0) {
+    struct timespec ts = { replace_debug_hold_ms / 1000,
+                           replace_debug_hold_ms % 1000 * 1000000L };
+    nanosleep (&ts, NULL);
+  }
+  if (bad > 0 && !r->skip_unreadable) {
+    pthread_mutex_lock (&r->lock);
+    fail_locked (r, "the member to replace (%s) has unreadable blocks: "
+                 "the copy stopped (--skip-unreadable copies the rest and "
+                 "lists what is lost)",
+                 r->old_path);
+    pthread_mutex_unlock (&r->lock);
+    return false;
+  }
+  return true;
+}
+
+/* The copy, window by window.  Unthrottled, it is a pipeline: window k
+ * is written to NEW while window k + 1 is read from old, both at once,
+ * so that the copy runs at the pace of the slower device, not of the
+ * two one after the other.  Both windows are locked against client
+ * writes until written (a client write there would be overwritten by
+ * older data); below the watermark, client writes reach both members.
+ * Throttled (--rate), one window at a time, none held while it waits.
+ */
 static void *
 copier (void *arg)
 {
   struct replace *r = arg;
   struct volume *v = r->v;
-  uint8_t *buf = NULL;
-  uint64_t pos = r->start;
+  struct member *old = &v->members[r->index];
+  uint8_t *buf[2] = { NULL, NULL };
+  uint64_t pos = r->start, w;
+  unsigned k = 0;
 
-  if (posix_memalign ((void **) &buf, 4096, WINDOW) != 0) {
+  if (posix_memalign ((void **) &buf[0], 4096, WINDOW) != 0
+      || posix_memalign ((void **) &buf[1], 4096, WINDOW) != 0) {
     pthread_mutex_lock (&r->lock);
     fail_locked (r, "out of memory");
     pthread_mutex_unlock (&r->lock);
     goto end;
   }
-  while (pos < r->end) {
-    uint64_t w = r->end - pos < WINDOW ? r->end - pos : WINDOW;
-    int64_t bad;
-    bool busy;
+  w = r->end - pos < WINDOW ? r->end - pos : WINDOW;
+  if (w == 0 || !lock_window (r, pos, pos + w)
+      || !settle_read (r, buf[0], pos, w, read_window (r, buf[0], w, pos)))
+    goto stop;
+  for (;;) {
+    uint64_t next = pos + w;
+    uint64_t nw = r->end - next < WINDOW ? r->end - next : WINDOW;
+    struct member_op ops[2 * PIECES];
+    struct iovec iov[2 * PIECES];
+    bool ahead = nw > 0 && r->rate == 0, read_ok;
+    unsigned nwr, nrd = 0;
 
-    pthread_mutex_lock (&r->lock);
-    do {
-      busy = false;
-      if (r->cancel && r->state == R_COPYING) {
-        r->state = R_CANCELLED;
-        snprintf (r->error, sizeof r->error, "cancelled");
+    if (ahead && !lock_window (r, next, next + nw))
+      break;
+    nwr = pieces (ops, iov, &r->newm, OP_WRITE, buf[k], w, pos);
+    if (ahead)
+      nrd = pieces (ops + nwr, iov + nwr, old, OP_READ, buf[k ^ 1], nw, next);
+    ioexec_run (ops, nwr + nrd, v->uring);
+    read_ok = all_ok (ops + nwr, nrd);
+    for (unsigned i = 0; i < nwr; ++i)
+      if (ops[i].err) {
+        pthread_mutex_lock (&r->lock);
+        fail_locked (r, "the new member (%s) failed: write at offset %"
+                     PRIu64 ": %s",
+                     r->new_path, ops[i].offset, strerror (ops[i].err));
+        pthread_mutex_unlock (&r->lock);
+        goto stop;
       }
-      if (r->state != R_COPYING)
-        break;
-      for (struct flight *f = r->flights; f; f = f->next)
-        if (f->write && overlaps (f->a, f->b, pos, pos + w))
-          busy = true;
-      if (busy)
-        pthread_cond_wait (&r->cond, &r->lock);
-    } while (busy);
-    if (r->state != R_COPYING) {
-      pthread_mutex_unlock (&r->lock);
-      break;
-    }
-    r->win_a = pos;
-    r->win_b = pos + w;
-    pthread_mutex_unlock (&r->lock);
-
-    bad = read_old (r, buf, pos, w);
-    if (replace_debug_hold_ms > 0) {
-      struct timespec ts = { replace_debug_hold_ms / 1000,
-                             replace_debug_hold_ms % 1000 * 1000000L };
-      nanosleep (&ts, NULL);
-    }
-    if (bad > 0 && !r->skip_unreadable) {
-      pthread_mutex_lock (&r->lock);
-      r->win_a = r->win_b = 0;
-      fail_locked (r, "the member to replace (%s) has unreadable blocks: "
-                   "the copy stopped (--skip-unreadable copies the rest and "
-                   "lists what is lost)",
-                   r->old_path);
-      pthread_mutex_unlock (&r->lock);
-      break;
-    }
-    if (copy_io (r, &r->newm, OP_WRITE, buf, w, pos) == -1) {
-      int e = errno;
-      pthread_mutex_lock (&r->lock);
-      r->win_a = r->win_b = 0;
-      fail_locked (r, "the new member (%s) failed: write at offset %" PRIu64
-                   ": %s",
-                   r->new_path, pos, strerror (e));
-      pthread_mutex_unlock (&r->lock);
-      break;
-    }
     pthread_mutex_lock (&r->lock);
-    r->watermark = pos + w;
-    r->win_a = r->win_b = 0;
+    r->watermark = next;
+    r->win_a = ahead ? next : 0;
+    r->win_b = ahead ? r->win_b : 0;
     pthread_cond_broadcast (&r->cond);
     pthread_mutex_unlock (&r->lock);
-    pos += w;
-    throttle (r, pos - r->start);
+    pos = next;
+    w = nw;
+    k ^= 1;
+    if (w == 0)
+      break;
+    if (!ahead) {
+      throttle (r, pos - r->start);
+      if (!lock_window (r, pos, pos + w))
+        break;
+      read_ok = read_window (r, buf[k], w, pos);
+    }
+    if (!settle_read (r, buf[k], pos, w, read_ok))
+      break;
   }
+
+stop:
+  /* Stopped or done: no window any more. */
+  pthread_mutex_lock (&r->lock);
+  r->win_a = r->win_b = 0;
+  pthread_cond_broadcast (&r->cond);
+  pthread_mutex_unlock (&r->lock);
   if (pos >= r->end)
     finish (r);
 
 end:
-  free (buf);
+  free (buf[0]);
+  free (buf[1]);
   pthread_mutex_lock (&r->lock);
   if (r->state == R_COPYING) /* out of memory before any window */
     fail_locked (r, "stopped");

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,14 +391,22 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
         unsigned nr, uint64_t mask)
 {
   uint64_t seen[LAYOUT_MAX_MEMBERS];
+  unsigned switches = 0;
   int r;
 
   if (refuse_failed (v, mask) == -1)
     return -1;
-  if (kind == OP_WRITE && guard_sizes (v, mask, seen) == -1)
+  if (kind != OP_WRITE)
+    return run_ops (v, ops, nr);
+  switches = atomic_load (&v->switches);
+  if (guard_sizes (v, mask, seen) == -1)
     return -1;
   r = run_ops (v, ops, nr);
-  if (kind == OP_WRITE && recheck_sizes (v, mask, seen) == -1)
+  /* A replace that switched meanwhile: the sizes seen were the old
+   * device's (or none, if it was an NBD export).
+   */
+  if (atomic_load (&v->switches) == switches
+      && recheck_sizes (v, mask, seen) == -1)
     r = -1;
   return r;
 }
