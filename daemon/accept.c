@@ -20,50 +20,76 @@
 #include <string.h>
 
 #include "assemble.h"
+#include "json.h"
 #include "log.h"
 #include "nbdstripe.h"
 #include "member.h"
 #include "header.h"
 
-static int
-accept_usage (FILE *fp, int status)
+/* accept --json: what was done. */
+static void
+accept_json (const char *arg, const struct stripe_config *cfg, bool loaded,
+             const char *err, long idx, bool ok, bool written, uint64_t before,
+             uint64_t after)
 {
-  fprintf (fp,
-           "Usage: nbdstripe accept CONFIG INDEX\n"
-           "Take back member INDEX, refused as stale (behind the volume's\n"
-           "generation), when it is the member itself and nothing wrote to\n"
-           "it since it dropped out.  Writes only that member's header.\n");
-  return status;
+  struct json_object *o = json_object_new_object ();
+
+  json_put (o, "config", json_text (loaded ? cfg->path : arg));
+  json_put (o, "member", json_object_new_int64 (idx));
+  json_put (o, "accepted", json_object_new_boolean (ok));
+  if (!loaded)
+    json_put (o, "error", json_text (err));
+  else if (ok) {
+    json_put (o, "path", json_text (cfg->members[idx]));
+    json_put (o, "header_written", json_object_new_boolean (written));
+    json_put (o, "generation_before", json_u64 (before));
+    json_put (o, "generation", json_u64 (after));
+  }
+  print_json (o);
 }
 
 int
-cmd_accept (int argc, char **argv)
+cmd_accept (const struct command *cmd, int argc, char **argv)
 {
+  static const struct option opts[] = {
+    { "json", no_argument, NULL, 'j' },
+    CLI_COMMON_OPTIONS,
+    { NULL, 0, NULL, 0 },
+  };
   struct stripe_config cfg;
   struct assembly a;
   struct member d[LAYOUT_MAX_MEMBERS];
   const struct member_open_params params = { .raw = true };
   unsigned n = 0, opened = 0;
-  uint64_t events = 0;
+  uint64_t events = 0, generation = 0;
   unsigned long idx;
-  char *end, why[512];
-  int status = 1;
+  char *end, why[512], err[1024] = "";
+  const char *index;
+  bool json = false, loaded, written = false;
+  int c, status = 1;
 
-  if (argc == 2 && strcmp (argv[1], "--help") == 0)
-    return accept_usage (stdout, 0);
-  if (argc != 3 || argv[1][0] == '-')
-    return accept_usage (stderr, 2);
+  while ((c = getopt_long (argc, argv, "jhV", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = true; break;
+    default: return cli_option (cmd, c);
+    }
+  }
+  if ((c = cli_operands (cmd, argc, argv, 2, 2, "VOLUME and INDEX")) != 0)
+    return c;
+  index = argv[optind + 1];
   errno = 0;
-  idx = strtoul (argv[2], &end, 10);
-  if (errno || end == argv[2] || *end || idx >= LAYOUT_MAX_MEMBERS) {
-    fprintf (stderr, "nbdstripe: accept: INDEX '%s': expected a member "
-                     "index (0, 1, ...)\n",
-             argv[2]);
+  idx = strtoul (index, &end, 10);
+  if (errno || end == index || *end || idx >= LAYOUT_MAX_MEMBERS
+      || index[0] < '0' || index[0] > '9') {
+    fprintf (stderr,
+             "nbdstripe: accept: INDEX '%s': expected a member "
+             "index (0, 1, ...)\n",
+             index);
     return 2;
   }
 
-  memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[1], &cfg) == -1)
+  loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
+  if (!loaded)
     goto out;
   n = cfg.nr_members;
   if (cfg.metadata != METADATA_HEADER) {
@@ -100,10 +126,13 @@ cmd_accept (int argc, char **argv)
   }
   if (assemble_accepting (&cfg, &a, idx, &events) == -1)
     goto out;
+  generation = a.hdr.events;
   if (events >= a.hdr.events) {
-    printf ("%s: member %lu (%s) is at generation %" PRIu64 ", as the "
-            "volume: nothing to accept\n",
-            cfg.path, idx, cfg.members[idx], events);
+    if (!json)
+      printf ("%s: member %lu (%s) is at generation %" PRIu64 ", as the "
+              "volume: nothing to accept\n",
+              cfg.path, idx, cfg.members[idx], events);
+    generation = events;
     status = 0;
     goto out;
   }
@@ -123,12 +152,17 @@ cmd_accept (int argc, char **argv)
       goto out;
     }
   }
-  printf ("%s: member %lu (%s) taken back: generation %" PRIu64
-          " -> %" PRIu64 "\n",
-          cfg.path, idx, cfg.members[idx], events, a.hdr.events);
+  written = true;
+  if (!json)
+    printf ("%s: member %lu (%s) taken back: generation %" PRIu64
+            " -> %" PRIu64 "\n",
+            cfg.path, idx, cfg.members[idx], events, a.hdr.events);
   status = 0;
 
 out:
+  if (json)
+    accept_json (argv[optind], &cfg, loaded, err, (long) idx, status == 0,
+                 written, events, generation);
   for (unsigned i = opened; i-- > 0;)
     member_close (&d[i]);
   config_free (&cfg);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "assemble.h"
+#include "json.h"
 #include "log.h"
 #include "md_super.h"
 #include "nbdstripe.h"
@@ -62,50 +63,103 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
  * geometry is the config's: chunk and member count.
  */
 void
-print_mkfs_geometry (uint64_t chunk, unsigned nr_members)
+mkfs_geometry (uint64_t chunk, unsigned nr_members, char *ext4, size_t ext4len,
+               char *xfs, size_t xfslen)
 {
-  printf ("  mkfs.ext4 -b 4096 -E stride=%" PRIu64 ",stripe_width=%" PRIu64
-          "\n  mkfs.xfs -d su=%" PRIu64 "k,sw=%u\n",
-          chunk / 4096, chunk / 4096 * nr_members, chunk / 1024, nr_members);
+  snprintf (ext4, ext4len,
+            "-b 4096 -E stride=%" PRIu64 ",stripe_width=%" PRIu64,
+            chunk / 4096, chunk / 4096 * nr_members);
+  snprintf (xfs, xfslen, "-d su=%" PRIu64 "k,sw=%u", chunk / 1024, nr_members);
 }
 
-static int
-check_usage (FILE *fp, int status)
+void
+print_mkfs_geometry (uint64_t chunk, unsigned nr_members)
 {
-  fprintf (fp, "Usage: nbdstripe check CONFIG\n"
-               "Check that the volume CONFIG describes can be served: every\n"
-               "member's header agrees with the config.  Writes nothing.\n"
-               "Exit status 0 when it can be served.\n");
-  return status;
+  char ext4[128], xfs[128];
+
+  mkfs_geometry (chunk, nr_members, ext4, sizeof ext4, xfs, sizeof xfs);
+  printf ("  mkfs.ext4 %s\n  mkfs.xfs %s\n", ext4, xfs);
+}
+
+static const char *
+metadata_name (enum metadata_mode m)
+{
+  return m == METADATA_MD ? "md" : m == METADATA_NONE ? "none" : "header";
+}
+
+/* check --json: the verdict, and what check prints for people. */
+static struct json_object *
+check_json (const char *arg, const struct stripe_config *cfg, bool loaded,
+            const char *err, bool ok, uint64_t size, const char *uuid)
+{
+  struct json_object *o = json_object_new_object ();
+  struct json_object *w, *m;
+  char ext4[128], xfs[128];
+
+  json_put (o, "config", json_text (loaded ? cfg->path : arg));
+  json_put (o, "can_serve", json_object_new_boolean (ok));
+  if (!loaded) {
+    json_put (o, "error", json_text (err));
+    return o;
+  }
+  json_put (o, "name", json_text (cfg->name));
+  json_put (o, "metadata", json_text (metadata_name (cfg->metadata)));
+  json_put (o, "uuid", ok && uuid[0] ? json_text (uuid) : NULL);
+  json_put (o, "members", json_object_new_int64 (cfg->nr_members));
+  json_put (o, "chunk", json_u64 (cfg->chunk));
+  json_put (o, "size", ok ? json_u64 (size) : NULL);
+  w = json_object_new_array ();
+  for (unsigned i = 0; i < cfg->nr_warnings; ++i)
+    json_object_array_add (w, json_text (cfg->warnings[i]));
+  json_put (o, "warnings", w);
+  mkfs_geometry (cfg->chunk, cfg->nr_members, ext4, sizeof ext4, xfs,
+                 sizeof xfs);
+  m = json_object_new_object ();
+  json_put (m, "ext4", json_text (ext4));
+  json_put (m, "xfs", json_text (xfs));
+  json_put (o, "mkfs", m);
+  return o;
 }
 
 int
-cmd_check (int argc, char **argv)
+cmd_check (const struct command *cmd, int argc, char **argv)
 {
+  static const struct option opts[] = {
+    { "json", no_argument, NULL, 'j' },
+    CLI_COMMON_OPTIONS,
+    { NULL, 0, NULL, 0 },
+  };
   struct stripe_config cfg;
   uint64_t size = 0;
-  char uuid[37], hs[32];
-  int r;
+  char uuid[37] = "", hs[32], err[1024] = "";
+  bool json = false, loaded;
+  int c, r;
 
-  if (argc == 2 && strcmp (argv[1], "--help") == 0)
-    return check_usage (stdout, 0);
-  if (argc != 2 || argv[1][0] == '-')
-    return check_usage (stderr, 2);
-
-  memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[1], &cfg) == -1) {
-    config_free (&cfg);
-    return 1;
+  while ((c = getopt_long (argc, argv, "jhV", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = true; break;
+    default: return cli_option (cmd, c);
+    }
   }
-  print_config_warnings (&cfg);
-  r = check_volume (&cfg, false, &size, uuid);
-  if (r == 0)
+  if ((r = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+    return r;
+
+  loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
+  r = -1;
+  if (loaded) {
+    print_config_warnings (&cfg);
+    r = check_volume (&cfg, false, &size, uuid);
+  }
+  if (json)
+    print_json (
+      check_json (argv[optind], &cfg, loaded, err, r == 0, size, uuid));
+  else if (r == 0) {
     printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
             "(%" PRIu64 " bytes): can be served\n",
             cfg.path, cfg.name, uuid[0] ? " (" : "", uuid, uuid[0] ? ")" : "",
             cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs), size);
-  if (r == 0)
     print_mkfs_geometry (cfg.chunk, cfg.nr_members);
+  }
   config_free (&cfg);
   return r == 0 ? 0 : 1;
 }

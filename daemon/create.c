@@ -39,6 +39,7 @@
 #include "nbdstripe.h"
 #include "member.h"
 #include "header.h"
+#include "json.h"
 
 /* The bytes create writes at the start of each member. */
 #define META_BYTES (2 * HEADER_SIZE)
@@ -55,20 +56,9 @@ struct target {
   uint8_t old_tail[MD_SUPER_BYTES];
 };
 
-static int
-create_usage (FILE *fp, int status)
-{
-  fprintf (
-    fp, "Usage: nbdstripe create [--force] [--discard] CONFIG\n"
-        "Write a header at the start of every member the config lists\n"
-        "(metadata = \"md\": an md v1.2 superblock, as mdadm --create).\n"
-        "  --force     overwrite members that hold a filesystem, partition "
-        "table,\n"
-        "              RAID/LVM signature or an nbdstripe header\n"
-        "  --discard   trim each member's data area first (as mkfs does)\n");
-  return status;
-}
-
+/* What libblkid (or our own magic, in first: the member's first 4 KiB)
+ * recognises on the member (nbdstripe.h).
+ */
 const char *
 recognise_member (struct member *m, const uint8_t *first, char *what,
                   size_t len)
@@ -308,13 +298,46 @@ read_back_id (const struct stripe_config *cfg, const uint8_t buf[META_BYTES],
   return true;
 }
 
+/* create --json: what was created, or that nothing was. */
+static struct json_object *
+create_json (const char *arg, const struct stripe_config *cfg, bool loaded,
+             const char *err, bool created, const char *uuid,
+             const struct layout *l)
+{
+  struct json_object *o = json_object_new_object ();
+  struct json_object *m;
+
+  json_put (o, "config", json_text (loaded ? cfg->path : arg));
+  json_put (o, "created", json_object_new_boolean (created));
+  if (!loaded) {
+    json_put (o, "error", json_text (err));
+    return o;
+  }
+  json_put (o, "name", json_text (cfg->name));
+  json_put (o, "metadata",
+            json_text (cfg->metadata == METADATA_MD ? "md" : "header"));
+  if (!created)
+    return o;
+  json_put (o, "uuid", json_text (uuid));
+  m = json_object_new_array ();
+  for (unsigned i = 0; i < cfg->nr_members; ++i)
+    json_object_array_add (m, json_text (cfg->members[i]));
+  json_put (o, "members", m);
+  json_put (o, "chunk", json_u64 (cfg->chunk));
+  json_put (o, "layout", json_text (layout_name (cfg->layout)));
+  json_put (o, "data_offset", json_u64 (cfg->data_offset));
+  json_put (o, "size", json_u64 (l->size));
+  return o;
+}
+
 int
-cmd_create (int argc, char **argv)
+cmd_create (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
-    { "force", no_argument, NULL, 'F' },
+    { "force", no_argument, NULL, 'f' },
     { "discard", no_argument, NULL, 'd' },
-    { "help", no_argument, NULL, 'h' },
+    { "json", no_argument, NULL, 'j' },
+    CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
@@ -325,24 +348,24 @@ cmd_create (int argc, char **argv)
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
   static const uint8_t zeros[MD_SUPER_BYTES];
-  bool force = false, discard = false, ok = true;
+  bool force = false, discard = false, json = false, ok = true, loaded;
   unsigned n = 0, bad;
-  char uuid[37], hs[32];
+  char uuid[37] = "", hs[32], err[1024] = "";
   int c, status = 1;
 
-  while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "fjhV", opts, NULL)) != -1) {
     switch (c) {
-    case 'F': force = true; break;
+    case 'f': force = true; break;
     case 'd': discard = true; break;
-    case 'h': return create_usage (stdout, 0);
-    default: return create_usage (stderr, 2);
+    case 'j': json = true; break;
+    default: return cli_option (cmd, c);
     }
   }
-  if (optind != argc - 1)
-    return create_usage (stderr, 2);
+  if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+    return c;
 
-  memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[optind], &cfg) == -1)
+  loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
+  if (!loaded)
     goto out;
   if (cfg.metadata == METADATA_NONE) {
     fprintf (stderr,
@@ -546,14 +569,20 @@ cmd_create (int argc, char **argv)
   if (cfg.metadata == METADATA_MD) {
     char mdu[36];
     md_super_uuid_format (sb.array_uuid, mdu);
+    snprintf (uuid, sizeof uuid, "%s", mdu);
+  }
+  else
+    uuid_format (sb.array_uuid, uuid);
+  if (json)
+    ; /* at out */
+  else if (cfg.metadata == METADATA_MD) {
     printf ("created md raid0 array '%s' (UUID %s, md metadata 1.2): %u "
             "members, chunk %" PRIu64 ", layout %s, data offset %" PRIu64
             ", %s (%" PRIu64 " bytes)\n",
-            cfg.name, mdu, n, cfg.chunk, layout_name (cfg.layout),
+            cfg.name, uuid, n, cfg.chunk, layout_name (cfg.layout),
             cfg.data_offset, human_size (l->size, hs, sizeof hs), l->size);
   }
   else {
-    uuid_format (sb.array_uuid, uuid);
     printf ("created volume '%s' (%s): %u members, chunk %" PRIu64 ", "
             "data offset %" PRIu64 ", %s (%" PRIu64 " bytes)\n",
             cfg.name, uuid, n, cfg.chunk, cfg.data_offset,
@@ -562,6 +591,9 @@ cmd_create (int argc, char **argv)
   status = 0;
 
 out:
+  if (json)
+    print_json (
+      create_json (argv[optind], &cfg, loaded, err, status == 0, uuid, l));
   if (t)
     for (unsigned i = n; i-- > 0;)
       if (t[i].opened)

@@ -18,28 +18,12 @@
 #include <unistd.h>
 
 #include "assemble.h"
+#include "json.h"
 #include "layout.h"
 #include "log.h"
 #include "md_super.h"
 #include "member.h"
 #include "nbdstripe.h"
-
-static int
-import_usage (FILE *fp, int status)
-{
-  fprintf (
-    fp,
-    "Usage: nbdstripe import [--out CONFIG] [--force] [--name NAME]\n"
-    "                        [--layout original|alternate] MEMBER...\n"
-    "Write a config for an existing Linux md raid0 array (md metadata 1.0,\n"
-    "1.1 or 1.2) from its members' superblocks; the members are only read.\n"
-    "  --out CONFIG   where to write it (default: standard output)\n"
-    "  --force        overwrite CONFIG if it exists\n"
-    "  --name NAME    the volume's name (default: the md array's name)\n"
-    "  --layout L     md's multi-zone layout, for an array whose\n"
-    "                 superblocks do not record it\n");
-  return status;
-}
 
 /* The md name ("homehost:name" or "name") as a volume name: the part
  * after the last ':', characters outside [A-Za-z0-9._-] as '_'; "md-" and
@@ -80,19 +64,20 @@ put_string (FILE *fp, const char *s)
 }
 
 int
-cmd_import (int argc, char **argv)
+cmd_import (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "out", required_argument, NULL, 'o' },
-    { "force", no_argument, NULL, 'F' },
+    { "force", no_argument, NULL, 'f' },
+    { "json", no_argument, NULL, 'j' },
     { "name", required_argument, NULL, 'n' },
     { "layout", required_argument, NULL, 'l' },
-    { "help", no_argument, NULL, 'h' },
+    CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   const char *out = NULL, *name = NULL;
   uint32_t layout = 0;
-  bool force = false, ok = true;
+  bool force = false, json = false, ok = true;
   struct md_super *sb = NULL;
   char **path = NULL; /* in role order */
   struct stripe_config cfg;
@@ -103,10 +88,11 @@ cmd_import (int argc, char **argv)
   int c, status = 1;
   FILE *fp = NULL;
 
-  while ((c = getopt_long (argc, argv, "ho:", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "o:fjhV", opts, NULL)) != -1) {
     switch (c) {
     case 'o': out = optarg; break;
-    case 'F': force = true; break;
+    case 'f': force = true; break;
+    case 'j': json = true; break;
     case 'n': name = optarg; break;
     case 'l':
       layout = layout_parse_name (optarg);
@@ -118,18 +104,22 @@ cmd_import (int argc, char **argv)
         return 2;
       }
       break;
-    case 'h': return import_usage (stdout, 0);
-    default: return import_usage (stderr, 2);
+    default: return cli_option (cmd, c);
     }
   }
-  if (optind >= argc)
-    return import_usage (stderr, 2);
+  if ((c = cli_operands (cmd, argc, argv, 1, -1, "MEMBER")) != 0)
+    return c;
+  /* Without --out the config itself is standard output. */
+  if (json && out == NULL)
+    return cli_usage_error (cmd, "--json needs --out: without it the "
+                                 "config goes to standard output");
   n = argc - optind;
   memset (&cfg, 0, sizeof cfg);
   if (n > LAYOUT_MAX_MEMBERS) {
     fprintf (stderr, "nbdstripe: import: %u members: at most %d\n", n,
              LAYOUT_MAX_MEMBERS);
-    return 1;
+    n = 0;
+    goto done;
   }
   sb = calloc (n, sizeof *sb);
   path = calloc (n, sizeof *path);
@@ -311,7 +301,25 @@ cmd_import (int argc, char **argv)
     tmp[0] = '\0';
   }
 
-  {
+  if (json) {
+    struct json_object *o = json_object_new_object ();
+    struct json_object *m = json_object_new_array ();
+
+    json_put (o, "config", json_text (out));
+    json_put (o, "written", json_object_new_boolean (true));
+    json_put (o, "name", json_text (vname));
+    json_put (o, "md_name", json_text (sb[0].set_name));
+    json_put (o, "uuid", json_text (uuid));
+    json_put (o, "md_version", json_object_new_int64 ((int64_t) sb[0].minor));
+    for (unsigned i = 0; i < n; ++i)
+      json_object_array_add (m, json_text (path[i]));
+    json_put (o, "members", m);
+    json_put (o, "chunk", json_u64 (cfg.chunk));
+    json_put (o, "layout", json_text (layout_name (a->layout)));
+    json_put (o, "size", json_u64 (l->size));
+    print_json (o);
+  }
+  else {
     char hs[32];
     fprintf (out ? stdout : stderr,
              "md raid0 array '%s' (UUID %s): %u members, chunk %" PRIu64
@@ -324,6 +332,13 @@ cmd_import (int argc, char **argv)
   status = 0;
 
 done:
+  if (json && status != 0) {
+    struct json_object *o = json_object_new_object ();
+
+    json_put (o, "config", json_text (out));
+    json_put (o, "written", json_object_new_boolean (false));
+    print_json (o);
+  }
   if (fp && fp != stdout)
     fclose (fp);
   if (tmp[0])

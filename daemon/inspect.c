@@ -20,18 +20,6 @@
 #include "member.h"
 #include "header.h"
 
-static int
-inspect_usage (FILE *fp, int status)
-{
-  fprintf (
-    fp,
-    "Usage: nbdstripe inspect [--json] MEMBER...\n"
-    "Print the nbdstripe header or the Linux md superblock (1.0, 1.1, 1.2)\n"
-    "of each member (file, device or NBD URI).\n"
-    "Exit status 1 if any member has neither.\n");
-  return status;
-}
-
 static const char *
 iso_time (uint64_t t, char *buf, size_t len)
 {
@@ -150,25 +138,24 @@ read_header (const char *path, struct header *sb, char *err, size_t len)
 }
 
 int
-cmd_inspect (int argc, char **argv)
+cmd_inspect (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },
+    CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   bool json = false;
   int c, status = 0;
 
-  while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "jhV", opts, NULL)) != -1) {
     switch (c) {
     case 'j': json = true; break;
-    case 'h': return inspect_usage (stdout, 0);
-    default: return inspect_usage (stderr, 2);
+    default: return cli_option (cmd, c);
     }
   }
-  if (optind >= argc)
-    return inspect_usage (stderr, 2);
+  if ((c = cli_operands (cmd, argc, argv, 1, -1, "MEMBER")) != 0)
+    return c;
 
   struct json_object *all = json ? json_object_new_array () : NULL;
   for (int i = optind; i < argc; ++i) {

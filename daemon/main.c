@@ -1,5 +1,6 @@
 /* nbdstripe: the command users and systemd run.  Dispatches to the
- * sub-commands; each lives in its own file.
+ * sub-commands (cli.c describes them; each lives in its own file), and
+ * the helpers they share.
  */
 
 #include <getopt.h>
@@ -9,43 +10,6 @@
 
 #include "log.h"
 #include "nbdstripe.h"
-
-static void
-usage (FILE *fp)
-{
-  fprintf (
-    fp,
-    "Usage: nbdstripe COMMAND [OPTIONS] ...\n"
-    "\n"
-    "A RAID-0 volume over N files or block devices, served over NBD.\n"
-    "\n"
-    "Commands:\n"
-    "  create CONFIG [--force] [--discard]   write the member headers\n"
-    "  serve CONFIG [--foreground]           check, then serve with nbdkit\n"
-    "  check CONFIG                          the assembly checks alone\n"
-    "  inspect [--json] MEMBER...            print members' headers\n"
-    "  status CONFIG [--json]                a served volume's health\n"
-    "  accept CONFIG INDEX                   take back a stale member\n"
-    "  import [--out CONFIG] MEMBER...       a config for an md raid0 array\n"
-    "  replace CONFIG INDEX NEW [--wait]     move a member to another device\n"
-    "\n"
-    "  nbdstripe COMMAND --help   help on one command\n"
-    "  nbdstripe --version\n"
-    "\n"
-    "See nbdstripe(8) and nbdkit-stripe-plugin(1).\n");
-}
-
-int
-load_config (const char *path, struct stripe_config *cfg)
-{
-  char err[1024];
-
-  if (config_load (path, cfg, err, sizeof err) == -1) {
-    fprintf (stderr, "nbdstripe: %s\n", err);
-    return -1;
-  }
-  return 0;
-}
 
 void
 print_config_warnings (const struct stripe_config *cfg)
@@ -72,36 +36,62 @@ human_size (uint64_t bytes, char *buf, size_t len)
   return buf;
 }
 
+/* Exact, in the largest unit that divides it, as the config takes it
+ * back (nbdstripe(8), SIZES): "128KiB", "1536KiB", "4097".
+ */
+const char *
+exact_size (uint64_t bytes, char *buf, size_t len)
+{
+  static const char units[] = "KMGTPE";
+  int u = -1;
+
+  while (bytes && bytes % 1024 == 0 && u < 5) {
+    bytes /= 1024;
+    u++;
+  }
+  if (u < 0)
+    snprintf (buf, len, "%llu", (unsigned long long) bytes);
+  else
+    snprintf (buf, len, "%llu%ciB", (unsigned long long) bytes, units[u]);
+  return buf;
+}
+
 int
 main (int argc, char **argv)
 {
-  static const struct {
-    const char *name;
-    int (*fn) (int, char **);
-  } cmds[] = {
-    { "create", cmd_create }, { "serve", cmd_serve },
-    { "check", cmd_check },   { "inspect", cmd_inspect },
-    { "status", cmd_status }, { "accept", cmd_accept },
-    { "import", cmd_import }, { "replace", cmd_replace },
+  static const struct option opts[] = {
+    CLI_COMMON_OPTIONS,
+    { NULL, 0, NULL, 0 },
   };
+  static char name[64];
+  const struct command *cmd;
+  int c;
 
-  if (argc < 2) {
+  /* '+': the options before COMMAND are nbdstripe's own; the command's
+   * come after its name, in any order.
+   */
+  while ((c = getopt_long (argc, argv, "+hV", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': usage (stdout); return 0;
+    case 'V': printf ("nbdstripe %s\n", PACKAGE_VERSION); return 0;
+    default: usage (stderr); return 2;
+    }
+  }
+  if (optind >= argc) {
     usage (stderr);
     return 2;
   }
-  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0) {
-    usage (stdout);
-    return 0;
+  cmd = command_named (argv[optind]);
+  if (cmd == NULL) {
+    fprintf (stderr, "nbdstripe: unknown command '%s'\n", argv[optind]);
+    usage (stderr);
+    return 2;
   }
-  if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "-V") == 0) {
-    printf ("nbdstripe %s\n", PACKAGE_VERSION);
-    return 0;
-  }
-  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i)
-    if (strcmp (argv[1], cmds[i].name) == 0)
-      return cmds[i].fn (argc - 1, argv + 1);
-
-  fprintf (stderr, "nbdstripe: unknown command '%s'\n", argv[1]);
-  usage (stderr);
-  return 2;
+  /* getopt's messages then say "nbdstripe create: ...". */
+  snprintf (name, sizeof name, "nbdstripe %s", cmd->name);
+  argv[optind] = name;
+  argc -= optind;
+  argv += optind;
+  optind = 0; /* glibc: start again, with this argv */
+  return cmd->run (cmd, argc, argv);
 }

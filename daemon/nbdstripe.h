@@ -1,24 +1,94 @@
-/* nbdstripe: the command.  Sub-commands, one file each. */
+/* nbdstripe: the command.  Sub-commands, one file each; cli.c the
+ * grammar they share.
+ */
 #ifndef NBDSTRIPE_DAEMON_H
 #define NBDSTRIPE_DAEMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include <json-c/json.h>
 
 #include "config.h"
 
-extern int cmd_create (int argc, char **argv);
-extern int cmd_serve (int argc, char **argv);
-extern int cmd_check (int argc, char **argv);
-extern int cmd_inspect (int argc, char **argv);
-extern int cmd_status (int argc, char **argv);
-extern int cmd_accept (int argc, char **argv);
-extern int cmd_import (int argc, char **argv);
-extern int cmd_replace (int argc, char **argv);
-
-/* Load a config, printing the one-line error on failure.  Returns 0/-1;
- * cfg needs config_free either way.
+/* One sub-command: what `nbdstripe --help` and `nbdstripe NAME --help`
+ * print of it (cli.c), and the function that runs it, given argv from
+ * the command's name on.
  */
-extern int load_config (const char *path, struct stripe_config *cfg);
+struct command {
+  const char *name;
+  int (*run) (const struct command *cmd, int argc, char **argv);
+  const char *synopsis; /* options, then operands; "\n" + 8 spaces wraps */
+  const char *summary;  /* one line for nbdstripe --help */
+  const char *help;     /* what it does and its options, for NAME --help */
+  int usage_status;     /* exit status of a usage error: 2 (status: 3) */
+};
+
+/* The table, ended by a NULL name. */
+extern const struct command commands[];
+extern const struct command *command_named (const char *name);
+
+extern int cmd_create (const struct command *, int argc, char **argv);
+extern int cmd_serve (const struct command *, int argc, char **argv);
+extern int cmd_check (const struct command *, int argc, char **argv);
+extern int cmd_inspect (const struct command *, int argc, char **argv);
+extern int cmd_status (const struct command *, int argc, char **argv);
+extern int cmd_accept (const struct command *, int argc, char **argv);
+extern int cmd_import (const struct command *, int argc, char **argv);
+extern int cmd_list (const struct command *, int argc, char **argv);
+extern int cmd_stop (const struct command *, int argc, char **argv);
+extern int cmd_replace (const struct command *, int argc, char **argv);
+
+/* nbdstripe --help. */
+extern void usage (FILE *fp);
+
+/* NAME --help on fp; returns status. */
+extern int cli_help (const struct command *cmd, FILE *fp, int status);
+
+/* A usage error: the reason (printf-style; NULL when getopt has said
+ * it) and the synopsis on stderr.  Returns the command's usage_status.
+ */
+extern int cli_usage_error (const struct command *cmd, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+/* The options every command takes, and getopt's '?' and ':': 'h' prints
+ * the help (0), 'V' the version (0), anything else is a usage error.
+ * Returns the exit status.
+ */
+#define CLI_COMMON_OPTIONS                                                    \
+  { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' }
+extern int cli_option (const struct command *cmd, int opt);
+
+/* After getopt: between min and max operands (max -1: no limit), what
+ * naming them for the error.  Returns 0, or the usage error's status.
+ */
+extern int cli_operands (const struct command *cmd, int argc, char **argv,
+                         int min, int max, const char *what);
+
+/* The config directory ($NBDSTRIPE_CONFDIR, else /etc/nbdstripe) and the
+ * runtime directory list and stop look in ($NBDSTRIPE_RUNDIR, else
+ * /run/nbdstripe).
+ */
+extern const char *conf_dir (void);
+extern const char *run_dir (void);
+
+/* A VOLUME operand is a path when it holds a '/' or ends in ".conf";
+ * otherwise a name, CONFDIR/NAME.conf.  volume_config_path returns the
+ * config's path (malloc'd; NULL when out of memory).
+ */
+extern bool volume_is_path (const char *arg);
+extern char *volume_config_path (const char *arg);
+
+/* Load the config VOLUME names, printing the one-line error on failure
+ * (also copied into err when err is not NULL).  Returns 0/-1; cfg needs
+ * config_free either way.
+ */
+extern int load_volume (const char *arg, struct stripe_config *cfg, char *err,
+                        size_t errlen);
+
+/* Print o (indented, one newline) on stdout and drop it.  0/-1. */
+extern int print_json (struct json_object *o);
 
 /* The config's warnings (config.h), one line each on stderr: check and
  * serve print them.
@@ -36,9 +106,13 @@ extern void print_config_warnings (const struct stripe_config *cfg);
 extern int check_volume (const struct stripe_config *cfg, bool claim,
                          uint64_t *size, char uuid[37]);
 
-/* The mkfs.ext4 and mkfs.xfs stripe options for this geometry, two
- * indented lines on stdout (check and status print them).
+/* The mkfs.ext4 and mkfs.xfs stripe options for this geometry
+ * ("-b 4096 -E stride=32,stripe_width=128", "-d su=128k,sw=4").
  */
+extern void mkfs_geometry (uint64_t chunk, unsigned nr_members, char *ext4,
+                           size_t ext4len, char *xfs, size_t xfslen);
+
+/* The same as two indented lines on stdout (check and status print them). */
 extern void print_mkfs_geometry (uint64_t chunk, unsigned nr_members);
 
 /* What libblkid (or our own magic, in first: the member's first 4 KiB)
@@ -50,7 +124,85 @@ struct member;
 extern const char *recognise_member (struct member *m, const uint8_t *first,
                                      char *what, size_t len);
 
-/* "128K", "1.5G": human-readable size. */
+/* "128KiB", "1.5GiB": human-readable size, rounded. */
 extern const char *human_size (uint64_t bytes, char *buf, size_t len);
+
+/* "128KiB", "1536KiB", "4097": exact, in the config's syntax. */
+extern const char *exact_size (uint64_t bytes, char *buf, size_t len);
+
+/* What a served volume's status file says (status.c), for list and stop. */
+enum seen_state {
+  SEEN_OK,
+  SEEN_DEGRADED,
+  SEEN_FAILED,
+  SEEN_NOT_RUNNING, /* no file, "running": false, or its pid is gone */
+  SEEN_UNKNOWN,     /* invalid, stale, another volume's, ... */
+};
+struct seen {
+  enum seen_state state;
+  char reason[1024]; /* why not ok; "" when ok */
+  long pid;          /* the server's, 0 when the file names none */
+  char *name;        /* volume.name in the file, or NULL (malloc'd) */
+  char *config;      /* volume.config in the file, or NULL (malloc'd) */
+};
+extern const char *seen_state_name (enum seen_state s);
+
+/* Read and judge status_file quietly.  name (may be NULL) is the volume
+ * it must be the status of; interval the config's (0: the default).
+ * Free with seen_free.
+ */
+extern void status_seen (const char *status_file, const char *name,
+                         unsigned interval, struct seen *out);
+extern void seen_free (struct seen *s);
+
+/* A volume configured or served on this host (served.c). */
+struct served {
+  char *name;        /* the config's, else the status file's, else the
+                        file name's */
+  char *config;      /* absolute, or NULL (an ad hoc server) */
+  char *status_file; /* or NULL */
+  char *pidfile;     /* or NULL */
+  char *listen;      /* socket path or ADDRESS:PORT, or NULL */
+  bool configured;   /* found in the config directory */
+  bool loaded;       /* its config loads */
+  struct seen seen;  /* what its status file says */
+  long pid;          /* its server, verified; 0: none */
+};
+
+/* Every volume in the config directory, then every one served that is
+ * not among them.  Returns 0, or -1 when a directory could not be read
+ * (said on stderr; *out holds what was found).  Free with served_free.
+ */
+extern int served_list (struct served **out, size_t *n);
+extern void served_free (struct served *v, size_t n);
+
+/* Whether pid's command line has config=CONFIG (an absolute path). */
+extern bool pid_serves (long pid, const char *config);
+
+/* The live process serving config, from the pidfile (may be NULL) or
+ * the status file's pid (0: none): only a pid whose command line serves
+ * config.  0 when there is none, with why naming a pid that was refused
+ * ("" when none was).
+ */
+extern long server_pid (const char *config, const char *pidfile,
+                        long status_pid, char *why, size_t whylen);
+
+/* One request to a served volume's control socket (control.h, at path),
+ * its answer (a JSON object).  NULL (errno) when nothing answers there
+ * within timeout_ms (0: no limit) or the answer is not JSON.
+ */
+extern struct json_object *control_ask (const char *path,
+                                        struct json_object *req,
+                                        int timeout_ms);
+
+/* A replace object (a status's "replace", replace.h) in one line for
+ * people: "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB),
+ * 410MiB/s, ETA 5 s" (status.c).
+ */
+extern const char *replace_progress (struct json_object *r, char *buf,
+                                     size_t len);
+
+/* Untrusted text (n bytes) made safe for a terminal (status.c). */
+extern const char *safe_text (const char *s, size_t n, char *out, size_t len);
 
 #endif /* NBDSTRIPE_DAEMON_H */

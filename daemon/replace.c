@@ -5,6 +5,7 @@
  */
 
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -28,77 +29,6 @@
 #include "replace.h"
 #include "volume.h"
 
-static int
-replace_usage (FILE *fp, int status)
-{
-  fprintf (
-    fp,
-    "Usage: nbdstripe replace [--rate RATE] [--wait] [--force]\n"
-    "                         [--skip-unreadable] [--offline] CONFIG INDEX NEW\n"
-    "       nbdstripe replace --cancel CONFIG\n"
-    "Copy member INDEX of the volume to NEW (a file, block device or NBD\n"
-    "URI at least as large) while clients go on, then switch the volume to\n"
-    "NEW: its header, the config file, the server.\n"
-    "  --rate RATE        copy at most RATE bytes a second (\"200M\")\n"
-    "  --wait             follow the copy to its end (a progress bar on a\n"
-    "                     terminal, a line every 5%% otherwise)\n"
-    "  --force            NEW may hold data (a filesystem, a header...)\n"
-    "  --skip-unreadable  copy past blocks of the old member that cannot be\n"
-    "                     read (zeros on NEW) and list them, instead of\n"
-    "                     stopping\n"
-    "  --offline          the volume is not served: copy here\n"
-    "  --cancel           stop the running replace (the volume keeps the\n"
-    "                     old member)\n");
-  return status;
-}
-
-/* One request to the server, one answer (NULL: no server; errno). */
-static struct json_object *
-ask (const char *path, struct json_object *req)
-{
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  char *text = json_text_of (req), buf[65536];
-  size_t n = 0;
-  int fd;
-
-  if (text == NULL)
-    return NULL;
-  snprintf (sa.sun_path, sizeof sa.sun_path, "%s", path);
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd == -1 || connect (fd, (struct sockaddr *) &sa, sizeof sa) == -1) {
-    int e = errno;
-    if (fd != -1)
-      close (fd);
-    free (text);
-    errno = e;
-    return NULL;
-  }
-  if (send (fd, text, strlen (text), MSG_NOSIGNAL) == -1
-      || (text[strlen (text) - 1] != '\n'
-          && send (fd, "\n", 1, MSG_NOSIGNAL) == -1)) {
-    int e = errno;
-    close (fd);
-    free (text);
-    errno = e;
-    return NULL;
-  }
-  free (text);
-  for (;;) {
-    ssize_t r = read (fd, buf + n, sizeof buf - 1 - n);
-    if (r <= 0)
-      break;
-    n += r;
-    if (n == sizeof buf - 1)
-      break;
-  }
-  close (fd);
-  buf[n] = '\0';
-  struct json_object *ans = json_tokener_parse (buf);
-  if (ans == NULL)
-    errno = EPROTO;
-  return ans;
-}
-
 static const char *
 get_str (struct json_object *o, const char *key)
 {
@@ -115,9 +45,37 @@ get_num (struct json_object *o, const char *key)
                                                       : 0;
 }
 
-/* A progress line (or bar) for a replace object; whether it has ended. */
+/* What the command says, and what --json prints at the end. */
+struct outcome {
+  bool json;
+  char err[1024];          /* why it failed, "" */
+  struct json_object *r;   /* the last replace object seen, or NULL */
+};
+
+/* An error: on stderr, and kept for --json. */
+static void __attribute__ ((format (printf, 2, 3)))
+fail (struct outcome *o, const char *fmt, ...)
+{
+  va_list args;
+
+  va_start (args, fmt);
+  vsnprintf (o->err, sizeof o->err, fmt, args);
+  va_end (args);
+  fprintf (stderr, "nbdstripe: %s\n", o->err);
+}
+
+static void
+keep (struct outcome *o, struct json_object *r)
+{
+  json_object_put (o->r);
+  o->r = r ? json_object_get (r) : NULL;
+}
+
+/* A progress line (or bar) for a replace object; whether it has ended.
+ * Lines (no terminal) go to stdout, or with --json to stderr.
+ */
 static bool
-show (struct json_object *r, bool tty, int *last_pct)
+show (struct json_object *r, bool tty, bool json, int *last_pct)
 {
   const char *state = get_str (r, "state");
   double copied = get_num (r, "bytes_copied"), total = get_num (r, "bytes_total");
@@ -125,7 +83,7 @@ show (struct json_object *r, bool tty, int *last_pct)
   int pct = total > 0 ? (int) (copied * 100 / total) : 100;
   bool end = state && strcmp (state, "copying") != 0
              && strcmp (state, "switching") != 0;
-  char hs[32], hr[32];
+  char hs[32], hr[32], line[1024];
 
   if (tty) {
     int w = 30, fill = pct * w / 100;
@@ -137,10 +95,9 @@ show (struct json_object *r, bool tty, int *last_pct)
       fputc ('\n', stderr);
   }
   else if (pct / 5 != *last_pct / 5 || end) {
-    printf ("replace: %s, %d%% (%" PRIu64 " of %" PRIu64 " bytes), %s/s\n",
-            state ? state : "?", pct, (uint64_t) copied, (uint64_t) total,
-            human_size ((uint64_t) rate, hr, sizeof hr));
-    fflush (stdout);
+    FILE *fp = json ? stderr : stdout;
+    fprintf (fp, "replace: %s\n", replace_progress (r, line, sizeof line));
+    fflush (fp);
   }
   *last_pct = pct;
   return end;
@@ -148,20 +105,22 @@ show (struct json_object *r, bool tty, int *last_pct)
 
 /* The end of a replace, in words; 0 if the member was replaced. */
 static int
-conclude (struct json_object *r, const char *config, unsigned index,
-          const char *new_path)
+conclude (struct outcome *o, struct json_object *r, const char *config,
+          unsigned index, const char *new_path)
 {
   const char *state = get_str (r, "state"), *error = get_str (r, "error");
   struct json_object *lost, *x;
   int status = 1;
 
+  keep (o, r);
   if (state && strcmp (state, "done") == 0) {
-    printf ("member %u replaced by %s\n", index, new_path);
+    if (!o->json)
+      printf ("member %u replaced by %s\n", index, new_path);
     status = 0;
   }
   else
-    fprintf (stderr, "nbdstripe: replace: member %u not replaced: %s\n",
-             index, error ? error : state ? state : "unknown");
+    fail (o, "replace: member %u not replaced: %s", index,
+          error ? error : state ? state : "unknown");
   if (json_object_object_get_ex (r, "unreadable", &lost)
       && json_object_array_length (lost) > 0) {
     size_t n = json_object_array_length (lost);
@@ -182,28 +141,29 @@ conclude (struct json_object *r, const char *config, unsigned index,
   if (status == 0 && json_object_object_get_ex (r, "config_updated", &x)
       && !json_object_get_boolean (x)) {
     const char *old = get_str (r, "old");
-    char why[512];
+    char why[512] = "";
     if (old
         && config_replace_member (config, index, old, new_path, why,
                                   sizeof why)
-             == 0)
-      printf ("%s: member %u is now %s\n", config, index, new_path);
+             == 0) {
+      if (!o->json)
+        printf ("%s: member %u is now %s\n", config, index, new_path);
+    }
     else {
-      fprintf (stderr,
-               "nbdstripe: %s: could not be rewritten (%s): change member "
-               "%u to \"%s\" in it\n",
-               config, why, index, new_path);
+      fail (o, "%s: could not be rewritten (%s): change member %u to \"%s\" "
+            "in it",
+            config, why, index, new_path);
       status = 1;
     }
   }
-  else if (status == 0)
+  else if (status == 0 && !o->json)
     printf ("%s: member %u is now %s\n", config, index, new_path);
   return status;
 }
 
 /* Refuse NEW holding something a user may want, unless --force. */
 static int
-check_new (const char *path, bool force)
+check_new (struct outcome *o, const char *path, bool force)
 {
   const struct member_open_params params = { .readonly = true, .raw = true };
   uint8_t first[HEADER_SIZE] = { 0 };
@@ -211,18 +171,16 @@ check_new (const char *path, bool force)
   char why[512], what[512];
 
   if (member_open (&d, 0, path, &params, why, sizeof why) == -1) {
-    fprintf (stderr, "nbdstripe: %s: %s\n", path, why);
+    fail (o, "%s: %s", path, why);
     return -1;
   }
   if (member_pread (&d, first, sizeof first, 0, false, why, sizeof why) == -1) {
-    fprintf (stderr, "nbdstripe: %s: %s\n", path, why);
+    fail (o, "%s: %s", path, why);
     member_close (&d);
     return -1;
   }
   if (!force && recognise_member (&d, first, what, sizeof what)) {
-    fprintf (stderr, "nbdstripe: %s: %s; refusing to overwrite it (use "
-             "--force)\n",
-             path, what);
+    fail (o, "%s: %s; refusing to overwrite it (use --force)", path, what);
     member_close (&d);
     return -1;
   }
@@ -231,44 +189,46 @@ check_new (const char *path, bool force)
 }
 
 static int
-offline (struct stripe_config *cfg, const struct replace_params *p, bool wait)
+offline (struct outcome *o, struct stripe_config *cfg,
+         const struct replace_params *p)
 {
   struct volume *v = malloc (sizeof *v);
   struct assembly a;
-  const struct volume_options o = { .claim = true, .uring = true };
+  const struct volume_options opt = { .claim = true, .uring = true };
   char why[1024];
   int status = 1, last = -1;
   bool tty = isatty (STDERR_FILENO);
 
-  (void) wait;
   memset (&a, 0, sizeof a);
   if (v == NULL) {
-    perror ("nbdstripe: malloc");
+    fail (o, "%s", strerror (ENOMEM));
     return 1;
   }
-  if (volume_open_config (v, cfg, &o, &a) == -1) {
-    fprintf (stderr, "nbdstripe: %s: the volume cannot be opened (served "
-             "already? then leave out --offline)\n",
-             cfg->path);
+  if (volume_open_config (v, cfg, &opt, &a) == -1) {
+    fail (o, "%s: the volume cannot be opened (served already? then leave "
+          "out --offline)",
+          cfg->path);
     goto out;
   }
   if (volume_start (v) == -1) {
-    fprintf (stderr, "nbdstripe: %s: cannot start the members: %m\n",
-             cfg->path);
+    fail (o, "%s: cannot start the members: %s", cfg->path, strerror (errno));
     volume_close (v);
     goto out;
   }
   if (replace_start (v, p, why, sizeof why) == -1) {
-    fprintf (stderr, "nbdstripe: replace: %s\n", why);
+    fail (o, "replace: %s", why);
     volume_close (v);
     goto out;
   }
   for (;;) {
     struct json_object *r = replace_status (v);
-    bool end = show (r, tty, &last);
+    bool end = show (r, tty, o->json, &last);
     if (end) {
       replace_wait (v);
-      status = conclude (r, cfg->path, p->index, p->new_path);
+      json_object_put (r);
+      /* The copier has ended: its last word. */
+      r = replace_status (v);
+      status = conclude (o, r, cfg->path, p->index, p->new_path);
       json_object_put (r);
       break;
     }
@@ -283,96 +243,182 @@ out:
   return status;
 }
 
+/* A served volume's replace object, from its control socket's status
+ * answer; NULL when there is none.  Not a new reference.
+ */
+static struct json_object *
+answer_replace (struct json_object *ans)
+{
+  struct json_object *st, *r = NULL;
+
+  if (json_object_object_get_ex (ans, "status", &st))
+    json_object_object_get_ex (st, "replace", &r);
+  else
+    json_object_object_get_ex (ans, "replace", &r);
+  return r;
+}
+
+/* Ask the server op (a request made here); the answer if it said ok,
+ * else NULL (said).
+ */
+static struct json_object *
+request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
+         struct json_object *req, const char *what)
+{
+  struct json_object *ans = control_ask (ctl, req, 0), *ok;
+
+  json_object_put (req);
+  if (ans == NULL) {
+    fail (o, "%s: the volume is not served (%s: %s)%s", cfg->path, ctl,
+          strerror (errno),
+          strcmp (what, "replace") == 0
+            ? "; with the volume stopped: nbdstripe replace --offline"
+            : "");
+    return NULL;
+  }
+  if (!json_object_object_get_ex (ans, "ok", &ok)
+      || !json_object_get_boolean (ok)) {
+    fail (o, "%s: %s", what,
+          get_str (ans, "error") ? get_str (ans, "error") : "refused");
+    json_object_put (ans);
+    return NULL;
+  }
+  return ans;
+}
+
+static void
+replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
+              bool cancel, long idx, const char *new_path, bool off,
+              bool started, bool waited, int status, struct outcome *o)
+{
+  struct json_object *j = json_object_new_object ();
+
+  json_put (j, "config", json_text (loaded ? cfg->path : arg));
+  json_put (j, "name", loaded ? json_text (cfg->name) : NULL);
+  if (cancel)
+    json_put (j, "cancelled", json_object_new_boolean (status == 0));
+  else {
+    json_put (j, "member", idx >= 0 ? json_object_new_int64 (idx) : NULL);
+    json_put (j, "new", json_text (new_path));
+    json_put (j, "offline", json_object_new_boolean (off));
+    json_put (j, "started", json_object_new_boolean (started));
+    /* null: not followed to its end (no --wait) */
+    json_put (j, "replaced",
+              waited ? json_object_new_boolean (status == 0) : NULL);
+    json_put (j, "replace", o->r ? json_object_get (o->r) : NULL);
+  }
+  json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
+  print_json (j);
+}
+
 int
-cmd_replace (int argc, char **argv)
+cmd_replace (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "rate", required_argument, NULL, 'r' },
     { "wait", no_argument, NULL, 'w' },
     { "force", no_argument, NULL, 'f' },
     { "skip-unreadable", no_argument, NULL, 's' },
-    { "offline", no_argument, NULL, 'o' },
+    { "offline", no_argument, NULL, 'O' },
     { "cancel", no_argument, NULL, 'c' },
-    { "help", no_argument, NULL, 'h' },
+    { "json", no_argument, NULL, 'j' },
+    CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct replace_params p = { 0 };
   struct stripe_config cfg;
-  bool wait = false, off = false, cancel = false;
-  char ctl[4096], *end;
+  struct outcome o = { 0 };
+  bool wait = false, off = false, cancel = false, loaded = false;
+  bool started = false, waited = false;
+  const char *index = NULL, *copy_opt = NULL;
+  char ctl[4096], *end, *abs = NULL;
+  unsigned long idx = 0;
   int c, status = 1;
 
-  while ((c = getopt_long (argc, argv, "hfw", opts, NULL)) != -1) {
+  memset (&cfg, 0, sizeof cfg);
+  while ((c = getopt_long (argc, argv, "fwjhV", opts, NULL)) != -1) {
     switch (c) {
     case 'r':
-      if (config_parse_size (optarg, &p.rate) == -1 || p.rate == 0) {
-        fprintf (stderr, "nbdstripe: replace: --rate: expected a size such "
-                 "as \"200M\" (bytes a second), got \"%s\"\n",
-                 optarg);
-        return 2;
-      }
+      if (config_parse_size (optarg, &p.rate) == -1 || p.rate == 0)
+        return cli_usage_error (cmd,
+                                "--rate '%s': expected a size such as 200M "
+                                "(bytes a second)",
+                                optarg);
+      copy_opt = "--rate";
       break;
-    case 'w': wait = true; break;
-    case 'f': p.force = true; break;
-    case 's': p.skip_unreadable = true; break;
-    case 'o': off = true; break;
+    case 'w': wait = true; copy_opt = "--wait"; break;
+    case 'f': p.force = true; copy_opt = "--force"; break;
+    case 's': p.skip_unreadable = true; copy_opt = "--skip-unreadable"; break;
+    case 'O': off = true; copy_opt = "--offline"; break;
     case 'c': cancel = true; break;
-    case 'h': return replace_usage (stdout, 0);
-    default: return replace_usage (stderr, 2);
+    case 'j': o.json = true; break;
+    default: return cli_option (cmd, c);
     }
   }
-  if (cancel ? optind != argc - 1 : optind != argc - 3)
-    return replace_usage (stderr, 2);
-  memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[optind], &cfg) == -1)
+  if (cancel) {
+    if (copy_opt)
+      return cli_usage_error (cmd, "--cancel and %s: --cancel takes only "
+                              "VOLUME (and --json)",
+                              copy_opt);
+    if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+      return c;
+  }
+  else {
+    if ((c = cli_operands (cmd, argc, argv, 3, 3, "VOLUME, INDEX and NEW"))
+        != 0)
+      return c;
+    index = argv[optind + 1];
+    errno = 0;
+    idx = strtoul (index, &end, 10);
+    if (errno || end == index || *end || idx >= LAYOUT_MAX_MEMBERS
+        || index[0] < '0' || index[0] > '9')
+      return cli_usage_error (cmd, "INDEX '%s': expected a member index (0, "
+                              "1, ...)",
+                              index);
+  }
+
+  loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
+  if (!loaded)
     goto out;
   control_path (cfg.health.status_file, ctl, sizeof ctl);
 
   if (cancel) {
     struct json_object *req = json_object_new_object (), *ans;
     json_put (req, "op", json_text ("cancel"));
-    ans = ask (ctl, req);
-    json_object_put (req);
-    if (ans == NULL)
-      fprintf (stderr, "nbdstripe: %s: the volume is not served (%s: %m)\n",
-               cfg.path, ctl);
-    else if (!json_object_get_boolean (json_object_object_get (ans, "ok")))
-      fprintf (stderr, "nbdstripe: replace --cancel: %s\n",
-               get_str (ans, "error"));
-    else {
-      printf ("replace of volume '%s' cancelled\n", cfg.name);
+    ans = request (&o, &cfg, ctl, req, "replace --cancel");
+    if (ans) {
+      if (!o.json)
+        printf ("replace of volume '%s' cancelled\n", cfg.name);
       status = 0;
     }
     json_object_put (ans);
     goto out;
   }
 
-  errno = 0;
-  unsigned long idx = strtoul (argv[optind + 1], &end, 10);
-  if (*argv[optind + 1] == '\0' || *end || errno || idx >= cfg.nr_members) {
-    fprintf (stderr, "nbdstripe: replace: INDEX: expected a member index, 0 "
-             "to %u, got \"%s\"\n",
-             cfg.nr_members - 1, argv[optind + 1]);
-    status = 2;
+  if (idx >= cfg.nr_members) {
+    fail (&o, "%s: no member %lu (%u members)", cfg.path, idx,
+          cfg.nr_members);
     goto out;
   }
   p.index = idx;
   /* A config names members by absolute path (URIs as they are). */
-  char *abs = member_is_uri (argv[optind + 2]) ? strdup (argv[optind + 2])
-                                               : realpath (argv[optind + 2], NULL);
+  abs = member_is_uri (argv[optind + 2]) ? strdup (argv[optind + 2])
+                                         : realpath (argv[optind + 2], NULL);
   if (abs == NULL) {
-    fprintf (stderr, "nbdstripe: %s: %s\n", argv[optind + 2], strerror (errno));
+    fail (&o, "%s: %s", argv[optind + 2], strerror (errno));
     goto out;
   }
   p.new_path = abs;
   p.config = cfg.path;
-  if (check_new (p.new_path, p.force) == -1)
-    goto free_abs;
+  if (check_new (&o, p.new_path, p.force) == -1)
+    goto out;
   p.force = true; /* checked here, with libblkid too */
 
   if (off) {
-    status = offline (&cfg, &p, wait);
-    goto free_abs;
+    waited = true;
+    status = offline (&o, &cfg, &p);
+    started = o.r != NULL;
+    goto out;
   }
 
   {
@@ -384,49 +430,50 @@ cmd_replace (int argc, char **argv)
     json_put (req, "force", json_object_new_boolean (p.force));
     json_put (req, "skip_unreadable",
               json_object_new_boolean (p.skip_unreadable));
-    ans = ask (ctl, req);
-    json_object_put (req);
-    if (ans == NULL) {
-      fprintf (stderr, "nbdstripe: %s: the volume is not served (%s: %m); "
-               "with the volume stopped: nbdstripe replace --offline\n",
-               cfg.path, ctl);
-      goto free_abs;
-    }
-    if (!json_object_get_boolean (json_object_object_get (ans, "ok"))) {
-      fprintf (stderr, "nbdstripe: replace: %s\n", get_str (ans, "error"));
-      json_object_put (ans);
-      goto free_abs;
-    }
+    ans = request (&o, &cfg, ctl, req, "replace");
+    if (ans == NULL)
+      goto out;
     json_object_put (ans);
+    started = true;
   }
   if (!wait) {
-    printf ("replace of member %lu of volume '%s' started: nbdstripe status "
-            "%s shows its progress\n",
-            idx, cfg.name, cfg.path);
+    struct json_object *req = json_object_new_object (), *ans;
+    /* Where it starts from, for --json. */
+    json_put (req, "op", json_text ("status"));
+    ans = control_ask (ctl, req, 5000);
+    json_object_put (req);
+    if (ans)
+      keep (&o, answer_replace (ans));
+    json_object_put (ans);
+    if (!o.json)
+      printf ("replace of member %lu of volume '%s' started: nbdstripe status "
+              "%s shows its progress\n",
+              idx, cfg.name, argv[optind]);
     status = 0;
-    goto free_abs;
+    goto out;
   }
   {
     bool tty = isatty (STDERR_FILENO);
     int last = -1;
+    waited = true;
     for (;;) {
-      struct json_object *req = json_object_new_object (), *ans, *st, *r;
+      struct json_object *req = json_object_new_object (), *ans, *r;
       json_put (req, "op", json_text ("status"));
-      ans = ask (ctl, req);
+      ans = control_ask (ctl, req, 0);
       json_object_put (req);
       if (ans == NULL) {
-        fprintf (stderr, "\nnbdstripe: the server went away during the "
-                 "replace (%m): the volume assembles with the member its "
-                 "config names\n");
+        if (tty)
+          fputc ('\n', stderr);
+        fail (&o, "the server went away during the replace (%s): the volume "
+              "assembles with the member its config names",
+              strerror (errno));
         break;
       }
-      r = NULL;
-      if (json_object_object_get_ex (ans, "status", &st))
-        json_object_object_get_ex (st, "replace", &r);
-      else
-        json_object_object_get_ex (ans, "replace", &r);
-      if (r && show (r, tty, &last)) {
-        status = conclude (r, cfg.path, p.index, p.new_path);
+      r = answer_replace (ans);
+      if (r)
+        keep (&o, r);
+      if (r && show (r, tty, o.json, &last)) {
+        status = conclude (&o, r, cfg.path, p.index, p.new_path);
         json_object_put (ans);
         break;
       }
@@ -435,9 +482,13 @@ cmd_replace (int argc, char **argv)
     }
   }
 
-free_abs:
-  free (abs);
 out:
+  if (o.json)
+    replace_json (argv[optind], &cfg, loaded, cancel, cancel ? -1 : (long) idx,
+                  abs ? abs : cancel ? NULL : argv[optind + 2], off, started,
+                  waited, status, &o);
+  json_object_put (o.r);
+  free (abs);
   config_free (&cfg);
   return status;
 }

@@ -164,25 +164,12 @@ run_until_pidfile (const char *const *args, const char *pidfile)
   return 1;
 }
 
-static int
-serve_usage (FILE *fp, int status)
-{
-  fprintf (
-    fp,
-    "Usage: nbdstripe serve [--foreground] CONFIG\n"
-    "Check the volume (as 'nbdstripe check'), then serve it with nbdkit and\n"
-    "the stripe plugin as the config's serve group says.  Without\n"
-    "--foreground nbdkit goes to the background once it is listening.\n"
-    "NBDSTRIPE_PLUGIN overrides the plugin's path.\n");
-  return status;
-}
-
 int
-cmd_serve (int argc, char **argv)
+cmd_serve (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "foreground", no_argument, NULL, 'f' },
-    { "help", no_argument, NULL, 'h' },
+    CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
@@ -194,18 +181,16 @@ cmd_serve (int argc, char **argv)
   char uuid[37];
   int c;
 
-  while ((c = getopt_long (argc, argv, "fh", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "fhV", opts, NULL)) != -1) {
     switch (c) {
     case 'f': foreground = true; break;
-    case 'h': return serve_usage (stdout, 0);
-    default: return serve_usage (stderr, 2);
+    default: return cli_option (cmd, c);
     }
   }
-  if (optind != argc - 1)
-    return serve_usage (stderr, 2);
+  if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+    return c;
 
-  memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[optind], &cfg) == -1) {
+  if (load_volume (argv[optind], &cfg, NULL, 0) == -1) {
     config_free (&cfg);
     return 1;
   }

@@ -1,6 +1,7 @@
-/* nbdstripe status: the health of a served volume, read from the status
- * file the plugin keeps (its format is the big comment at the top of
- * include/health.h).  A table for people, as mdadm --detail prints, or
+/* nbdstripe status: the health of a served volume, asked live of its
+ * server through the control socket (control.h) when it answers, else
+ * read from the status file the plugin keeps (the same JSON; its format
+ * is the big comment at the top of include/health.h).  A table for people, as mdadm --detail prints, or
  * (--json) the file itself; the exit status is the monitoring plugins'
  * convention: 0 ok, 1 degraded, 2 failed, 3 unknown -- the file is
  * missing, not JSON, of another format, or written by a server that is
@@ -19,6 +20,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,8 @@
 
 #include <json-c/json.h>
 
+#include "control.h"
+#include "json.h"
 #include "nbdstripe.h"
 #include "utf8.h"
 
@@ -37,23 +41,12 @@
  */
 #define STATUS_MAX_SIZE (16 * 1024 * 1024)
 #define STATUS_FORMAT 1
+/* A server that does not answer its control socket within this is
+ * busy or hung: the status file then.
+ */
+#define CONTROL_TIMEOUT_MS 2000
 
 enum verdict { V_OK = 0, V_DEGRADED = 1, V_FAILED = 2, V_UNKNOWN = 3 };
-
-static int
-status_usage (FILE *fp, int status)
-{
-  fprintf (
-    fp,
-    "Usage: nbdstripe status [--json] CONFIG\n"
-    "Print the health of the volume CONFIG describes, from the status file\n"
-    "its server keeps (health.status_file): volume and member states, I/O\n"
-    "counters, latencies, last errors, and the stripe geometry for mkfs.\n"
-    "  --json   print the status file itself (JSON)\n"
-    "Exit status: 0 ok, 1 degraded, 2 failed, 3 unknown (status file\n"
-    "missing, invalid or stale, server not running; also a usage error).\n");
-  return status;
-}
 
 /* Code points a terminal acts on rather than shows: C0 and C1 controls,
  * DEL, line and paragraph separators, and the bidirectional marks and
@@ -71,7 +64,7 @@ unsafe_code_point (unsigned c)
  * a backslash doubled, so that the escapes are unambiguous.  Text longer
  * than out is cut and ends with "...".  Returns out.
  */
-static const char *
+const char *
 safe_text (const char *s, size_t n, char *out, size_t len)
 {
   const unsigned char *p = (const unsigned char *) s;
@@ -483,42 +476,65 @@ now_unix (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Is a server still behind these figures?  Prints one line on stderr for
- * every reason it is not (naming the file) and returns false then.
- * *alive says whether the pid is a live process (for the table).
+/* Why a status file cannot be trusted: printed one line a reason on
+ * stderr (status), or only the first kept (list, stop).  gone: a reason
+ * says the server is not there at all.
+ */
+struct notes {
+  bool print;
+  bool gone;
+  char first[1024];
+};
+
+static void __attribute__ ((format (printf, 2, 3)))
+note (struct notes *n, const char *fmt, ...)
+{
+  char line[1024];
+  va_list args;
+
+  va_start (args, fmt);
+  vsnprintf (line, sizeof line, fmt, args);
+  va_end (args);
+  if (n->print)
+    fprintf (stderr, "nbdstripe: %s\n", line);
+  if (n->first[0] == '\0')
+    snprintf (n->first, sizeof n->first, "%s", line);
+}
+
+/* Is a server still behind these figures?  Notes every reason it is
+ * not (naming the file) and returns false then.  *alive says whether
+ * the pid is a live process (for the table).  name: the volume it must
+ * be the status of (NULL: any); interval: the config's (0: 5 s).
  */
 static bool
-check_live (struct json_object *st, const struct stripe_config *cfg,
-            double now, bool *alive)
+check_live (struct json_object *st, const char *file, const char *name,
+            unsigned cfg_interval, double now, bool *alive, struct notes *n)
 {
-  const char *file = cfg->health.status_file;
   struct json_object *running = field (st, "running", json_type_boolean);
   struct json_object *vol;
   uint64_t pid, interval;
   double updated, limit;
-  char name[256];
+  char other[256];
   bool live = true;
 
   *alive = false;
   if (running == NULL) {
-    fprintf (stderr, "nbdstripe: %s: no valid \"running\" field\n", file);
+    note (n, "%s: no valid \"running\" field", file);
     live = false;
   }
   else if (!json_object_get_boolean (running)) {
-    fprintf (stderr,
-             "nbdstripe: %s: the server has stopped (\"running\": false)\n",
-             file);
+    note (n, "%s: the server has stopped (\"running\": false)", file);
+    n->gone = true;
     live = false;
   }
   /* Never kill(0) or kill(-1): those are process groups. */
   if (!get_uint (st, "pid", &pid) || pid == 0 || pid > INT_MAX) {
-    fprintf (stderr, "nbdstripe: %s: no valid \"pid\" field\n", file);
+    note (n, "%s: no valid \"pid\" field", file);
     live = false;
   }
   else if (kill ((pid_t) pid, 0) == -1 && errno == ESRCH) {
-    fprintf (stderr,
-             "nbdstripe: %s: the server (pid %" PRIu64 ") is not running\n",
-             file, pid);
+    note (n, "%s: the server (pid %" PRIu64 ") is not running", file, pid);
+    n->gone = true;
     live = false;
   }
   else
@@ -528,36 +544,34 @@ check_live (struct json_object *st, const struct stripe_config *cfg,
    * have set.
    */
   if (!get_uint (st, "interval", &interval) || interval < 1 || interval > 3600)
-    interval = cfg->health.set.interval ? cfg->health.set.interval : 5;
+    interval = cfg_interval ? cfg_interval : 5;
   limit = 3.0 * interval + 5;
   if (!get_number (st, "updated_unix", &updated)) {
-    fprintf (stderr, "nbdstripe: %s: no valid \"updated_unix\" field\n", file);
+    note (n, "%s: no valid \"updated_unix\" field", file);
     live = false;
   }
   else if (now - updated > limit) {
     if (now - updated < 1e12)
-      fprintf (stderr,
-               "nbdstripe: %s: stale: last updated %.0f s ago, more than "
-               "3 x interval (%" PRIu64 " s) + 5 s\n",
-               file, now - updated, interval);
+      note (n,
+            "%s: stale: last updated %.0f s ago, more than "
+            "3 x interval (%" PRIu64 " s) + 5 s",
+            file, now - updated, interval);
     else
-      fprintf (stderr, "nbdstripe: %s: stale: \"updated_unix\" is %g\n", file,
-               updated);
+      note (n, "%s: stale: \"updated_unix\" is %g", file, updated);
     live = false;
   }
   else if (updated - now > limit) {
-    fprintf (stderr,
-             "nbdstripe: %s: \"updated_unix\" is %.0f s in the future\n", file,
-             updated - now);
+    note (n, "%s: \"updated_unix\" is %.0f s in the future", file,
+          updated - now);
     live = false;
   }
 
   /* Two volumes sharing a status file would show each other's health. */
   vol = field (st, "volume", json_type_object);
-  if (field (vol, "name", json_type_string)
-      && !text_is (vol, "name", cfg->name)) {
-    fprintf (stderr, "nbdstripe: %s: the status of volume '%s', not of '%s'\n",
-             file, get_text (vol, "name", name, sizeof name), cfg->name);
+  if (name && field (vol, "name", json_type_string)
+      && !text_is (vol, "name", name)) {
+    note (n, "%s: the status of volume '%s', not of '%s'", file,
+          get_text (vol, "name", other, sizeof other), name);
     live = false;
   }
   return live;
@@ -601,8 +615,9 @@ volume_verdict (struct json_object *st)
 
 static void
 print_volume (struct json_object *st, const struct stripe_config *cfg,
-              double now, bool live, bool alive)
+              double now, bool live, bool alive, const char *ctl)
 {
+  struct json_object *replace = field (st, "replace", json_type_object);
   struct json_object *vol = field (st, "volume", json_type_object);
   struct json_object *members = field (st, "members", json_type_array);
   struct json_object *running;
@@ -640,7 +655,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
     printf ("%15s : ?\n", "Size");
   if (get_uint (vol, "chunk", &u))
     printf ("%15s : %s (%" PRIu64 " bytes)\n", "Chunk",
-            human_size (u, buf, sizeof buf), u);
+            exact_size (u, buf, sizeof buf), u);
   else
     printf ("%15s : ?\n", "Chunk");
   printf ("%15s : %s\n", "Members",
@@ -657,7 +672,13 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
           !alive                                          ? "not running"
           : running && !json_object_get_boolean (running) ? "stopped"
                                                           : "running");
+  if (replace)
+    printf ("%15s : %s\n", "Replace",
+            replace_progress (replace, path, sizeof path));
   printf ("%15s : %s\n", "Status file", cfg->health.status_file);
+  if (ctl)
+    printf ("%15s : %s (the live status above came from here)\n",
+            "Control socket", ctl);
 }
 
 static void
@@ -740,79 +761,289 @@ print_last_errors (struct json_object *st, double now)
   }
 }
 
+/* A replace object (the status's "replace", replace.h) in one line:
+ * "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB), 410MiB/s,
+ * ETA 5 s".  Untrusted input as the rest: a field missing or of another
+ * type is "?".
+ */
+const char *
+replace_progress (struct json_object *r, char *buf, size_t len)
+{
+  char ib[32], nb[1024], sb[64], cb[32], tb[32], rb[32], db[64];
+  char eta[64] = "", err[1024] = "", lost[64] = "", pct[32] = "?";
+  const char *copied = "?", *total = "?", *rate = "?";
+  struct json_object *l = field (r, "unreadable", json_type_array);
+  uint64_t c = 0, t = 0;
+  bool have_c = get_uint (r, "bytes_copied", &c);
+  bool have_t = get_uint (r, "bytes_total", &t);
+  double d;
+
+  if (have_c)
+    copied = human_size (c, cb, sizeof cb);
+  if (have_t)
+    total = human_size (t, tb, sizeof tb);
+  if (have_c && have_t && c <= t)
+    snprintf (pct, sizeof pct, "%d%%",
+              t ? (int) ((long double) c * 100 / t) : 100);
+  if (get_number (r, "rate", &d) && d >= 0 && d < 1e18)
+    rate = human_size ((uint64_t) d, rb, sizeof rb);
+  if (text_is (r, "state", "copying")) {
+    if (get_number (r, "eta_seconds", &d) && d >= 0 && d < 1e9)
+      snprintf (eta, sizeof eta, ", ETA %.0f s", ceil (d));
+  }
+  else if (get_number (r, "elapsed_seconds", &d) && d >= 0 && d < 1e9)
+    snprintf (eta, sizeof eta, ", in %s", fmt_duration (d, db, sizeof db));
+  if (field (r, "error", json_type_string)
+      && !text_is (r, "state", "cancelled")) {
+    char e[900];
+    snprintf (err, sizeof err, ": %s", get_text (r, "error", e, sizeof e));
+  }
+  if (l && json_object_array_length (l) > 0)
+    snprintf (lost, sizeof lost, ", %zu unreadable range%s",
+              json_object_array_length (l),
+              json_object_array_length (l) == 1 ? "" : "s");
+  snprintf (buf, len, "member %s -> %s: %s, %s (%s of %s), %s/s%s%s%s",
+            fmt_uint (r, "member", ib, sizeof ib),
+            get_text (r, "new", nb, sizeof nb),
+            get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
+            eta, lost, err);
+  return buf;
+}
+
+/* A status file, read and judged. */
+struct view {
+  char *buf; /* the file's text */
+  size_t len;
+  struct json_object *st; /* NULL: not a JSON object */
+  bool format_ok;         /* of STATUS_FORMAT */
+  bool live, alive;
+  bool from_socket;       /* the control socket's live answer */
+  enum verdict v;
+};
+
+/* Judge the text of a status (w->buf, w->len: taken), from label (the
+ * file, or the control socket).
+ */
+static void
+judge_text (const char *label, const char *name, unsigned interval,
+            double now, struct notes *n, struct view *w)
+{
+  char why[512];
+  uint64_t format;
+
+  w->v = V_UNKNOWN;
+  if ((w->st = parse_status (w->buf, w->len, why, sizeof why)) == NULL)
+    note (n, "%s: %s", label, why);
+  else if (!get_uint (w->st, "format", &format))
+    note (n,
+          "%s: no valid \"format\" field: not an nbdstripe "
+          "status file",
+          label);
+  else if (format != STATUS_FORMAT)
+    note (n, "%s: format %" PRIu64 ", expected %d", label, format,
+          STATUS_FORMAT);
+  else {
+    w->format_ok = true;
+    w->live = check_live (w->st, label, name, interval, now, &w->alive, n);
+    w->v = volume_verdict (w->st);
+    if (w->v == V_UNKNOWN)
+      note (n, "%s: no valid volume state", label);
+    if (!w->live)
+      w->v = V_UNKNOWN;
+  }
+}
+
+static void
+judge (const char *file, const char *name, unsigned interval, double now,
+       struct notes *n, struct view *w)
+{
+  char why[512];
+  struct stat sb;
+
+  memset (w, 0, sizeof *w);
+  w->v = V_UNKNOWN;
+  if (read_file (file, &w->buf, &w->len, why, sizeof why) == -1) {
+    if (stat (file, &sb) == -1 && errno == ENOENT)
+      n->gone = true;
+    note (n, "%s: %s", file, why);
+    return;
+  }
+  judge_text (file, name, interval, now, n, w);
+}
+
+/* The live status from the volume's control socket (control.h), judged
+ * as a status file is: true when the socket is there and answered with a
+ * status; false (nothing said) otherwise, for the file to be read.
+ */
+static bool
+judge_live (const char *ctl, const char *name, unsigned interval, double now,
+            struct notes *n, struct view *w)
+{
+  struct json_object *req, *ans, *ok, *st;
+  struct stat sb;
+  bool done = false;
+
+  memset (w, 0, sizeof *w);
+  w->v = V_UNKNOWN;
+  if (lstat (ctl, &sb) == -1 || !S_ISSOCK (sb.st_mode))
+    return false;
+  req = json_object_new_object ();
+  json_put (req, "op", json_text ("status"));
+  ans = control_ask (ctl, req, CONTROL_TIMEOUT_MS);
+  json_object_put (req);
+  if (ans && json_object_object_get_ex (ans, "ok", &ok)
+      && json_object_get_boolean (ok)
+      && (st = field (ans, "status", json_type_object)) != NULL) {
+    w->buf = json_text_of (st);
+    if (w->buf) {
+      w->len = strlen (w->buf);
+      w->from_socket = true;
+      judge_text (ctl, name, interval, now, n, w);
+      done = true;
+    }
+  }
+  json_object_put (ans);
+  return done;
+}
+
+static void
+view_free (struct view *w)
+{
+  json_object_put (w->st);
+  free (w->buf);
+}
+
+const char *
+seen_state_name (enum seen_state s)
+{
+  switch (s) {
+  case SEEN_OK: return "ok";
+  case SEEN_DEGRADED: return "degraded";
+  case SEEN_FAILED: return "failed";
+  case SEEN_NOT_RUNNING: return "not running";
+  case SEEN_UNKNOWN: return "unknown";
+  }
+  return "unknown";
+}
+
+void
+status_seen (const char *status_file, const char *name, unsigned interval,
+             struct seen *out)
+{
+  struct notes n = { .print = false };
+  struct view w;
+  struct json_object *vol;
+  uint64_t pid;
+
+  memset (out, 0, sizeof *out);
+  judge (status_file, name, interval, now_unix (), &n, &w);
+  switch (w.v) {
+  case V_OK: out->state = SEEN_OK; break;
+  case V_DEGRADED: out->state = SEEN_DEGRADED; break;
+  case V_FAILED: out->state = SEEN_FAILED; break;
+  default: out->state = n.gone ? SEEN_NOT_RUNNING : SEEN_UNKNOWN; break;
+  }
+  snprintf (out->reason, sizeof out->reason, "%s", n.first);
+  if (w.st && get_uint (w.st, "pid", &pid) && pid > 0 && pid <= INT_MAX)
+    out->pid = (long) pid;
+  vol = field (w.st, "volume", json_type_object);
+  if (field (vol, "name", json_type_string))
+    out->name =
+      strdup (json_object_get_string (field (vol, "name", json_type_string)));
+  if (field (vol, "config", json_type_string))
+    out->config = strdup (
+      json_object_get_string (field (vol, "config", json_type_string)));
+  view_free (&w);
+}
+
+void
+seen_free (struct seen *s)
+{
+  free (s->name);
+  free (s->config);
+  s->name = s->config = NULL;
+}
+
+/* status --json when there is no status to print: still JSON, saying
+ * why (the first reason; all of them are on stderr).
+ */
+static void
+print_unknown_json (const char *config, const char *name,
+                    const char *status_file, const char *reason)
+{
+  struct json_object *o = json_object_new_object ();
+  struct json_object *vol = json_object_new_object ();
+
+  json_put (o, "state", json_text ("unknown"));
+  json_put (o, "reason", json_text (reason));
+  json_put (o, "config", json_text (config));
+  json_put (o, "status_file", json_text (status_file));
+  /* So that .volume.state reads as it does for a status file. */
+  json_put (vol, "name", json_text (name));
+  json_put (vol, "state", json_text ("unknown"));
+  json_put (o, "volume", vol);
+  print_json (o);
+}
+
 int
-cmd_status (int argc, char **argv)
+cmd_status (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },
+    CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
-  struct json_object *st = NULL;
-  char *buf = NULL, why[512], hs[32];
-  size_t len = 0;
-  bool json = false, live = false, alive = false;
-  enum verdict v = V_UNKNOWN;
-  uint64_t format;
+  struct notes n = { .print = true };
+  struct view w = { .v = V_UNKNOWN };
+  char hs[32], err[1024], ctl[4096];
+  bool json = false;
   double now = now_unix ();
   int c;
 
   /* Usage errors exit 3 (unknown), not 2: to a monitoring script 2
-   * means the volume has failed.
+   * means the volume has failed (cmd->usage_status).
    */
-  while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "jhV", opts, NULL)) != -1) {
     switch (c) {
     case 'j': json = true; break;
-    case 'h': return status_usage (stdout, 0);
-    default: return status_usage (stderr, V_UNKNOWN);
+    default: return cli_option (cmd, c);
     }
   }
-  if (optind != argc - 1)
-    return status_usage (stderr, V_UNKNOWN);
+  if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+    return c;
 
-  memset (&cfg, 0, sizeof cfg);
-  if (load_config (argv[optind], &cfg) == -1) {
+  if (load_volume (argv[optind], &cfg, err, sizeof err) == -1) {
+    if (json)
+      print_unknown_json (argv[optind], NULL, NULL, err);
     config_free (&cfg);
     return V_UNKNOWN;
   }
 
-  if (read_file (cfg.health.status_file, &buf, &len, why, sizeof why) == -1
-      || (st = parse_status (buf, len, why, sizeof why)) == NULL)
-    fprintf (stderr, "nbdstripe: %s: %s\n", cfg.health.status_file, why);
-  else if (!get_uint (st, "format", &format))
-    fprintf (stderr,
-             "nbdstripe: %s: no valid \"format\" field: not an nbdstripe "
-             "status file\n",
-             cfg.health.status_file);
-  else if (format != STATUS_FORMAT)
-    fprintf (stderr, "nbdstripe: %s: format %" PRIu64 ", expected %d\n",
-             cfg.health.status_file, format, STATUS_FORMAT);
-  else {
-    live = check_live (st, &cfg, now, &alive);
-    v = volume_verdict (st);
-    if (v == V_UNKNOWN)
-      fprintf (stderr, "nbdstripe: %s: no valid volume state\n",
-               cfg.health.status_file);
-    if (!live)
-      v = V_UNKNOWN;
-  }
+  /* Live from the server when it answers, else its last status file. */
+  control_path (cfg.health.status_file, ctl, sizeof ctl);
+  if (!judge_live (ctl, cfg.name, cfg.health.set.interval, now, &n, &w))
+    judge (cfg.health.status_file, cfg.name, cfg.health.set.interval, now,
+           &n, &w);
 
   if (json) {
-    /* Any valid JSON, even of another format: the caller judges. */
-    if (st) {
-      fwrite (buf, 1, len, stdout);
-      if (len && buf[len - 1] != '\n')
+    /* Any valid JSON object, even of another format: the caller judges. */
+    if (w.st) {
+      fwrite (w.buf, 1, w.len, stdout);
+      if (w.len && w.buf[w.len - 1] != '\n')
         putchar ('\n');
     }
+    else
+      print_unknown_json (cfg.path, cfg.name, cfg.health.status_file, n.first);
     goto out;
   }
 
   printf ("%s:\n", cfg.path);
-  if (st && get_uint (st, "format", &format) && format == STATUS_FORMAT) {
-    print_volume (st, &cfg, now, live, alive);
-    print_members (st);
-    print_last_errors (st, now);
+  if (w.format_ok) {
+    print_volume (w.st, &cfg, now, w.live, w.alive,
+                  w.from_socket ? ctl : NULL);
+    print_members (w.st);
+    print_last_errors (w.st, now);
   }
   else {
     printf ("%15s : %s\n", "Volume", cfg.name);
@@ -820,12 +1051,11 @@ cmd_status (int argc, char **argv)
     printf ("%15s : %s\n", "Status file", cfg.health.status_file);
   }
   printf ("\nStripe geometry for mkfs (chunk %s, %u members):\n",
-          human_size (cfg.chunk, hs, sizeof hs), cfg.nr_members);
+          exact_size (cfg.chunk, hs, sizeof hs), cfg.nr_members);
   print_mkfs_geometry (cfg.chunk, cfg.nr_members);
 
 out:
-  json_object_put (st);
-  free (buf);
+  view_free (&w);
   config_free (&cfg);
-  return v;
+  return w.v;
 }

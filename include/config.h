@@ -104,8 +104,10 @@ extern int config_load (const char *path, struct stripe_config *cfg, char *err,
                         size_t errlen);
 extern void config_free (struct stripe_config *cfg);
 
-/* Parse "128K", "1M", "4096" into bytes (1024-based suffixes K M G T).
- * Returns -1 on a malformed or overflowing size.
+/* Parse a size into bytes: "4096" or "4096B", "8s" (512-byte sectors),
+ * "128K" or "128KiB", M/MiB, G/GiB, T/TiB, P/PiB, E/EiB (1024-based,
+ * either case).  The one syntax of the config and of the plugin's
+ * chunk=.  Returns -1 on a malformed or overflowing size.
  */
 extern int config_parse_size (const char *s, uint64_t *out);
 

@@ -93,7 +93,9 @@
  *                              "message": "Input/output error",
  *                              "offset": 1048576, "time_unix": … }
  *     }, …
- *   ]
+ *   ],
+ *   "replace": { … }     // once a replace has run: the last one, also in
+ *                        // the last write (replace_status, replace.h)
  * }
  *
  * Latency figures are of the requests that succeeded.  p50 and p99 are

@@ -100,7 +100,13 @@ extern int replace_run_ops (struct volume *v, struct member_op *ops,
 extern int replace_debug_hold_ms;
 extern int replace_debug_crash;
 
-/* For volume_close: stop a copier still running, free what is left. */
+/* Stop a copier still running (cancelled, or if switching let finish)
+ * and wait for it; what replace_status shows stays, for the server's
+ * last status file.
+ */
+extern void replace_stop (struct volume *v);
+
+/* For volume_close: replace_stop, then free what is left. */
 extern void replace_free (struct volume *v);
 
 #endif /* NBDSTRIPE_REPLACE_H */

@@ -18,6 +18,11 @@ cache_mode_name (enum cache_mode mode)
   return "?";
 }
 
+/* Ours, and nbdkit-file-plugin(1)'s cache= words as aliases: "default"
+ * is the page cache (writeback); "none" keeps data out of the page cache,
+ * which nbdkit does by evicting after each request and we do with
+ * O_DIRECT (direct).  Both are durable on FLUSH/FUA alone.
+ */
 int
 cache_mode_parse (const char *name, enum cache_mode *mode)
 {
@@ -26,5 +31,13 @@ cache_mode_parse (const char *name, enum cache_mode *mode)
       *mode = m;
       return 0;
     }
+  if (strcmp (name, "default") == 0) {
+    *mode = CACHE_WRITEBACK;
+    return 0;
+  }
+  if (strcmp (name, "none") == 0) {
+    *mode = CACHE_DIRECT;
+    return 0;
+  }
   return -1;
 }

@@ -267,11 +267,19 @@ config_parse_uuid (const char *s, uint8_t uuid[16])
   return 0;
 }
 
+/* The one size syntax (nbdstripe(8), SIZES): the config's sizes, the
+ * plugin's chunk=, and what the tools print.  nbdkit_parse_size's
+ * suffixes (b, s, K...E) and the IEC ones (KiB...EiB), all 1024-based and
+ * of either case; no sign, space, fraction or hex (strtoimax would take
+ * " +1M"; nothing prints that).  KB, MB... are refused: 1000 or 1024?
+ */
 int
 config_parse_size (const char *s, uint64_t *out)
 {
+  static const char units[] = "kmgtpe";
   uint64_t v = 0;
   unsigned shift = 0;
+  const char *u;
 
   if (s == NULL || *s < '0' || *s > '9')
     return -1; /* also rejects "", "-1", " 1", "+1" */
@@ -281,31 +289,21 @@ config_parse_size (const char *s, uint64_t *out)
       return -1;
     v = v * 10 + d;
   }
-  switch (*s) {
-  case '\0': break;
-  case 'k':
-  case 'K':
-    shift = 10;
+  if (*s == '\0')
+    ;
+  else if ((*s == 'b' || *s == 'B') && s[1] == '\0')
+    ;
+  else if ((*s == 's' || *s == 'S') && s[1] == '\0')
+    shift = 9; /* nbdkit's "sectors": 512 bytes, whatever the device */
+  else if ((u = strchr (units, *s | 0x20)) != NULL) {
+    shift = 10 * (unsigned) (u - units + 1);
     s++;
-    break;
-  case 'm':
-  case 'M':
-    shift = 20;
-    s++;
-    break;
-  case 'g':
-  case 'G':
-    shift = 30;
-    s++;
-    break;
-  case 't':
-  case 'T':
-    shift = 40;
-    s++;
-    break;
-  default: return -1;
+    if ((*s == 'i' || *s == 'I') && (s[1] == 'b' || s[1] == 'B'))
+      s += 2;
+    if (*s != '\0')
+      return -1;
   }
-  if (*s != '\0')
+  else
     return -1;
   if (shift && v > UINT64_MAX >> shift)
     return -1;
@@ -659,19 +657,19 @@ set_data_offset (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
+/* The engine owns the names (cache_mode.c), nbdkit's aliases included. */
 static int
 set_cache (struct loader *ld, const config_setting_t *s)
 {
-  static const char *const names[] = { "writeback", "writethrough", "direct",
-                                       NULL };
-  int i;
+  static const char expected[] =
+    "\"writeback\", \"writethrough\" or \"direct\" (or nbdkit's "
+    "\"default\" or \"none\")";
+  const char *str = get_string (ld, s, expected);
 
-  if (get_choice (ld, s, names, &i) == -1)
+  if (str == NULL)
     return -1;
-  /* The engine owns the names; a mismatch here is a programming error. */
-  if (cache_mode_parse (names[i], &ld->cfg->cache) == -1)
-    return error_at (ld, s, "cache mode %s unknown to the engine",
-                     QUOTE (names[i]));
+  if (cache_mode_parse (str, &ld->cfg->cache) == -1)
+    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
   return 0;
 }
 

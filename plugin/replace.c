@@ -1059,7 +1059,7 @@ replace_status (struct volume *v)
 }
 
 void
-replace_free (struct volume *v)
+replace_stop (struct volume *v)
 {
   struct replace *r = atomic_load (&v->rep);
 
@@ -1069,10 +1069,24 @@ replace_free (struct volume *v)
     pthread_cond_broadcast (&r->cond);
     pthread_mutex_unlock (&r->lock);
   }
+  pthread_mutex_lock (&v->replace_lock);
+  r = v->replaces;
+  pthread_mutex_unlock (&v->replace_lock);
+  for (; r; r = r->next)
+    if (r->thread_started) {
+      pthread_join (r->thread, NULL);
+      r->thread_started = false;
+    }
+}
+
+void
+replace_free (struct volume *v)
+{
+  struct replace *r;
+
+  replace_stop (v);
   while ((r = v->replaces) != NULL) {
     v->replaces = r->next;
-    if (r->thread_started)
-      pthread_join (r->thread, NULL);
     pthread_mutex_destroy (&r->lock);
     pthread_cond_destroy (&r->cond);
     free (r->old_path);

@@ -75,9 +75,10 @@ stripe_cleanup (void)
   control_stop (control);
   control = NULL;
   if (volume_opened)
-    replace_free (&volume);
+    replace_stop (&volume);
   /* The threads stop and the last status (running: false) is written
-   * while the members are still open.
+   * while the members are still open, the last replace in it
+   * (volume_close frees it).
    */
   volume.health = NULL;
   if (!health_free (health))
@@ -133,9 +134,9 @@ stripe_config (const char *key, const char *value)
     paths[nr_paths++] = value; /* nbdkit keeps argv alive */
   }
   else if (strcmp (key, "chunk") == 0) {
-    int64_t r = nbdkit_parse_size (value);
-    if (r == -1) {
-      /* nbdkit's own message does not say which parameter. */
+    /* The config's syntax, not nbdkit_parse_size's: one for both. */
+    uint64_t r;
+    if (config_parse_size (value, &r) == -1) {
       nbdkit_error ("chunk=%s: expected a size such as 128K", value);
       return -1;
     }
@@ -165,7 +166,8 @@ stripe_config (const char *key, const char *value)
   }
   else if (strcmp (key, "cache") == 0) {
     if (cache_mode_parse (value, &cache) == -1) {
-      nbdkit_error ("cache=%s: expected writeback, writethrough or direct",
+      nbdkit_error ("cache=%s: expected writeback, writethrough or direct "
+                    "(or nbdkit's default or none)",
                     value);
       return -1;
     }
@@ -538,8 +540,10 @@ stripe_dump_plugin (void)
   "file=<PATH|URI> (required, repeat) A member: file, block device or NBD\n"  \
   "                URI (nbd://HOST/EXPORT, nbd+unix:///?socket=PATH, ...).\n" \
   "                The order of file= parameters is the member order.\n"      \
-  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K).\n"            \
-  "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT).\n" \
+  "chunk=<SIZE>    Chunk size, a multiple of 4K (default 128K): bytes, 8s,\n" \
+  "                128K or 128KiB (1024-based; see nbdstripe(8), SIZES).\n"   \
+  "cache=<MODE>    writeback (default), writethrough or direct (O_DIRECT);\n" \
+  "                nbdkit file's default (writeback) and none (direct).\n"    \
   "status=<FILE>   Keep the health status (JSON) in FILE.\n"                  \
   "connections=<N> Connections per NBD member (multi-conn servers; def. "     \
   "4).\n"                                                                     \

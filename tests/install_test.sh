@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `cmake --install` must put the plugin where nbdkit looks for plugins, so
-# that `nbdkit stripe ...` works, and the man page in man1.  Installs into a
+# that `nbdkit stripe ...` works, the man page in man1, and the bash
+# completion in bash-completion's completions directory.  Installs into a
 # DESTDIR so that the machine is not changed.
 set -euo pipefail
 build=$1
@@ -20,4 +21,9 @@ man=$(find "$dest" -path '*/man1/nbdkit-stripe-plugin.1' | head -1)
 LD_PRELOAD=${STRIPE_LD_PRELOAD:-} ASAN_OPTIONS=detect_leaks=0 \
   nbdkit "$so" --dump-plugin | grep -qx 'name=stripe' \
   || { echo "FAIL: installed plugin does not load"; exit 1; }
-echo "installed: $so and $man"
+# The bash completion, where bash-completion looks for it.
+comp=$(find "$dest" -path '*/bash-completion/completions/nbdstripe' | head -1)
+[ -n "$comp" ] || { echo "FAIL: bash completion not installed"; exit 1; }
+bash -c "source '$comp' && complete -p nbdstripe" >/dev/null ||
+  { echo "FAIL: $comp does not register a completion"; exit 1; }
+echo "installed: $so, $man and $comp"

@@ -5,7 +5,8 @@
 #   --help, -h: usage on stdout listing every command, exit 0
 #   --version, -V: "nbdstripe VERSION" (the project's version), exit 0
 #   no command, an unknown command: usage on stderr, exit 2
-#   COMMAND --help for each command: its usage on stdout, exit 0
+#   COMMAND --help (-h) for each command: its usage on stdout, exit 0;
+#   COMMAND -V: the version
 #   an unknown option, a missing or extra CONFIG: exit 2, usage on stderr
 #   a well-formed command that fails (a config that does not exist): 1
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
@@ -24,8 +25,8 @@ expect ()
 }
 
 expect help 0 out "Usage: nbdstripe COMMAND" -- --help
-for c in create serve check inspect; do
-  grep -q -E "^ +$c " "$D_TMP/help.out" || d_bad "--help does not list '$c'"
+for c in create serve check status list stop accept inspect import replace; do
+  grep -q -E "^ +$c( |$)" "$D_TMP/help.out" || d_bad "--help does not list '$c'"
 done
 [[ ! -s $D_TMP/help.err ]] || d_bad "--help wrote to stderr"
 expect help.h 0 out "Usage: nbdstripe COMMAND" -- -h
@@ -40,10 +41,13 @@ expect no-command 2 err "Usage: nbdstripe" --
 expect unknown 2 err "unknown command 'frobnicate'" -- frobnicate
 expect unknown-option 2 err "" -- --frobnicate
 
-expect create.help 0 out "Usage: nbdstripe create" -- create --help
-expect serve.help 0 out "Usage: nbdstripe serve" -- serve --help
-expect check.help 0 out "Usage: nbdstripe check" -- check --help
-expect inspect.help 0 out "Usage: nbdstripe inspect" -- inspect --help
+for c in create serve check status list stop accept inspect import replace; do
+  expect "$c.help" 0 out "Usage: nbdstripe $c" -- "$c" --help
+  expect "$c.h" 0 out "Usage: nbdstripe $c" -- "$c" -h
+  expect "$c.V" 0 out "nbdstripe " -- "$c" -V
+  [[ $(<"$D_TMP/$c.V.out") == "$(<"$D_TMP/version.out")" ]] ||
+    d_bad "$c -V does not say what --version says"
+done
 
 expect create.bad-option 2 err "Usage: nbdstripe create" -- create --frobnicate x.conf
 expect serve.bad-option 2 err "Usage: nbdstripe serve" -- serve --frobnicate x.conf
@@ -56,10 +60,24 @@ expect inspect.no-member 2 err "Usage: nbdstripe inspect" -- inspect
 expect create.two-configs 2 err "Usage: nbdstripe create" -- create a.conf b.conf
 expect serve.two-configs 2 err "Usage: nbdstripe serve" -- serve a.conf b.conf
 expect check.two-configs 2 err "Usage: nbdstripe check" -- check a.conf b.conf
+expect list.operand 2 err "Usage: nbdstripe list" -- list a.conf
+expect stop.no-volume 2 err "Usage: nbdstripe stop" -- stop
+expect stop.bad-option 2 err "Usage: nbdstripe stop" -- stop --frobnicate x.conf
+expect accept.no-index 2 err "Usage: nbdstripe accept" -- accept a.conf
+expect accept.three 2 err "Usage: nbdstripe accept" -- accept a.conf 1 2
+expect import.no-member 2 err "Usage: nbdstripe import" -- import
+expect replace.no-new 2 err "Usage: nbdstripe replace" -- replace a.conf 1
+expect replace.four 2 err "unexpected operand 'x'" -- replace a.conf 1 b x
+expect replace.index 2 err "INDEX 'one'" -- replace a.conf one b
+expect replace.rate 2 err "--rate '-1'" -- replace --rate -1 a.conf 1 b
+expect replace.cancel-extra 2 err "unexpected operand '1'" -- replace --cancel a.conf 1
+expect replace.cancel-wait 2 err "--cancel and --wait" -- replace a.conf --cancel -w
 
 missing=$D_TMP/no-such.conf
 expect create.missing 1 err "$missing" -- create "$missing"
 expect serve.missing 1 err "$missing" -- serve "$missing"
 expect check.missing 1 err "$missing" -- check "$missing"
 expect inspect.missing 1 err "no-such-member" -- inspect "$D_TMP/no-such-member"
+expect replace.missing 1 err "$missing" -- replace "$missing" 0 "$D_TMP/new"
+expect replace.cancel-missing 1 err "$missing" -- replace --cancel "$missing"
 d_done

@@ -13,7 +13,8 @@
 #   usage errors exit 3 (2 would say "failed" to a monitoring script)
 #   the table names the member that is slow, failing or failed, its path
 #     and the reason; a "last errors" section
-#   --json prints the file itself: jq parses it and it equals the file
+#   --json prints the file itself: jq parses it and it equals the file;
+#   without a file that is a JSON object, {"state": "unknown", ...}
 #   the mkfs stripe geometry comes from the config (chunk, members), is
 #     the one `nbdstripe check` prints, and is printed even without status
 #   mutated files (fields deleted or retyped, huge numbers, control
@@ -151,6 +152,29 @@ jq '.volume.state = "ok"' "$STATUS" >"$STATUS.new" && mv "$STATUS.new" "$STATUS"
 expect_rc failed-member-volume-ok 2 status "$CONF"
 d_ok "the table names the member, its path and the reason"
 
+# A replace, from the file (no control socket beside it): one line.
+fixture ok | jq '.replace = {"state": "copying", "member": 1,
+  "old": "/srv/stripe/m1.img", "new": "/dev/sdc", "bytes_copied": 1288490188,
+  "bytes_total": 3435973836, "rate": 429916160.0, "eta_seconds": 4.6,
+  "elapsed_seconds": 3.0, "unreadable": []}' >"$STATUS"
+expect_rc replace-copying 0 status "$CONF"
+grep -q -x -E ' +Replace : member 1 -> /dev/sdc: copying, 37% \(1\.2GiB of 3\.2GiB\), 410MiB/s, ETA 5 s' \
+  "$D_TMP/replace-copying.out" || d_bad "replace-copying: no Replace line as expected"
+if grep -q 'Control socket' "$D_TMP/replace-copying.out"; then
+  d_bad "replace-copying: a Control socket line without a socket"
+fi
+expect_rc replace-copying.json 0 status --json "$CONF"
+cmp -s "$D_TMP/replace-copying.json.out" "$STATUS" ||
+  d_bad "replace-copying.json: the output is not the status file"
+jq '.replace.state = "failed" | del(.replace.eta_seconds)
+  | .replace.error = "the new member (/dev/sdc) failed: write at offset 0: EIO"
+  | .replace.unreadable = [{"offset": 0, "length": 4096}]' "$STATUS" >"$STATUS.new"
+mv "$STATUS.new" "$STATUS"
+expect_rc replace-failed 0 status "$CONF"
+grep -q -x -E ' +Replace : member 1 -> /dev/sdc: failed, 37% \(1\.2GiB of 3\.2GiB\), 410MiB/s, in 3\.0 s, 1 unreadable range: the new member \(/dev/sdc\) failed: write at offset 0: EIO' \
+  "$D_TMP/replace-failed.out" || d_bad "replace-failed: no Replace line as expected"
+d_ok "a replace in the status file: the Replace line"
+
 # The mkfs geometry: from the config, the lines `check` prints, and there
 # without any status.
 for m in 0 1 2 3; do truncate -s 16M "$D_TMP/m$m.img"; done
@@ -177,7 +201,8 @@ d_ok "mkfs geometry from the config, as check prints it"
 # unknown NAME WHY FIGURES JSON: status exits 3 and says WHY on stderr
 # with the status file's name.  FIGURES: the table still shows the last
 # figures marked stale (stale), figures (shown) or none (no).  JSON:
-# --json prints the file (file: it is a JSON object) or nothing (none).
+# --json prints the file (file: it is a JSON object) or, when there is
+# none, still JSON: {"state": "unknown", "reason": WHY, ...} (none).
 unknown ()
 {
   local name=$1 why=$2 figures=$3 json=$4
@@ -195,8 +220,11 @@ unknown ()
   if [[ $json == file ]]; then
     cmp -s "$D_TMP/$name.json.out" "$STATUS" ||
       d_bad "$name.json: the output is not the status file"
-  elif [[ -s $D_TMP/$name.json.out ]]; then
-    d_bad "$name.json: printed something, but the file is no JSON object"
+  elif ! jq -e --arg why "$why" --arg file "$STATUS" \
+         '.state == "unknown" and .volume.state == "unknown"
+          and (.reason | contains($why)) and .status_file == $file' \
+         "$D_TMP/$name.json.out" >/dev/null; then
+    d_bad "$name.json: not {\"state\": \"unknown\", \"reason\": ...$why...}"
   fi
 }
 
@@ -309,6 +337,15 @@ mutations=(
   '.members[3].state = "\u009b\u0007failed"'
   '.members = [range(1000) as $i | .members[0] | .index = $i]'
   '.members[3].ops.read = ([range(100)] | reduce .[] as $x (1; [.]))'
+  '.replace = 5' '.replace = {}' '.replace = {"state": 3, "member": -1}'
+  '.replace = {"state": "copying", "bytes_copied": 20, "bytes_total": 10,
+     "rate": -1, "eta_seconds": -1, "elapsed_seconds": "x"}'
+  '.replace = {"state": "copying", "bytes_copied": 1e300, "bytes_total": 1e308,
+     "rate": 1e308, "eta_seconds": 1e308, "member": 1e300}'
+  '.replace = {"state": "done", "bytes_copied": 0, "bytes_total": 0,
+     "elapsed_seconds": 1e300, "unreadable": 7}'
+  '.replace = {"state": "\u001b[2J", "new": ([range(5000) | "\u202e"] | join("")),
+     "error": ([range(5000) | "\u001b"] | join("")), "unreadable": [range(100)]}'
 )
 i=0
 for m in "${mutations[@]}"; do

@@ -381,6 +381,29 @@ case_chunk_empty (void *a)
   bad_chunk ("");
 }
 
+/* The config's size syntax, not nbdkit_parse_size's: a decimal unit, a
+ * fraction, a sign are refused (see also tests/daemon/sizes_and_cache.sh
+ * for the spellings accepted).
+ */
+static void
+case_chunk_kilobytes (void *a)
+{
+  (void) a;
+  bad_chunk ("128KB");
+}
+static void
+case_chunk_fraction (void *a)
+{
+  (void) a;
+  bad_chunk ("1.5M");
+}
+static void
+case_chunk_plus_sign (void *a)
+{
+  (void) a;
+  bad_chunk ("+128K");
+}
+
 static void
 case_member_smaller_than_chunk (void *arg)
 {
@@ -622,6 +645,9 @@ static const struct {
   { "chunk_2K", case_chunk_2K },
   { "chunk_negative", case_chunk_negative },
   { "chunk_empty", case_chunk_empty },
+  { "chunk_kilobytes", case_chunk_kilobytes },
+  { "chunk_fraction", case_chunk_fraction },
+  { "chunk_plus_sign", case_chunk_plus_sign },
   { "member_smaller_than_chunk", case_member_smaller_than_chunk },
   { "unknown_parameter", case_unknown_parameter },
   { "control_character_in_a_path", case_control_character_in_a_path },

@@ -114,7 +114,8 @@ assert_error_contains (struct fixture *f, int r, const char *want)
 #define MEMBERS "members = [ \"/dev/vda\", \"/dev/vdb\" ];\n"
 
 static void
-parse_size_accepts_bytes_and_k_m_g_t_suffixes_in_either_case (void **state)
+parse_size_accepts_bytes_sectors_and_1024_based_suffixes_in_either_case (
+  void **state)
 {
   static const struct {
     const char *s;
@@ -122,16 +123,32 @@ parse_size_accepts_bytes_and_k_m_g_t_suffixes_in_either_case (void **state)
   } ok[] = {
     { "0", 0 },
     { "4096", 4096 },
+    { "4096B", 4096 },
+    { "4096b", 4096 },
+    { "8s", 4096 },
+    { "8S", 4096 },
     { "128K", 128 << 10 },
     { "128k", 128 << 10 },
+    { "128KiB", 128 << 10 },
+    { "128kib", 128 << 10 },
+    { "128KIB", 128 << 10 },
     { "1M", 1 << 20 },
     { "1m", 1 << 20 },
+    { "1MiB", 1 << 20 },
     { "2G", 2ull << 30 },
     { "2g", 2ull << 30 },
+    { "2GiB", 2ull << 30 },
     { "1T", 1ull << 40 },
     { "1t", 1ull << 40 },
+    { "1TiB", 1ull << 40 },
+    { "1P", 1ull << 50 },
+    { "1PiB", 1ull << 50 },
+    { "1E", 1ull << 60 },
+    { "15EiB", 15ull << 60 },
     { "16777215T", 16777215ull << 40 },
+    { "36028797018963967s", 36028797018963967ull << 9 },
     { "18446744073709551615", UINT64_MAX },
+    { "18446744073709551615B", UINT64_MAX },
   };
   (void) state;
 
@@ -139,23 +156,47 @@ parse_size_accepts_bytes_and_k_m_g_t_suffixes_in_either_case (void **state)
     uint64_t v = 1;
     if (config_parse_size (ok[i].s, &v) != 0)
       fail_msg ("config_parse_size (\"%s\") failed", ok[i].s);
-    assert_int_equal (v, ok[i].v);
+    if (v != ok[i].v)
+      fail_msg ("config_parse_size (\"%s\") = %" PRIu64 ", expected %" PRIu64,
+                ok[i].s, v, ok[i].v);
   }
 }
 
 static void
-parse_size_rejects_empty_negative_junk_and_overflow (void **state)
+parse_size_rejects_empty_negative_junk_decimal_units_and_overflow (
+  void **state)
 {
   static const char *const bad[] = {
-    "",          "-1",
-    "-4096",     "+4096",
-    " 4096",     "4096 ",
-    "abc",       "K",
-    "128KB",     "128KiB",
-    "1.5M",      "0x1000",
-    "1MM",       "18446744073709551616",
-    "16777216T", "99999999999999999999999",
+    "",
+    "-1",
+    "-4096",
+    "+4096",
+    " 4096",
+    "4096 ",
+    "abc",
+    "K",
+    "KiB",
+    "128KB",
+    "128kb",
+    "128Ki",
+    "128KiBB",
+    "128iB",
+    "128Bs",
+    "128sB",
+    "128Ks",
+    "1.5M",
+    "0x1000",
+    "1MM",
+    "1 M",
+    "18446744073709551616",
+    "16777216T",
+    "99999999999999999999999",
+    "16E",
+    "16EiB",
+    "36028797018963968s",
     "4096\n",
+    "128K\n",
+    "128X",
   };
   (void) state;
 
@@ -490,6 +531,48 @@ every_cache_mode_name_is_accepted (void **state)
   }
 }
 
+/* nbdkit's file plugin says cache=default and cache=none: the same words
+ * mean the nearest of ours (nbdstripe(8), cache).
+ */
+static void
+nbdkit_file_plugin_cache_names_are_aliases (void **state)
+{
+  struct fixture *f = *state;
+
+  assert_loads (f,
+                load (f, "name = \"n\";\n" MEMBERS "cache = \"default\";\n"));
+  assert_int_equal (f->cfg.cache, CACHE_WRITEBACK);
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS "cache = \"none\";\n"));
+  assert_int_equal (f->cfg.cache, CACHE_DIRECT);
+  assert_error_contains (
+    f, load (f, "name = \"n\";\n" MEMBERS "cache = \"unsafe\";\n"),
+    "cache: expected \"writeback\", \"writethrough\" or \"direct\" (or "
+    "nbdkit's \"default\" or \"none\"), got \"unsafe\"");
+}
+
+/* Every spelling of the one size syntax, in the keys that take sizes. */
+static void
+chunk_and_data_offset_take_every_size_spelling (void **state)
+{
+  struct fixture *f = *state;
+  static const char *const spellings[] = { "262144", "262144B", "512s",
+                                           "256K",   "256k",    "256KiB",
+                                           "256kib" };
+
+  for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; ++i) {
+    assert_loads (f, load (f,
+                           "name = \"n\";\n" MEMBERS "chunk = \"%s\";\n"
+                           "data_offset = \"%s\";\n",
+                           spellings[i], spellings[i]));
+    assert_int_equal (f->cfg.chunk, 256 * 1024);
+    assert_int_equal (f->cfg.data_offset, 256 * 1024);
+  }
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS
+                            "chunk = \"1MiB\";\ndata_offset = \"2MiB\";\n"));
+  assert_int_equal (f->cfg.chunk, 1024 * 1024);
+  assert_int_equal (f->cfg.data_offset, 2 * 1024 * 1024);
+}
+
 static void
 error_names_file_line_key_expectation_and_value (void **state)
 {
@@ -754,8 +837,10 @@ main (int argc, char **argv)
   /* CMakeLists.txt reads the test names from these lines. */
 #define config_test(f) cmocka_unit_test_setup_teardown (f, setup, teardown)
   const struct CMUnitTest tests[] = {
-    config_test (parse_size_accepts_bytes_and_k_m_g_t_suffixes_in_either_case),
-    config_test (parse_size_rejects_empty_negative_junk_and_overflow),
+    config_test (
+      parse_size_accepts_bytes_sectors_and_1024_based_suffixes_in_either_case),
+    config_test (
+      parse_size_rejects_empty_negative_junk_decimal_units_and_overflow),
     config_test (minimal_config_gets_every_default),
     config_test (full_config_sets_every_key),
     config_test (example_conf_loads_and_shows_the_defaults),
@@ -769,6 +854,8 @@ main (int argc, char **argv)
     config_test (integer_beyond_32_bits_without_l_is_refused_not_truncated),
     config_test (slow_factor_accepts_an_integer),
     config_test (every_cache_mode_name_is_accepted),
+    config_test (nbdkit_file_plugin_cache_names_are_aliases),
+    config_test (chunk_and_data_offset_take_every_size_spelling),
     config_test (error_names_file_line_key_expectation_and_value),
     config_test (syntax_error_names_file_and_line),
     config_test (config_that_is_a_fifo_is_refused_without_blocking),

@@ -1,0 +1,391 @@
+/* nbdstripe: which volumes there are on this host and which process
+ * serves each, for list and stop.
+ *
+ * A volume is known from its config in the config directory (*.conf),
+ * from a status file in the runtime directory (*.status.json, whose
+ * volume.config names the config the server was given), or from a
+ * pidfile there (*.pid, whose process's command line names the config).
+ * Its server is a process that a pidfile (the config's serve.pidfile) or
+ * the status file names AND whose command line has "config=CONFIG" with
+ * that config's absolute path, as `nbdstripe serve` gives nbdkit: a pid
+ * recycled by another process is never taken for the server.
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "nbdstripe.h"
+
+/* The pid in a pidfile, or 0. */
+static long
+read_pidfile (const char *path)
+{
+  char buf[32];
+  char *end;
+  ssize_t n;
+  long pid;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+  if (fd == -1)
+    return 0;
+  n = read (fd, buf, sizeof buf - 1);
+  close (fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  errno = 0;
+  pid = strtol (buf, &end, 10);
+  if (errno || end == buf || (*end && *end != '\n') || pid <= 0
+      || pid > INT_MAX)
+    return 0;
+  return pid;
+}
+
+/* The value of the config= argument in pid's command line (malloc'd),
+ * or NULL.
+ */
+static char *
+cmdline_config (long pid)
+{
+  char path[64], buf[65536];
+  ssize_t n, len = 0;
+  int fd;
+
+  snprintf (path, sizeof path, "/proc/%ld/cmdline", pid);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd == -1)
+    return NULL;
+  while (len < (ssize_t) sizeof buf - 1
+         && (n = read (fd, buf + len, sizeof buf - 1 - len)) > 0)
+    len += n;
+  close (fd);
+  buf[len] = '\0';
+  for (ssize_t i = 0; i < len; i += strlen (buf + i) + 1)
+    if (strncmp (buf + i, "config=", 7) == 0)
+      return strdup (buf + i + 7);
+  return NULL;
+}
+
+/* Alive: not gone, and not a zombie nobody has reaped yet (a daemon's
+ * parent may be slow to), whose command line is empty.
+ */
+static bool
+alive (long pid)
+{
+  char path[64], buf[512], *p;
+  ssize_t n;
+  int fd;
+
+  if (kill ((pid_t) pid, 0) == -1 && errno == ESRCH)
+    return false;
+  snprintf (path, sizeof path, "/proc/%ld/stat", pid);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd == -1)
+    return errno != ENOENT;
+  n = read (fd, buf, sizeof buf - 1);
+  close (fd);
+  if (n <= 0)
+    return true;
+  buf[n] = '\0';
+  /* "PID (COMM) STATE ...": COMM may hold anything, ')' included. */
+  p = strrchr (buf, ')');
+  return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+bool
+pid_serves (long pid, const char *config)
+{
+  char *c = cmdline_config (pid);
+  bool r = c && config && strcmp (c, config) == 0;
+
+  free (c);
+  return r;
+}
+
+long
+server_pid (const char *config, const char *pidfile, long status_pid,
+            char *why, size_t whylen)
+{
+  long candidates[2] = { pidfile ? read_pidfile (pidfile) : 0, status_pid };
+
+  if (why && whylen)
+    why[0] = '\0';
+  for (int i = 0; i < 2; ++i) {
+    long pid = candidates[i];
+
+    if (pid <= 0 || (i == 1 && pid == candidates[0]))
+      continue;
+    if (!alive (pid))
+      continue;
+    if (config && pid_serves (pid, config))
+      return pid;
+    if (why && whylen && why[0] == '\0')
+      snprintf (why, whylen,
+                "pid %ld (from %s) is not the server of %s: its command "
+                "line has no config=%s",
+                pid, i == 0 ? pidfile : "the status file",
+                config ? config : "?", config ? config : "?");
+  }
+  return 0;
+}
+
+static char *
+listen_text (const struct stripe_config *cfg)
+{
+  char *s = NULL;
+
+  if (cfg->serve.socket)
+    return strdup (cfg->serve.socket);
+  if (cfg->serve.address
+      && asprintf (&s, strchr (cfg->serve.address, ':') ? "[%s]:%d" : "%s:%d",
+                   cfg->serve.address, cfg->serve.port)
+           == -1)
+    return NULL;
+  return s;
+}
+
+static char *
+abs_path (const char *path)
+{
+  char *r = path ? realpath (path, NULL) : NULL;
+
+  return r ? r : path ? strdup (path) : NULL;
+}
+
+static struct served *
+add (struct served **v, size_t *n)
+{
+  struct served *p = realloc (*v, (*n + 1) * sizeof **v);
+
+  if (p == NULL)
+    return NULL;
+  *v = p;
+  memset (&p[*n], 0, sizeof p[*n]);
+  return &p[(*n)++];
+}
+
+/* Fill e from its config at path (absolute or not), quietly. */
+static void
+from_config (struct served *e, const char *path, const char *stem)
+{
+  struct stripe_config cfg;
+  char err[1024];
+
+  e->config = abs_path (path);
+  if (config_load (path, &cfg, err, sizeof err) == -1) {
+    e->name = strdup (stem);
+    e->seen.state = SEEN_UNKNOWN;
+    snprintf (e->seen.reason, sizeof e->seen.reason, "%s", err);
+    config_free (&cfg);
+    return;
+  }
+  e->loaded = true;
+  e->name = strdup (cfg.name);
+  e->listen = listen_text (&cfg);
+  e->status_file = abs_path (cfg.health.status_file);
+  e->pidfile = cfg.serve.pidfile ? strdup (cfg.serve.pidfile) : NULL;
+  status_seen (cfg.health.status_file, cfg.name, cfg.health.set.interval,
+               &e->seen);
+  config_free (&cfg);
+}
+
+/* The server: verified by its command line; a live server whose status
+ * file says otherwise is not "not running".
+ */
+static void
+find_server (struct served *e)
+{
+  char why[512];
+
+  if (e->config == NULL)
+    return; /* an ad hoc server (status=): nothing to verify it by */
+  e->pid = server_pid (e->config, e->pidfile, e->seen.pid, why, sizeof why);
+  if (e->pid && e->seen.state == SEEN_NOT_RUNNING) {
+    e->seen.state = SEEN_UNKNOWN;
+    snprintf (e->seen.reason, sizeof e->seen.reason,
+              "server pid %ld runs, but its status file says otherwise",
+              e->pid);
+  }
+  else if (e->pid == 0 && e->seen.state != SEEN_NOT_RUNNING
+           && e->seen.state != SEEN_UNKNOWN) {
+    /* A live pid in the file that is not this volume's server. */
+    e->seen.state = SEEN_UNKNOWN;
+    snprintf (e->seen.reason, sizeof e->seen.reason, "%s",
+              why[0] ? why : "no server process found");
+  }
+}
+
+static bool
+known (const struct served *v, size_t n, const char *config,
+       const char *status_file)
+{
+  for (size_t i = 0; i < n; ++i)
+    if ((config && v[i].config && strcmp (v[i].config, config) == 0)
+        || (status_file && v[i].status_file
+            && strcmp (v[i].status_file, status_file) == 0))
+      return true;
+  return false;
+}
+
+static bool
+ends_with (const char *s, const char *suffix)
+{
+  size_t n = strlen (s), k = strlen (suffix);
+
+  return n > k && strcmp (s + n - k, suffix) == 0;
+}
+
+/* The entries of dir ending in suffix, sorted, as dir/name; -1 with errno
+ * when dir cannot be read (ENOENT: no such directory is no error).
+ */
+static int
+scan (const char *dir, const char *suffix, char ***paths, size_t *n)
+{
+  struct dirent **names;
+  int k = scandir (dir, &names, NULL, alphasort);
+
+  *paths = NULL;
+  *n = 0;
+  if (k == -1)
+    return errno == ENOENT ? 0 : -1;
+  *paths = calloc (k ? k : 1, sizeof **paths);
+  for (int i = 0; i < k; ++i) {
+    const char *d = names[i]->d_name;
+    if (*paths && d[0] != '.' && ends_with (d, suffix)
+        && asprintf (&(*paths)[*n], "%s/%s", dir, d) != -1)
+      (*n)++;
+    free (names[i]);
+  }
+  free (names);
+  return *paths ? 0 : -1;
+}
+
+static void
+free_paths (char **paths, size_t n)
+{
+  for (size_t i = 0; i < n; ++i)
+    free (paths[i]);
+  free (paths);
+}
+
+/* "dir/fast0.status.json" -> "fast0" */
+static char *
+stem (const char *path, const char *suffix)
+{
+  const char *b = strrchr (path, '/');
+  size_t n;
+
+  b = b ? b + 1 : path;
+  n = strlen (b) - (ends_with (b, suffix) ? strlen (suffix) : 0);
+  return strndup (b, n);
+}
+
+int
+served_list (struct served **out, size_t *nout)
+{
+  struct served *v = NULL, *e;
+  size_t n = 0, np;
+  char **paths;
+  int r = 0;
+
+  /* Configured. */
+  if (scan (conf_dir (), ".conf", &paths, &np) == -1) {
+    fprintf (stderr, "nbdstripe: %s: %m\n", conf_dir ());
+    r = -1;
+  }
+  for (size_t i = 0; i < np; ++i) {
+    struct stat st;
+    char *s;
+
+    if (stat (paths[i], &st) == -1 || !S_ISREG (st.st_mode)
+        || (e = add (&v, &n)) == NULL)
+      continue;
+    e->configured = true;
+    s = stem (paths[i], ".conf");
+    from_config (e, paths[i], s ? s : "?");
+    free (s);
+    find_server (e);
+  }
+  free_paths (paths, np);
+
+  /* Served, by their status files. */
+  if (scan (run_dir (), ".status.json", &paths, &np) == -1) {
+    fprintf (stderr, "nbdstripe: %s: %m\n", run_dir ());
+    r = -1;
+  }
+  for (size_t i = 0; i < np; ++i) {
+    struct seen seen;
+    char *file = abs_path (paths[i]);
+
+    if (file == NULL || known (v, n, NULL, file)) {
+      free (file);
+      continue;
+    }
+    status_seen (file, NULL, 0, &seen);
+    if ((seen.config && known (v, n, seen.config, NULL))
+        || (e = add (&v, &n)) == NULL) {
+      seen_free (&seen);
+      free (file);
+      continue;
+    }
+    if (seen.config)
+      from_config (e, seen.config, seen.name ? seen.name : "?");
+    /* This status file is the volume's, whatever its config says. */
+    seen_free (&e->seen);
+    free (e->status_file);
+    e->status_file = file;
+    e->seen = seen;
+    if (e->name == NULL || !e->loaded) {
+      free (e->name);
+      e->name =
+        seen.name ? strdup (seen.name) : stem (paths[i], ".status.json");
+    }
+    find_server (e);
+  }
+  free_paths (paths, np);
+
+  /* Served, by their pidfiles (a status file kept elsewhere). */
+  if (scan (run_dir (), ".pid", &paths, &np) == -1)
+    r = -1;
+  for (size_t i = 0; i < np; ++i) {
+    long pid = read_pidfile (paths[i]);
+    char *config = pid ? cmdline_config (pid) : NULL;
+
+    if (config && !known (v, n, config, NULL) && (e = add (&v, &n))) {
+      char *s = stem (paths[i], ".pid");
+      from_config (e, config, s ? s : "?");
+      free (s);
+      free (e->pidfile);
+      e->pidfile = abs_path (paths[i]);
+      find_server (e);
+    }
+    free (config);
+  }
+  free_paths (paths, np);
+
+  *out = v;
+  *nout = n;
+  return r;
+}
+
+void
+served_free (struct served *v, size_t n)
+{
+  for (size_t i = 0; i < n; ++i) {
+    free (v[i].name);
+    free (v[i].config);
+    free (v[i].status_file);
+    free (v[i].pidfile);
+    free (v[i].listen);
+    seen_free (&v[i].seen);
+  }
+  free (v);
+}
