@@ -380,7 +380,8 @@ health_write_status (struct health *h, bool running)
       h->status_err_logged = true;
     }
     else if (h->status_err_logged) {
-      stripe_error ("health: status file %s written again", h->p.status_file);
+      stripe_notice ("health: status file %s written again",
+                     h->p.status_file);
       h->status_err_logged = false;
     }
   }
