@@ -71,6 +71,56 @@ make_parent_dir (const char *file)
   return r;
 }
 
+/* Socket activation (sd_listen_fds(3)): how many listening sockets the
+ * service manager passed from fd 3 on, or 0.  LISTEN_PID names the
+ * process they are for: set by a parent for another child, they are not
+ * ours.  nbdkit takes them from the same variables (nbdkit-service(1)),
+ * and since serve execs nbdkit, its pid is still LISTEN_PID.
+ */
+static unsigned
+listen_fds (void)
+{
+  const char *pid = getenv ("LISTEN_PID"), *fds = getenv ("LISTEN_FDS");
+  char *end;
+  long p, n;
+
+  if (pid == NULL || fds == NULL)
+    return 0;
+  errno = 0;
+  p = strtol (pid, &end, 10);
+  if (errno || *end || p != (long) getpid ())
+    return 0;
+  n = strtol (fds, &end, 10);
+  if (errno || *end || n < 1 || n > 16) /* nbdkit's bound */
+    return 0;
+  return n;
+}
+
+/* Where the first passed socket listens, for the log and for a config
+ * whose serve.socket names another path (clients read the config).
+ */
+static void
+describe_passed_socket (const struct stripe_config *cfg, unsigned n)
+{
+  struct sockaddr_un sun;
+  socklen_t len = sizeof sun;
+  char where[sizeof sun.sun_path + 16] = "";
+
+  memset (&sun, 0, sizeof sun);
+  if (getsockname (3, (struct sockaddr *) &sun, &len) == 0
+      && sun.sun_family == AF_UNIX && sun.sun_path[0] == '/')
+    snprintf (where, sizeof where, " (%.*s)", (int) sizeof sun.sun_path,
+              sun.sun_path);
+  fprintf (stderr, "nbdstripe: serving '%s' on %u socket(s) from systemd%s\n",
+           cfg->name, n, where);
+  if (where[0] && cfg->serve.socket
+      && strncmp (sun.sun_path, cfg->serve.socket, sizeof sun.sun_path) != 0)
+    fprintf (stderr,
+             "nbdstripe: warning: %s: serve.socket is %s, but systemd "
+             "passed %s\n",
+             cfg->path, cfg->serve.socket, sun.sun_path);
+}
+
 /* A socket file left by a server that died is in the way of nbdkit's
  * bind; one that a live server answers on means the volume is already
  * served.
@@ -187,6 +237,7 @@ cmd_serve (int argc, char **argv)
   };
   struct stripe_config cfg;
   bool foreground = false;
+  unsigned activated;
   const char *args[64];
   char *owned[8];
   unsigned nargs = 0, nowned = 0;
@@ -229,10 +280,20 @@ cmd_serve (int argc, char **argv)
     }                                                                         \
     args[nargs++] = owned[nowned++];                                          \
   } while (0)
+  /* Socket activation: nbdkit serves the passed sockets and stays in the
+   * foreground, and must be given no -U, -i or -p; serve execs it, so
+   * that it keeps LISTEN_PID's pid.
+   */
+  activated = listen_fds ();
+  if (activated)
+    foreground = true;
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
-  if (cfg.serve.socket) {
+  if (activated) {
+    /* The socket is systemd's: not ours to create, nor to clear. */
+  }
+  else if (cfg.serve.socket) {
     if (make_parent_dir (cfg.serve.socket) == -1
         || clear_stale_socket (cfg.serve.socket) == -1)
       goto err;
@@ -284,7 +345,9 @@ cmd_serve (int argc, char **argv)
   }
   args[nargs] = NULL;
 
-  if (cfg.serve.socket)
+  if (activated)
+    describe_passed_socket (&cfg, activated);
+  else if (cfg.serve.socket)
     fprintf (stderr, "nbdstripe: serving '%s' on %s\n", cfg.name,
              cfg.serve.socket);
   else

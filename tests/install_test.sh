@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `cmake --install` must put the plugin where nbdkit looks for plugins, so
-# that `nbdkit stripe ...` works, and the man page in man1.  Installs into a
-# DESTDIR so that the machine is not changed.
+# that `nbdkit stripe ...` works, the man page in man1, and the systemd
+# units in systemd's unit directory, the service running the nbdstripe
+# installed beside them.  Installs into a DESTDIR so that the machine is
+# not changed.
 set -euo pipefail
 build=$1
 dest=$(mktemp -d)
@@ -20,4 +22,17 @@ man=$(find "$dest" -path '*/man1/nbdkit-stripe-plugin.1' | head -1)
 LD_PRELOAD=${STRIPE_LD_PRELOAD:-} ASAN_OPTIONS=detect_leaks=0 \
   nbdkit "$so" --dump-plugin | grep -qx 'name=stripe' \
   || { echo "FAIL: installed plugin does not load"; exit 1; }
-echo "installed: $so and $man"
+unitdir=$(sed -n 's/^NBDSTRIPE_SYSTEMDUNITDIR:PATH=//p' "$build/CMakeCache.txt")
+sbindir=$(sed -n 's/^CMAKE_INSTALL_SBINDIR:PATH=//p' "$build/CMakeCache.txt")
+case $sbindir in
+  /*) ;;
+  *) sbindir=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")/$sbindir ;;
+esac
+for u in nbdstripe@.service nbdstripe@.socket; do
+  [ -f "$dest$unitdir/$u" ] || { echo "FAIL: $dest$unitdir/$u not installed"; exit 1; }
+done
+grep -q -x "ExecStart=$sbindir/nbdstripe serve --foreground /etc/nbdstripe/%i.conf" \
+  "$dest$unitdir/nbdstripe@.service" ||
+  { echo "FAIL: the installed unit does not run $sbindir/nbdstripe"; exit 1; }
+[ -x "$dest$sbindir/nbdstripe" ] || { echo "FAIL: $dest$sbindir/nbdstripe not installed"; exit 1; }
+echo "installed: $so, $man and the units in $unitdir"
