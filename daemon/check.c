@@ -52,6 +52,7 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
     }
     volume_close (v);
   }
+  assembly_free (&a);
   free (v);
   return r;
 }

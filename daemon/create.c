@@ -69,21 +69,18 @@ create_usage (FILE *fp, int status)
   return status;
 }
 
-/* What libblkid (or our own magic) recognises on the member, or NULL.
- * A remote member is probed through a copy (its probe_fd); one that
- * cannot be copied is reported as such, since nothing can be said of it.
- */
-static const char *
-recognise (struct target *t, char *what, size_t len)
+const char *
+recognise_member (struct member *m, const uint8_t *first, char *what,
+                  size_t len)
 {
   blkid_probe pr;
   const char *type = NULL;
   char why[256];
   int fd;
 
-  if (memcmp (t->old_header, HEADER_MAGIC, 8) == 0) {
+  if (memcmp (first, HEADER_MAGIC, 8) == 0) {
     struct header sb;
-    if (header_decode (t->old_header, HEADER_SIZE, &sb, NULL) == HEADER_OK) {
+    if (header_decode (first, HEADER_SIZE, &sb, NULL) == HEADER_OK) {
       char uuid[37];
       uuid_format (sb.array_uuid, uuid);
       snprintf (what, len,
@@ -96,7 +93,7 @@ recognise (struct target *t, char *what, size_t len)
     return what;
   }
 
-  fd = t->dev.ops->probe_fd (&t->dev, why, sizeof why);
+  fd = m->ops->probe_fd (m, why, sizeof why);
   if (fd == -1) {
     snprintf (what, len, "cannot be probed for signatures (%s)", why);
     return what;
@@ -410,7 +407,7 @@ cmd_create (int argc, char **argv)
       sizes[i] = (t[i].dev.size - cfg.data_offset) / cfg.chunk * cfg.chunk;
     if (!force) {
       char what[512];
-      if (recognise (&t[i], what, sizeof what)) {
+      if (recognise_member (&t[i].dev, t[i].old_header, what, sizeof what)) {
         fprintf (stderr,
                  "nbdstripe: member %u (%s): %s; refusing to "
                  "overwrite it (use --force)\n",

@@ -213,6 +213,27 @@ cmd_import (int argc, char **argv)
   cfg.layout_given = layout != 0;
   memcpy (cfg.uuid, sb[0].set_uuid, 16);
   cfg.uuid_given = true;
+  /* The layout, when nothing records it and it matters: only the user
+   * knows (assemble_md would ask for the config key; here it is the
+   * option).
+   */
+  if (!layout && md_super_raid0_layout (&sb[0]) == 0) {
+    uint64_t sizes[LAYOUT_MAX_MEMBERS];
+    for (unsigned i = 0; i < n; ++i)
+      sizes[i] = sb[i].data_size * 512;
+    if (!layout_md_layouts_agree (cfg.chunk, n, sizes)) {
+      md_super_uuid_format (sb[0].set_uuid, uuid);
+      fprintf (stderr,
+               "nbdstripe: import: md array '%s' (%s) has members of "
+               "different sizes and its superblocks do not say which of "
+               "md's two layouts it was written with: give --layout "
+               "original (Linux before 3.14, or raid0.default_layout=1) or "
+               "--layout alternate (Linux 3.14 to 5.3, or "
+               "raid0.default_layout=2)\n",
+               sb[0].set_name, uuid);
+      goto done;
+    }
+  }
   if (assemble_md (&cfg, a) == -1)
     goto done;
   {
@@ -312,6 +333,8 @@ done:
       free (path[i]);
   free (path);
   free (sb);
+  if (a)
+    assembly_free (a);
   free (a);
   free (l);
   return status;

@@ -265,11 +265,15 @@ cmd_inspect (int argc, char **argv)
             "  layout:       md raid0 layout %" PRIu32 " (%s)\n"
             "  data offset:  %" PRIu64 " bytes\n"
             "  generation:   %s\n"
-            "  format:       version %" PRIu32 ", flags %#" PRIx32 "\n"
+            "  format:       version %" PRIu32 ", flags %#" PRIx32 "%s\n"
             "  volume size:  %s\n",
             argv[i], sb.name, au, sb.member_index, sb.member_count, mu, when,
             sb.chunk, sb.layout, layout_name (sb.layout),
-            sb.data_offset, events, sb.version, sb.flags, size);
+            sb.data_offset, events, sb.version, sb.flags,
+            sb.flags & HEADER_FLAG_REPLACED
+              ? " (replaced: no longer a member, never assembled again)"
+              : "",
+            size);
     for (uint32_t k = 0; k < sb.member_count; ++k)
       printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,
               sb.member_sizes[k]);

@@ -27,6 +27,7 @@ usage (FILE *fp)
     "  status CONFIG [--json]                a served volume's health\n"
     "  accept CONFIG INDEX                   take back a stale member\n"
     "  import [--out CONFIG] MEMBER...       a config for an md raid0 array\n"
+    "  replace CONFIG INDEX NEW [--wait]     move a member to another device\n"
     "\n"
     "  nbdstripe COMMAND --help   help on one command\n"
     "  nbdstripe --version\n"
@@ -81,7 +82,7 @@ main (int argc, char **argv)
     { "create", cmd_create }, { "serve", cmd_serve },
     { "check", cmd_check },   { "inspect", cmd_inspect },
     { "status", cmd_status }, { "accept", cmd_accept },
-    { "import", cmd_import },
+    { "import", cmd_import }, { "replace", cmd_replace },
   };
 
   if (argc < 2) {

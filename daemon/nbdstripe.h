@@ -2,6 +2,8 @@
 #ifndef NBDSTRIPE_DAEMON_H
 #define NBDSTRIPE_DAEMON_H
 
+#include <stdint.h>
+
 #include "config.h"
 
 extern int cmd_create (int argc, char **argv);
@@ -11,6 +13,7 @@ extern int cmd_inspect (int argc, char **argv);
 extern int cmd_status (int argc, char **argv);
 extern int cmd_accept (int argc, char **argv);
 extern int cmd_import (int argc, char **argv);
+extern int cmd_replace (int argc, char **argv);
 
 /* Load a config, printing the one-line error on failure.  Returns 0/-1;
  * cfg needs config_free either way.
@@ -37,6 +40,15 @@ extern int check_volume (const struct stripe_config *cfg, bool claim,
  * indented lines on stdout (check and status print them).
  */
 extern void print_mkfs_geometry (uint64_t chunk, unsigned nr_members);
+
+/* What libblkid (or our own magic, in first: the member's first 4 KiB)
+ * recognises on a member, worded into what, or NULL.  A remote member is
+ * probed through a copy (its probe_fd); one that cannot be copied is
+ * reported as such, since nothing can be said of it.
+ */
+struct member;
+extern const char *recognise_member (struct member *m, const uint8_t *first,
+                                     char *what, size_t len);
 
 /* "128K", "1.5G": human-readable size. */
 extern const char *human_size (uint64_t bytes, char *buf, size_t len);

@@ -45,8 +45,14 @@ struct assembly {
     unsigned minor; /* 1.minor */
     uint64_t events;
     uint8_t device_uuid[LAYOUT_MAX_MEMBERS][16];
+    struct md_super *sb; /* each member's superblock (heap) */
   } md;
 };
+
+/* Free what an assembly holds (md superblocks); a zeroed or freed one is
+ * fine.
+ */
+extern void assembly_free (struct assembly *a);
 
 /* Returns 0 when the volume can be served, -1 (after logging every
  * problem) when it cannot.  Members must all be at one generation

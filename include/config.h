@@ -109,6 +109,15 @@ extern void config_free (struct stripe_config *cfg);
  */
 extern int config_parse_size (const char *s, uint64_t *out);
 
+/* Make member index of the config file at path new_member instead of old
+ * (nbdstripe replace): only that string changes in the file, which must
+ * name old exactly once; the file is replaced atomically.  -1 with why
+ * when it cannot be (the file is then as it was).
+ */
+extern int config_replace_member (const char *path, unsigned index,
+                                  const char *old, const char *new_member,
+                                  char *why, size_t len);
+
 /* Parse an array UUID, "01234567-89ab-cdef-0123-456789abcdef" or mdadm's
  * "01234567:89abcdef:01234567:89abcdef" (hex digits either case); -1 when
  * it is neither.

@@ -20,7 +20,8 @@
  *              1 knew only the alternate layout and wrote 1 for it (read
  *              as 2).  Version 1 volumes are sized as all their zones,
  *              version 2 by md's rule (layout.h)
- *   140     4  flags (none defined: must be 0)
+ *   140     4  flags: HEADER_FLAG_REPLACED (version 2); no other is
+ *              defined, and a header with another is refused
  *   144     8  data offset in bytes (multiple of 4096)
  *   152   512  usable data size of every member, 64 x u64 (unused: 0),
  *              so that the layout can be rebuilt from any one member
@@ -46,6 +47,11 @@
 #define HEADER_SIZE 4096u
 #define HEADER_NAME_MAX 63
 #define HEADER_DEFAULT_DATA_OFFSET (1024u * 1024)
+/* The member was replaced by another device (nbdstripe replace): never
+ * assembled again.  (nbdstripe before this flag refuses the header for
+ * its unknown flag, which is as well.)
+ */
+#define HEADER_FLAG_REPLACED 1u
 
 struct header {
   uint32_t version;

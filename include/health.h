@@ -3,7 +3,7 @@
  * What is tracked, per member: requests, bytes and errors per operation
  * (read, write, trim, zero, flush); the last error (operation, errno,
  * member offset, time); latency per operation in log-linear histograms
- * (8 buckets per power of two of nanoseconds: within 6.25%), in total
+ * (8 buckets per power of two of nanoseconds: at most 12.5% wide), in total
  * and over a sliding window.  The I/O path only does relaxed atomic adds
  * on its member's counters: nothing is serialised; the health thread
  * snapshots the cumulative histograms once a second and a window is the
@@ -87,7 +87,8 @@
  *           "latency_us": { "p50": 81.0, "p99": 410.0, "samples": N },
  *           "total_latency_us": { "p50": 80.0, "p99": 400.0, "sum": S } },
  *         "write": …, "trim": …, "zero": …, "flush": …
- *       },               // p50/p99 are null when there are no samples
+ *       },               // p50/p99 are null when there are no samples;
+ *                        // flush "bytes" is always 0 (a flush moves none)
  *       "last_error": null | { "op": "read", "errno": 5, "error": "EIO",
  *                              "message": "Input/output error",
  *                              "offset": 1048576, "time_unix": … }
@@ -95,15 +96,33 @@
  *   ]
  * }
  *
- * The Prometheus text file (optional) holds the same figures:
- * nbdstripe_volume_info{volume,uuid}, nbdstripe_volume_state{volume,state}
- * (1 for the current state, 0 for the others), nbdstripe_volume_size_bytes,
- * nbdstripe_volume_start_time_seconds, nbdstripe_member_state{volume,member,
- * path,state}, nbdstripe_member_{read,write,trim,zero,flush}_
- * {requests,bytes,errors}_total{volume,member}, and per operation a
- * summary nbdstripe_member_OP_latency_seconds{volume,member,quantile} over
- * the window with _sum and _count over the whole run, and
- * nbdstripe_member_rejected_total{volume,member}.
+ * Latency figures are of the requests that succeeded.  p50 and p99 are
+ * read from the histograms: within the bucket of the true value (at most
+ * 12.5% off), placed there with the help of the samples' sum, so that
+ * one sample reads as itself, samples all alike as their value, and no
+ * quantile exceeds what the sum allows (the p50 and p99 of one trim are
+ * its latency, the sum).
+ *
+ * The Prometheus text file (optional; text format 0.0.4, passes
+ * `promtool check metrics`) is written with the JSON, the same figures:
+ *   nbdstripe_up{volume}           1 while served, 0 in the last write
+ *   nbdstripe_last_update_timestamp_seconds{volume}   = updated_unix
+ *   nbdstripe_volume_info{volume,uuid} 1
+ *   nbdstripe_volume_state{volume,state}   1 for the current state, 0 for
+ *                                  the others; all 0 once stopped
+ *   nbdstripe_volume_size_bytes{volume}, nbdstripe_volume_start_time_seconds
+ *   nbdstripe_member_state{volume,member,path,state}   as the volume's
+ *   nbdstripe_member_OP_requests_total{volume,member}, _errors_total, and
+ *     _bytes_total except for flush; OP read, write, trim, zero, flush
+ *   nbdstripe_member_OP_latency_seconds{volume,member}: a histogram over
+ *     the whole run, _bucket{le} at every power of two of ns from 2^10
+ *     (1.024e-06) to 2^36 (68.719476736) and +Inf, exact at those
+ *     bounds (they are edges of the buckets above), _sum, _count
+ *   nbdstripe_member_rejected_total{volume,member}
+ * No quantiles there: histogram_quantile () computes them from the
+ * buckets over any range.  A file whose last update is several
+ * intervals old while nbdstripe_up is 1 is that of a server that died
+ * without its last write.
  */
 #ifndef NBDSTRIPE_HEALTH_H
 #define NBDSTRIPE_HEALTH_H
@@ -188,6 +207,8 @@ health_defaults (void)
  * NULL): member i has just failed, before it is probed: the volume
  * records that it dropped out (the generation).
  */
+struct json_object;
+
 struct health_ops {
   void *opaque;
   int (*check) (void *opaque, unsigned i, char *why, size_t len);
@@ -195,6 +216,11 @@ struct health_ops {
   void (*adopt) (void *opaque, unsigned i, void *fresh);
   void (*discard) (void *opaque, unsigned i, void *fresh);
   void (*dropped) (void *opaque, unsigned i);
+  /* More for the status (may be NULL): called with health's lock held
+   * while the status is built; adds to its top-level object (a running
+   * replace, replace.h).
+   */
+  void (*status_extra) (void *opaque, struct json_object *root);
 };
 
 struct health;
@@ -204,6 +230,10 @@ extern struct health *health_new (const struct health_params *p,
                                   unsigned nr_members,
                                   const char *const *paths,
                                   const struct health_ops *ops);
+/* The status as the status file has it now (running), malloc'd JSON text
+ * (NULL: out of memory).
+ */
+extern char *health_status_text (struct health *h);
 /* Start the health, prober and hook threads (after nbdkit forks). */
 extern int health_start (struct health *h);
 /* Stop the threads, write the last status (running: false), free.
@@ -216,6 +246,11 @@ extern bool health_free (struct health *h);
 /* The I/O path. */
 extern enum member_state health_member_state (const struct health *h,
                                               unsigned i);
+/* Member i is another device from now on (nbdstripe replace): its path,
+ * and state ok.
+ */
+extern void health_member_replaced (struct health *h, unsigned i,
+                                    const char *path);
 /* Bit i set: member i is failed now (0 when h is NULL). */
 extern uint64_t health_failed_mask (const struct health *h);
 /* Record one member operation: bytes transferred, latency, err = 0 or

@@ -40,6 +40,8 @@ struct member_op {
   const struct iovec *iov; /* read, write */
   unsigned nr_iov;
   bool fua;      /* write: durable before completion */
+  bool shadow;   /* not the member's own I/O: no health record (a replace's
+                  * copy on the new device, its copier) */
   bool may_trim; /* zero: may deallocate */
   bool fast;     /* zero: only methods that never write data */
   unsigned max_runs;            /* extents: at most this many runs (>= 1) */

@@ -60,6 +60,8 @@ extern const char *cache_mode_name (enum cache_mode mode);
 extern int cache_mode_parse (const char *name, enum cache_mode *mode);
 
 struct assembly;
+struct md_super;
+struct replace;
 
 /* Everything a volume is opened with: no global settings. */
 struct volume_options {
@@ -106,7 +108,34 @@ struct volume {
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
   uint64_t member_events[LAYOUT_MAX_MEMBERS];
   pthread_mutex_t header_lock;
+  /* md mode: each member's superblock as assembled (the assembly's). */
+  const struct md_super *md_sb;
+  /* A member being replaced (replace.h), read on every request; the
+   * replaces so far (kept until close: requests may still hold one).
+   */
+  struct replace *_Atomic rep;
+  struct replace *replaces;
+  pthread_mutex_t replace_lock;
+  /* Held while a member's state changes under it: a re-probe adopting
+   * it, a replace switching to the new device.
+   */
+  pthread_mutex_t swap_lock;
 };
+
+/* Write member i's header (on device m, which may not be members[i] yet)
+ * with member UUID uuid, generation events and flags, durably.
+ */
+extern int volume_write_header (struct volume *v, unsigned i,
+                                 struct member *m, const uint8_t uuid[16],
+                                 uint64_t events, uint32_t flags, char *why,
+                                 size_t len);
+
+/* Bump the generation on every member not failed (headers only), so that
+ * an older copy of any of them -- member skip's, which dropped out, or a
+ * replaced one -- is told apart.  why: for the log.
+ */
+extern void volume_bump_generation (struct volume *v, int skip,
+                                    const char *why);
 
 extern int volume_open (struct volume *v, unsigned nr_members,
                         const char *const *paths,

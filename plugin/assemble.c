@@ -78,6 +78,13 @@ probe_member (unsigned i, const char *path, struct probe *p)
 static int assemble_ (const struct stripe_config *cfg, struct assembly *a,
                       unsigned stale_ok, uint64_t *events_of);
 
+void
+assembly_free (struct assembly *a)
+{
+  free (a->md.sb);
+  a->md.sb = NULL;
+}
+
 /* metadata "none": the config says it all. */
 static int
 assemble_none (const struct stripe_config *cfg, struct assembly *a)
@@ -94,6 +101,7 @@ assemble_none (const struct stripe_config *cfg, struct assembly *a)
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
+  memset (a, 0, sizeof *a);
   switch (cfg->metadata) {
   case METADATA_NONE: return assemble_none (cfg, a);
   case METADATA_MD: return assemble_md (cfg, a);
@@ -249,6 +257,15 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
                     "members (chunk, layout, data offset or sizes)",
                     i, cfg->members[i]);
       ok = false;
+    }
+    if (hdr->flags & HEADER_FLAG_REPLACED) {
+      stripe_error ("member %u (%s): was replaced by another device "
+                    "(nbdstripe replace) and is no longer a member of '%s': "
+                    "name the device that replaced it in the config",
+                    i, cfg->members[i], a->hdr.name);
+      p[i].readable = false;
+      ok = false;
+      continue;
     }
     if (hdr->member_index != i)
       order_wrong = true;

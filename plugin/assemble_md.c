@@ -77,7 +77,7 @@ md_read_member (const char *path, struct md_super *out, uint64_t *at_out,
   struct member d;
   ssize_t nfirst = 0;
   unsigned found = 0;
-  char err[256];
+  char err[256], invalid[256] = "";
   /* Where mdadm looks when not told: 1.2, 1.1, 1.0. */
   static const unsigned minors[] = { 2, 1, 0 };
 
@@ -114,10 +114,16 @@ md_read_member (const char *path, struct md_super *out, uint64_t *at_out,
     if (e == MD_SUPER_ERR_MAGIC || e == MD_SUPER_ERR_TRUNCATED)
       continue;
     if (e != MD_SUPER_OK) {
-      snprintf (why, len, "md superblock 1.%u at byte %" PRIu64 ": %s%s%s",
-                minors[k], at, md_super_strerror (e),
-                field ? ": field " : "", field ? field : "");
-      goto fail;
+      /* Not a superblock of this version: mdadm, not told the version,
+       * keeps only valid ones -- data that looks like one (a copy, an
+       * old one) must not hide the real one.  Said only if none is.
+       */
+      if (invalid[0] == '\0')
+        snprintf (invalid, sizeof invalid,
+                  "md superblock 1.%u at byte %" PRIu64 ": %s%s%s", minors[k],
+                  at, md_super_strerror (e), field ? ": field " : "",
+                  field ? field : "");
+      continue;
     }
     /* Two valid superblocks: mdadm takes the newer (ctime). */
     if (found == 0
@@ -127,6 +133,10 @@ md_read_member (const char *path, struct md_super *out, uint64_t *at_out,
         *at_out = at;
     }
     found++;
+  }
+  if (found == 0 && invalid[0]) {
+    snprintf (why, len, "%s", invalid);
+    goto fail;
   }
   if (found == 0) {
     if (nfirst == 0)
@@ -417,6 +427,14 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
     a->data_sizes[i] = sizes[i];
     memcpy (a->md.device_uuid[i], p[i].sb.device_uuid, 16);
   }
+  a->md.sb = malloc (n * sizeof *a->md.sb);
+  if (a->md.sb == NULL) {
+    stripe_error ("malloc: %m");
+    free (p);
+    return -1;
+  }
+  for (unsigned i = 0; i < n; ++i)
+    a->md.sb[i] = p[i].sb;
   memcpy (a->md.uuid, r->set_uuid, 16);
   snprintf (a->md.name, sizeof a->md.name, "%s", r->set_name);
   a->md.minor = r->minor;

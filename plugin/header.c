@@ -289,7 +289,10 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
   else if (sb->layout != LAYOUT_MD_ALT
            && (sb->version == HEADER_VERSION_1 || sb->layout != LAYOUT_MD_ORIG))
     bad = "layout";
-  else if (sb->flags != 0)
+  else if ((sb->flags & ~(sb->version == HEADER_VERSION_1
+                            ? 0u
+                            : HEADER_FLAG_REPLACED))
+           != 0)
     bad = "flags";
   else if (sb->data_offset < HEADER_SIZE || sb->data_offset % HEADER_SIZE != 0)
     bad = "data_offset";

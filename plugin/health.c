@@ -76,26 +76,45 @@ health_errno_name (int err)
   return strerrorname_np (err);
 }
 
+/* Buckets are (lo, hi]: a latency of exactly 2^k ns belongs below the
+ * edge 2^k, as Prometheus's le counts it; so the bucket of ns is the
+ * half-open [lo, hi) bucket of ns - 1 (0 ns joins 1 ns in bucket 0).
+ */
 static unsigned
 bucket_of (uint64_t ns)
 {
-  if (ns < SUB)
-    return ns;
+  if (ns <= SUB)
+    return ns - (ns != 0);
+  ns--;
   unsigned e = 63 - __builtin_clzll (ns); /* >= SUB_BITS */
   unsigned sub = (ns >> (e - SUB_BITS)) & (SUB - 1);
   unsigned b = (e - SUB_BITS + 1) * SUB + sub;
   return b < NBUCKETS ? b : NBUCKETS - 1;
 }
 
-/* The middle of a bucket, in ns. */
+/* The width of bucket b in ns (nominal, for the last one). */
 static double
-bucket_mid (unsigned b)
+bucket_width (unsigned b)
+{
+  if (b < SUB)
+    return 1;
+  return (double) (1ull << (b / SUB - 1));
+}
+
+double
+health_bucket_lo (unsigned b)
 {
   if (b < SUB)
     return b;
-  unsigned e = b / SUB + SUB_BITS - 1, sub = b % SUB;
-  double width = (double) (1ull << (e - SUB_BITS));
-  return (SUB + sub) * width + width / 2;
+  return (SUB + b % SUB) * bucket_width (b);
+}
+
+double
+health_bucket_hi (unsigned b)
+{
+  if (b >= NBUCKETS - 1)
+    return INFINITY; /* everything slower lands there too */
+  return health_bucket_lo (b) + bucket_width (b);
 }
 
 static unsigned
@@ -104,11 +123,30 @@ size_class (uint64_t bytes)
   return bytes < 8192 ? 0 : bytes < 65536 ? 1 : bytes < 524288 ? 2 : 3;
 }
 
-/* Quantile q of a histogram, in ns; NAN when empty. */
+/* Quantile q of a histogram, in ns; NAN when empty.
+ *
+ * It is the rank-th smallest sample (rank = ceil (q * count)), somewhere
+ * in its bucket k.  Without the sum of the samples (sum < 0) the answer
+ * is placed in the bucket as if its samples were spread evenly.  With
+ * it, the answer is the mean of bucket k's samples, their sum being what
+ * the other samples leave of sum as far as their buckets' edges tell:
+ * exact when all the samples are in bucket k, so that one sample reads
+ * as itself (p50 = p99 = the sum) and samples all alike as their value.
+ * Then the order statistics bound it: the rank - 1 samples below weigh
+ * at least their lower edges and the count - rank + 1 from it up at
+ * least itself, so it is at most (sum - those edges) / (count - rank +
+ * 1); likewise at least (sum - the upper edges of those above) / rank.
+ * A sum that does not fit the buckets (read while requests were being
+ * recorded) is ignored.  The answer is always within bucket k: within
+ * 12.5% of the true quantile.
+ */
 double
-health_quantile_ns (const uint64_t *b, double q, uint64_t *count)
+health_quantile_ns (const uint64_t *b, double q, double sum, uint64_t *count)
 {
-  uint64_t total = 0, seen = 0, rank;
+  uint64_t total = 0, before = 0, rank;
+  double lo, hi, below = 0, above = 0, olo = 0, ohi = 0, smin, smax, est;
+  double upper, lower;
+  unsigned k;
 
   for (unsigned i = 0; i < NBUCKETS; ++i)
     total += b[i];
@@ -119,12 +157,39 @@ health_quantile_ns (const uint64_t *b, double q, uint64_t *count)
   rank = (uint64_t) ceil (q * total);
   if (rank == 0)
     rank = 1;
+  if (rank > total)
+    rank = total;
+  for (k = 0; before + b[k] < rank; ++k)
+    before += b[k];
+  lo = health_bucket_lo (k);
+  hi = health_bucket_hi (k); /* INFINITY for the last bucket */
+  if (sum < 0)
+    return lo + bucket_width (k) * ((double) (rank - before) - 0.5) / b[k];
+
   for (unsigned i = 0; i < NBUCKETS; ++i) {
-    seen += b[i];
-    if (seen >= rank)
-      return bucket_mid (i);
+    if (i == k || b[i] == 0)
+      continue;
+    olo += b[i] * health_bucket_lo (i);
+    ohi += b[i] * health_bucket_hi (i);
+    if (i < k)
+      below += b[i] * health_bucket_lo (i);
+    else
+      above += b[i] * health_bucket_hi (i);
   }
-  return bucket_mid (NBUCKETS - 1);
+  smin = fmax (b[k] * lo, sum - ohi);
+  smax = fmin (b[k] * hi, sum - olo);
+  if (smin > smax)
+    return lo + bucket_width (k) / 2; /* the sum does not fit */
+  est = (smin + smax) / 2 / b[k];
+
+  below += (rank - 1 - before) * lo;
+  if (before + b[k] > rank)
+    above += (before + b[k] - rank) * hi;
+  upper = fmin (hi, (sum - below) / (double) (total - rank + 1));
+  lower = fmax (lo, (sum - above) / (double) rank); /* lo when above = inf */
+  if (lower <= upper)
+    est = fmin (fmax (est, lower), upper);
+  return est;
 }
 
 /* Errors that say something about the member (health.h). */
@@ -307,6 +372,33 @@ health_rejected (struct health *h, unsigned i)
 }
 
 void
+health_member_replaced (struct health *h, unsigned i, const char *path)
+{
+  char reason[REASON_MAX];
+  char *copy;
+
+  if (h == NULL || i >= h->n)
+    return;
+  copy = strdup (path);
+  pthread_mutex_lock (&h->lock);
+  snprintf (reason, sizeof reason, "replaced: %.100s took the place of %.100s",
+            path, h->m[i].path);
+  if (copy) {
+    free (h->m[i].path);
+    h->m[i].path = copy;
+  }
+  atomic_store (&h->m[i].consecutive, 0);
+  atomic_store (&h->m[i].last_error_mono, 0);
+  atomic_store (&h->m[i].last_full_mono, 0);
+  h->m[i].has_last_error = false;
+  h->m[i].cause[0] = '\0';
+  health_set_state (h, i, MS_OK, reason);
+  h->dirty = true;
+  pthread_cond_signal (&h->cond);
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
 health_member_gone (struct health *h, unsigned i, const char *reason)
 {
   if (h == NULL || i >= h->n)
@@ -471,23 +563,28 @@ health_vol_state (struct health *h)
 
 /* The histogram of one operation, all sizes. */
 void
-health_op_hist (uint64_t out[NBUCKETS], const struct hist_set *hs, enum op_kind op)
+health_op_hist (uint64_t out[NBUCKETS], uint64_t *sum,
+                const struct hist_set *hs, enum op_kind op)
 {
   memset (out, 0, NBUCKETS * sizeof *out);
   for (unsigned s = 0; s < NSIZES; ++s)
     for (unsigned b = 0; b < NBUCKETS; ++b)
       out[b] += hs->b[op][s][b];
+  if (sum)
+    *sum = hs->sum[op];
 }
 
 void
-health_op_hist_live (uint64_t out[NBUCKETS], struct member_health *m,
-              enum op_kind op)
+health_op_hist_live (uint64_t out[NBUCKETS], uint64_t *sum,
+                     struct member_health *m, enum op_kind op)
 {
   memset (out, 0, NBUCKETS * sizeof *out);
   for (unsigned s = 0; s < NSIZES; ++s)
     for (unsigned b = 0; b < NBUCKETS; ++b)
       out[b] +=
         atomic_load_explicit (&m->hist[op][s][b], memory_order_relaxed);
+  if (sum)
+    *sum = atomic_load_explicit (&m->lat_ns[op], memory_order_relaxed);
 }
 
 
@@ -513,6 +610,8 @@ take_snapshot (struct health *h, unsigned i, struct hist_set *out)
       for (unsigned b = 0; b < NBUCKETS; ++b)
         out->b[op][s][b] =
           atomic_load_explicit (&m->hist[op][s][b], memory_order_relaxed);
+    /* After the buckets: health_record adds to the sum first. */
+    out->sum[op] = atomic_load_explicit (&m->lat_ns[op], memory_order_relaxed);
   }
 }
 
@@ -529,13 +628,15 @@ update_windows (struct health *h, bool rotate)
     take_snapshot (h, i, m->win);
     if (!since_start) {
       const struct hist_set *o = &m->snaps[oldest];
-      for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
+      for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
         for (unsigned s = 0;
              s < NSIZES && atomic_load_explicit (&m->requests[op],
                                                  memory_order_relaxed);
              ++s)
           for (unsigned b = 0; b < NBUCKETS; ++b)
             m->win->b[op][s][b] -= o->b[op][s][b];
+        m->win->sum[op] -= o->sum[op];
+      }
     }
     if (rotate)
       take_snapshot (h, i, &m->snaps[h->snap_head]);
@@ -580,8 +681,11 @@ decide_slow (struct health *h)
           if (j != i && h->m[j].class == m->class)
             for (unsigned b = 0; b < NBUCKETS; ++b)
               peers[b] += h->m[j].win->b[op][s][b];
-        mm = health_quantile_ns (m->win->b[op][s], 0.5, &nm);
-        mp = health_quantile_ns (peers, 0.5, &np);
+        /* No sum per size class: the medians are placed in their
+         * buckets only.
+         */
+        mm = health_quantile_ns (m->win->b[op][s], 0.5, -1, &nm);
+        mp = health_quantile_ns (peers, 0.5, -1, &np);
         if (nm < h->p.set.min_samples || np < h->p.set.min_samples || nm == 0
             || np == 0)
           continue;
@@ -732,15 +836,15 @@ double
 health_quantile_us (struct health *h, unsigned i, enum op_kind op, double q,
                     bool window)
 {
-  uint64_t hb[NBUCKETS];
+  uint64_t hb[NBUCKETS], sum;
   double r;
 
   pthread_mutex_lock (&h->lock);
   if (window)
-    health_op_hist (hb, h->m[i].win, op);
+    health_op_hist (hb, &sum, h->m[i].win, op);
   else
-    health_op_hist_live (hb, &h->m[i], op);
-  r = health_quantile_ns (hb, q, NULL) / 1000;
+    health_op_hist_live (hb, &sum, &h->m[i], op);
+  r = health_quantile_ns (hb, q, (double) sum, NULL) / 1000;
   pthread_mutex_unlock (&h->lock);
   return r;
 }

@@ -21,7 +21,10 @@
 
 /* Log-linear latency buckets: 8 per power of two of nanoseconds (a
  * median to within ~6%: with 4, a 4.4x gap could read as 4.0x), up to
- * 2^37 ns (137 s); beyond, the last bucket.
+ * 2^37 ns (137 s); beyond, the last bucket.  A bucket holds the
+ * latencies in (lo, hi] (health_bucket_lo, _hi), upper edge included as
+ * Prometheus's le is: every power of two of ns is an edge, so a
+ * histogram's cumulative count at le = 2^k ns is exact.
  */
 #define SUB_BITS 3
 #define SUB (1u << SUB_BITS)
@@ -39,6 +42,7 @@
 
 struct hist_set {
   uint64_t b[OP_NR_TRACKED][NSIZES][NBUCKETS];
+  uint64_t sum[OP_NR_TRACKED]; /* ns, of the samples in b (lat_ns) */
 };
 
 struct event {
@@ -125,13 +129,24 @@ extern void health_set_state (struct health *h, unsigned i,
 extern enum volume_state health_vol_state (struct health *h);
 /* The symbolic name of an errno ("EIO"), or NULL. */
 extern const char *health_errno_name (int err);
-/* Quantile q of a histogram, in ns; NAN when empty. */
-extern double health_quantile_ns (const uint64_t *b, double q,
+/* Bucket b holds the latencies in (lo, hi] ns (bucket 0: [0, 1]); the
+ * last one has no upper bound (health_bucket_hi says INFINITY).
+ */
+extern double health_bucket_lo (unsigned b);
+extern double health_bucket_hi (unsigned b);
+/* Quantile q of a histogram, in ns; NAN when empty.  sum: the sum of
+ * its samples in ns, or a negative number when unknown; when known the
+ * answer never leaves what the samples allow (one sample: itself).
+ */
+extern double health_quantile_ns (const uint64_t *b, double q, double sum,
                                   uint64_t *count);
-/* The histogram of one operation, all sizes: of a snapshot, or live. */
-extern void health_op_hist (uint64_t out[NBUCKETS], const struct hist_set *hs,
-                            enum op_kind op);
-extern void health_op_hist_live (uint64_t out[NBUCKETS],
+/* The histogram of one operation, all sizes, and the sum of its samples
+ * (sum may be NULL): of a snapshot, or live (the sum read after the
+ * buckets, as the I/O path adds it before them).
+ */
+extern void health_op_hist (uint64_t out[NBUCKETS], uint64_t *sum,
+                            const struct hist_set *hs, enum op_kind op);
+extern void health_op_hist_live (uint64_t out[NBUCKETS], uint64_t *sum,
                                  struct member_health *m, enum op_kind op);
 
 /* health_status.c: write the status files now.  Called with the lock

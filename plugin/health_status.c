@@ -22,13 +22,12 @@
 
 /* The status (health.h's format 1), built under the lock. */
 static char *
-build_json (struct health *h, bool running, size_t *len)
+build_json (struct health *h, bool running, double now, size_t *len)
 {
   struct json_object *root = json_object_new_object ();
   struct json_object *vol = json_object_new_object ();
   struct json_object *hp = json_object_new_object ();
   struct json_object *members = json_object_new_array ();
-  double now = now_unix ();
   char *text;
 
   json_put (root, "format", json_object_new_int (1));
@@ -78,29 +77,29 @@ build_json (struct health *h, bool running, size_t *len)
       struct json_object *jo = json_object_new_object ();
       struct json_object *win = json_object_new_object ();
       struct json_object *tot = json_object_new_object ();
-      uint64_t hb[NBUCKETS], samples;
+      uint64_t hb[NBUCKETS], samples, sum;
 
       json_put (jo, "requests", json_u64 (atomic_load (&m->requests[op])));
       json_put (jo, "bytes", json_u64 (atomic_load (&m->bytes[op])));
       json_put (jo, "errors", json_u64 (atomic_load (&m->errors[op])));
-      health_op_hist (hb, m->win, op);
-      json_put (win, "p50",
-                json_number (health_quantile_ns (hb, 0.50, &samples) / 1000,
-                             "%.1f"));
-      json_put (win, "p99",
-                json_number (health_quantile_ns (hb, 0.99, NULL) / 1000,
-                             "%.1f"));
+      health_op_hist (hb, &sum, m->win, op);
+      json_put (
+        win, "p50",
+        json_number (health_quantile_ns (hb, 0.50, sum, &samples) / 1000,
+                     "%.1f"));
+      json_put (
+        win, "p99",
+        json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000, "%.1f"));
       json_put (win, "samples", json_u64 (samples));
       json_put (jo, "latency_us", win);
-      health_op_hist_live (hb, m, op);
-      json_put (tot, "p50",
-                json_number (health_quantile_ns (hb, 0.50, NULL) / 1000,
-                             "%.1f"));
-      json_put (tot, "p99",
-                json_number (health_quantile_ns (hb, 0.99, NULL) / 1000,
-                             "%.1f"));
-      json_put (tot, "sum",
-                json_number (atomic_load (&m->lat_ns[op]) / 1000.0, "%.1f"));
+      health_op_hist_live (hb, &sum, m, op);
+      json_put (
+        tot, "p50",
+        json_number (health_quantile_ns (hb, 0.50, sum, NULL) / 1000, "%.1f"));
+      json_put (
+        tot, "p99",
+        json_number (health_quantile_ns (hb, 0.99, sum, NULL) / 1000, "%.1f"));
+      json_put (tot, "sum", json_number (sum / 1000.0, "%.1f"));
       json_put (jo, "total_latency_us", tot);
       json_put (ops, op_name (op), jo);
     }
@@ -122,6 +121,8 @@ build_json (struct health *h, bool running, size_t *len)
     json_object_array_add (members, jm);
   }
   json_put (root, "members", members);
+  if (h->ops.status_extra)
+    h->ops.status_extra (h->ops.opaque, root);
 
   text = json_text_of (root);
   json_object_put (root);
@@ -144,14 +145,28 @@ prom_str (FILE *fp, const char *s)
   }
 }
 
+/* The latency histograms' le bounds: every power of two of ns from
+ * 2^PROM_LE_MIN (1.024 us) to 2^PROM_LE_MAX (68.7 s).  Each is an edge of
+ * the internal buckets (health_impl.h), so the counts at them are exact.
+ */
+#define PROM_LE_MIN 10
+#define PROM_LE_MAX 36
+
+/* The Prometheus text (exposition format 0.0.4), built under the lock.
+ *
+ * Stopped (running false, the last write): nbdstripe_up is 0 and every
+ * state gauge, the volume's and the members', is 0.  The states were
+ * those of a server that no longer serves: a "1" would keep alerts quiet
+ * ("state ok") or firing ("state failed") about a volume nobody is
+ * using, and a made-up state="unknown" series would appear and vanish
+ * with restarts.  With all 0, "no current state" reads as such, and
+ * nbdstripe_up == 0 is the one thing to alert on.  The counters and
+ * histograms keep their last values: they are still true.
+ */
 static char *
-build_prom (struct health *h, size_t *len)
+build_prom (struct health *h, bool running, double now, size_t *len)
 {
   static const char *const vstates[] = { "ok", "degraded", "failed" };
-  static const char *const kinds[] = { "requests", "bytes", "errors" };
-  static const char *const kind_help[] = { "Requests sent to the member",
-                                           "Bytes transferred",
-                                           "Requests that failed" };
   char *buf = NULL;
   FILE *fp = open_memstream (&buf, len);
   enum volume_state vs = health_vol_state (h);
@@ -170,6 +185,19 @@ build_prom (struct health *h, size_t *len)
 
   if (fp == NULL)
     return NULL;
+  fputs ("# HELP nbdstripe_up Whether the server is serving the volume "
+         "(0: it has stopped, this was its last write).\n"
+         "# TYPE nbdstripe_up gauge\nnbdstripe_up",
+         fp);
+  VOL ();
+  fprintf (fp, "} %d\n", running);
+  fputs ("# HELP nbdstripe_last_update_timestamp_seconds When the server "
+         "wrote this file (Unix time).\n"
+         "# TYPE nbdstripe_last_update_timestamp_seconds gauge\n"
+         "nbdstripe_last_update_timestamp_seconds",
+         fp);
+  VOL ();
+  fprintf (fp, "} %.3f\n", now);
   fputs ("# HELP nbdstripe_volume_info The volume (value always 1).\n"
          "# TYPE nbdstripe_volume_info gauge\nnbdstripe_volume_info",
          fp);
@@ -178,12 +206,14 @@ build_prom (struct health *h, size_t *len)
   prom_str (fp, h->p.uuid ? h->p.uuid : "");
   fputs ("\"} 1\n", fp);
   fputs ("# HELP nbdstripe_volume_state The volume state (1 for the "
-         "current one).\n# TYPE nbdstripe_volume_state gauge\n",
+         "current one; all 0 once stopped).\n"
+         "# TYPE nbdstripe_volume_state gauge\n",
          fp);
   for (unsigned k = 0; k < 3; ++k) {
     fputs ("nbdstripe_volume_state", fp);
     VOL ();
-    fprintf (fp, ",state=\"%s\"} %d\n", vstates[k], (unsigned) vs == k);
+    fprintf (fp, ",state=\"%s\"} %d\n", vstates[k],
+             running && (unsigned) vs == k);
   }
   fputs ("# HELP nbdstripe_volume_size_bytes The volume size.\n"
          "# TYPE nbdstripe_volume_size_bytes gauge\n"
@@ -200,7 +230,8 @@ build_prom (struct health *h, size_t *len)
   fprintf (fp, "} %.3f\n", h->started_unix);
 
   fputs ("# HELP nbdstripe_member_state The member state (1 for the "
-         "current one).\n# TYPE nbdstripe_member_state gauge\n",
+         "current one; all 0 once stopped).\n"
+         "# TYPE nbdstripe_member_state gauge\n",
          fp);
   for (unsigned i = 0; i < h->n; ++i) {
     enum member_state s = atomic_load (&h->m[i].state);
@@ -209,54 +240,79 @@ build_prom (struct health *h, size_t *len)
       MEM (i);
       fputs (",path=\"", fp);
       prom_str (fp, h->m[i].path);
-      fprintf (fp, "\",state=\"%s\"} %d\n", health_state_names[k], s == k);
+      fprintf (fp, "\",state=\"%s\"} %d\n", health_state_names[k],
+               running && s == k);
     }
   }
   for (unsigned op = 0; op < OP_NR_TRACKED; ++op) {
-    for (unsigned k = 0; k < 3; ++k) {
+    const char *on = op_name (op);
+
+    fprintf (fp,
+             "# HELP nbdstripe_member_%s_requests_total Requests sent to "
+             "the member (%s).\n"
+             "# TYPE nbdstripe_member_%s_requests_total counter\n",
+             on, on, on);
+    for (unsigned i = 0; i < h->n; ++i) {
+      fprintf (fp, "nbdstripe_member_%s_requests_total", on);
+      MEM (i);
+      fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].requests[op]));
+    }
+    /* A flush moves no data: no bytes counter that could only say 0. */
+    if (op != OP_FLUSH) {
       fprintf (fp,
-               "# HELP nbdstripe_member_%s_%s_total %s (%s).\n"
-               "# TYPE nbdstripe_member_%s_%s_total counter\n",
-               op_name (op), kinds[k], kind_help[k], op_name (op),
-               op_name (op), kinds[k]);
+               "# HELP nbdstripe_member_%s_bytes_total Bytes transferred "
+               "(%s).\n"
+               "# TYPE nbdstripe_member_%s_bytes_total counter\n",
+               on, on, on);
       for (unsigned i = 0; i < h->n; ++i) {
-        struct member_health *m = &h->m[i];
-        _Atomic uint64_t *c = k == 0   ? &m->requests[op]
-                              : k == 1 ? &m->bytes[op]
-                                       : &m->errors[op];
-        fprintf (fp, "nbdstripe_member_%s_%s_total", op_name (op), kinds[k]);
+        fprintf (fp, "nbdstripe_member_%s_bytes_total", on);
         MEM (i);
-        fprintf (fp, "} %" PRIu64 "\n", atomic_load (c));
+        fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].bytes[op]));
       }
     }
     fprintf (fp,
-             "# HELP nbdstripe_member_%s_latency_seconds Latency of %s "
-             "requests (quantiles over the last %u s).\n"
-             "# TYPE nbdstripe_member_%s_latency_seconds summary\n",
-             op_name (op), op_name (op), h->p.set.window, op_name (op));
+             "# HELP nbdstripe_member_%s_errors_total Requests that failed "
+             "(%s).\n"
+             "# TYPE nbdstripe_member_%s_errors_total counter\n",
+             on, on, on);
     for (unsigned i = 0; i < h->n; ++i) {
-      struct member_health *m = &h->m[i];
-      uint64_t hb[NBUCKETS], count = 0;
-      static const double qs[] = { 0.5, 0.99 };
-
-      health_op_hist (hb, m->win, op);
-      for (unsigned q = 0; q < 2; ++q) {
-        double v = health_quantile_ns (hb, qs[q], NULL) / 1e9;
-        fprintf (fp, "nbdstripe_member_%s_latency_seconds", op_name (op));
-        MEM (i);
-        fprintf (fp, ",quantile=\"%g\"} ", qs[q]);
-        if (isnan (v))
-          fputs ("NaN\n", fp);
-        else
-          fprintf (fp, "%.9f\n", v);
-      }
-      health_op_hist_live (hb, m, op);
-      for (unsigned b = 0; b < NBUCKETS; ++b)
-        count += hb[b];
-      fprintf (fp, "nbdstripe_member_%s_latency_seconds_sum", op_name (op));
+      fprintf (fp, "nbdstripe_member_%s_errors_total", on);
       MEM (i);
-      fprintf (fp, "} %.9f\n", atomic_load (&m->lat_ns[op]) / 1e9);
-      fprintf (fp, "nbdstripe_member_%s_latency_seconds_count", op_name (op));
+      fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].errors[op]));
+    }
+
+    fprintf (fp,
+             "# HELP nbdstripe_member_%s_latency_seconds Latency of the "
+             "member's successful %s requests (since the server started).\n"
+             "# TYPE nbdstripe_member_%s_latency_seconds histogram\n",
+             on, on, on);
+    for (unsigned i = 0; i < h->n; ++i) {
+      uint64_t hb[NBUCKETS], sum, count = 0;
+      unsigned le = PROM_LE_MIN;
+
+      /* Read while requests are recorded (relaxed atomics, no lock on
+       * the I/O path): the sum may hold a request or two the buckets do
+       * not yet; the next write agrees.
+       */
+      health_op_hist_live (hb, &sum, &h->m[i], op);
+      for (unsigned b = 0; b < NBUCKETS; ++b) {
+        count += hb[b];
+        if (le <= PROM_LE_MAX
+            && health_bucket_hi (b) == (double) (1ull << le)) {
+          fprintf (fp, "nbdstripe_member_%s_latency_seconds_bucket", on);
+          MEM (i);
+          fprintf (fp, ",le=\"%.12g\"} %" PRIu64 "\n", ldexp (1e-9, le),
+                   count);
+          le++;
+        }
+      }
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_bucket", on);
+      MEM (i);
+      fprintf (fp, ",le=\"+Inf\"} %" PRIu64 "\n", count);
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_sum", on);
+      MEM (i);
+      fprintf (fp, "} %.9f\n", sum / 1e9);
+      fprintf (fp, "nbdstripe_member_%s_latency_seconds_count", on);
       MEM (i);
       fprintf (fp, "} %" PRIu64 "\n", count);
     }
@@ -269,6 +325,48 @@ build_prom (struct health *h, size_t *len)
     fputs ("nbdstripe_member_rejected_total", fp);
     MEM (i);
     fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].rejected));
+  }
+  /* A member being replaced (or the last one), from the status's
+   * "replace" object.
+   */
+  if (h->ops.status_extra) {
+    struct json_object *root = json_object_new_object (), *r, *x;
+    h->ops.status_extra (h->ops.opaque, root);
+    if (json_object_object_get_ex (root, "replace", &r)) {
+      const char *state = json_object_object_get_ex (r, "state", &x)
+                            ? json_object_get_string (x)
+                            : "";
+      unsigned member = json_object_object_get_ex (r, "member", &x)
+                          ? (unsigned) json_object_get_int64 (x)
+                          : 0;
+      static const struct {
+        const char *name, *key, *help;
+      } g[] = {
+        { "bytes_copied", "bytes_copied", "Bytes of the member copied so far." },
+        { "bytes_total", "bytes_total", "Bytes of the member to copy." },
+        { "rate_bytes_per_second", "rate", "Copy rate since the start." },
+      };
+      fputs ("# HELP nbdstripe_replace_running Whether a member is being "
+             "replaced (copying or switching) now.\n"
+             "# TYPE nbdstripe_replace_running gauge\n"
+             "nbdstripe_replace_running",
+             fp);
+      MEM (member);
+      fprintf (fp, "} %d\n",
+               running && (strcmp (state, "copying") == 0
+                           || strcmp (state, "switching") == 0));
+      for (size_t k = 0; k < sizeof g / sizeof g[0]; ++k) {
+        fprintf (fp, "# HELP nbdstripe_replace_%s %s\n"
+                 "# TYPE nbdstripe_replace_%s gauge\nnbdstripe_replace_%s",
+                 g[k].name, g[k].help, g[k].name, g[k].name);
+        MEM (member);
+        fprintf (fp, "} %.0f\n",
+                 json_object_object_get_ex (r, g[k].key, &x)
+                   ? json_object_get_double (x)
+                   : 0.0);
+      }
+    }
+    json_object_put (root);
   }
 #undef VOL
 #undef MEM
@@ -358,17 +456,30 @@ err:
   return -1;
 }
 
+char *
+health_status_text (struct health *h)
+{
+  char *text;
+  size_t len;
+
+  pthread_mutex_lock (&h->lock);
+  text = build_json (h, true, now_unix (), &len);
+  pthread_mutex_unlock (&h->lock);
+  return text;
+}
+
 /* Called with the lock held; drops it while writing. */
 void
 health_write_status (struct health *h, bool running)
 {
   char *json = NULL, *prom = NULL;
   size_t jlen = 0, plen = 0;
+  double now = now_unix (); /* updated_unix = last_update_timestamp */
 
   if (h->p.status_file)
-    json = build_json (h, running, &jlen);
+    json = build_json (h, running, now, &jlen);
   if (h->p.prometheus_file)
-    prom = build_prom (h, &plen);
+    prom = build_prom (h, running, now, &plen);
   h->last_status_mono = health_now_ns ();
   pthread_mutex_unlock (&h->lock);
 

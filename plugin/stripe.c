@@ -17,6 +17,7 @@
 #include "assemble.h"
 #include "cmdline.h"
 #include "config.h"
+#include "control.h"
 #include "health.h"
 #include "ioexec.h"
 #include "layout.h"
@@ -24,10 +25,18 @@
 #include "log_nbdkit.h"
 #include "md_super.h"
 #include "notify.h"
+#include "replace.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
 NBDKIT_DLL_PUBLIC int stripe_debug_io_uring = 1;
+/* For tests of nbdstripe replace (replace.h): -D stripe.replace_hold_ms=N
+ * keeps each window of the copy N ms between reading the old member and
+ * writing the new one; -D stripe.replace_crash=N kills the server at step
+ * N of the end (1: NEW's metadata written, 2: the config rewritten).
+ */
+NBDKIT_DLL_PUBLIC int stripe_debug_replace_hold_ms = 0;
+NBDKIT_DLL_PUBLIC int stripe_debug_replace_crash = 0;
 
 static const char *paths[LAYOUT_MAX_MEMBERS];
 static unsigned nr_paths;
@@ -42,6 +51,7 @@ static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
 static struct volume volume;
 static struct assembly assembly; /* what the config's members said */
+static struct control *control;   /* the control socket (control.h) */
 static bool volume_opened;
 static struct health *health;
 
@@ -77,6 +87,14 @@ stripe_cleanup (void)
     stripe_info ("volume '%s': stopping", volume_name ());
     serving = false;
   }
+  /* No more requests on the control socket; a replace still copying is
+   * cancelled (the volume stays as it was, NEW without metadata) or, if
+   * it is switching, finishes.
+   */
+  control_stop (control);
+  control = NULL;
+  if (volume_opened)
+    replace_free (&volume);
   /* The threads stop and the last status (running: false) is written
    * while the members are still open.
    */
@@ -93,6 +111,8 @@ stripe_unload (void)
   if (volume_opened && !prober_still_busy)
     volume_close (&volume);
   volume_opened = false;
+  if (!prober_still_busy)
+    assembly_free (&assembly);
   config_free (&cfg);
 }
 
@@ -296,6 +316,8 @@ stripe_get_ready (void)
   };
   if (!o.uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
+  replace_debug_hold_ms = stripe_debug_replace_hold_ms;
+  replace_debug_crash = stripe_debug_replace_crash;
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;
@@ -312,10 +334,21 @@ stripe_get_ready (void)
 static int
 stripe_after_fork (void)
 {
+  const char *sf = config_file ? cfg.health.status_file : status_file;
   char state[256];
 
   if (volume_start (&volume) == -1 || health_start (health) == -1)
     return -1;
+  /* The control socket, beside the status file (replace, live status). */
+  if (sf) {
+    char path[4096];
+    control_path (sf, path, sizeof path);
+    control = control_start (path, &volume, health, config_file);
+    if (control == NULL) {
+      stripe_error ("control socket %s: %m", path);
+      return -1;
+    }
+  }
   serving = true;
   stripe_info ("volume '%s': serving %u members, %" PRIu64 " bytes, chunk "
                "%" PRIu64,

@@ -11,8 +11,10 @@
 #include "health.h"
 #include "identity.h"
 #include "ioexec.h"
+#include "json.h"
 #include "log.h"
 #include "plan.h"
+#include "replace.h"
 #include "volume.h"
 
 /* Stop an extents walk after this many runs: the client asks again for
@@ -42,6 +44,8 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
 
   memset (v, 0, sizeof *v);
   pthread_mutex_init (&v->header_lock, NULL);
+  pthread_mutex_init (&v->replace_lock, NULL);
+  pthread_mutex_init (&v->swap_lock, NULL);
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
@@ -168,6 +172,8 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
       if (v->members[i].ops->learn_zero)
         v->members[i].ops->learn_zero (&v->members[i], HEADER_SIZE,
                                        HEADER_SIZE);
+  if (a && a->metadata == METADATA_MD)
+    v->md_sb = a->md.sb;
   if (a && a->metadata == METADATA_HEADER) {
     v->has_header = true;
     v->hdr = a->hdr;
@@ -191,10 +197,13 @@ err:
 void
 volume_close (struct volume *v)
 {
+  replace_free (v);
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
   pthread_mutex_destroy (&v->header_lock);
+  pthread_mutex_destroy (&v->replace_lock);
+  pthread_mutex_destroy (&v->swap_lock);
 }
 
 int
@@ -253,24 +262,33 @@ check_request (const struct volume *v, uint64_t count, uint64_t offset)
 
 /* Run ops, recording each one with health. */
 static int
-run_ops (struct volume *v, struct member_op *ops, unsigned nr)
+run_ops_plain (struct volume *v, struct member_op *ops, unsigned nr)
 {
   _Atomic uint64_t *busy = health_io_begin (v->health);
   int r, err;
 
   for (unsigned i = 0; i < nr; ++i)
-    ops[i].busy = busy;
+    ops[i].busy = ops[i].shadow ? NULL : busy;
   r = ioexec_run (ops, nr, v->uring);
   err = errno;
   health_io_end (v->health);
   if (v->health)
     for (unsigned i = 0; i < nr; ++i)
-      if (ops[i].kind < OP_NR_TRACKED)
+      if (ops[i].kind < OP_NR_TRACKED && !ops[i].shadow)
         health_record (v->health, ops[i].m->index, ops[i].kind,
                        ops[i].kind == OP_FLUSH ? 0 : ops[i].length, ops[i].ns,
                        ops[i].err, ops[i].offset);
   errno = err;
   return r;
+}
+
+/* ... or, while a member is being replaced, through the replace. */
+static inline int
+run_ops (struct volume *v, struct member_op *ops, unsigned nr)
+{
+  if (atomic_load_explicit (&v->rep, memory_order_acquire) != NULL)
+    return replace_run_ops (v, ops, nr, run_ops_plain);
+  return run_ops_plain (v, ops, nr);
 }
 
 /* A member found unusable outside of an I/O error: failed at once, named. */
@@ -360,7 +378,7 @@ rw_op (struct member_op *op, struct member *m, enum op_kind kind,
   op->iov = iov;
   op->nr_iov = nr_iov;
   op->fua = fua;
-  op->may_trim = op->fast = false;
+  op->may_trim = op->fast = op->shadow = false;
   op->max_runs = 0;
   op->extents = NULL;
   op->busy = NULL;
@@ -693,6 +711,29 @@ out:
 
 /* Health's side: from its prober thread. */
 
+int
+volume_write_header (struct volume *v, unsigned i, struct member *m,
+                      const uint8_t uuid[16], uint64_t events, uint32_t flags,
+                      char *why, size_t len)
+{
+  struct header hdr;
+  uint8_t buf[HEADER_SIZE];
+
+  pthread_mutex_lock (&v->header_lock);
+  hdr = v->hdr;
+  pthread_mutex_unlock (&v->header_lock);
+  hdr.version = HEADER_VERSION;
+  hdr.member_index = i;
+  memcpy (hdr.member_uuid, uuid, 16);
+  hdr.events = events;
+  hdr.flags = flags;
+  header_encode (&hdr, buf);
+  if (member_pwrite (m, buf, HEADER_SIZE, 0, why, len) == -1
+      || member_sync (m, why, len) == -1)
+    return -1;
+  return 0;
+}
+
 /* Write member m's header (member i of this volume) with generation
  * events, durably.
  */
@@ -700,18 +741,59 @@ static int
 write_header (struct volume *v, unsigned i, struct member *m, uint64_t events,
               char *why, size_t len)
 {
-  struct header hdr = v->hdr;
-  uint8_t buf[HEADER_SIZE];
+  uint8_t uuid[16];
 
-  hdr.version = HEADER_VERSION;
-  hdr.member_index = i;
-  memcpy (hdr.member_uuid, v->member_uuid[i], 16);
-  hdr.events = events;
-  header_encode (&hdr, buf);
-  if (member_pwrite (m, buf, HEADER_SIZE, 0, why, len) == -1
-      || member_sync (m, why, len) == -1)
-    return -1;
-  return 0;
+  pthread_mutex_lock (&v->header_lock);
+  memcpy (uuid, v->member_uuid[i], 16);
+  pthread_mutex_unlock (&v->header_lock);
+  return volume_write_header (v, i, m, uuid, events, 0, why, len);
+}
+
+/* A new generation on every member but skip (and failed ones); returns
+ * the old and new.
+ */
+static void
+bump (struct volume *v, int skip, const char *cause, uint64_t *old_out,
+      uint64_t *events_out)
+{
+  uint64_t old, events;
+  char why[256];
+
+  /* The lock guards the bookkeeping, never I/O: a member that hangs must
+   * not stop the next re-probe.
+   */
+  pthread_mutex_lock (&v->header_lock);
+  old = v->hdr.events;
+  events = old + 1;
+  v->hdr.events = events;
+  pthread_mutex_unlock (&v->header_lock);
+  for (unsigned j = 0; j < v->nr_members; ++j) {
+    if ((int) j == skip || health_member_state (v->health, j) == MS_FAILED)
+      continue;
+    if (write_header (v, j, &v->members[j], events, why, sizeof why) == -1) {
+      stripe_error ("member %u (%s): cannot record generation %" PRIu64
+                    " (%s): %s",
+                    j, v->members[j].path, events, cause, why);
+      continue;
+    }
+    pthread_mutex_lock (&v->header_lock);
+    v->member_events[j] = events;
+    pthread_mutex_unlock (&v->header_lock);
+  }
+  *old_out = old;
+  *events_out = events;
+}
+
+void
+volume_bump_generation (struct volume *v, int skip, const char *why)
+{
+  uint64_t old, events;
+
+  if (!v->has_header || v->readonly)
+    return;
+  bump (v, skip, why, &old, &events);
+  stripe_debug ("volume '%s': generation %" PRIu64 " -> %" PRIu64 " (%s)",
+                v->hdr.name, old, events, why);
 }
 
 /* Member i dropped out of a volume that goes on: bump the generation on
@@ -725,32 +807,13 @@ health_dropped (void *opaque, unsigned i)
   struct volume *v = opaque;
   struct member *m = &v->members[i];
   uint64_t old, events, size;
-  char why[256];
+  char why[256], cause[64];
   bool reached = false;
 
   if (!v->has_header || v->readonly)
     return;
-  /* The lock guards the bookkeeping, never I/O: a member that hangs must
-   * not stop the next re-probe.
-   */
-  pthread_mutex_lock (&v->header_lock);
-  old = v->hdr.events;
-  events = old + 1;
-  v->hdr.events = events;
-  pthread_mutex_unlock (&v->header_lock);
-  for (unsigned j = 0; j < v->nr_members; ++j) {
-    if (j == i || health_member_state (v->health, j) == MS_FAILED)
-      continue;
-    if (write_header (v, j, &v->members[j], events, why, sizeof why) == -1) {
-      stripe_error ("member %u (%s): cannot record generation %" PRIu64
-                    " (member %u dropped out): %s",
-                    j, v->members[j].path, events, i, why);
-      continue;
-    }
-    pthread_mutex_lock (&v->header_lock);
-    v->member_events[j] = events;
-    pthread_mutex_unlock (&v->header_lock);
-  }
+  snprintf (cause, sizeof cause, "member %u dropped out", i);
+  bump (v, (int) i, cause, &old, &events);
   /* Not a file cut short: writing its header would extend it. */
   if (!(m->kind == MEMBER_FILE
         && (member_current_size (m, &size) == -1 || size < m->need))
@@ -772,8 +835,12 @@ health_check (void *opaque, unsigned i, char *why, size_t len)
 {
   struct volume *v = opaque;
   struct member *m = &v->members[i];
+  int r;
 
-  return m->ops->check (m, why, len);
+  pthread_mutex_lock (&v->swap_lock);
+  r = m->ops->check (m, why, len);
+  pthread_mutex_unlock (&v->swap_lock);
+  return r;
 }
 
 /* The header in buf must be member i of this volume, at the generation
@@ -797,6 +864,12 @@ check_probed_header (struct volume *v, unsigned i, const void *buf,
     return -1;
   }
   uuid_format (hdr.array_uuid, uuid);
+  if (hdr.flags & HEADER_FLAG_REPLACED) {
+    snprintf (why, len, "%s holds a member that was replaced (nbdstripe "
+              "replace): no longer part of the volume",
+              v->members[i].path);
+    return -1;
+  }
   if (memcmp (hdr.array_uuid, v->hdr.array_uuid, 16) != 0
       || hdr.member_index != i) {
     snprintf (why, len,
@@ -851,15 +924,31 @@ health_discard (void *opaque, unsigned i, void *p)
   free (f);
 }
 
+static int probe_ (struct volume *v, unsigned i, void **out, char *why,
+                   size_t len);
+
 /* Open member i afresh and prove it is the same member: the same inode
  * or device (without a header, or read-only), else its header and
  * generation; claim it if it is another file; read its first block from
- * the device; bring its header up to the volume's generation.
+ * the device; bring its header up to the volume's generation.  Under
+ * swap_lock: a replace does not switch the member meanwhile (it waits for
+ * the probe).
  */
 static int
 health_probe (void *opaque, unsigned i, void **out, char *why, size_t len)
 {
   struct volume *v = opaque;
+  int r;
+
+  pthread_mutex_lock (&v->swap_lock);
+  r = probe_ (v, i, out, why, len);
+  pthread_mutex_unlock (&v->swap_lock);
+  return r;
+}
+
+static int
+probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
+{
   struct member *m = &v->members[i];
   struct fresh *f = calloc (1, sizeof *f);
   char reason[384], a[256], b[256];
@@ -953,13 +1042,24 @@ health_adopt (void *opaque, unsigned i, void *p)
   struct member *m = &v->members[i];
   struct fresh *f = p;
 
+  pthread_mutex_lock (&v->swap_lock);
   m->ops->adopt (m, &f->m);
+  pthread_mutex_unlock (&v->swap_lock);
   if (v->has_header) {
     pthread_mutex_lock (&v->header_lock);
     v->member_events[i] = f->events;
     pthread_mutex_unlock (&v->header_lock);
   }
   health_discard (v, i, f);
+}
+
+static void
+health_status_extra (void *opaque, struct json_object *root)
+{
+  struct json_object *r = replace_status (opaque);
+
+  if (r)
+    json_put (root, "replace", r);
 }
 
 void
@@ -971,4 +1071,5 @@ volume_health_ops (struct volume *v, struct health_ops *ops)
   ops->adopt = health_adopt;
   ops->discard = health_discard;
   ops->dropped = health_dropped;
+  ops->status_extra = health_status_extra;
 }

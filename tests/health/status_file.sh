@@ -31,9 +31,11 @@
 #   members 1 and 2 (4 KiB reads only, no error): read bytes = 4096 x
 #   requests;
 # - once the load has stopped, within 5 s a rewrite of both files agrees:
-#   volume state/size/start time/info, each member's state gauges, every
-#   requests/bytes/errors counter, latency _sum (= total_latency_us.sum)
-#   and _count (= requests, or successful requests), quantiles present.
+#   up 1, last update = updated_unix, volume state/size/start time/info,
+#   each member's state gauges, every requests/bytes/errors counter (no
+#   flush bytes), latency histograms (_sum = total_latency_us.sum, _count
+#   = +Inf bucket = requests or successful requests, cumulative buckets,
+#   _sum within what they allow), no quantile.
 source "$(dirname "$0")/../lib/health.sh" || exit 1
 h_init
 "$H_PY" -c 'import prometheus_client.parser' 2>/dev/null ||

@@ -4,17 +4,22 @@
 # /usr/bin/python3: it needs Debian's python3-libnbd (module nbd) and, for
 # prom-check and reader, python3-prometheus-client.
 #
-#   io URI LAYOUT --member M --op read|write --count K [...]
+#   io URI LAYOUT --member M --op read|write|trim|zero|flush --count K [...]
 #       K requests, one after the other, each inside one chunk of member M
-#       only (see "Layout" below); checks every outcome and latency.
+#       only (see "Layout" below; a flush is of the whole volume); checks
+#       every outcome and latency.
 #   load URI LAYOUT --members 0,2,3 --threads T (--duration S | --stop FILE)
 #       reads touching the given members from T connections at once.
 #   json FILE EXPR / wait-json FILE EXPR --deadline S
 #       evaluate a Python expression over the status file (j = the JSON).
 #   reader JSON PROM --stop FILE
 #       read and parse both files in a tight loop until FILE exists.
-#   prom-check JSON PROM [--after T] [--deadline S]
-#       the Prometheus file parses and agrees with the JSON.
+#   prom-check JSON PROM [--after T] [--deadline S] [--promtool PATH]
+#              [--expect EXPR]...
+#       the Prometheus file parses, agrees with the JSON, its histograms
+#       are sound, `promtool check metrics` accepts it and each EXPR is
+#       true (Python; v(METRIC, **labels) is a sample's value, the
+#       volume label filled in, j the JSON).
 #   pause SOCKET p|r
 #       nbdkit's pause filter: pause ('p') or resume ('r') a member server;
 #       returns once the server acknowledged ('P' once in-flight requests
@@ -102,8 +107,14 @@ def one_request(h, nbd, op, lay, member, slot, off, size, seed):
     try:
         if op == "read":
             data = h.pread(size, lo)
-        else:
+        elif op == "write":
             h.pwrite(pattern(seed, lo, size), lo)
+        elif op == "trim":
+            h.trim(size, lo)
+        elif op == "zero":
+            h.zero(size, lo)
+        else:
+            h.flush()
         res = "ok"
     except nbd.Error as e:
         res = errname(e)
@@ -321,7 +332,7 @@ def prom_samples(text):
 
 
 OPS = ("read", "write", "trim", "zero", "flush")
-MSTATES = ("ok", "slow", "failing", "failed")
+MSTATES = ("ok", "slow", "full", "failing", "failed")
 VSTATES = ("ok", "degraded", "failed")
 
 
@@ -344,10 +355,15 @@ def prom_compare(j, fams, samples):
         if want is None or abs(got - want) > tol:
             diffs.append("%s: prometheus %r, json %r" % (what, got, want))
 
+    running = j["running"]
+    eq("up", get("nbdstripe_up", volume=name), 1.0 if running else 0.0)
+    eq("last_update_timestamp_seconds (= updated_unix: the same write)",
+       get("nbdstripe_last_update_timestamp_seconds", volume=name),
+       j["updated_unix"], 0.0005)
     for st in VSTATES:
         eq("volume_state{%s}" % st, get("nbdstripe_volume_state", volume=name,
                                         state=st),
-           1.0 if vol["state"] == st else 0.0)
+           1.0 if running and vol["state"] == st else 0.0)
     eq("volume_size_bytes", get("nbdstripe_volume_size_bytes", volume=name),
        float(vol["size"]))
     eq("volume_start_time_seconds",
@@ -369,10 +385,12 @@ def prom_compare(j, fams, samples):
             eq("member %s state{%s}" % (idx, st),
                get("nbdstripe_member_state", volume=name, member=idx,
                    path=m["path"], state=st),
-               1.0 if m["state"] == st else 0.0)
+               1.0 if running and m["state"] == st else 0.0)
         for op in OPS:
             o = m["ops"][op]
-            for c in ("requests", "bytes", "errors"):
+            # A flush moves no bytes: no counter for them.
+            for c in ("requests", "errors") if op == "flush" else \
+                    ("requests", "bytes", "errors"):
                 eq("member %s %s %s" % (idx, op, c),
                    get("nbdstripe_member_%s_%s_total" % (op, c), volume=name,
                        member=idx),
@@ -390,14 +408,88 @@ def prom_compare(j, fams, samples):
                              "requests (%d) nor the successful requests (%d)"
                              % (idx, op, cnt, o["requests"],
                                 o["requests"] - o["errors"]))
-            for q in ("0.5", "0.99"):
-                get(base, volume=name, member=idx, quantile=q)
-        if fams.get("nbdstripe_member_%s_latency_seconds" % "read") not in (
-                None, "summary"):
-            diffs.append("nbdstripe_member_read_latency_seconds: type %s, "
-                         "expected summary"
-                         % fams["nbdstripe_member_read_latency_seconds"])
+            eq("member %s %s latency +Inf bucket (= _count)" % (idx, op),
+               get(base + "_bucket", volume=name, member=idx, le="+Inf"), cnt)
+            if fams.get(base) != "histogram":
+                diffs.append("%s: type %s, expected histogram"
+                             % (base, fams.get(base)))
+    if any(k[0] == "nbdstripe_member_flush_bytes_total" for k in samples):
+        diffs.append("nbdstripe_member_flush_bytes_total is exposed")
+    if any("quantile" in dict(k[1]) for k in samples):
+        diffs.append("quantile samples are exposed")
+    diffs += prom_histogram_problems(samples)
     return diffs
+
+
+def prom_histogram_problems(samples):
+    """What is wrong with the histograms among the samples: buckets not
+    cumulative, +Inf not _count, _sum not within what the buckets allow
+    (each sample at least its bucket's lower le, at most its upper)."""
+    problems = []
+    series = {}
+    for (name, labels), v in samples.items():
+        if not name.endswith("_bucket"):
+            continue
+        d = dict(labels)
+        le = float(d.pop("le"))
+        key = (name[:-len("_bucket")], tuple(sorted(d.items())))
+        series.setdefault(key, []).append((le, v))
+    for (base, labels), buckets in sorted(series.items()):
+        what = "%s%s" % (base, dict(labels))
+        buckets.sort()
+        counts = [v for _, v in buckets]
+        if any(b < a for a, b in zip(counts, counts[1:])):
+            problems.append("%s: buckets not cumulative: %s" % (what, counts))
+        if buckets[-1][0] != float("inf"):
+            problems.append("%s: no +Inf bucket" % what)
+        cnt = samples.get((base + "_count", labels))
+        ssum = samples.get((base + "_sum", labels))
+        if cnt is None or ssum is None:
+            problems.append("%s: no _count or _sum" % what)
+            continue
+        if counts[-1] != cnt:
+            problems.append("%s: +Inf bucket %r, _count %r" % (what, counts[-1], cnt))
+        lo = hi = 0.0
+        prev_le, prev_c = 0.0, 0.0
+        for le, c in buckets:
+            lo += (c - prev_c) * prev_le
+            hi += (c - prev_c) * le if c > prev_c else 0.0
+            prev_le, prev_c = le, c
+        if not (lo * (1 - 1e-9) - 1e-9 <= ssum <= hi * (1 + 1e-9) + 1e-9):
+            problems.append("%s: _sum %r outside what the buckets allow "
+                            "[%r, %r]" % (what, ssum, lo, hi))
+        if cnt > 0 and not ssum > 0:
+            problems.append("%s: _count %r but _sum %r" % (what, cnt, ssum))
+    return problems
+
+
+def prom_expect(j, samples, exprs):
+    """The expressions among exprs that are not true."""
+    name = j["volume"]["name"]
+
+    def v(metric, **labels):
+        labels.setdefault("volume", name)
+        return samples.get((metric, tuple(sorted((k, str(x)) for k, x
+                                                 in labels.items()))))
+    bad = []
+    for e in exprs:
+        try:
+            ok = eval(e, {"v": v, "j": j})
+        except Exception as x:          # a missing sample: None + 1
+            ok = "%s: %s" % (type(x).__name__, x)
+        if ok is not True:
+            bad.append("not true: %s (%s)" % (e, ok))
+    return bad
+
+
+def promtool_problems(promtool, text):
+    import subprocess
+    r = subprocess.run([promtool, "check", "metrics"], input=text,
+                       capture_output=True, text=True)
+    if r.returncode == 0:
+        return []
+    return ["promtool check metrics exit %d: %s"
+            % (r.returncode, (r.stdout + r.stderr).strip()[:2000])]
 
 
 def cmd_prom_check(args):
@@ -413,6 +505,9 @@ def cmd_prom_check(args):
                 diffs = ["status file not rewritten since %.3f" % args.after]
             else:
                 diffs = prom_compare(j, fams, samples)
+                diffs += prom_expect(j, samples, args.expect or [])
+                if args.promtool:
+                    diffs += promtool_problems(args.promtool, text)
         except FileNotFoundError as e:
             diffs = ["%s" % e]
         except (ValueError, KeyError, TypeError) as e:
@@ -504,7 +599,8 @@ def main():
     p.add_argument("uri")
     p.add_argument("layout")
     p.add_argument("--member", type=int, required=True)
-    p.add_argument("--op", choices=("read", "write"), default="read")
+    p.add_argument("--op", choices=("read", "write", "trim", "zero", "flush"),
+                   default="read", help="flush: the whole volume")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--size", type=int, default=4096)
     p.add_argument("--offset", type=int, default=0, help="within the chunk")
@@ -563,6 +659,8 @@ def main():
     p.add_argument("prom")
     p.add_argument("--after", type=float, default=0.0)
     p.add_argument("--deadline", type=float, default=5)
+    p.add_argument("--promtool")
+    p.add_argument("--expect", action="append")
     p.set_defaults(func=cmd_prom_check)
 
     p = sub.add_parser("pause")

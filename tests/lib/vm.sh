@@ -180,13 +180,18 @@ v_serve ()
     v_fail "server $V_SERVER_PID did not load $STRIPE_PLUGIN"
 }
 
-# v_stop PID: stop a server we started and wait until it has gone.
+# v_stop PID...: stop servers we started and wait until they have gone
+# (all are signalled first: nbdkit takes a second or two to exit).
 v_stop ()
 {
-  local pid=$1 keep=() p
-  kill -TERM "$pid" 2>/dev/null || v_bad "server $pid was not running"
-  v_wait_gone "$pid" 30 || v_fail "server $pid did not exit within 30 s"
-  for p in "${V_PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+  local pid keep=() p
+  for pid in "$@"; do
+    kill -TERM "$pid" 2>/dev/null || v_bad "server $pid was not running"
+  done
+  for pid in "$@"; do
+    v_wait_gone "$pid" 30 || v_fail "server $pid did not exit within 30 s"
+  done
+  for p in "${V_PIDS[@]}"; do [[ " $* " == *" $p "* ]] || keep+=("$p"); done
   V_PIDS=("${keep[@]}")
 }
 

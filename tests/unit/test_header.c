@@ -514,7 +514,7 @@ header_checks_magic_then_version_then_crc_then_fields (void **state)
 
   (void) state;
   plain_header (&sb);
-  sb.flags = 1; /* a bad field ... */
+  sb.flags = 2; /* a bad field ... */
   header_encode (&sb, buf);
   expect_field_error (buf, "flags");
   buf[4092] ^= 1; /* ... a bad CRC ... */
@@ -534,7 +534,7 @@ header_names_the_first_bad_field_in_header_order (void **state)
 
   (void) state;
   plain_header (&sb);
-  sb.flags = 1;
+  sb.flags = 2;
   sb.chunk = 100;
   sb.member_sizes[10] = 4096;
   expect_encoded_field_error (&sb, "chunk");
@@ -558,7 +558,7 @@ header_sets_field_only_on_a_field_error (void **state)
   assert_null (field);
   /* A NULL field pointer is allowed on a field error too. */
   plain_header (&sb);
-  sb.flags = 1;
+  sb.flags = 2;
   header_encode (&sb, buf);
   assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_FIELD);
 }
@@ -744,16 +744,27 @@ header_rejects_layout_other_than_md_original_or_alternate (void **state)
 }
 
 static void
-header_rejects_nonzero_flags (void **state)
+header_rejects_flags_but_replaced (void **state)
 {
-  struct header sb;
+  struct header sb, back;
+  uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  for (unsigned bit = 0; bit < 32; ++bit) {
+  for (unsigned bit = 1; bit < 32; ++bit) {
     plain_header (&sb);
     sb.flags = UINT32_C (1) << bit;
     expect_encoded_field_error (&sb, "flags");
   }
+  /* HEADER_FLAG_REPLACED reads back in version 2 ... */
+  plain_header (&sb);
+  sb.flags = HEADER_FLAG_REPLACED;
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  assert_int_equal (back.flags, HEADER_FLAG_REPLACED);
+  /* ... and is refused in version 1, which did not know it */
+  sb.version = HEADER_VERSION_1;
+  sb.events = 0;
+  expect_encoded_field_error (&sb, "flags");
 }
 
 static void
@@ -900,7 +911,7 @@ main (void)
     cmocka_unit_test (header_rejects_layout_other_than_md_original_or_alternate),
     cmocka_unit_test (header_version_1_still_reads_with_its_own_layout_number),
     cmocka_unit_test (header_rejects_events_zero),
-    cmocka_unit_test (header_rejects_nonzero_flags),
+    cmocka_unit_test (header_rejects_flags_but_replaced),
     cmocka_unit_test (header_rejects_data_offset_below_4096_or_unaligned),
     cmocka_unit_test (header_rejects_member_size_zero_or_not_whole_chunks),
     cmocka_unit_test (header_rejects_member_size_in_an_unused_slot),

@@ -5,6 +5,7 @@
  * include/health.h.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -94,6 +96,227 @@ latency_quantiles_are_within_7_percent_of_the_truth (void **state
   assert_near (health_quantile_us (h, 0, OP_WRITE, 0.5, true), 100, 0.07);
   assert_near (health_quantile_us (h, 0, OP_WRITE, 0.99, true), 10000, 0.07);
   health_free (h);
+}
+
+/* One request: its p50 and p99 are its latency, not its bucket's
+ * middle (issue #16: one flush showed p50 = p99 above the real value, one
+ * trim a p50 above the sum).
+ */
+static void
+one_sample_quantiles_are_the_sample_itself (void **state
+                                            __attribute__ ((unused)))
+{
+  static const uint64_t values[] = {
+    0, 1, 7, 8, 9, 1000, 17 * US + 1, 131072, 131073, 3 * MS + 999, 200 * SEC
+  };
+  for (size_t k = 0; k < sizeof values / sizeof values[0]; ++k) {
+    struct health *h = new_health (2, 10, 20, 8, 30);
+    double want = values[k] / 1000.0;
+
+    health_record (h, 0, OP_FLUSH, 0, values[k], 0, 0);
+    health_tick (h, health_now_ns ());
+    for (int w = 0; w < 2; ++w) {
+      double p50 = health_quantile_us (h, 0, OP_FLUSH, 0.5, w);
+      double p99 = health_quantile_us (h, 0, OP_FLUSH, 0.99, w);
+      if (fabs (p50 - want) > 1e-9 * want || fabs (p99 - want) > 1e-9 * want) {
+        fprintf (stderr, "%" PRIu64 " ns (%s): p50 %.6f us, p99 %.6f us\n",
+                 values[k], w ? "window" : "total", p50, p99);
+        fail ();
+      }
+    }
+    health_free (h);
+  }
+}
+
+/* Samples all alike: every quantile is their value.  Otherwise a
+ * quantile is within the bucket of the true one: within 12.5% of it
+ * (beyond 2^37 ns, where the last bucket has no upper edge, between the
+ * smallest and largest sample).
+ */
+static void
+quantiles_exact_for_alike_samples_within_a_bucket_otherwise (
+  void **state __attribute__ ((unused)))
+{
+  static const uint64_t alike[] = { 3, 4097, 100 * US + 1, 7 * MS, 150 * SEC };
+  static const uint64_t sets[][4] = {
+    { 100 * US, 100 * US + 1, 101 * US, 102 * US },
+    { 65537, 65537, 65537, 73000 }, /* one bucket: (65536, 73728] */
+    { 1 * US, 1 * US, 1 * US, 50 * MS },
+    { 9 * US, 10 * MS, 10 * MS, 10 * MS },
+    { 9 * US, 20 * US, 30 * US, 40 * US },
+    { 129 * SEC, 130 * SEC, 140 * SEC, 200 * SEC }, /* the last bucket */
+  };
+  static const double qs[] = { 0.01, 0.25, 0.5, 0.75, 0.99, 1.0 };
+
+  for (size_t k = 0; k < sizeof alike / sizeof alike[0]; ++k) {
+    struct health *h = new_health (2, 10, 20, 8, 30);
+    double want = alike[k] / 1000.0;
+
+    record_n (h, 0, OP_WRITE, 4096, alike[k], 50);
+    health_tick (h, health_now_ns ());
+    for (size_t q = 0; q < sizeof qs / sizeof qs[0]; ++q)
+      for (int w = 0; w < 2; ++w) {
+        double v = health_quantile_us (h, 0, OP_WRITE, qs[q], w);
+        if (fabs (v - want) > 1e-9 * want) {
+          fprintf (stderr, "50 x %" PRIu64 " ns, q %g: %.6f us\n", alike[k],
+                   qs[q], v);
+          fail ();
+        }
+      }
+    health_free (h);
+  }
+  for (size_t k = 0; k < sizeof sets / sizeof sets[0]; ++k) {
+    struct health *h = new_health (2, 10, 20, 8, 30);
+
+    for (int j = 0; j < 4; ++j)
+      health_record (h, 0, OP_READ, 4096, sets[k][j], 0, 0);
+    health_tick (h, health_now_ns ());
+    for (size_t q = 0; q < sizeof qs / sizeof qs[0]; ++q)
+      for (int w = 0; w < 2; ++w) {
+        double v = health_quantile_us (h, 0, OP_READ, qs[q], w);
+        int r = (int) ceil (qs[q] * 4);
+        double truth = sets[k][(r ? r : 1) - 1] / 1000.0;
+        bool last = sets[k][0] >= 129 * SEC; /* unbounded: their mean */
+        if (last ? !(v >= sets[k][0] / 1000.0 && v <= sets[k][3] / 1000.0)
+                 : !(fabs (v - truth) <= 0.125 * truth)) {
+          fprintf (stderr, "set %zu, q %g: %.6f us, truth %.6f us\n", k, qs[q],
+                   v, truth);
+          fail ();
+        }
+      }
+    health_free (h);
+  }
+}
+
+/* The whole file as a string (the caller frees it). */
+static char *
+slurp (const char *path)
+{
+  FILE *fp = fopen (path, "r");
+  char *buf;
+  long n;
+
+  assert_non_null (fp);
+  assert_int_equal (fseek (fp, 0, SEEK_END), 0);
+  n = ftell (fp);
+  rewind (fp);
+  buf = calloc (1, n + 1);
+  assert_non_null (buf);
+  assert_int_equal (fread (buf, 1, n, fp), (size_t) n);
+  fclose (fp);
+  return buf;
+}
+
+static void
+assert_line (const char *text, const char *line)
+{
+  char want[512];
+  const char *p;
+
+  snprintf (want, sizeof want, "\n%s\n", line);
+  p = strstr (text, want);
+  if (p == NULL) {
+    fprintf (stderr, "no line: %s\n-- file:\n%s", line, text);
+    fail ();
+  }
+}
+
+/* Counts at the le bounds are exact (a latency of exactly 2^17 ns is
+ * counted at le = 2^17 ns, one of 2^17 + 1 ns at the next), cumulative,
+ * +Inf = _count; flushes are counted with no bytes counter; the last
+ * write, once stopped, says up 0 and claims no state.
+ */
+static void
+prometheus_file_histograms_exact_at_le_and_down_once_stopped (
+  void **state __attribute__ ((unused)))
+{
+  char dir[] = "/tmp/nbdstripe-health-test-XXXXXX", prom[64], status[64];
+  struct health_params p = {
+    .name = "t",
+    .size = 1 << 30,
+    .chunk = 65536,
+    .prometheus_file = prom,
+    .status_file = status,
+    .set = health_defaults (),
+  };
+  struct health *h;
+  char *text, *js;
+
+  assert_non_null (mkdtemp (dir));
+  snprintf (prom, sizeof prom, "%s/m.prom", dir);
+  snprintf (status, sizeof status, "%s/s.json", dir);
+  h = health_new (&p, 2, paths, NULL);
+  assert_non_null (h);
+  for (int k = 0; k < 3; ++k)
+    health_record (h, 0, OP_READ, 4096, 131072, 0, 0);
+  for (int k = 0; k < 2; ++k)
+    health_record (h, 0, OP_READ, 4096, 131073, 0, 0);
+  health_record (h, 0, OP_READ, 4096, 100 * SEC, 0, 0);
+  health_record (h, 0, OP_READ, 4096, 1 * MS, EIO, 0); /* not timed */
+  for (int k = 0; k < 4; ++k)
+    health_record (h, 1, OP_FLUSH, 0, 5 * US, 0, 0);
+  assert_int_equal (health_start (h), 0);
+  assert_true (health_free (h)); /* the last write */
+
+  text = slurp (prom);
+  assert_true (text[0] == '#');
+  assert_line (text, "nbdstripe_up{volume=\"t\"} 0");
+#define RB                                                                    \
+  "nbdstripe_member_read_latency_seconds_bucket{volume=\"t\",member=\"0\","
+  assert_line (text, RB "le=\"1.024e-06\"} 0");
+  assert_line (text, RB "le=\"6.5536e-05\"} 0");
+  assert_line (text, RB "le=\"0.000131072\"} 3");
+  assert_line (text, RB "le=\"0.000262144\"} 5");
+  assert_line (text, RB "le=\"68.719476736\"} 5");
+  assert_line (text, RB "le=\"+Inf\"} 6");
+#undef RB
+  assert_line (text,
+               "nbdstripe_member_read_latency_seconds_count{volume=\"t\","
+               "member=\"0\"} 6");
+  assert_line (text, "nbdstripe_member_read_latency_seconds_sum{volume=\"t\","
+                     "member=\"0\"} 100.000655362");
+  assert_line (text, "nbdstripe_member_read_requests_total{volume=\"t\","
+                     "member=\"0\"} 7");
+  assert_line (text, "nbdstripe_member_read_errors_total{volume=\"t\","
+                     "member=\"0\"} 1");
+  assert_line (text, "nbdstripe_member_flush_requests_total{volume=\"t\","
+                     "member=\"1\"} 4");
+  assert_line (text, "nbdstripe_member_flush_latency_seconds_count{volume="
+                     "\"t\",member=\"1\"} 4");
+  assert_line (text, "nbdstripe_member_flush_latency_seconds_bucket{volume="
+                     "\"t\",member=\"1\",le=\"8.192e-06\"} 4");
+  assert_line (text, "nbdstripe_member_flush_latency_seconds_bucket{volume="
+                     "\"t\",member=\"1\",le=\"4.096e-06\"} 0");
+  assert_null (strstr (text, "flush_bytes"));
+  assert_null (strstr (text, "quantile"));
+  assert_line (text, "# TYPE nbdstripe_member_read_latency_seconds histogram");
+  for (const char *l = text; (l = strstr (l, "_state{")) != NULL; ++l)
+    assert_true (strncmp (strchr (l, '}'), "} 0\n", 4) == 0);
+  {
+    /* Every bucket line of a series at most the next one. */
+    uint64_t prev = 0;
+    const char *l = text;
+    char series[256] = "";
+    while ((l = strstr (l, "_bucket{")) != NULL) {
+      const char *le = strstr (l, ",le=");
+      uint64_t v = strtoull (strchr (l, '}') + 2, NULL, 10);
+      if (strlen (series) != (size_t) (le - l)
+          || strncmp (series, l, le - l)) {
+        snprintf (series, sizeof series, "%.*s", (int) (le - l), l);
+        prev = 0;
+      }
+      assert_true (v >= prev);
+      prev = v;
+      l = le;
+    }
+  }
+  js = slurp (status);
+  assert_non_null (strstr (js, "\"running\": false"));
+  free (js);
+  free (text);
+  unlink (prom);
+  unlink (status);
+  rmdir (dir);
 }
 
 static void
@@ -405,6 +628,11 @@ main (int argc, char **argv)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (latency_quantiles_are_within_7_percent_of_the_truth),
+    cmocka_unit_test (one_sample_quantiles_are_the_sample_itself),
+    cmocka_unit_test (
+      quantiles_exact_for_alike_samples_within_a_bucket_otherwise),
+    cmocka_unit_test (
+      prometheus_file_histograms_exact_at_le_and_down_once_stopped),
     cmocka_unit_test (
       errors_below_threshold_make_member_failing_and_a_success_resets_the_run),
     cmocka_unit_test (device_gone_errors_fail_the_member_at_once),

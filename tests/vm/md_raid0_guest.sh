@@ -5,6 +5,7 @@
 #
 # The host puts /jobs in the initramfs: one line per array, run in order,
 #   job NAME create "MDADM_OPTIONS" SERIAL...
+#   job NAME build "MDADM_OPTIONS" SERIAL...
 #   job NAME assemble "" SERIAL...
 # SERIALs name the member disks (virtio-blk serial numbers), in role
 # order; the disk with serial "pattern" holds the bytes to write.
@@ -13,18 +14,28 @@
 #           --raid-devices=COUNT MDADM_OPTIONS DISKS...; write the first
 #           SIZE bytes of the pattern disk over all of /dev/mdN (SIZE =
 #           the array's size), fsync.
+# build:    mdadm --build /dev/mdN --level=0 --raid-devices=COUNT
+#           MDADM_OPTIONS DISKS... (no superblock: data from byte 0 of
+#           every member), then the pattern as for create.
 # assemble: mdadm --assemble /dev/mdN DISKS...
-# Then, for both: drop the page cache, sha256 of all of /dev/mdN (read
+# Then, for all: drop the page cache, sha256 of all of /dev/mdN (read
 # back through md), mdadm --detail, mdadm --stop, mdadm --examine of every
-# member (after the stop: what is on the disks), and one line
-#   vm: RESULT case=NAME size=BYTES layout=SYSFS_LAYOUT chunk=BYTES sha256=HEX
-# (layout and chunk from /sys/block/mdN/md/).  mdadm's and --detail's and
-# --examine's lines go to the console as "vmx: NAME mdadm|detail|INDEX | ...".
+# member (after the stop: what is on the disks; after build, that there
+# is no superblock), and one line
+#   vm: RESULT case=NAME size=BYTES layout=SYSFS_LAYOUT chunk=BYTES
+#       default_layout=N sha256=HEX
+# (printed as one line; layout and chunk from /sys/block/mdN/md/,
+# default_layout from /sys/module/raid0/parameters/: the layout md gives
+# a multi-zone array whose layout nobody told it, as mdadm --build's).
+# mdadm's and --detail's and --examine's lines go to the console as
+# "vmx: NAME mdadm|detail|INDEX | ...".
 # An array mdadm or md refuses gives "vm: RESULT case=NAME refused" (the
 # host decides whether that is allowed) and the guest goes on.
 #
 # Parameters (kernel command line): vm.phase=create|assemble (a name for
-# the logs and the PASS marker).  tests/lib/vm_guest.sh does the rest.
+# the logs and the PASS marker); md's own raid0.default_layout=N when the
+# host gives it (busybox modprobe passes it to raid0).
+# tests/lib/vm_guest.sh does the rest.
 
 . /vm_guest.sh
 hostname mdtest
@@ -33,8 +44,8 @@ log "phase $P_phase, kernel $(uname -r)"
 for m in virtio_pci virtio_blk raid0; do
   modprobe "$m" || fail "modprobe $m"
 done
-log "raid0.default_layout=$(cat /sys/module/raid0/parameters/default_layout)" \
-    "$(/sbin/mdadm --version 2>&1)"
+DEFAULT_LAYOUT=$(cat /sys/module/raid0/parameters/default_layout)
+log "raid0.default_layout=$DEFAULT_LAYOUT" "$(/sbin/mdadm --version 2>&1)"
 
 # dev_of SERIAL: the disk with that virtio serial number.
 dev_of ()
@@ -66,6 +77,10 @@ job ()
     # shellcheck disable=SC2086  # $opts and $devs are word lists
     /sbin/mdadm --create "$md" --run --metadata=1.2 --level=0 \
         --raid-devices=$# $opts $devs >/tmp/md.out 2>&1
+  elif [ "$op" = build ]; then
+    # shellcheck disable=SC2086
+    /sbin/mdadm --build "$md" --level=0 --raid-devices=$# $opts $devs \
+        >/tmp/md.out 2>&1
   else
     # shellcheck disable=SC2086
     /sbin/mdadm --assemble "$md" $devs >/tmp/md.out 2>&1
@@ -80,7 +95,7 @@ job ()
     return 0
   fi
   size=$(blockdev --getsize64 "$md")
-  if [ "$op" = create ]; then
+  if [ "$op" != assemble ]; then
     [ "$size" -le "$PATTERN_SIZE" ] ||
       fail "$name: $md has $size bytes, the pattern disk only $PATTERN_SIZE"
     bs=65536
@@ -100,7 +115,8 @@ job ()
     /sbin/mdadm --examine "$d" 2>&1 | sed "s/^/vmx: $name $i | /"
     i=$((i + 1))
   done
-  echo "vm: RESULT case=$name size=$size layout=$layout chunk=$chunk sha256=$sha"
+  echo "vm: RESULT case=$name size=$size layout=$layout chunk=$chunk" \
+       "default_layout=$DEFAULT_LAYOUT sha256=$sha"
   log "$name: done"
 }
 

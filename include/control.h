@@ -1,0 +1,41 @@
+/* nbdstripe: the control socket of a served volume.
+ *
+ * A Unix stream socket beside the status file (NAME.status.json ->
+ * NAME.ctl), mode 0600, owned by the server's user; a client of another
+ * user is refused (SO_PEERCRED) even if the mode was changed.  One request
+ * per connection: the client sends one line of JSON (at most 64 KiB) and
+ * reads one line of JSON back, then the server closes.
+ *
+ *   {"op": "status"}
+ *      -> {"ok": true, "status": {... the status file's object ...}}
+ *   {"op": "replace", "member": N, "new": "PATH-OR-URI",
+ *    "rate": BYTES_PER_SECOND, "force": false, "skip_unreadable": false}
+ *      -> {"ok": true} once the copy has started (replace.h); progress
+ *         is then in the status ("replace")
+ *   {"op": "cancel"}            -> {"ok": true}: the copy stops
+ *
+ * Every refusal: {"ok": false, "error": "one line"}.
+ */
+#ifndef NBDSTRIPE_CONTROL_H
+#define NBDSTRIPE_CONTROL_H
+
+#include <stddef.h>
+
+struct volume;
+struct health;
+struct control;
+
+/* The control socket's path for a status file's path. */
+extern void control_path (const char *status_file, char *out, size_t len);
+
+/* Listen at path (replacing a stale socket there, never another kind of
+ * file) and serve requests from a thread of its own.  config: the config
+ * file, for replace (may be NULL).  NULL with errno on failure.
+ */
+extern struct control *control_start (const char *path, struct volume *v,
+                                      struct health *h, const char *config);
+
+/* Stop the thread, remove the socket. */
+extern void control_stop (struct control *c);
+
+#endif /* NBDSTRIPE_CONTROL_H */

@@ -1,0 +1,101 @@
+/* nbdstripe: replacing a member while the volume is served.
+ *
+ * A copier thread copies member INDEX (old) to a new device (NEW, any
+ * kind of member: file, block device, NBD URI) window by window, in
+ * increasing member offsets, while clients go on.  What clients do
+ * meanwhile (replace_run_ops, on the volume's I/O path):
+ *
+ * - Reads come from old.  A read from old that fails is retried on NEW
+ *   where the copy has passed.
+ * - Writes, trims and zeroes reach old, and NEW too where the copy has
+ *   passed (below the watermark); beyond it the copier will carry them
+ *   over.  A write never races the copier: a client write overlapping the
+ *   window being copied waits for it, and the copier waits for client
+ *   writes in flight over the window it is about to take -- so NEW never
+ *   gets data older than what a client wrote.
+ * - Flushes (and FUA) cover both.
+ * - An operation on NEW that fails aborts the replace; the client's
+ *   request is answered by old alone, and the volume goes on with it.
+ *
+ * The end: clients' operations on the member are held (a moment: they
+ * wait, none fails) while both devices are flushed, NEW gets the member's
+ * metadata (a header with the volume's array UUID, the same index, a new
+ * member UUID and the volume's generation; or an md superblock with a new
+ * device UUID), the config file is rewritten with NEW in the member's
+ * place (atomically; if it cannot be, the line to change is logged and
+ * reported), and the volume switches to NEW.  Then the generation is
+ * bumped on every member (headers), and old is marked replaced (header
+ * flag; md: its role set faulty), so that it is never assembled again.
+ * Until NEW's metadata is written it holds none (its first bytes are
+ * cleared when the copy starts): a server killed at any moment leaves a
+ * volume that assembles with the config as it then is, and a half-copied
+ * NEW is refused.
+ *
+ * Read errors on old: each window is read again, then block by block;
+ * blocks that stay unreadable stop the replace, which reports them as the
+ * volume's logical byte ranges -- or, with skip_unreadable, are written as
+ * zeros on NEW and listed.
+ */
+#ifndef NBDSTRIPE_REPLACE_H
+#define NBDSTRIPE_REPLACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct volume;
+struct member_op;
+struct json_object;
+
+struct replace_params {
+  unsigned index;        /* the member to replace */
+  const char *new_path;  /* path or NBD URI */
+  uint64_t rate;         /* bytes per second at most, 0: as fast as it goes */
+  bool force;            /* NEW may hold an nbdstripe header or md superblock */
+  bool skip_unreadable;  /* copy on past unreadable blocks (zeros on NEW) */
+  const char *config;    /* the config file to rewrite, or NULL */
+};
+
+/* Start replacing.  Refused (-1, why) when a replace runs already, the
+ * index is wrong, NEW cannot be opened for writing, is too small, is
+ * another member (or overlaps one), or holds metadata without force.
+ * Nothing has been written to NEW then.
+ */
+extern int replace_start (struct volume *v, const struct replace_params *p,
+                          char *why, size_t len);
+
+/* Ask the running replace to stop (it stops at the end of its window:
+ * NEW is left without metadata, the volume goes on with old).
+ */
+extern int replace_cancel (struct volume *v, char *why, size_t len);
+
+/* Wait for the copier to end (the command's --offline).  0 when the
+ * member was replaced, -1 otherwise (reason logged).
+ */
+extern int replace_wait (struct volume *v);
+
+/* The current (or last) replace as JSON, or NULL when there never was
+ * one: state ("copying", "switching", "done", "failed", "cancelled"),
+ * member, old, new, bytes_copied, bytes_total, rate (B/s), eta_seconds,
+ * error, unreadable (the logical ranges), config_updated.
+ */
+extern struct json_object *replace_status (struct volume *v);
+
+/* For volume.c: run a request's member operations while a replace runs
+ * (see above).  plain runs them as without a replace.
+ */
+typedef int (*replace_plain_fn) (struct volume *v, struct member_op *ops,
+                                 unsigned nr);
+extern int replace_run_ops (struct volume *v, struct member_op *ops,
+                            unsigned nr, replace_plain_fn plain);
+
+/* Test hooks, set from the plugin's -D flags: hold each window this many
+ * ms; kill the process (SIGKILL) at step 1 (NEW's metadata written) or 2
+ * (the config rewritten) of the end.
+ */
+extern int replace_debug_hold_ms;
+extern int replace_debug_crash;
+
+/* For volume_close: stop a copier still running, free what is left. */
+extern void replace_free (struct volume *v);
+
+#endif /* NBDSTRIPE_REPLACE_H */

@@ -1,0 +1,936 @@
+/* nbdstripe: replacing a member while the volume is served.  See
+ * include/replace.h.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "config.h"
+#include "header.h"
+#include "health.h"
+#include "identity.h"
+#include "ioexec.h"
+#include "json.h"
+#include "log.h"
+#include "md_super.h"
+#include "member.h"
+#include "replace.h"
+#include "util.h"
+#include "volume.h"
+
+/* The copier's window: large enough for the devices to stream. */
+#define WINDOW (4u * 1024 * 1024)
+/* Unreadable blocks are found this finely. */
+#define BLOCK 4096u
+/* Reads of old tried this often before a block counts as unreadable. */
+#define READ_TRIES 3
+
+int replace_debug_hold_ms;
+int replace_debug_crash;
+
+enum state { R_COPYING, R_SWITCHING, R_DONE, R_FAILED, R_CANCELLED };
+
+static const char *const state_names[] = { "copying", "switching", "done",
+                                           "failed", "cancelled" };
+
+/* A client operation on the member, in flight. */
+struct flight {
+  uint64_t a, b; /* member offsets */
+  bool write;
+  struct flight *next;
+};
+
+struct lost {
+  uint64_t offset, length; /* the volume's logical bytes */
+};
+
+struct replace {
+  struct volume *v;
+  struct replace *next; /* the volume's replaces so far */
+  unsigned index;
+  struct member newm; /* NEW (after the switch: old, to be closed) */
+  bool newm_open;
+  char *old_path, *new_path, *config;
+  uint64_t rate;
+  bool skip_unreadable;
+  uint64_t start, end; /* the member offsets to copy */
+  pthread_t thread;
+  bool thread_started;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  /* Under lock. */
+  enum state state;
+  uint64_t watermark;    /* copied up to here */
+  uint64_t win_a, win_b; /* the window being copied (empty: a == b) */
+  bool holding;          /* the switch: client operations wait */
+  unsigned active;       /* client operations on the member in flight */
+  struct flight *flights;
+  bool cancel;
+  char error[512];
+  uint64_t t_start, t_end; /* monotonic ns */
+  struct lost *lost;
+  unsigned nr_lost, cap_lost;
+  bool config_updated;
+  char config_note[512];
+};
+
+static void
+random_uuid (uint8_t u[16])
+{
+  if (getrandom (u, 16, 0) != 16)
+    for (int i = 0; i < 16; ++i)
+      u[i] = (uint8_t) (now_ns () >> (i % 8 * 8)) ^ (uint8_t) rand ();
+  u[6] = (u[6] & 0x0f) | 0x40; /* version 4 */
+  u[8] = (u[8] & 0x3f) | 0x80; /* RFC 4122 variant */
+}
+
+/* Fail the replace (first reason wins).  Called with r->lock held. */
+static void
+fail_locked (struct replace *r, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+static void
+fail_locked (struct replace *r, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (r->state == R_FAILED || r->state == R_DONE || r->state == R_CANCELLED)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (r->error, sizeof r->error, fmt, ap);
+  va_end (ap);
+  r->state = R_FAILED;
+  pthread_cond_broadcast (&r->cond);
+}
+
+/* One synchronous operation on a member for the copier, outside health's
+ * books.
+ */
+static int
+copy_io (struct replace *r, struct member *m, enum op_kind kind, void *buf,
+         uint64_t len, uint64_t off)
+{
+  struct iovec iov = { buf, len };
+  struct member_op op = {
+    .m = m,
+    .kind = kind,
+    .offset = off,
+    .length = kind == OP_FLUSH ? 0 : len,
+    .iov = kind == OP_FLUSH ? NULL : &iov,
+    .nr_iov = kind == OP_FLUSH ? 0 : 1,
+    .shadow = true,
+  };
+  int e = ioexec_run (&op, 1, r->v->uring);
+
+  if (e == -1)
+    errno = op.err ? op.err : errno;
+  return e;
+}
+
+/* ---- the I/O path ---- */
+
+static bool
+is_write (enum op_kind k)
+{
+  return k == OP_WRITE || k == OP_TRIM || k == OP_ZERO;
+}
+
+static bool
+overlaps (uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+  return a < d && c < b;
+}
+
+int
+replace_run_ops (struct volume *v, struct member_op *ops, unsigned nr,
+                 replace_plain_fn plain)
+{
+  struct replace *r = atomic_load_explicit (&v->rep, memory_order_acquire);
+  struct member_op ext[LAYOUT_MAX_MEMBERS + 1];
+  struct flight fl;
+  unsigned k = nr;
+  bool dual = false;
+  int ret, err;
+
+  if (r == NULL)
+    return plain (v, ops, nr);
+  for (unsigned j = 0; j < nr; ++j)
+    if (!ops[j].shadow && ops[j].m == &v->members[r->index])
+      k = j;
+  if (k == nr)
+    return plain (v, ops, nr);
+
+  fl.a = ops[k].offset;
+  fl.b = ops[k].offset + ops[k].length;
+  fl.write = is_write (ops[k].kind);
+  pthread_mutex_lock (&r->lock);
+  while (r->holding
+         || (fl.write && overlaps (fl.a, fl.b, r->win_a, r->win_b)))
+    pthread_cond_wait (&r->cond, &r->lock);
+  r->active++;
+  fl.next = r->flights;
+  r->flights = &fl;
+  if (r->state == R_COPYING)
+    dual = ops[k].kind == OP_FLUSH || (fl.write && fl.a < r->watermark);
+  pthread_mutex_unlock (&r->lock);
+
+  if (dual) {
+    memcpy (ext, ops, nr * sizeof ops[0]);
+    ext[nr] = ops[k];
+    ext[nr].m = &r->newm;
+    ext[nr].shadow = true;
+    ext[nr].fast = false; /* NEW need not be as fast as old at zeroing */
+    ret = plain (v, ext, nr + 1);
+    err = errno;
+    memcpy (ops, ext, nr * sizeof ops[0]);
+    if (ext[nr].err) {
+      pthread_mutex_lock (&r->lock);
+      fail_locked (r, "the new member (%s) failed: %s at offset %" PRIu64
+                   ": %s",
+                   r->new_path, op_name (ext[nr].kind), ext[nr].offset,
+                   strerror (ext[nr].err));
+      pthread_mutex_unlock (&r->lock);
+      /* The client's request is old's to answer. */
+      ret = 0;
+      for (unsigned j = 0; j < nr; ++j)
+        if (ops[j].err) {
+          ret = -1;
+          err = ops[j].err;
+          break;
+        }
+    }
+    errno = err;
+  }
+  else
+    ret = plain (v, ops, nr);
+  err = errno;
+
+  /* A read old could not serve, from NEW where the copy has passed. */
+  if (ops[k].kind == OP_READ && ops[k].err) {
+    bool copied;
+    pthread_mutex_lock (&r->lock);
+    copied = r->state == R_COPYING && fl.b <= r->watermark;
+    pthread_mutex_unlock (&r->lock);
+    if (copied) {
+      struct member_op s = ops[k];
+      s.m = &r->newm;
+      s.shadow = true;
+      if (plain (v, &s, 1) == 0) {
+        stripe_debug ("replace: member %u: read at %" PRIu64 " failed on "
+                      "%s, served from %s",
+                      r->index, fl.a, r->old_path, r->new_path);
+        ops[k].err = 0;
+        ret = 0;
+        for (unsigned j = 0; j < nr; ++j)
+          if (ops[j].err) {
+            ret = -1;
+            err = ops[j].err;
+            break;
+          }
+      }
+    }
+  }
+
+  pthread_mutex_lock (&r->lock);
+  for (struct flight **p = &r->flights; *p; p = &(*p)->next)
+    if (*p == &fl) {
+      *p = fl.next;
+      break;
+    }
+  r->active--;
+  pthread_cond_broadcast (&r->cond);
+  pthread_mutex_unlock (&r->lock);
+  errno = err;
+  return ret;
+}
+
+/* ---- the copier ---- */
+
+static void
+add_lost (struct replace *r, uint64_t off, uint64_t len)
+{
+  if (r->nr_lost > 0) {
+    struct lost *l = &r->lost[r->nr_lost - 1];
+    if (l->offset + l->length == off) {
+      l->length += len;
+      return;
+    }
+  }
+  if (r->nr_lost == r->cap_lost) {
+    unsigned cap = r->cap_lost ? 2 * r->cap_lost : 16;
+    struct lost *n = realloc (r->lost, cap * sizeof *n);
+    if (n == NULL)
+      return; /* the count is still right in the error */
+    r->lost = n;
+    r->cap_lost = cap;
+  }
+  r->lost[r->nr_lost++] = (struct lost){ off, len };
+}
+
+/* Record old's unreadable block [mo, mo + len) as the volume's logical
+ * bytes.  Called with r->lock held.
+ */
+static void
+record_unreadable (struct replace *r, uint64_t mo, uint64_t len)
+{
+  const struct member *old = &r->v->members[r->index];
+  uint64_t logical;
+
+  /* A block lies in one chunk (chunks are multiples of 4 KiB). */
+  if (layout_unmap (&r->v->layout, r->index, mo - old->data_offset, &logical))
+    add_lost (r, logical, len);
+}
+
+/* Read [pos, pos + len) of old into buf: the whole, again, then block by
+ * block.  Unreadable blocks are recorded, and zeroed in buf.  Returns how
+ * many bytes were unreadable, or -1 on an error that is not a read error.
+ */
+static int64_t
+read_old (struct replace *r, uint8_t *buf, uint64_t pos, uint64_t len)
+{
+  struct member *old = &r->v->members[r->index];
+  int64_t bad = 0;
+
+  for (int t = 0; t < READ_TRIES - 1; ++t)
+    if (copy_io (r, old, OP_READ, buf, len, pos) == 0)
+      return 0;
+  for (uint64_t b = 0; b < len; b += BLOCK) {
+    uint64_t n = len - b < BLOCK ? len - b : BLOCK;
+    int t;
+    for (t = 0; t < READ_TRIES; ++t)
+      if (copy_io (r, old, OP_READ, buf + b, n, pos + b) == 0)
+        break;
+    if (t == READ_TRIES) {
+      memset (buf + b, 0, n);
+      pthread_mutex_lock (&r->lock);
+      record_unreadable (r, pos + b, n);
+      pthread_mutex_unlock (&r->lock);
+      bad += n;
+    }
+  }
+  return bad;
+}
+
+/* Keep the average at or below rate. */
+static void
+throttle (struct replace *r, uint64_t copied)
+{
+  uint64_t due, now;
+
+  if (r->rate == 0)
+    return;
+  due = r->t_start + (uint64_t) ((double) copied / r->rate * 1e9);
+  while ((now = now_ns ()) < due) {
+    uint64_t d = due - now > 100000000 ? 100000000 : due - now;
+    struct timespec ts = { 0, (long) d };
+    bool stop;
+    nanosleep (&ts, NULL);
+    pthread_mutex_lock (&r->lock);
+    stop = r->cancel || r->state != R_COPYING;
+    pthread_mutex_unlock (&r->lock);
+    if (stop)
+      return;
+  }
+}
+
+/* NEW's metadata: the member's header, or its md superblock. */
+static int
+write_new_metadata (struct replace *r, uint8_t member_uuid[16], char *why,
+                    size_t len)
+{
+  struct volume *v = r->v;
+
+  if (v->has_header) {
+    uint64_t events;
+    pthread_mutex_lock (&v->header_lock);
+    events = v->hdr.events;
+    pthread_mutex_unlock (&v->header_lock);
+    random_uuid (member_uuid);
+    return volume_write_header (v, r->index, &r->newm, member_uuid, events, 0,
+                                why, len);
+  }
+  if (v->md_sb) {
+    struct md_super *sb = malloc (sizeof *sb);
+    uint8_t *buf = malloc (MD_SUPER_BYTES);
+    uint64_t at = v->md_sb[r->index].super_offset * 512;
+    int ret = -1;
+
+    if (sb == NULL || buf == NULL) {
+      snprintf (why, len, "out of memory");
+      goto out;
+    }
+    *sb = v->md_sb[r->index];
+    random_uuid (sb->device_uuid);
+    sb->utime = (uint64_t) time (NULL);
+    if (sb->minor == 0) { /* 1.0: near the end, where NEW's end is */
+      if (!md_super_location (0, r->newm.size, &at)) {
+        snprintf (why, len, "too small for an md superblock");
+        goto out;
+      }
+      sb->super_offset = at / 512;
+    }
+    md_super_encode (sb, buf);
+    if (member_pwrite (&r->newm, buf, MD_SUPER_BYTES, at, why, len) == 0
+        && member_sync (&r->newm, why, len) == 0)
+      ret = 0;
+  out:
+    free (sb);
+    free (buf);
+    return ret;
+  }
+  return member_sync (&r->newm, why, len); /* no metadata: data only */
+}
+
+/* Old (now r->newm after the switch) is no longer a member: say so on it,
+ * best effort (it may be the dying device).
+ */
+static void
+mark_old (struct replace *r, const uint8_t old_uuid[16], uint64_t old_events)
+{
+  struct volume *v = r->v;
+  char why[256];
+
+  if (v->has_header) {
+    if (volume_write_header (v, r->index, &r->newm, old_uuid, old_events,
+                             HEADER_FLAG_REPLACED, why, sizeof why)
+        == -1)
+      stripe_error ("replace: member %u: could not mark %s replaced (%s); "
+                    "its generation is behind the volume's, so it is "
+                    "refused as stale anyway",
+                    r->index, r->old_path, why);
+  }
+  else if (v->md_sb) {
+    struct md_super *sb = malloc (sizeof *sb);
+    uint8_t *buf = malloc (MD_SUPER_BYTES);
+    if (sb && buf) {
+      *sb = v->md_sb[r->index];
+      if (sb->dev_number < sb->max_dev)
+        sb->dev_roles[sb->dev_number] = MD_ROLE_FAULTY;
+      sb->utime = (uint64_t) time (NULL);
+      md_super_encode (sb, buf);
+      if (member_pwrite (&r->newm, buf, MD_SUPER_BYTES,
+                         sb->super_offset * 512, why, sizeof why)
+            == -1
+          || member_sync (&r->newm, why, sizeof why) == -1)
+        stripe_error ("replace: member %u: could not mark %s faulty in its "
+                      "md superblock (%s)",
+                      r->index, r->old_path, why);
+    }
+    free (sb);
+    free (buf);
+  }
+}
+
+/* Copy done: hold the member's operations, flush, metadata, config,
+ * switch.  Returns with r->state DONE or FAILED.
+ */
+static void
+finish (struct replace *r)
+{
+  struct volume *v = r->v;
+  struct member *old = &v->members[r->index];
+  uint8_t old_uuid[16], new_uuid[16] = { 0 };
+  uint64_t old_events = 0;
+  char why[512];
+
+  pthread_mutex_lock (&r->lock);
+  if (r->state != R_COPYING) {
+    pthread_mutex_unlock (&r->lock);
+    return;
+  }
+  r->state = R_SWITCHING;
+  r->holding = true;
+  while (r->active > 0)
+    pthread_cond_wait (&r->cond, &r->lock);
+  pthread_mutex_unlock (&r->lock);
+
+  if (copy_io (r, old, OP_FLUSH, NULL, 0, 0) == -1)
+    stripe_error ("replace: member %u: flushing %s: %m (the copy is on %s "
+                  "already)",
+                  r->index, r->old_path, r->new_path);
+  if (copy_io (r, &r->newm, OP_FLUSH, NULL, 0, 0) == -1) {
+    pthread_mutex_lock (&r->lock);
+    fail_locked (r, "flushing the new member (%s): %m", r->new_path);
+    goto release;
+  }
+  pthread_mutex_lock (&v->header_lock);
+  memcpy (old_uuid, v->member_uuid[r->index], 16);
+  old_events = v->member_events[r->index];
+  pthread_mutex_unlock (&v->header_lock);
+  if (write_new_metadata (r, new_uuid, why, sizeof why) == -1) {
+    pthread_mutex_lock (&r->lock);
+    fail_locked (r, "writing the new member's metadata (%s): %s",
+                 r->new_path, why);
+    goto release;
+  }
+
+  if (replace_debug_crash == 1)
+    raise (SIGKILL);
+  /* The config: NEW in old's place (the volume assembles with whichever
+   * the config names from here on).
+   */
+  if (r->config) {
+    if (config_replace_member (r->config, r->index, r->old_path, r->new_path,
+                               why, sizeof why)
+        == 0)
+      r->config_updated = true;
+    else {
+      snprintf (r->config_note, sizeof r->config_note,
+                "%s not updated (%.200s): member %u must now be \"%.150s\"",
+                r->config, why, r->index, r->new_path);
+      stripe_error ("replace: %s", r->config_note);
+    }
+  }
+
+  if (replace_debug_crash == 2)
+    raise (SIGKILL);
+  /* The switch. */
+  pthread_mutex_lock (&v->swap_lock);
+  r->newm.data_offset = old->data_offset;
+  r->newm.need = old->need;
+  {
+    struct member tmp = *old;
+    *old = r->newm;
+    r->newm = tmp;
+  }
+  pthread_mutex_lock (&v->header_lock);
+  memcpy (v->member_uuid[r->index], new_uuid, 16);
+  v->member_events[r->index] = v->hdr.events;
+  pthread_mutex_unlock (&v->header_lock);
+  pthread_mutex_unlock (&v->swap_lock);
+  health_member_replaced (v->health, r->index, old->path);
+
+  pthread_mutex_lock (&r->lock);
+  r->state = R_DONE;
+  r->t_end = now_ns ();
+  r->holding = false;
+  pthread_cond_broadcast (&r->cond);
+  pthread_mutex_unlock (&r->lock);
+  atomic_store_explicit (&v->rep, NULL, memory_order_release);
+  stripe_error ("replace: member %u: %s replaced by %s (%" PRIu64 " bytes "
+                "copied in %.1f s)",
+                r->index, r->old_path, r->new_path, r->end - r->start,
+                (r->t_end - r->t_start) / 1e9);
+
+  /* Old is no longer a member: a new generation everywhere, and old
+   * marked (it stays at the old one).
+   */
+  volume_bump_generation (v, -1, "a member was replaced");
+  mark_old (r, old_uuid, old_events);
+  return;
+
+release:
+  r->holding = false;
+  pthread_cond_broadcast (&r->cond);
+  pthread_mutex_unlock (&r->lock);
+}
+
+static void *
+copier (void *arg)
+{
+  struct replace *r = arg;
+  struct volume *v = r->v;
+  uint8_t *buf = NULL;
+  uint64_t pos = r->start;
+
+  if (posix_memalign ((void **) &buf, 4096, WINDOW) != 0) {
+    pthread_mutex_lock (&r->lock);
+    fail_locked (r, "out of memory");
+    pthread_mutex_unlock (&r->lock);
+    goto end;
+  }
+  while (pos < r->end) {
+    uint64_t w = r->end - pos < WINDOW ? r->end - pos : WINDOW;
+    int64_t bad;
+    bool busy;
+
+    pthread_mutex_lock (&r->lock);
+    do {
+      busy = false;
+      if (r->cancel && r->state == R_COPYING) {
+        r->state = R_CANCELLED;
+        snprintf (r->error, sizeof r->error, "cancelled");
+      }
+      if (r->state != R_COPYING)
+        break;
+      for (struct flight *f = r->flights; f; f = f->next)
+        if (f->write && overlaps (f->a, f->b, pos, pos + w))
+          busy = true;
+      if (busy)
+        pthread_cond_wait (&r->cond, &r->lock);
+    } while (busy);
+    if (r->state != R_COPYING) {
+      pthread_mutex_unlock (&r->lock);
+      break;
+    }
+    r->win_a = pos;
+    r->win_b = pos + w;
+    pthread_mutex_unlock (&r->lock);
+
+    bad = read_old (r, buf, pos, w);
+    if (replace_debug_hold_ms > 0) {
+      struct timespec ts = { replace_debug_hold_ms / 1000,
+                             replace_debug_hold_ms % 1000 * 1000000L };
+      nanosleep (&ts, NULL);
+    }
+    if (bad > 0 && !r->skip_unreadable) {
+      pthread_mutex_lock (&r->lock);
+      r->win_a = r->win_b = 0;
+      fail_locked (r, "the member to replace (%s) has unreadable blocks: "
+                   "the copy stopped (--skip-unreadable copies the rest and "
+                   "lists what is lost)",
+                   r->old_path);
+      pthread_mutex_unlock (&r->lock);
+      break;
+    }
+    if (copy_io (r, &r->newm, OP_WRITE, buf, w, pos) == -1) {
+      int e = errno;
+      pthread_mutex_lock (&r->lock);
+      r->win_a = r->win_b = 0;
+      fail_locked (r, "the new member (%s) failed: write at offset %" PRIu64
+                   ": %s",
+                   r->new_path, pos, strerror (e));
+      pthread_mutex_unlock (&r->lock);
+      break;
+    }
+    pthread_mutex_lock (&r->lock);
+    r->watermark = pos + w;
+    r->win_a = r->win_b = 0;
+    pthread_cond_broadcast (&r->cond);
+    pthread_mutex_unlock (&r->lock);
+    pos += w;
+    throttle (r, pos - r->start);
+  }
+  if (pos >= r->end)
+    finish (r);
+
+end:
+  free (buf);
+  pthread_mutex_lock (&r->lock);
+  if (r->state == R_COPYING) /* out of memory before any window */
+    fail_locked (r, "stopped");
+  if (r->t_end == 0)
+    r->t_end = now_ns ();
+  pthread_mutex_unlock (&r->lock);
+  if (r->state != R_DONE) {
+    /* The volume goes on with old: no client reaches NEW any more once
+     * those in flight are done.
+     */
+    atomic_store_explicit (&v->rep, NULL, memory_order_release);
+    pthread_mutex_lock (&r->lock);
+    while (r->active > 0)
+      pthread_cond_wait (&r->cond, &r->lock);
+    pthread_mutex_unlock (&r->lock);
+    stripe_error ("replace: member %u (%s) not replaced by %s: %s", r->index,
+                  r->old_path, r->new_path, r->error);
+  }
+  /* NEW (or, after the switch, old) is closed; its claim goes with it. */
+  member_close (&r->newm);
+  r->newm_open = false;
+  return NULL;
+}
+
+/* ---- control ---- */
+
+/* Whether NEW holds metadata a user may want (an nbdstripe header, an md
+ * superblock) -- replace overwrites it only with force.
+ */
+static bool
+holds_metadata (struct member *m, char *what, size_t len)
+{
+  static const uint8_t md_magic[4] = { 0xfc, 0x4e, 0x2b, 0xa9 };
+  uint8_t buf[2 * HEADER_SIZE];
+  char why[128];
+  ssize_t n = member_pread (m, buf, sizeof buf, 0, false, why, sizeof why);
+
+  if (n >= 8 && memcmp (buf, HEADER_MAGIC, 8) == 0) {
+    snprintf (what, len, "holds an nbdstripe header");
+    return true;
+  }
+  if ((n >= 4 && memcmp (buf, md_magic, 4) == 0)
+      || (n >= (ssize_t) (HEADER_SIZE + 4)
+          && memcmp (buf + HEADER_SIZE, md_magic, 4) == 0)) {
+    snprintf (what, len, "holds an md superblock");
+    return true;
+  }
+  return false;
+}
+
+int
+replace_start (struct volume *v, const struct replace_params *p, char *why,
+               size_t len)
+{
+  struct replace *r = NULL;
+  struct member *old;
+  char reason[512];
+  uint64_t need;
+  int e;
+
+  pthread_mutex_lock (&v->replace_lock);
+  if (atomic_load (&v->rep) != NULL) {
+    snprintf (why, len, "a replace of member %u is running already",
+              atomic_load (&v->rep)->index);
+    goto refuse;
+  }
+  if (v->readonly) {
+    snprintf (why, len, "the volume is served read-only");
+    goto refuse;
+  }
+  if (p->index >= v->nr_members) {
+    snprintf (why, len, "no member %u: the volume has %u (0 to %u)",
+              p->index, v->nr_members, v->nr_members - 1);
+    goto refuse;
+  }
+  old = &v->members[p->index];
+  r = calloc (1, sizeof *r);
+  if (r == NULL) {
+    snprintf (why, len, "out of memory");
+    goto refuse;
+  }
+  r->v = v;
+  r->index = p->index;
+  r->rate = p->rate;
+  r->skip_unreadable = p->skip_unreadable;
+  r->old_path = strdup (old->path);
+  r->new_path = strdup (p->new_path);
+  r->config = p->config ? strdup (p->config) : NULL;
+  if (r->old_path == NULL || r->new_path == NULL
+      || (p->config && r->config == NULL)) {
+    snprintf (why, len, "out of memory");
+    goto refuse;
+  }
+  if (member_open (&r->newm, p->index, p->new_path, &old->params, reason,
+                   sizeof reason)
+      == -1) {
+    snprintf (why, len, "%s: %s", p->new_path, reason);
+    goto refuse;
+  }
+  r->newm_open = true;
+  for (unsigned j = 0; j < v->nr_members; ++j) {
+    char how[512];
+    if (identity_alias (&v->members[j].id, &r->newm.id, how, sizeof how)) {
+      if (j == p->index)
+        snprintf (why, len, "%s is member %u itself (%s)", p->new_path, j,
+                  how);
+      else
+        snprintf (why, len, "%s and member %u (%s) are %s", p->new_path, j,
+                  v->members[j].path, how);
+      goto refuse;
+    }
+  }
+  need = old->need;
+  if (v->md_sb && v->md_sb[p->index].minor == 0) {
+    /* 1.0 keeps its superblock past the data, near the end. */
+    uint64_t at;
+    if (!md_super_location (0, r->newm.size, &at) || at < need) {
+      snprintf (why, len, "%s: %" PRIu64 " bytes: too small for member %u's "
+                "data (%" PRIu64 " bytes) and its md 1.0 superblock after it",
+                p->new_path, r->newm.size, p->index, need);
+      goto refuse;
+    }
+  }
+  if (r->newm.size < need) {
+    snprintf (why, len, "%s: %" PRIu64 " bytes: member %u needs %" PRIu64
+              " (its data offset and data)",
+              p->new_path, r->newm.size, p->index, need);
+    goto refuse;
+  }
+  if (!p->force && holds_metadata (&r->newm, reason, sizeof reason)) {
+    snprintf (why, len, "%s %s: refusing to overwrite it (force)",
+              p->new_path, reason);
+    goto refuse;
+  }
+  if (member_claim (&r->newm, reason, sizeof reason) == -1) {
+    snprintf (why, len, "%s: %s", p->new_path, reason);
+    goto refuse;
+  }
+  if (member_start (&r->newm) == -1) {
+    snprintf (why, len, "%s: cannot start: %m", p->new_path);
+    goto refuse;
+  }
+  /* NEW holds no metadata until the end: a copy cut short (a crash) is
+   * never taken for a member.
+   */
+  {
+    uint64_t clear = old->data_offset < 2 * HEADER_SIZE ? old->data_offset
+                                                       : 2 * HEADER_SIZE;
+    static const uint8_t zeros[2 * HEADER_SIZE];
+    if (clear > 0
+        && (member_pwrite (&r->newm, zeros, clear, 0, reason, sizeof reason)
+              == -1
+            || member_sync (&r->newm, reason, sizeof reason) == -1)) {
+      snprintf (why, len, "%s: %s", p->new_path, reason);
+      goto refuse;
+    }
+  }
+
+  r->start = old->data_offset;
+  r->end = old->need;
+  r->watermark = r->start;
+  r->state = R_COPYING;
+  r->t_start = now_ns ();
+  pthread_mutex_init (&r->lock, NULL);
+  pthread_cond_init (&r->cond, NULL);
+  r->next = v->replaces;
+  v->replaces = r;
+  atomic_store_explicit (&v->rep, r, memory_order_release);
+  e = pthread_create (&r->thread, NULL, copier, r);
+  if (e != 0) {
+    atomic_store (&v->rep, NULL);
+    pthread_mutex_lock (&r->lock);
+    fail_locked (r, "cannot start the copier: %s", strerror (e));
+    pthread_mutex_unlock (&r->lock);
+    member_close (&r->newm);
+    r->newm_open = false;
+    snprintf (why, len, "cannot start the copier: %s", strerror (e));
+    pthread_mutex_unlock (&v->replace_lock);
+    return -1;
+  }
+  r->thread_started = true;
+  pthread_mutex_unlock (&v->replace_lock);
+  stripe_error ("replace: member %u: copying %s to %s (%" PRIu64 " bytes)",
+                r->index, r->old_path, r->new_path, r->end - r->start);
+  return 0;
+
+refuse:
+  if (r) {
+    if (r->newm_open)
+      member_close (&r->newm);
+    free (r->old_path);
+    free (r->new_path);
+    free (r->config);
+    free (r);
+  }
+  pthread_mutex_unlock (&v->replace_lock);
+  return -1;
+}
+
+int
+replace_cancel (struct volume *v, char *why, size_t len)
+{
+  struct replace *r;
+
+  pthread_mutex_lock (&v->replace_lock);
+  r = atomic_load (&v->rep);
+  if (r == NULL) {
+    pthread_mutex_unlock (&v->replace_lock);
+    snprintf (why, len, "no replace is running");
+    return -1;
+  }
+  pthread_mutex_lock (&r->lock);
+  if (r->state != R_COPYING) {
+    pthread_mutex_unlock (&r->lock);
+    pthread_mutex_unlock (&v->replace_lock);
+    snprintf (why, len, "too late: the replace is %s",
+              state_names[r->state]);
+    return -1;
+  }
+  r->cancel = true;
+  pthread_cond_broadcast (&r->cond);
+  pthread_mutex_unlock (&r->lock);
+  pthread_mutex_unlock (&v->replace_lock);
+  return 0;
+}
+
+int
+replace_wait (struct volume *v)
+{
+  struct replace *r;
+  enum state s;
+
+  pthread_mutex_lock (&v->replace_lock);
+  r = v->replaces;
+  pthread_mutex_unlock (&v->replace_lock);
+  if (r == NULL || !r->thread_started)
+    return -1;
+  pthread_join (r->thread, NULL);
+  r->thread_started = false;
+  pthread_mutex_lock (&r->lock);
+  s = r->state;
+  pthread_mutex_unlock (&r->lock);
+  return s == R_DONE ? 0 : -1;
+}
+
+struct json_object *
+replace_status (struct volume *v)
+{
+  struct json_object *o, *lost;
+  struct replace *r;
+  uint64_t now = now_ns (), copied, total, elapsed;
+  double rate;
+
+  pthread_mutex_lock (&v->replace_lock);
+  r = v->replaces;
+  pthread_mutex_unlock (&v->replace_lock);
+  if (r == NULL)
+    return NULL;
+  o = json_object_new_object ();
+  pthread_mutex_lock (&r->lock);
+  copied = r->watermark - r->start;
+  total = r->end - r->start;
+  elapsed = (r->t_end ? r->t_end : now) - r->t_start;
+  rate = elapsed ? copied / (elapsed / 1e9) : 0;
+  json_put (o, "state", json_text (state_names[r->state]));
+  json_put (o, "member", json_object_new_int64 (r->index));
+  json_put (o, "old", json_text (r->old_path));
+  json_put (o, "new", json_text (r->new_path));
+  json_put (o, "bytes_copied", json_u64 (copied));
+  json_put (o, "bytes_total", json_u64 (total));
+  json_put (o, "rate", json_object_new_double (rate));
+  if (r->state == R_COPYING && rate > 0)
+    json_put (o, "eta_seconds",
+              json_object_new_double ((total - copied) / rate));
+  json_put (o, "elapsed_seconds", json_object_new_double (elapsed / 1e9));
+  if (r->error[0])
+    json_put (o, "error", json_text (r->error));
+  lost = json_object_new_array ();
+  for (unsigned i = 0; i < r->nr_lost; ++i) {
+    struct json_object *l = json_object_new_object ();
+    json_put (l, "offset", json_u64 (r->lost[i].offset));
+    json_put (l, "length", json_u64 (r->lost[i].length));
+    json_object_array_add (lost, l);
+  }
+  json_put (o, "unreadable", lost);
+  if (r->config) {
+    json_put (o, "config", json_text (r->config));
+    json_put (o, "config_updated", json_object_new_boolean (r->config_updated));
+    if (r->config_note[0])
+      json_put (o, "config_note", json_text (r->config_note));
+  }
+  pthread_mutex_unlock (&r->lock);
+  return o;
+}
+
+void
+replace_free (struct volume *v)
+{
+  struct replace *r = atomic_load (&v->rep);
+
+  if (r) {
+    pthread_mutex_lock (&r->lock);
+    r->cancel = true;
+    pthread_cond_broadcast (&r->cond);
+    pthread_mutex_unlock (&r->lock);
+  }
+  while ((r = v->replaces) != NULL) {
+    v->replaces = r->next;
+    if (r->thread_started)
+      pthread_join (r->thread, NULL);
+    pthread_mutex_destroy (&r->lock);
+    pthread_cond_destroy (&r->cond);
+    free (r->old_path);
+    free (r->new_path);
+    free (r->config);
+    free (r->lost);
+    free (r);
+  }
+}
