@@ -4,8 +4,8 @@
  * error, a refusal, a member that has failed), LOG_WARNING for what is
  * worse than it should be but still serving (a member slow, full or
  * failing, a member dropped out of the volume), LOG_NOTICE for what is
- * well again (a member back to ok), LOG_INFO for the server starting and
- * stopping; stripe_debug for the rest (nbdkit -v).
+ * well again (a member back to ok, a replace done), LOG_INFO for the
+ * server starting and stopping and a replace starting; stripe_debug for the rest (nbdkit -v).
  *
  * The engine does not know where lines go: the plugin points
  * stripe_log_vline at nbdkit's sink (stripe.c: as nbdkit would, to

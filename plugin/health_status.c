@@ -504,8 +504,11 @@ health_write_status (struct health *h, bool running)
                       h->p.prometheus_file);
       h->prom_err_logged = true;
     }
-    else
+    else if (h->prom_err_logged) {
+      stripe_notice ("health: Prometheus file %s written again",
+                     h->p.prometheus_file);
       h->prom_err_logged = false;
+    }
   }
   free (json);
   free (prom);
