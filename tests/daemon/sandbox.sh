@@ -55,9 +55,12 @@ fi
 r_tcp s2 file "$D_TMP/b2" || d_fail "cannot start the remote member's server"
 members+=("$R_URI")
 remote_pid=$R_PID
+# The hook's lines go to a log and to a FIFO the test waits on.
+mkfifo "$D_TMP/hook.fifo"
 cat >"$D_TMP/hook.sh" <<HOOK
 #!/bin/sh
 echo "\$@" >>"$D_TMP/hook.log"
+echo "\$@" >"$D_TMP/hook.fifo"
 HOOK
 chmod +x "$D_TMP/hook.sh"
 sock=$D_TMP/vol.sock
@@ -121,11 +124,19 @@ fi
 
 d_log "the remote member's server killed: the member fails, on_change runs"
 kill -KILL "$remote_pid"
-for ((i = 0; i < 100; i++)); do
-  # A read of member 2's first chunk (logical chunk 2) meets the dead server.
-  nbdcopy "$uri" - 2>/dev/null | head -c 1 >/dev/null
-  grep -q MemberFailed "$D_TMP/hook.log" 2>/dev/null && break
-  sleep 0.1
+# Held open read-write: the hook's open never blocks, nor do its lines
+# get lost between two reads.
+exec {HFD}<>"$D_TMP/hook.fifo"
+for ((i = 0; i < 30; i++)); do
+  # A read of the whole volume meets the dead server (member 2); each
+  # request is answered within io_timeout, then the hook's event is waited
+  # for (the read returns as soon as a line comes).
+  nbdcopy "$uri" - 2>/dev/null | cat >/dev/null
+  got=
+  while read -r -t 2 -u "$HFD" line; do
+    [[ $line == MemberFailed* ]] && { got=1; break; }
+  done
+  [[ -n $got ]] && break
 done
 grep -q "MemberFailed sb0 2 " "$D_TMP/hook.log" 2>/dev/null &&
   d_ok "on_change ran: $(head -1 "$D_TMP/hook.log")" ||

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Socket activation, as nbdstripe@.socket starts nbdstripe@.service:
-# `systemd-socket-activate -l SOCKET nbdstripe serve --foreground CONFIG`
-# (it listens, and at the first connection execs serve with the socket as
-# fd 3, LISTEN_FDS=1 and LISTEN_PID its own pid).
+# `tests/lib/socket_activate.py SOCKET nbdstripe serve --foreground CONFIG`
+# (it listens, says so, and at the first connection execs serve with the
+# socket as fd 3, LISTEN_FDS=1 and LISTEN_PID its own pid, as systemd and
+# systemd-socket-activate(1) do).
 #
 # - A client that connects before any server runs is served: nbdinfo
 #   waits in the socket's queue while serve checks the volume and execs
@@ -19,8 +20,8 @@
 #   parent) is not for serve: it serves the config's socket itself.
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo cmp setsid
-command -v systemd-socket-activate >/dev/null ||
-  d_skip "systemd-socket-activate is not installed (package systemd)"
+[[ -x /usr/bin/python3 ]] || d_skip "/usr/bin/python3 is missing"
+activate=$(dirname "$0")/../lib/socket_activate.py
 
 M=$((1024 * 1024))
 m=("$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2")
@@ -31,24 +32,24 @@ d_run create d_ns create vol.conf
 [[ $D_RC -eq 0 ]] || d_fail "create failed"
 d_random "$D_TMP/src" $((6 * M))
 
-# wait_socket PATH: until something listens at PATH (bounded).
-wait_socket ()
+# activated NAME SOCKET ARGS...: socket_activate.py SOCKET nbdstripe
+# ARGS... in the background (ACT: its pid, serve's and then nbdkit's),
+# once it listens; stderr in $D_TMP/NAME.err.
+activated ()
 {
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -S $1 ]] && return 0
-    sleep 0.05
-  done
-  return 1
+  local name=$1 sock=$2 line
+  shift 2
+  exec {AFD}< <(exec setsid /usr/bin/python3 "$activate" "$sock" \
+                  "${D_PRE[@]}" "$NBDSTRIPE" "$@" 2>"$D_TMP/$name.err" </dev/null)
+  ACT=$!
+  D_BGPIDS+=("$ACT")
+  read -r -t 10 -u "$AFD" line && [[ $line == listening ]] ||
+    { cat "$D_TMP/$name.err" >&2; d_fail "nothing listens at $sock"; }
 }
 
-d_log "systemd-socket-activate -l $asock nbdstripe serve --foreground vol.conf"
-setsid systemd-socket-activate -l "$asock" \
-  "${D_PRE[@]}" "$NBDSTRIPE" serve --foreground vol.conf \
-  >"$D_TMP/act.out" 2>"$D_TMP/act.err" </dev/null &
-act=$!
-D_BGPIDS+=("$act")
-wait_socket "$asock" || { cat "$D_TMP/act.err" >&2; d_fail "nothing listens at $asock"; }
+d_log "socket_activate.py $asock nbdstripe serve --foreground vol.conf"
+activated act "$asock" serve --foreground vol.conf
+act=$ACT
 uri="nbd+unix:///?socket=$asock"
 size=$(timeout 60 nbdinfo --size "$uri") ||
   { cat "$D_TMP/act.err" >&2; d_fail "nbdinfo through the passed socket failed"; }
@@ -89,12 +90,8 @@ d_stop "$D_SERVER_PID"
 
 d_log "activated without --foreground: the same"
 asock2=$D_TMP/act2.sock
-setsid systemd-socket-activate -l "$asock2" \
-  "${D_PRE[@]}" "$NBDSTRIPE" serve vol.conf \
-  >"$D_TMP/act2.out" 2>"$D_TMP/act2.err" </dev/null &
-act2=$!
-D_BGPIDS+=("$act2")
-wait_socket "$asock2" || d_fail "nothing listens at $asock2"
+activated act2 "$asock2" serve vol.conf
+act2=$ACT
 size=$(timeout 60 nbdinfo --size "nbd+unix:///?socket=$asock2") ||
   { cat "$D_TMP/act2.err" >&2; d_bad "nbdinfo through the passed socket failed"; }
 exe=$(readlink "/proc/$act2/exe")
