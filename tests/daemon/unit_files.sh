@@ -5,6 +5,8 @@
 # - nbdstripe@.service runs the nbdstripe of the install prefix
 #   (NBDSTRIPE_SBINDIR, CMake's CMAKE_INSTALL_FULL_SBINDIR): ExecStart is
 #   that path, nothing of the template is left unsubstituted.
+# - Type=notify, NotifyAccess=main, Restart=on-failure, StartLimit* in
+#   [Unit], no systemd-udev-settle; the socket on /run/nbdstripe/%i.sock.
 # - With ExecStart pointing at the nbdstripe under test, `systemd-analyze
 #   verify` of an instance of the service and of the socket prints nothing
 #   and exits 0: no unknown key, no bad value, an executable that exists,
@@ -29,6 +31,26 @@ want="ExecStart=$NBDSTRIPE_SBINDIR/nbdstripe serve --foreground /etc/nbdstripe/%
 grep -q -x -F -- "$want" "$service" && d_ok "$want" ||
   d_bad "the generated unit does not say: $want"
 grep -n '@[A-Za-z_]*@' "$service" && d_bad "placeholders left in $service"
+
+# What the service must say (#16): readiness from the server itself
+# (Type=notify, the main process's messages only), restarts on failure
+# bounded by a start limit in [Unit] (a volume that cannot be assembled
+# is left failed), no wait for udev to settle.
+unit_key ()
+{
+  sed -n "/^\[$1\]/,/^\[/p" "$service" | grep -q -x -F -- "$2"
+}
+for kv in "Service:Type=notify" "Service:NotifyAccess=main" \
+          "Service:Restart=on-failure" "Unit:StartLimitIntervalSec=5min" \
+          "Unit:StartLimitBurst=5"; do
+  unit_key "${kv%%:*}" "${kv#*:}" && d_ok "[${kv%%:*}] ${kv#*:}" ||
+    d_bad "the service's [${kv%%:*}] section does not say ${kv#*:}"
+done
+grep -v '^#' "$service" | grep -q 'udev-settle' &&
+  d_bad "the service waits for systemd-udev-settle" || d_ok "no udev-settle"
+grep -q -x 'ListenStream=/run/nbdstripe/%i.sock' "$socket" &&
+  d_ok "the socket listens on /run/nbdstripe/%i.sock" ||
+  d_bad "the socket unit does not listen on /run/nbdstripe/%i.sock"
 
 d_log "systemd-analyze verify"
 mkdir -p "$D_TMP/units" "$D_TMP/man/man8" "$D_TMP/man/man1"
