@@ -41,7 +41,7 @@ load_config (const char *path, struct stripe_config *cfg)
   char err[1024];
 
   if (config_load (path, cfg, err, sizeof err) == -1) {
-    fprintf (stderr, "nbdstripe: %s\n", err);
+    fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR), err);
     return -1;
   }
   return 0;
@@ -51,7 +51,8 @@ void
 print_config_warnings (const struct stripe_config *cfg)
 {
   for (unsigned i = 0; i < cfg->nr_warnings; ++i)
-    fprintf (stderr, "nbdstripe: WARNING: %s\n", cfg->warnings[i]);
+    fprintf (stderr, "%snbdstripe: WARNING: %s\n",
+             log_journal_prefix (LOG_WARNING), cfg->warnings[i]);
 }
 
 const char *

@@ -11,6 +11,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,31 @@
 
 #include "log.h"
 #include "nbdstripe.h"
+
+/* One line of serve's own on stderr (format ends in "\n"), as before but
+ * for the "<N>" that gives it its priority when stderr is the journal
+ * (log.h): under nbdstripe@.service a start that fails says why at
+ * LOG_ERR.  errno is kept for %m.
+ */
+static void serve_line (int priority, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+static void
+serve_line (int priority, const char *fmt, ...)
+{
+  int saved = errno;
+  const char *head = log_journal_prefix (priority);
+  va_list args;
+
+  flockfile (stderr);
+  fputs (head, stderr);
+  errno = saved;
+  va_start (args, fmt);
+  vfprintf (stderr, fmt, args);
+  va_end (args);
+  funlockfile (stderr);
+  errno = saved;
+}
 
 /* The plugin to give nbdkit: $NBDSTRIPE_PLUGIN, else the one next to this
  * binary in a build tree, else the installed one.
@@ -64,7 +90,7 @@ make_parent_dir (const char *file)
     return -1;
   dir = dirname (copy);
   if (mkdir (dir, 0755) == -1 && errno != EEXIST) {
-    fprintf (stderr, "nbdstripe: mkdir %s: %m\n", dir);
+    serve_line (LOG_ERR, "nbdstripe: mkdir %s: %m\n", dir);
     r = -1;
   }
   free (copy);
@@ -111,12 +137,12 @@ describe_passed_socket (const struct stripe_config *cfg, unsigned n)
       && sun.sun_family == AF_UNIX && sun.sun_path[0] == '/')
     snprintf (where, sizeof where, " (%.*s)", (int) sizeof sun.sun_path,
               sun.sun_path);
-  fprintf (stderr, "nbdstripe: serving '%s' on %u socket(s) from systemd%s\n",
+  serve_line (LOG_INFO, "nbdstripe: serving '%s' on %u socket(s) from systemd%s\n",
            cfg->name, n, where);
   if (where[0] && cfg->serve.socket
       && strncmp (sun.sun_path, cfg->serve.socket, sizeof sun.sun_path) != 0)
-    fprintf (stderr,
-             "nbdstripe: warning: %s: serve.socket is %s, but systemd "
+    serve_line (LOG_WARNING,
+                "nbdstripe: warning: %s: serve.socket is %s, but systemd "
              "passed %s\n",
              cfg->path, cfg->serve.socket, sun.sun_path);
 }
@@ -143,7 +169,7 @@ clear_stale_socket (const char *path)
   r = connect (fd, (struct sockaddr *) &sun, sizeof sun);
   close (fd);
   if (r == 0) {
-    fprintf (stderr, "nbdstripe: %s: a server is already listening there\n",
+    serve_line (LOG_ERR, "nbdstripe: %s: a server is already listening there\n",
              path);
     return -1;
   }
@@ -166,22 +192,22 @@ run_until_pidfile (const char *const *args, const char *pidfile)
   pid_t pid;
 
   if (unlink (pidfile) == -1 && errno != ENOENT) {
-    fprintf (stderr, "nbdstripe: %s: %m\n", pidfile);
+    serve_line (LOG_ERR, "nbdstripe: %s: %m\n", pidfile);
     return 1;
   }
   pid = fork ();
   if (pid == -1) {
-    fprintf (stderr, "nbdstripe: fork: %m\n");
+    serve_line (LOG_ERR, "nbdstripe: fork: %m\n");
     return 1;
   }
   if (pid == 0) {
     execvp ("nbdkit", (char **) args);
-    fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+    serve_line (LOG_ERR, "nbdstripe: cannot run nbdkit: %m\n");
     _exit (127);
   }
   while (waitpid (pid, &status, 0) == -1)
     if (errno != EINTR) {
-      fprintf (stderr, "nbdstripe: waitpid: %m\n");
+      serve_line (LOG_ERR, "nbdstripe: waitpid: %m\n");
       return 1;
     }
   if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
@@ -198,7 +224,7 @@ run_until_pidfile (const char *const *args, const char *pidfile)
       if (n == 1 && server > 0) {
         if (kill ((pid_t) server, 0) == 0 || errno == EPERM)
           return 0;
-        fprintf (stderr,
+        serve_line (LOG_ERR,
                  "nbdstripe: the server (pid %ld) exited at once "
                  "(see the system log)\n",
                  server);
@@ -207,7 +233,7 @@ run_until_pidfile (const char *const *args, const char *pidfile)
     }
     nanosleep (&pause, NULL);
   }
-  fprintf (stderr,
+  serve_line (LOG_ERR,
            "nbdstripe: nbdkit did not write its pidfile %s within "
            "60 s\n",
            pidfile);
@@ -273,7 +299,7 @@ cmd_serve (int argc, char **argv)
 #define ADDF(...)                                                             \
   do {                                                                        \
     if (asprintf (&owned[nowned], __VA_ARGS__) == -1) {                       \
-      fprintf (stderr,                                                        \
+      serve_line (LOG_ERR,                                                    \
                "nbdstripe: %s: cannot build nbdkit's command line: %m\n",     \
                cfg.path);                                                     \
       goto err;                                                               \
@@ -337,7 +363,7 @@ cmd_serve (int argc, char **argv)
      */
     char *abs = realpath (cfg.path, NULL);
     if (abs == NULL) {
-      fprintf (stderr, "nbdstripe: %s: %m\n", cfg.path);
+      serve_line (LOG_ERR, "nbdstripe: %s: %m\n", cfg.path);
       goto err;
     }
     owned[nowned++] = abs;
@@ -348,10 +374,10 @@ cmd_serve (int argc, char **argv)
   if (activated)
     describe_passed_socket (&cfg, activated);
   else if (cfg.serve.socket)
-    fprintf (stderr, "nbdstripe: serving '%s' on %s\n", cfg.name,
+    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s\n", cfg.name,
              cfg.serve.socket);
   else
-    fprintf (stderr, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
+    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
              cfg.serve.address, cfg.serve.port);
   fflush (stderr);
   if (!foreground && cfg.serve.pidfile) {
@@ -362,7 +388,7 @@ cmd_serve (int argc, char **argv)
     return r;
   }
   execvp ("nbdkit", (char **) args);
-  fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+  serve_line (LOG_ERR, "nbdstripe: cannot run nbdkit: %m\n");
 err:
   for (unsigned i = 0; i < nowned; ++i)
     free (owned[i]);

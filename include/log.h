@@ -64,6 +64,11 @@ extern const char *log_priority_name (int priority);
  */
 extern bool log_stderr_is_journal (void);
 
+/* "<N>" when stderr is the journal, else "": for a line of another form
+ * than log_vstderr's (nbdstripe serve's own).
+ */
+extern const char *log_journal_prefix (int priority);
+
 /* One line on stderr, written at once (never interleaved with nbdkit's
  * own): "<N>" when stderr is the journal, then "PREFIX: LEVEL: MESSAGE".
  */

@@ -127,6 +127,17 @@ log_stderr_is_journal (void)
   return (uintmax_t) st.st_dev == dev && (uintmax_t) st.st_ino == ino;
 }
 
+const char *
+log_journal_prefix (int priority)
+{
+  static const char *const head[] = { "<0>", "<1>", "<2>", "<3>",
+                                      "<4>", "<5>", "<6>", "<7>" };
+
+  if (priority < LOG_EMERG || priority > LOG_DEBUG)
+    priority = LOG_ERR;
+  return log_stderr_is_journal () ? head[priority] : "";
+}
+
 void
 log_vstderr (int priority, const char *prefix, const char *fmt, va_list args)
 {

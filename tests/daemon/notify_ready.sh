@@ -7,9 +7,13 @@
 #   unit's main process, as NotifyAccess=main wants), with a STATUS
 #   naming the volume; at that moment a client connects at once.
 # - SIGTERM: STOPPING=1 from the same pid, exit 0.
-# - A start that fails sends no READY=1: serve's check refusing (a missing
-#   member), and nbdkit failing after serve's check passed (its TCP port
-#   is taken) -- both exit non-zero, which systemd reports as a failed
+# - Every line of serve's and of the plugin's starts with its priority,
+#   stderr standing for the journal: the start and stop info, the reason
+#   a start fails an error.
+# - A start that fails sends no READY=1: a second serve of a volume whose
+#   socket is served already, serve's check refusing (a missing
+#   member), nbdkit failing after serve's check passed (its TCP port is
+#   taken), a config that cannot be loaded -- all exit non-zero, which systemd reports as a failed
 #   start.
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdinfo setsid
@@ -40,11 +44,16 @@ next_message ()
   return 0
 }
 
-# serve_fg NAME CONFIG: serve --foreground in the background (SERVER).
+# serve_fg NAME CONFIG: serve --foreground in the background (SERVER),
+# its stderr $D_TMP/NAME.err standing for the journal (JOURNAL_STREAM
+# names it, as systemd does for StandardError=journal: lines start with
+# their priority, "<N>").
 serve_fg ()
 {
-  NOTIFY_SOCKET=$notify setsid "${D_PRE[@]}" "$NBDSTRIPE" serve --foreground "$2" \
-    >"$D_TMP/$1.out" 2>"$D_TMP/$1.err" </dev/null &
+  : >"$D_TMP/$1.err"
+  NOTIFY_SOCKET=$notify JOURNAL_STREAM=$(stat -c '%d:%i' "$D_TMP/$1.err") \
+    setsid "${D_PRE[@]}" "$NBDSTRIPE" serve --foreground "$2" \
+    >"$D_TMP/$1.out" 2>>"$D_TMP/$1.err" </dev/null &
   SERVER=$!
   D_BGPIDS+=("$SERVER")
 }
@@ -60,14 +69,7 @@ size=$(timeout 5 nbdinfo --size "nbd+unix:///?socket=$sock" 2>&1)
 [[ $MSG_PID == "$SERVER" ]] && d_ok "sent by serve's own pid $SERVER (nbdkit)" ||
   d_bad "sent by pid $MSG_PID, serve ran as $SERVER"
 next_message 0.5 && d_bad "an unexpected message: $MSG"
-
-kill -TERM "$SERVER"
-rc=0
-wait "$SERVER" || rc=$?
-[[ $rc -eq 0 ]] && d_ok "exit 0 on SIGTERM" || d_bad "exit $rc on SIGTERM"
-next_message 5 && [[ $MSG == STOPPING=1 && $MSG_PID == "$SERVER" ]] &&
-  d_ok "STOPPING=1 on the way out" || d_bad "no STOPPING=1 from $SERVER (got '${MSG-}')"
-sed 's/^/   good | /' "$D_TMP/good.err"
+good=$SERVER
 
 # no_ready NAME: the server SERVER must exit non-zero with no message.
 no_ready ()
@@ -79,10 +81,35 @@ no_ready ()
   sed "s/^/   $1 | /" "$D_TMP/$1.err"
 }
 
+# has_line NAME WHAT REGEX: a line of NAME.err matches (grep -E, whole).
+has_line ()
+{
+  grep -E -q -x -- "$3" "$D_TMP/$1.err" && d_ok "$1: $2" ||
+    d_bad "$1: $2: no line matches $3"
+}
+
+d_log "a second serve of the same volume: its socket is served already"
+serve_fg again vol.conf
+no_ready again
+has_line again "why, at error" "<3>nbdstripe: error: member 0 .*in use by nbdkit .*"
+
+SERVER=$good
+kill -TERM "$SERVER"
+rc=0
+wait "$SERVER" || rc=$?
+[[ $rc -eq 0 ]] && d_ok "exit 0 on SIGTERM" || d_bad "exit $rc on SIGTERM"
+next_message 5 && [[ $MSG == STOPPING=1 && $MSG_PID == "$SERVER" ]] &&
+  d_ok "STOPPING=1 on the way out" || d_bad "no STOPPING=1 from $SERVER (got '${MSG-}')"
+sed 's/^/   good | /' "$D_TMP/good.err"
+has_line good "serve's own line, at info" "<6>nbdstripe: serving 'nt0' on .*"
+has_line good "the plugin's start, at info" "<6>nbdkit: stripe: info: volume 'nt0': serving .*"
+has_line good "the plugin's stop, at info" "<6>nbdkit: stripe: info: volume 'nt0': stopping"
+
 d_log "serve's check refuses: a member is missing"
 d_conf missing.conf nt0 64K "socket = \"$sock\";" "${m[0]}" "$D_TMP/nowhere"
 serve_fg missing missing.conf
 no_ready missing
+has_line missing "why, at error" "<3>nbdstripe: error: .*nowhere.*"
 
 d_log "nbdkit fails after serve's check: its TCP port is taken"
 port=$("$DAEMON_HELPER" free-port) || d_fail "no free TCP port"
@@ -90,5 +117,12 @@ d_nbdkit_start busy -i 127.0.0.1 -p "$port" memory 1M || d_fail "cannot hold por
 d_conf tcp.conf nt0 64K "address = \"127.0.0.1\"; port = $port; tls = \"off\";" "${m[@]}"
 serve_fg tcp tcp.conf
 no_ready tcp
+has_line tcp "the config's warning, at warning" '<4>nbdstripe: WARNING: .*serve\.tls: "off" on TCP .*'
+
+d_log "a config that cannot be loaded"
+printf 'volume = {\n' >"$D_TMP/broken.conf"
+serve_fg broken "$D_TMP/broken.conf"
+no_ready broken
+has_line broken "why, at error" "<3>nbdstripe: .*broken\.conf.*"
 d_expect_err tcp "$port"
 d_done

@@ -109,6 +109,25 @@ log_no_prefix_when_journal_stream_names_another_file (void **state)
   assert_string_equal (captured (), "nbdstripe: notice: ok\n");
 }
 
+/* serve's own lines: the prefix alone, "" outside the journal. */
+static void
+log_journal_prefix_is_the_priority_in_the_journal_only (void **state)
+{
+  (void) state;
+  capture (THIS_FILE);
+  assert_string_equal (log_journal_prefix (LOG_ERR), "<3>");
+  assert_string_equal (log_journal_prefix (LOG_WARNING), "<4>");
+  assert_string_equal (log_journal_prefix (LOG_INFO), "<6>");
+  assert_string_equal (log_journal_prefix (99), "<3>");
+  captured ();
+  capture (OTHER_FILE);
+  assert_string_equal (log_journal_prefix (LOG_ERR), "");
+  captured ();
+  capture (NOT_SET);
+  assert_string_equal (log_journal_prefix (LOG_INFO), "");
+  captured ();
+}
+
 static void
 log_malformed_journal_stream_is_not_the_journal (void **state)
 {
@@ -157,6 +176,7 @@ main (int argc, char **argv)
     cmocka_unit_test (log_journal_lines_start_with_their_priority),
     cmocka_unit_test (log_no_prefix_when_journal_stream_is_unset),
     cmocka_unit_test (log_no_prefix_when_journal_stream_names_another_file),
+    cmocka_unit_test (log_journal_prefix_is_the_priority_in_the_journal_only),
     cmocka_unit_test (log_malformed_journal_stream_is_not_the_journal),
     cmocka_unit_test (log_percent_m_reads_errno_and_keeps_it),
     cmocka_unit_test (log_priority_names),
