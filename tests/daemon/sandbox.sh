@@ -21,6 +21,8 @@
 # - the I/O path is io_uring's (the server holds io_uring rings: the
 #   filter lets io_uring_setup through, not EPERM and the portable path);
 # - the loop device is held exclusively (a second O_EXCL open: EBUSY);
+# - nbdstripe replace of member 0 (copy, NEW's header, the config
+#   rewritten, the switch) works, data intact;
 # - the remote member's server killed: the member fails and the on_change
 #   program runs (spawned under the filter);
 # - SIGTERM: exit 0.
@@ -121,6 +123,18 @@ except OSError as e:
   [[ $r == 16 ]] && d_ok "the loop device is held exclusively (EBUSY)" ||
     d_bad "a second O_EXCL open of $loop: $r, expected EBUSY (16)"
 fi
+
+d_log "nbdstripe replace of member 0 while served, in the sandbox"
+# The server copies, writes NEW's header, rewrites the config (mkstemp,
+# fchmod, fsync, rename) and marks the old member, all under the filter.
+truncate -s $((8 * M)) "$D_TMP/n0"
+d_run replace "${D_PRE[@]}" "$NBDSTRIPE" replace --wait vol.conf 0 "$D_TMP/n0"
+[[ $D_RC -eq 0 ]] && d_ok "replace: exit 0" || d_bad "replace: exit $D_RC (above)"
+grep -q -F "\"$D_TMP/n0\"" vol.conf && d_ok "the config names the new member" ||
+  d_bad "the config does not name $D_TMP/n0"
+rm -f "$D_TMP/out"
+nbdcopy "$uri" "$D_TMP/out" && cmp -s -n $((6 * M)) "$D_TMP/src" "$D_TMP/out" &&
+  d_ok "data read back after the switch" || d_bad "the data differs after the switch"
 
 d_log "the remote member's server killed: the member fails, on_change runs"
 kill -KILL "$remote_pid"
