@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "json.h"
+#include "log.h"
 #include "nbdstripe.h"
 
 #define DEFAULT_CONF_DIR "/etc/nbdstripe"
@@ -381,14 +382,14 @@ load_volume (const char *arg, struct stripe_config *cfg, char *err,
               stat (arg, &st) == 0 ? " (a file here? write ./" : "",
               stat (arg, &st) == 0 ? arg : "",
               stat (arg, &st) == 0 ? ")" : "");
-    fprintf (stderr, "nbdstripe: %s\n", msg);
+    fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR), msg);
     free (path);
     goto fail;
   }
   r = config_load (path, cfg, msg, sizeof msg);
   free (path);
   if (r == -1) {
-    fprintf (stderr, "nbdstripe: %s\n", msg);
+    fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR), msg);
     goto fail;
   }
   return 0;

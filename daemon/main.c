@@ -15,7 +15,8 @@ void
 print_config_warnings (const struct stripe_config *cfg)
 {
   for (unsigned i = 0; i < cfg->nr_warnings; ++i)
-    fprintf (stderr, "nbdstripe: WARNING: %s\n", cfg->warnings[i]);
+    fprintf (stderr, "%snbdstripe: WARNING: %s\n",
+             log_journal_prefix (LOG_WARNING), cfg->warnings[i]);
 }
 
 const char *

@@ -11,6 +11,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,31 @@
 
 #include "log.h"
 #include "nbdstripe.h"
+
+/* One line of serve's own on stderr (format ends in "\n"), as before but
+ * for the "<N>" that gives it its priority when stderr is the journal
+ * (log.h): under nbdstripe@.service a start that fails says why at
+ * LOG_ERR.  errno is kept for %m.
+ */
+static void serve_line (int priority, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+static void
+serve_line (int priority, const char *fmt, ...)
+{
+  int saved = errno;
+  const char *head = log_journal_prefix (priority);
+  va_list args;
+
+  flockfile (stderr);
+  fputs (head, stderr);
+  errno = saved;
+  va_start (args, fmt);
+  vfprintf (stderr, fmt, args);
+  va_end (args);
+  funlockfile (stderr);
+  errno = saved;
+}
 
 /* The plugin to give nbdkit: $NBDSTRIPE_PLUGIN, else the one next to this
  * binary in a build tree, else the installed one.
@@ -64,11 +90,61 @@ make_parent_dir (const char *file)
     return -1;
   dir = dirname (copy);
   if (mkdir (dir, 0755) == -1 && errno != EEXIST) {
-    fprintf (stderr, "nbdstripe: mkdir %s: %m\n", dir);
+    serve_line (LOG_ERR, "nbdstripe: mkdir %s: %m\n", dir);
     r = -1;
   }
   free (copy);
   return r;
+}
+
+/* Socket activation (sd_listen_fds(3)): how many listening sockets the
+ * service manager passed from fd 3 on, or 0.  LISTEN_PID names the
+ * process they are for: set by a parent for another child, they are not
+ * ours.  nbdkit takes them from the same variables (nbdkit-service(1)),
+ * and since serve execs nbdkit, its pid is still LISTEN_PID.
+ */
+static unsigned
+listen_fds (void)
+{
+  const char *pid = getenv ("LISTEN_PID"), *fds = getenv ("LISTEN_FDS");
+  char *end;
+  long p, n;
+
+  if (pid == NULL || fds == NULL)
+    return 0;
+  errno = 0;
+  p = strtol (pid, &end, 10);
+  if (errno || *end || p != (long) getpid ())
+    return 0;
+  n = strtol (fds, &end, 10);
+  if (errno || *end || n < 1 || n > 16) /* nbdkit's bound */
+    return 0;
+  return n;
+}
+
+/* Where the first passed socket listens, for the log and for a config
+ * whose serve.socket names another path (clients read the config).
+ */
+static void
+describe_passed_socket (const struct stripe_config *cfg, unsigned n)
+{
+  struct sockaddr_un sun;
+  socklen_t len = sizeof sun;
+  char where[sizeof sun.sun_path + 16] = "";
+
+  memset (&sun, 0, sizeof sun);
+  if (getsockname (3, (struct sockaddr *) &sun, &len) == 0
+      && sun.sun_family == AF_UNIX && sun.sun_path[0] == '/')
+    snprintf (where, sizeof where, " (%.*s)", (int) sizeof sun.sun_path,
+              sun.sun_path);
+  serve_line (LOG_INFO, "nbdstripe: serving '%s' on %u socket(s) from systemd%s\n",
+           cfg->name, n, where);
+  if (where[0] && cfg->serve.socket
+      && strncmp (sun.sun_path, cfg->serve.socket, sizeof sun.sun_path) != 0)
+    serve_line (LOG_WARNING,
+                "nbdstripe: warning: %s: serve.socket is %s, but systemd "
+             "passed %s\n",
+             cfg->path, cfg->serve.socket, sun.sun_path);
 }
 
 /* A socket file left by a server that died is in the way of nbdkit's
@@ -93,7 +169,7 @@ clear_stale_socket (const char *path)
   r = connect (fd, (struct sockaddr *) &sun, sizeof sun);
   close (fd);
   if (r == 0) {
-    fprintf (stderr, "nbdstripe: %s: a server is already listening there\n",
+    serve_line (LOG_ERR, "nbdstripe: %s: a server is already listening there\n",
              path);
     return -1;
   }
@@ -116,22 +192,22 @@ run_until_pidfile (const char *const *args, const char *pidfile)
   pid_t pid;
 
   if (unlink (pidfile) == -1 && errno != ENOENT) {
-    fprintf (stderr, "nbdstripe: %s: %m\n", pidfile);
+    serve_line (LOG_ERR, "nbdstripe: %s: %m\n", pidfile);
     return 1;
   }
   pid = fork ();
   if (pid == -1) {
-    fprintf (stderr, "nbdstripe: fork: %m\n");
+    serve_line (LOG_ERR, "nbdstripe: fork: %m\n");
     return 1;
   }
   if (pid == 0) {
     execvp ("nbdkit", (char **) args);
-    fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+    serve_line (LOG_ERR, "nbdstripe: cannot run nbdkit: %m\n");
     _exit (127);
   }
   while (waitpid (pid, &status, 0) == -1)
     if (errno != EINTR) {
-      fprintf (stderr, "nbdstripe: waitpid: %m\n");
+      serve_line (LOG_ERR, "nbdstripe: waitpid: %m\n");
       return 1;
     }
   if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
@@ -148,7 +224,7 @@ run_until_pidfile (const char *const *args, const char *pidfile)
       if (n == 1 && server > 0) {
         if (kill ((pid_t) server, 0) == 0 || errno == EPERM)
           return 0;
-        fprintf (stderr,
+        serve_line (LOG_ERR,
                  "nbdstripe: the server (pid %ld) exited at once "
                  "(see the system log)\n",
                  server);
@@ -157,7 +233,7 @@ run_until_pidfile (const char *const *args, const char *pidfile)
     }
     nanosleep (&pause, NULL);
   }
-  fprintf (stderr,
+  serve_line (LOG_ERR,
            "nbdstripe: nbdkit did not write its pidfile %s within "
            "60 s\n",
            pidfile);
@@ -174,6 +250,7 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
   };
   struct stripe_config cfg;
   bool foreground = false;
+  unsigned activated;
   const char *args[64];
   char *owned[8];
   unsigned nargs = 0, nowned = 0;
@@ -207,17 +284,27 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
 #define ADDF(...)                                                             \
   do {                                                                        \
     if (asprintf (&owned[nowned], __VA_ARGS__) == -1) {                       \
-      fprintf (stderr,                                                        \
+      serve_line (LOG_ERR,                                                    \
                "nbdstripe: %s: cannot build nbdkit's command line: %m\n",     \
                cfg.path);                                                     \
       goto err;                                                               \
     }                                                                         \
     args[nargs++] = owned[nowned++];                                          \
   } while (0)
+  /* Socket activation: nbdkit serves the passed sockets and stays in the
+   * foreground, and must be given no -U, -i or -p; serve execs it, so
+   * that it keeps LISTEN_PID's pid.
+   */
+  activated = listen_fds ();
+  if (activated)
+    foreground = true;
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
-  if (cfg.serve.socket) {
+  if (activated) {
+    /* The socket is systemd's: not ours to create, nor to clear. */
+  }
+  else if (cfg.serve.socket) {
     if (make_parent_dir (cfg.serve.socket) == -1
         || clear_stale_socket (cfg.serve.socket) == -1)
       goto err;
@@ -261,7 +348,7 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
      */
     char *abs = realpath (cfg.path, NULL);
     if (abs == NULL) {
-      fprintf (stderr, "nbdstripe: %s: %m\n", cfg.path);
+      serve_line (LOG_ERR, "nbdstripe: %s: %m\n", cfg.path);
       goto err;
     }
     owned[nowned++] = abs;
@@ -269,11 +356,13 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
   }
   args[nargs] = NULL;
 
-  if (cfg.serve.socket)
-    fprintf (stderr, "nbdstripe: serving '%s' on %s\n", cfg.name,
+  if (activated)
+    describe_passed_socket (&cfg, activated);
+  else if (cfg.serve.socket)
+    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s\n", cfg.name,
              cfg.serve.socket);
   else
-    fprintf (stderr, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
+    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
              cfg.serve.address, cfg.serve.port);
   fflush (stderr);
   if (!foreground && cfg.serve.pidfile) {
@@ -284,7 +373,7 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     return r;
   }
   execvp ("nbdkit", (char **) args);
-  fprintf (stderr, "nbdstripe: cannot run nbdkit: %m\n");
+  serve_line (LOG_ERR, "nbdstripe: cannot run nbdkit: %m\n");
 err:
   for (unsigned i = 0; i < nowned; ++i)
     free (owned[i]);

@@ -2,7 +2,9 @@
  *
  * nbdkit tells a plugin whether it serves read-only (-r) only per
  * connection, in .open; the plugin must know before, in .get_ready, to
- * open its members read-only or not.  So it reads /proc/self/cmdline.
+ * open its members read-only or not.  Nor does it say where its log goes
+ * (--log), which the plugin's own lines must follow (log.h).  So the
+ * plugin reads /proc/self/cmdline.
  */
 #ifndef NBDSTRIPE_CMDLINE_H
 #define NBDSTRIPE_CMDLINE_H
@@ -22,5 +24,26 @@
  */
 extern bool cmdline_readonly (const char *args, size_t len,
                               bool posixly_correct);
+
+/* Where nbdkit sends its log lines, read from the same command line:
+ * --log=stderr|syslog|null (the last one given wins, as in nbdkit);
+ * CMDLINE_LOG_DEFAULT without one -- then nbdkit logs to stderr in the
+ * foreground and to syslog once it has forked into the background.  A
+ * value nbdkit would refuse leaves the answer as it was (nbdkit exits).
+ */
+enum cmdline_log {
+  CMDLINE_LOG_DEFAULT,
+  CMDLINE_LOG_STDERR,
+  CMDLINE_LOG_SYSLOG,
+  CMDLINE_LOG_NULL,
+};
+extern enum cmdline_log cmdline_log (const char *args, size_t len,
+                                     bool posixly_correct);
+
+/* This process's command line as /proc/self/cmdline has it, with the
+ * NUL the functions above ask for after it (*len excludes it); NULL when
+ * it cannot be read.  Free it.
+ */
+extern char *cmdline_read_self (size_t *len);
 
 #endif /* NBDSTRIPE_CMDLINE_H */

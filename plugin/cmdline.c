@@ -2,6 +2,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmdline.h"
@@ -95,18 +97,26 @@ find_long (const char *name)
   return found;
 }
 
-bool
-cmdline_readonly (const char *args, size_t len, bool posixly_correct)
+/* Calls visit for every option nbdkit's getopt_long would see in args,
+ * in order: val, the short option it is or stands for (0 for a long
+ * option without one), name, the long option's full name (NULL for a
+ * short one), and its argument (NULL when it takes none; "" when the
+ * command line ends before it).
+ */
+static void
+walk (const char *args, size_t len, bool posixly_correct,
+      void (*visit) (char val, const char *name, const char *arg, void *),
+      void *opaque)
 {
   const char *end = args + len;
-  bool ro = false;
 
   /* argv[0] is nbdkit itself. */
   for (const char *p = args + strnlen (args, len) + 1; p < end;) {
     const char *arg = p;
-    bool skip_next = false;
+    const char *next;
 
     p += strnlen (p, end - p) + 1;
+    next = p < end ? p : "";
     if (strcmp (arg, "--") == 0)
       break;
     if (arg[0] != '-' || arg[1] == '\0') {
@@ -119,25 +129,113 @@ cmdline_readonly (const char *args, size_t len, bool posixly_correct)
     }
     if (arg[1] == '-') {
       int i = find_long (arg + 2);
+      const char *eq = strchr (arg, '=');
+      const char *value = NULL;
 
-      if (i >= 0) {
-        if (long_options[i].val == 'r')
-          ro = true;
-        skip_next = long_options[i].has_arg && strchr (arg, '=') == NULL;
+      if (i < 0)
+        continue;
+      if (long_options[i].has_arg) {
+        if (eq)
+          value = eq + 1;
+        else {
+          value = next;
+          if (p < end)
+            p += strnlen (p, end - p) + 1;
+        }
       }
+      visit (long_options[i].val, long_options[i].name, value, opaque);
     }
     else {
       for (const char *c = arg + 1; *c; ++c) {
-        if (*c == 'r')
-          ro = true;
         if (strchr (short_with_arg, *c)) {
-          skip_next = c[1] == '\0'; /* else the rest is the argument */
+          /* The rest of the cluster is the argument, else the next. */
+          const char *value = c[1] ? c + 1 : next;
+          if (c[1] == '\0' && p < end)
+            p += strnlen (p, end - p) + 1;
+          visit (*c, NULL, value, opaque);
           break;
         }
+        visit (*c, NULL, NULL, opaque);
       }
     }
-    if (skip_next && p < end)
-      p += strnlen (p, end - p) + 1;
   }
+}
+
+static void
+visit_readonly (char val, const char *name, const char *arg, void *opaque)
+{
+  (void) name;
+  (void) arg;
+  if (val == 'r')
+    *(bool *) opaque = true;
+}
+
+bool
+cmdline_readonly (const char *args, size_t len, bool posixly_correct)
+{
+  bool ro = false;
+
+  walk (args, len, posixly_correct, visit_readonly, &ro);
   return ro;
+}
+
+static void
+visit_log (char val, const char *name, const char *arg, void *opaque)
+{
+  enum cmdline_log *log = opaque;
+
+  (void) val;
+  if (name == NULL || strcmp (name, "log") != 0)
+    return;
+  if (strcmp (arg, "stderr") == 0)
+    *log = CMDLINE_LOG_STDERR;
+  else if (strcmp (arg, "syslog") == 0)
+    *log = CMDLINE_LOG_SYSLOG;
+  else if (strcmp (arg, "null") == 0)
+    *log = CMDLINE_LOG_NULL;
+}
+
+enum cmdline_log
+cmdline_log (const char *args, size_t len, bool posixly_correct)
+{
+  enum cmdline_log log = CMDLINE_LOG_DEFAULT;
+
+  walk (args, len, posixly_correct, visit_log, &log);
+  return log;
+}
+
+char *
+cmdline_read_self (size_t *lenp)
+{
+  char *buf = NULL, *ret = NULL;
+  size_t len = 0, size = 0;
+  FILE *fp = fopen ("/proc/self/cmdline", "re");
+
+  if (fp == NULL)
+    return NULL;
+  for (;;) {
+    char *p;
+
+    if (len + 1 >= size) {
+      size = size ? size * 2 : 4096;
+      p = realloc (buf, size);
+      if (p == NULL)
+        goto out;
+      buf = p;
+    }
+    size_t n = fread (buf + len, 1, size - len - 1, fp);
+    if (n == 0)
+      break;
+    len += n;
+  }
+  if (ferror (fp))
+    goto out;
+  buf[len] = '\0';
+  *lenp = len;
+  ret = buf;
+  buf = NULL;
+out:
+  fclose (fp);
+  free (buf);
+  return ret;
 }

@@ -240,9 +240,15 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
     m->dropped_done = false;
     pthread_cond_signal (&h->probe_cond); /* drop it out now */
   }
-  stripe_error ("health: member %u (%s): %s -> %s%s%s", i, m->path,
-                health_state_names[old], health_state_names[s], reason ? ": " : "",
-                reason ? reason : "");
+  /* A member that failed fails requests: an error.  Worse than ok but
+   * still serving: a warning.  Well again: a notice (log.h).
+   */
+  stripe_log (s == MS_FAILED ? LOG_ERR
+              : s == MS_OK   ? LOG_NOTICE
+                             : LOG_WARNING,
+              "health: member %u (%s): %s -> %s%s%s", i, m->path,
+              health_state_names[old], health_state_names[s],
+              reason ? ": " : "", reason ? reason : "");
   if (h->nr_pending < MAX_EVENTS) {
     struct event *e = &h->pending[h->nr_pending++];
     e->member = i;

@@ -33,9 +33,9 @@ void
 health_hand_events_to_hook (struct health *h, unsigned n)
 {
   if (h->pending_overflow) {
-    stripe_error ("health: more than %d state changes at once: some "
-                  "on_change events were dropped",
-                  MAX_EVENTS);
+    stripe_warning ("health: more than %d state changes at once: some "
+                    "on_change events were dropped",
+                    MAX_EVENTS);
     h->pending_overflow = false;
   }
   if (n > h->nr_pending)
@@ -44,10 +44,10 @@ health_hand_events_to_hook (struct health *h, unsigned n)
     if (h->p.on_change == NULL)
       continue;
     if (h->hook_len == MAX_EVENTS) {
-      stripe_error ("health: on_change is behind by %d events: dropping %s "
-                    "for member %u",
-                    MAX_EVENTS, health_event_names[h->pending[k].state],
-                    h->pending[k].member);
+      stripe_warning ("health: on_change is behind by %d events: dropping "
+                      "%s for member %u",
+                      MAX_EVENTS, health_event_names[h->pending[k].state],
+                      h->pending[k].member);
       continue;
     }
     h->hookq[(h->hook_head + h->hook_len++) % MAX_EVENTS] = h->pending[k];

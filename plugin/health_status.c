@@ -493,7 +493,8 @@ health_write_status (struct health *h, bool running)
       h->status_err_logged = true;
     }
     else if (h->status_err_logged) {
-      stripe_error ("health: status file %s written again", h->p.status_file);
+      stripe_notice ("health: status file %s written again",
+                     h->p.status_file);
       h->status_err_logged = false;
     }
   }
@@ -505,8 +506,11 @@ health_write_status (struct health *h, bool running)
                       h->p.prometheus_file);
       h->prom_err_logged = true;
     }
-    else
+    else if (h->prom_err_logged) {
+      stripe_notice ("health: Prometheus file %s written again",
+                     h->p.prometheus_file);
       h->prom_err_logged = false;
+    }
   }
   free (json);
   free (prom);

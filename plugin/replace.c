@@ -535,10 +535,10 @@ finish (struct replace *r)
   pthread_cond_broadcast (&r->cond);
   pthread_mutex_unlock (&r->lock);
   atomic_store_explicit (&v->rep, NULL, memory_order_release);
-  stripe_error ("replace: member %u: %s replaced by %s (%" PRIu64 " bytes "
-                "copied in %.1f s)",
-                r->index, r->old_path, r->new_path, r->end - r->start,
-                (r->t_end - r->t_start) / 1e9);
+  stripe_notice ("replace: member %u: %s replaced by %s (%" PRIu64 " bytes "
+                 "copied in %.1f s)",
+                 r->index, r->old_path, r->new_path, r->end - r->start,
+                 (r->t_end - r->t_start) / 1e9);
   return;
 
 release:
@@ -945,8 +945,8 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   }
   r->thread_started = true;
   pthread_mutex_unlock (&v->replace_lock);
-  stripe_error ("replace: member %u: copying %s to %s (%" PRIu64 " bytes)",
-                r->index, r->old_path, r->new_path, r->end - r->start);
+  stripe_info ("replace: member %u: copying %s to %s (%" PRIu64 " bytes)",
+               r->index, r->old_path, r->new_path, r->end - r->start);
   return 0;
 
 refuse:

@@ -22,7 +22,9 @@
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
+#include "log_nbdkit.h"
 #include "md_super.h"
+#include "notify.h"
 #include "replace.h"
 #include "volume.h"
 
@@ -56,9 +58,21 @@ static struct health *health;
 static void
 stripe_load (void)
 {
-  stripe_log_verror = nbdkit_verror;
-  stripe_log_vdebug = nbdkit_vdebug;
+  log_nbdkit_init ();
+  notify_init ();
 }
+
+/* The volume's name in log lines: the config's, else "stripe" (as the
+ * status file says).
+ */
+static const char *
+volume_name (void)
+{
+  return config_file ? cfg.name : "stripe";
+}
+
+/* Set once the server is ready (.after_fork), until .cleanup. */
+static bool serving;
 
 /* A prober still blocked in a dead device at exit: the volume it uses is
  * not freed under it.
@@ -68,6 +82,11 @@ static bool prober_still_busy;
 static void
 stripe_cleanup (void)
 {
+  if (serving) {
+    notify_send ("STOPPING=1");
+    stripe_info ("volume '%s': stopping", volume_name ());
+    serving = false;
+  }
   /* No more requests on the control socket; a replace still copying is
    * cancelled (the volume stays as it was, NEW without metadata) or, if
    * it is switching, finishes.
@@ -103,7 +122,7 @@ stripe_config (const char *key, const char *value)
 {
   if (strcmp (key, "config") == 0) {
     if (config_file) {
-      nbdkit_error ("config=%s: config= may be given only once", value);
+      stripe_error ("config=%s: config= may be given only once", value);
       return -1;
     }
     config_file = value;
@@ -115,7 +134,7 @@ stripe_config (const char *key, const char *value)
     bool member = strcmp (key, "file") == 0;
     char q[512];
 
-    nbdkit_error ("%s=%s holds a control character: %s must not (it would "
+    stripe_error ("%s=%s holds a control character: %s must not (it would "
                   "reach log lines raw)",
                   key, log_quote (value, q, sizeof q),
                   member ? "a member's path or URI" : "a path");
@@ -137,11 +156,11 @@ stripe_config (const char *key, const char *value)
     /* The config's syntax, not nbdkit_parse_size's: one for both. */
     uint64_t r;
     if (config_parse_size (value, &r) == -1) {
-      nbdkit_error ("chunk=%s: expected a size such as 128K", value);
+      stripe_error ("chunk=%s: expected a size such as 128K", value);
       return -1;
     }
     if (r == 0 || r % LAYOUT_CHUNK_ALIGN != 0) {
-      nbdkit_error ("chunk=%s: %s", value, layout_strerror (LAYOUT_ERR_CHUNK));
+      stripe_error ("chunk=%s: %s", value, layout_strerror (LAYOUT_ERR_CHUNK));
       return -1;
     }
     chunk = r;
@@ -150,7 +169,7 @@ stripe_config (const char *key, const char *value)
     if (nbdkit_parse_unsigned ("connections", value, &connections) == -1)
       return -1;
     if (connections < 1 || connections > MEMBER_NBD_MAX_CONNECTIONS) {
-      nbdkit_error ("connections=%s: expected 1 to %d connections per "
+      stripe_error ("connections=%s: expected 1 to %d connections per "
                     "remote member",
                     value, MEMBER_NBD_MAX_CONNECTIONS);
       return -1;
@@ -160,20 +179,20 @@ stripe_config (const char *key, const char *value)
     if (nbdkit_parse_unsigned ("timeout", value, &io_timeout) == -1)
       return -1;
     if (io_timeout > 3600) {
-      nbdkit_error ("timeout=%s: expected 0 (never) to 3600 seconds", value);
+      stripe_error ("timeout=%s: expected 0 (never) to 3600 seconds", value);
       return -1;
     }
   }
   else if (strcmp (key, "cache") == 0) {
     if (cache_mode_parse (value, &cache) == -1) {
-      nbdkit_error ("cache=%s: expected writeback, writethrough or direct "
+      stripe_error ("cache=%s: expected writeback, writethrough or direct "
                     "(or nbdkit's default or none)",
                     value);
       return -1;
     }
   }
   else {
-    nbdkit_error ("unknown parameter '%s' (see nbdkit stripe --help)", key);
+    stripe_error ("unknown parameter '%s' (see nbdkit stripe --help)", key);
     return -1;
   }
   return 0;
@@ -186,7 +205,7 @@ stripe_config_complete (void)
     char err[1024];
 
     if (adhoc_given || status_file) {
-      nbdkit_error ("config=%s: the volume comes from the config file; "
+      stripe_error ("config=%s: the volume comes from the config file; "
                     "do not give file=, chunk=, cache=, connections=, "
                     "timeout= or status= as well (the config's health and "
                     "remote groups say those)",
@@ -194,7 +213,7 @@ stripe_config_complete (void)
       return -1;
     }
     if (config_load (config_file, &cfg, err, sizeof err) == -1) {
-      nbdkit_error ("%s", err);
+      stripe_error ("%s", err);
       return -1;
     }
     /* nbdstripe check and serve print them. */
@@ -203,11 +222,11 @@ stripe_config_complete (void)
     return 0;
   }
   if (nr_paths == 0) {
-    nbdkit_error ("no members: give at least one file=PATH");
+    stripe_error ("no members: give at least one file=PATH");
     return -1;
   }
   if (too_many_paths) {
-    nbdkit_error ("too many file= parameters: at most %d members",
+    stripe_error ("too many file= parameters: at most %d members",
                   LAYOUT_MAX_MEMBERS);
     return -1;
   }
@@ -221,35 +240,14 @@ stripe_config_complete (void)
 static bool
 nbdkit_is_readonly (void)
 {
-  char *buf = NULL;
-  size_t len = 0, size = 0;
-  bool ro = false;
-  FILE *fp = fopen ("/proc/self/cmdline", "re");
+  size_t len;
+  char *args = cmdline_read_self (&len);
+  bool ro;
 
-  if (fp == NULL)
+  if (args == NULL)
     return false;
-  for (;;) {
-    char *p;
-
-    if (len + 1 >= size) {
-      size = size ? size * 2 : 4096;
-      p = realloc (buf, size);
-      if (p == NULL)
-        goto out;
-      buf = p;
-    }
-    size_t n = fread (buf + len, 1, size - len - 1, fp);
-    if (n == 0)
-      break;
-    len += n;
-  }
-  if (ferror (fp))
-    goto out;
-  buf[len] = '\0';
-  ro = cmdline_readonly (buf, len, getenv ("POSIXLY_CORRECT") != NULL);
-out:
-  fclose (fp);
-  free (buf);
+  ro = cmdline_readonly (args, len, getenv ("POSIXLY_CORRECT") != NULL);
+  free (args);
   return ro;
 }
 
@@ -294,7 +292,7 @@ start_health (void)
   volume_health_ops (&volume, &ops);
   health = health_new (&p, volume.nr_members, paths, &ops);
   if (health == NULL) {
-    nbdkit_error ("health: %m");
+    stripe_error ("health: %m");
     return -1;
   }
   volume.health = health;
@@ -332,11 +330,14 @@ stripe_get_ready (void)
   return start_health ();
 }
 
-/* Threads do not survive nbdkit's fork: they start here. */
+/* Threads do not survive nbdkit's fork: they start here.  Then the
+ * server is ready: nbdkit listens, and accepts once we return (notify.h).
+ */
 static int
 stripe_after_fork (void)
 {
   const char *sf = config_file ? cfg.health.status_file : status_file;
+  char state[256];
 
   if (volume_start (&volume) == -1 || health_start (health) == -1)
     return -1;
@@ -346,10 +347,21 @@ stripe_after_fork (void)
     control_path (sf, path, sizeof path);
     control = control_start (path, &volume, health, config_file);
     if (control == NULL) {
-      nbdkit_error ("control socket %s: %m", path);
+      stripe_error ("control socket %s: %m", path);
       return -1;
     }
   }
+  serving = true;
+  stripe_info ("volume '%s': serving %u members, %" PRIu64 " bytes, chunk "
+               "%" PRIu64,
+               volume_name (), volume.nr_members, volume.layout.size,
+               volume.layout.chunk);
+  snprintf (state, sizeof state,
+            "READY=1\nSTATUS=serving volume '%s' (%u members)",
+            volume_name (), volume.nr_members);
+  if (notify_send (state) == -1)
+    stripe_warning ("cannot tell the service manager that the server is "
+                    "ready: %m");
   return 0;
 }
 
@@ -378,7 +390,7 @@ stripe_open (int readonly)
     char qn[128], qw[128];
 
     if (name == NULL || strcmp (name, want) != 0) {
-      nbdkit_error ("export %s: not served here: volume '%s' is exported as "
+      stripe_error ("export %s: not served here: volume '%s' is exported as "
                     "%s only (serve.export_name in %s)",
                     log_quote (name ? name : "", qn, sizeof qn), cfg.name,
                     log_quote (want, qw, sizeof qw), config_file);
@@ -387,7 +399,7 @@ stripe_open (int readonly)
     }
   }
   if (!readonly && volume.readonly) {
-    nbdkit_error ("the members were opened read-only: serve with -r");
+    stripe_error ("the members were opened read-only: serve with -r");
     return NULL;
   }
   return NBDKIT_HANDLE_NOT_NEEDED;

@@ -832,11 +832,11 @@ health_dropped (void *opaque, unsigned i)
     pthread_mutex_unlock (&v->header_lock);
     reached = true;
   }
-  stripe_error ("member %u (%s) dropped out of volume '%s': generation "
-                "%" PRIu64 " -> %" PRIu64 "%s",
-                i, m->path, v->hdr.name, old, events,
-                reached ? " (on it too)"
-                        : " (not on it: it is taken back at the old one)");
+  stripe_warning ("member %u (%s) dropped out of volume '%s': generation "
+                  "%" PRIu64 " -> %" PRIu64 "%s",
+                  i, m->path, v->hdr.name, old, events,
+                  reached ? " (on it too)"
+                          : " (not on it: it is taken back at the old one)");
 }
 
 static int

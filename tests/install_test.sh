@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `cmake --install` must put the plugin where nbdkit looks for plugins, so
-# that `nbdkit stripe ...` works, the man page in man1, and the bash
-# completion in bash-completion's completions directory.  Installs into a
-# DESTDIR so that the machine is not changed.
+# that `nbdkit stripe ...` works, the man page in man1, the bash
+# completion in bash-completion's completions directory, and the systemd
+# units in systemd's unit directory, the service running the nbdstripe
+# installed beside them.  Installs into a DESTDIR so that the machine is
+# not changed.
 set -euo pipefail
 build=$1
 dest=$(mktemp -d)
@@ -26,4 +28,17 @@ comp=$(find "$dest" -path '*/bash-completion/completions/nbdstripe' | head -1)
 [ -n "$comp" ] || { echo "FAIL: bash completion not installed"; exit 1; }
 bash -c "source '$comp' && complete -p nbdstripe" >/dev/null ||
   { echo "FAIL: $comp does not register a completion"; exit 1; }
-echo "installed: $so, $man and $comp"
+unitdir=$(sed -n 's/^NBDSTRIPE_SYSTEMDUNITDIR:PATH=//p' "$build/CMakeCache.txt")
+sbindir=$(sed -n 's/^CMAKE_INSTALL_SBINDIR:PATH=//p' "$build/CMakeCache.txt")
+case $sbindir in
+  /*) ;;
+  *) sbindir=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")/$sbindir ;;
+esac
+for u in nbdstripe@.service nbdstripe@.socket; do
+  [ -f "$dest$unitdir/$u" ] || { echo "FAIL: $dest$unitdir/$u not installed"; exit 1; }
+done
+grep -q -x "ExecStart=$sbindir/nbdstripe serve --foreground /etc/nbdstripe/%i.conf" \
+  "$dest$unitdir/nbdstripe@.service" ||
+  { echo "FAIL: the installed unit does not run $sbindir/nbdstripe"; exit 1; }
+[ -x "$dest$sbindir/nbdstripe" ] || { echo "FAIL: $dest$sbindir/nbdstripe not installed"; exit 1; }
+echo "installed: $so, $man, $comp and the units in $unitdir"

@@ -38,7 +38,7 @@ grep -q -x 'name=stripe' "$TMP/dump" || fail "--dump-plugin: no name=stripe"
 
 truncate -s 1M "$TMP/m0"
 "${T_PRE[@]}" nbdkit -v -D stripe.io_uring=0 "$STRIPE_PLUGIN" \
-  "file=$TMP/m0" chunk=64K --run true >"$TMP/run" 2>&1 ||
+  "file=$TMP/m0" chunk=64K -U - --run true >"$TMP/run" 2>&1 ||
   { cat "$TMP/run" >&2; fail "nbdkit -D stripe.io_uring=0 failed"; }
 grep -q 'io_uring switched off' "$TMP/run" ||
   fail "-D stripe.io_uring=0 did not reach the plugin (stripe_debug_io_uring not found by nbdkit?)"

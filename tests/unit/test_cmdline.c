@@ -1,5 +1,5 @@
 /* nbdstripe unit tests: nbdkit's command line as nbdkit reads it
- * (plugin/cmdline.c): is -r there?
+ * (plugin/cmdline.c): is -r there?  Where does nbdkit log (--log)?
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,25 +11,47 @@
 /* The arguments as /proc/self/cmdline has them: "nbdkit", then each
  * argument, NUL-separated (and one more NUL, as the function asks).
  */
-static bool
-readonly_ (bool posixly_correct, const char *const *argv)
+static size_t
+join (char *buf, size_t size, const char *const *argv)
 {
-  char buf[4096];
   size_t len = 0;
 
   for (size_t i = 0; argv[i]; ++i) {
     size_t n = strlen (argv[i]) + 1;
-    assert_true (len + n < sizeof buf);
+    assert_true (len + n < size);
     memcpy (&buf[len], argv[i], n);
     len += n;
   }
   buf[len] = '\0';
+  return len;
+}
+
+static bool
+readonly_ (bool posixly_correct, const char *const *argv)
+{
+  char buf[4096];
+  size_t len = join (buf, sizeof buf, argv);
+
   return cmdline_readonly (buf, len, posixly_correct);
+}
+
+static enum cmdline_log
+log_ (bool posixly_correct, const char *const *argv)
+{
+  char buf[4096];
+  size_t len = join (buf, sizeof buf, argv);
+
+  return cmdline_log (buf, len, posixly_correct);
 }
 #define RO(...)                                                               \
   readonly_ (false, (const char *const[]){ "nbdkit", __VA_ARGS__, NULL })
 #define RO_POSIX(...)                                                         \
   readonly_ (true, (const char *const[]){ "nbdkit", __VA_ARGS__, NULL })
+
+#define LOG(...)                                                              \
+  log_ (false, (const char *const[]){ "nbdkit", __VA_ARGS__, NULL })
+#define LOG_POSIX(...)                                                        \
+  log_ (true, (const char *const[]){ "nbdkit", __VA_ARGS__, NULL })
 
 #define PLUGIN "/usr/lib/nbdkit/plugins/nbdkit-stripe-plugin.so"
 
@@ -220,6 +242,50 @@ cmdline_a_lone_dash_is_not_an_option (void **state)
   assert_true (RO ("-", "-r", PLUGIN));
 }
 
+static void
+cmdline_log_default_without_the_option (void **state)
+{
+  (void) state;
+  assert_int_equal (LOG (PLUGIN, "file=/a"), CMDLINE_LOG_DEFAULT);
+  assert_int_equal (LOG ("-f", "-U", "/s", PLUGIN, "file=/a"),
+                    CMDLINE_LOG_DEFAULT);
+  /* Arguments that only look like it. */
+  assert_int_equal (LOG ("-e", "--log=syslog", PLUGIN), CMDLINE_LOG_DEFAULT);
+  assert_int_equal (LOG (PLUGIN, "log=syslog"), CMDLINE_LOG_DEFAULT);
+  assert_int_equal (LOG ("--", "--log=null", PLUGIN), CMDLINE_LOG_DEFAULT);
+}
+
+static void
+cmdline_log_each_value_with_equals_or_next_argument (void **state)
+{
+  (void) state;
+  assert_int_equal (LOG ("--log=stderr", PLUGIN), CMDLINE_LOG_STDERR);
+  assert_int_equal (LOG ("--log=syslog", PLUGIN), CMDLINE_LOG_SYSLOG);
+  assert_int_equal (LOG ("--log=null", PLUGIN), CMDLINE_LOG_NULL);
+  assert_int_equal (LOG ("--log", "syslog", PLUGIN), CMDLINE_LOG_SYSLOG);
+  assert_int_equal (LOG ("--log", "null", "-r", PLUGIN), CMDLINE_LOG_NULL);
+  /* No abbreviation: --lo and --l are --long-options too, so getopt_long
+   * calls them ambiguous and nbdkit refuses to start.
+   */
+  assert_int_equal (LOG ("--lo=syslog", PLUGIN), CMDLINE_LOG_DEFAULT);
+  assert_int_equal (LOG ("--l", "syslog", PLUGIN), CMDLINE_LOG_DEFAULT);
+}
+
+static void
+cmdline_log_last_one_wins_after_the_plugin_too (void **state)
+{
+  (void) state;
+  assert_int_equal (LOG ("--log=null", "--log=syslog", PLUGIN),
+                    CMDLINE_LOG_SYSLOG);
+  assert_int_equal (LOG ("--log=syslog", PLUGIN, "file=/a", "--log=stderr"),
+                    CMDLINE_LOG_STDERR);
+  assert_int_equal (LOG_POSIX ("--log=syslog", PLUGIN, "--log=stderr"),
+                    CMDLINE_LOG_SYSLOG);
+  /* A value nbdkit refuses changes nothing (nbdkit exits anyway). */
+  assert_int_equal (LOG ("--log=syslog", "--log=journal", PLUGIN),
+                    CMDLINE_LOG_SYSLOG);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -235,6 +301,9 @@ main (int argc, char **argv)
     cmocka_unit_test (cmdline_options_after_the_plugin_count),
     cmocka_unit_test (cmdline_double_dash_ends_the_options),
     cmocka_unit_test (cmdline_a_lone_dash_is_not_an_option),
+    cmocka_unit_test (cmdline_log_default_without_the_option),
+    cmocka_unit_test (cmdline_log_each_value_with_equals_or_next_argument),
+    cmocka_unit_test (cmdline_log_last_one_wins_after_the_plugin_too),
   };
 
   return run_unit_tests ("cmdline", tests, sizeof tests / sizeof tests[0],

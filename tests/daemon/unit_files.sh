@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The systemd units as this build installs them (build/conf/): checked
+# without a running systemd, by systemd-analyze.
+#
+# - nbdstripe@.service runs the nbdstripe of the install prefix
+#   (NBDSTRIPE_SBINDIR, CMake's CMAKE_INSTALL_FULL_SBINDIR): ExecStart is
+#   that path, nothing of the template is left unsubstituted.
+# - Type=notify, NotifyAccess=main, Restart=on-failure, StartLimit* in
+#   [Unit], no systemd-udev-settle; the socket on /run/nbdstripe/%i.sock.
+# - With ExecStart pointing at the nbdstripe under test, `systemd-analyze
+#   verify` of an instance of the service and of the socket prints nothing
+#   and exits 0: no unknown key, no bad value, an executable that exists,
+#   the man pages Documentation= names (the ones built here, through
+#   MANPATH; not checked where man is not installed).
+# - `systemd-analyze security --offline=yes` rates the service at 4.0 or
+#   below ("Overall exposure level"), and every exposure it still lists
+#   (✗) is one of those the unit's comments justify, and is named there.
+# Skipped (77) only without systemd-analyze.
+source "$(dirname "$0")/../lib/daemon.sh" || exit 1
+d_init
+command -v systemd-analyze >/dev/null ||
+  d_skip "systemd-analyze is not installed (package systemd)"
+[[ -n ${NBDSTRIPE_UNIT_DIR:-} && -n ${NBDSTRIPE_SBINDIR:-} ]] ||
+  d_fail "NBDSTRIPE_UNIT_DIR and NBDSTRIPE_SBINDIR must be set (ctest does)"
+
+service=$NBDSTRIPE_UNIT_DIR/nbdstripe@.service
+socket=$NBDSTRIPE_UNIT_DIR/nbdstripe@.socket
+[[ -f $service && -f $socket ]] || d_fail "no $service or $socket"
+
+want="ExecStart=$NBDSTRIPE_SBINDIR/nbdstripe serve --foreground /etc/nbdstripe/%i.conf"
+grep -q -x -F -- "$want" "$service" && d_ok "$want" ||
+  d_bad "the generated unit does not say: $want"
+grep -n '@[A-Za-z_]*@' "$service" && d_bad "placeholders left in $service"
+
+# What the service must say (#16): readiness from the server itself
+# (Type=notify, the main process's messages only), restarts on failure
+# bounded by a start limit in [Unit] (a volume that cannot be assembled
+# is left failed), no wait for udev to settle.
+unit_key ()
+{
+  sed -n "/^\[$1\]/,/^\[/p" "$service" | grep -q -x -F -- "$2"
+}
+for kv in "Service:Type=notify" "Service:NotifyAccess=main" \
+          "Service:Restart=on-failure" "Unit:StartLimitIntervalSec=5min" \
+          "Unit:StartLimitBurst=5"; do
+  unit_key "${kv%%:*}" "${kv#*:}" && d_ok "[${kv%%:*}] ${kv#*:}" ||
+    d_bad "the service's [${kv%%:*}] section does not say ${kv#*:}"
+done
+grep -v '^#' "$service" | grep -q 'udev-settle' &&
+  d_bad "the service waits for systemd-udev-settle" || d_ok "no udev-settle"
+grep -q -x 'ListenStream=/run/nbdstripe/%i.sock' "$socket" &&
+  d_ok "the socket listens on /run/nbdstripe/%i.sock" ||
+  d_bad "the socket unit does not listen on /run/nbdstripe/%i.sock"
+
+d_log "systemd-analyze verify"
+mkdir -p "$D_TMP/units" "$D_TMP/man/man8" "$D_TMP/man/man1"
+sed "s|^ExecStart=$NBDSTRIPE_SBINDIR/nbdstripe |ExecStart=$NBDSTRIPE |" \
+  "$service" >"$D_TMP/units/nbdstripe@.service"
+cp "$socket" "$D_TMP/units/"
+grep -q -F "ExecStart=$NBDSTRIPE " "$D_TMP/units/nbdstripe@.service" ||
+  d_fail "could not point ExecStart at $NBDSTRIPE"
+man=--man=no
+if command -v man >/dev/null && [[ -n ${NBDSTRIPE_BUILD_DIR:-} ]]; then
+  cp "$NBDSTRIPE_BUILD_DIR/daemon/nbdstripe.8" "$D_TMP/man/man8/" &&
+    cp "$NBDSTRIPE_BUILD_DIR/plugin/nbdkit-stripe-plugin.1" "$D_TMP/man/man1/" &&
+    man=--man=yes
+fi
+for u in nbdstripe@vol0.service nbdstripe@vol0.socket; do
+  d_run "verify.$u" env MANPATH="$D_TMP/man" \
+    systemd-analyze verify "$man" "$D_TMP/units/$u"
+  [[ $D_RC -eq 0 && ! -s $D_TMP/verify.$u.out && ! -s $D_TMP/verify.$u.err ]] &&
+    d_ok "verify $u ($man): clean" || d_bad "verify $u: exit $D_RC or complaints (above)"
+done
+
+d_log "systemd-analyze security --offline=yes"
+# A UTF-8 locale: ✓ and ✗ mark the lines (ASCII stands in otherwise).
+d_run security env LC_ALL=C.UTF-8 systemd-analyze security --offline=yes \
+  "$D_TMP/units/nbdstripe@vol0.service"
+level=$(sed -n 's/.*Overall exposure level for nbdstripe@vol0.service: \([0-9.]*\).*/\1/p' \
+        "$D_TMP/security.out")
+[[ $level =~ ^[0-9]+\.[0-9]+$ ]] || d_fail "no exposure level in the output"
+awk -v l="$level" 'BEGIN { exit !(l <= 4.0) }' &&
+  d_ok "exposure $level <= 4.0" || d_bad "exposure $level > 4.0"
+
+grep -q '^✓ NoNewPrivileges=' "$D_TMP/security.out" ||
+  d_fail "cannot read the security table (no ✓ NoNewPrivileges= line)"
+
+# The exposures left, each with a reason in the unit's comments (the
+# block after "# Left, with the reason:"): the setting as it names it.
+reasons=$(sed -n '/^# Left, with the reason:/,/^[^#]/p' "$service")
+declare -A justified=(
+  ["RootDirectory=/RootImage="]="RootDirectory="
+  ["User=/DynamicUser="]="User="
+  ["PrivateDevices="]="PrivateDevices="
+  ["DeviceAllow="]="DevicePolicy"
+  ["RestrictAddressFamilies=~AF_UNIX"]="RestrictAddressFamilies="
+  ["RestrictAddressFamilies=~AF_(INET|INET6)"]="RestrictAddressFamilies="
+  ["PrivateNetwork="]="PrivateNetwork="
+  ["IPAddressDeny="]="IPAddressDeny="
+  ["ProcSubset="]="ProcSubset="
+  ["PrivateUsers="]="PrivateUsers="
+)
+while read -r name; do
+  if [[ -z ${justified[$name]+set} ]]; then
+    d_bad "exposure not justified in the unit: $name"
+  elif ! grep -q -F -- "${justified[$name]}" <<<"$reasons"; then
+    d_bad "exposure $name: the unit's reasons do not name ${justified[$name]}"
+  else
+    d_ok "exposure $name: justified"
+  fi
+done < <(sed -n 's/^✗ \([^ ]*\) .*/\1/p' "$D_TMP/security.out")
+d_done
