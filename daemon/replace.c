@@ -396,8 +396,9 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   }
 
   if (idx >= cfg.nr_members) {
-    fail (&o, "%s: no member %lu (%u members)", cfg.path, idx,
-          cfg.nr_members);
+    fail (&o, "%s: INDEX %lu: no such member (its members are 0 to %u)",
+          cfg.path, idx, cfg.nr_members - 1);
+    status = 2;
     goto out;
   }
   p.index = idx;

@@ -29,11 +29,17 @@ struct control;
 extern void control_path (const char *status_file, char *out, size_t len);
 
 /* Listen at path (replacing a stale socket there, never another kind of
- * file) and serve requests from a thread of its own.  config: the config
- * file, for replace (may be NULL).  NULL with errno on failure.
+ * file).  config: the config file, for replace (may be NULL).  NULL with
+ * errno on failure.  Before nbdkit forks: the socket exists once the
+ * server's pidfile does; clients that connect before control_serve wait.
  */
-extern struct control *control_start (const char *path, struct volume *v,
-                                      struct health *h, const char *config);
+extern struct control *control_listen (const char *path, struct volume *v,
+                                       struct health *h, const char *config);
+
+/* Serve requests from a thread of its own (after the fork).  -1 with
+ * errno on failure.
+ */
+extern int control_serve (struct control *c);
 
 /* Stop the thread, remove the socket. */
 extern void control_stop (struct control *c);

@@ -33,6 +33,7 @@ struct control {
   int fd;
   int stop[2]; /* a pipe: written to stop the thread */
   pthread_t thread;
+  bool serving; /* the thread runs */
 };
 
 void
@@ -202,8 +203,8 @@ control_main (void *arg)
 }
 
 struct control *
-control_start (const char *path, struct volume *v, struct health *h,
-               const char *config)
+control_listen (const char *path, struct volume *v, struct health *h,
+                const char *config)
 {
   struct control *c = calloc (1, sizeof *c);
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -253,12 +254,6 @@ control_start (const char *path, struct volume *v, struct health *h,
   if (e == -1 || chmod (path, 0600) == -1 || listen (c->fd, 8) == -1
       || pipe2 (c->stop, O_CLOEXEC) == -1)
     goto err;
-  e = pthread_create (&c->thread, NULL, control_main, c);
-  if (e != 0) {
-    errno = e;
-    unlink (path);
-    goto err;
-  }
   return c;
 
 err:
@@ -276,13 +271,28 @@ err:
   return NULL;
 }
 
+int
+control_serve (struct control *c)
+{
+  int e = pthread_create (&c->thread, NULL, control_main, c);
+
+  if (e != 0) {
+    errno = e;
+    return -1;
+  }
+  c->serving = true;
+  return 0;
+}
+
 void
 control_stop (struct control *c)
 {
   if (c == NULL)
     return;
-  (void) !write (c->stop[1], "x", 1);
-  pthread_join (c->thread, NULL);
+  if (c->serving) {
+    (void) !write (c->stop[1], "x", 1);
+    pthread_join (c->thread, NULL);
+  }
   close (c->fd);
   close (c->stop[0]);
   close (c->stop[1]);

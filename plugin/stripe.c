@@ -305,6 +305,7 @@ start_health (void)
 static int
 stripe_get_ready (void)
 {
+  const char *sf = config_file ? cfg.health.status_file : status_file;
   bool ro = nbdkit_is_readonly ();
   /* Served: the members are claimed (claim.h). */
   struct volume_options o = {
@@ -327,7 +328,21 @@ stripe_get_ready (void)
   else if (volume_open_config (&volume, &cfg, &o, &assembly) == -1)
     return -1;
   volume_opened = true;
-  return start_health ();
+  if (start_health () == -1)
+    return -1;
+  /* The control socket, beside the status file (replace, live status):
+   * there before the pidfile is, answering once the server runs.
+   */
+  if (sf) {
+    char path[4096];
+    control_path (sf, path, sizeof path);
+    control = control_listen (path, &volume, health, config_file);
+    if (control == NULL) {
+      stripe_error ("control socket %s: %m", path);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* Threads do not survive nbdkit's fork: they start here.  Then the
@@ -336,20 +351,19 @@ stripe_get_ready (void)
 static int
 stripe_after_fork (void)
 {
-  const char *sf = config_file ? cfg.health.status_file : status_file;
   char state[256];
 
   if (volume_start (&volume) == -1 || health_start (health) == -1)
     return -1;
-  /* The control socket, beside the status file (replace, live status). */
-  if (sf) {
-    char path[4096];
-    control_path (sf, path, sizeof path);
-    control = control_start (path, &volume, health, config_file);
-    if (control == NULL) {
-      stripe_error ("control socket %s: %m", path);
-      return -1;
-    }
+  /* A new generation each time the volume is served (writable, with
+   * headers): a member left out of it -- the device a replace killed
+   * half-way switched from, or to -- is stale from now on, whatever it
+   * held when it was left.
+   */
+  volume_bump_generation (&volume, -1, "served");
+  if (control && control_serve (control) == -1) {
+    stripe_error ("control socket: %m");
+    return -1;
   }
   serving = true;
   stripe_info ("volume '%s': serving %u members, %" PRIu64 " bytes, chunk "

@@ -25,7 +25,7 @@ HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
 
-size=$((16 * M))
+size=$((48 * M))
 RP_DO=$M
 for f in m0 m1.back m2 new; do truncate -s "$size" "$D_TMP/$f"; done
 r_unix m1 --filter=delay file "$D_TMP/m1.back" delay-write=600ms

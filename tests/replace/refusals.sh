@@ -6,7 +6,8 @@
 # has none running), and the volume goes on serving its data:
 #
 #   - INDEX out of range (3 of 3 members), negative, not a number, empty,
-#     trailing garbage: exit 2 (a usage error), "0 to 2";
+#     trailing garbage: exit 2 (a usage error), "expected a member index"
+#     (out of range: "0 to 2");
 #   - NEW smaller than the member's data (data offset + data);
 #   - NEW equal to another member: its path, a hard link to it, a symlink
 #     to it, a loop device on it (root, losetup), the URI of a remote
@@ -96,11 +97,11 @@ refused ()
 
 d_log "bad INDEX"
 refused index_3 2 "0 to 2" "$RP_CONF" 3 "$D_TMP/ok"
-refused index_big 2 "0 to 2" "$RP_CONF" 4294967297 "$D_TMP/ok"
-refused index_neg 2 "0 to 2" -- "$RP_CONF" -1 "$D_TMP/ok"
-refused index_word 2 "0 to 2" "$RP_CONF" one "$D_TMP/ok"
-refused index_trailing 2 "0 to 2" "$RP_CONF" 1x "$D_TMP/ok"
-refused index_empty 2 "0 to 2" "$RP_CONF" "" "$D_TMP/ok"
+refused index_big 2 "expected a member index" "$RP_CONF" 4294967297 "$D_TMP/ok"
+refused index_neg 2 "expected a member index" -- "$RP_CONF" -1 "$D_TMP/ok"
+refused index_word 2 "expected a member index" "$RP_CONF" one "$D_TMP/ok"
+refused index_trailing 2 "expected a member index" "$RP_CONF" 1x "$D_TMP/ok"
+refused index_empty 2 "expected a member index" "$RP_CONF" "" "$D_TMP/ok"
 
 d_log "NEW too small"
 refused too_small nz "member 1 needs $size" "$RP_CONF" 1 "$D_TMP/small"
