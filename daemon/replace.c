@@ -163,7 +163,8 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
 
 /* Refuse NEW holding something a user may want, unless --force. */
 static int
-check_new (struct outcome *o, const char *path, bool force)
+check_new (struct outcome *o, const struct stripe_config *cfg,
+           unsigned index, const char *path, bool force)
 {
   const struct member_open_params params = { .readonly = true, .raw = true };
   uint8_t first[HEADER_SIZE] = { 0 };
@@ -173,6 +174,26 @@ check_new (struct outcome *o, const char *path, bool force)
   if (member_open (&d, 0, path, &params, why, sizeof why) == -1) {
     fail (o, "%s: %s", path, why);
     return -1;
+  }
+  /* NEW one of the volume's members (or overlapping one): said as such,
+   * whatever --force (the server refuses it too).
+   */
+  for (unsigned j = 0; j < cfg->nr_members; ++j) {
+    struct member m;
+    if (member_open (&m, j, cfg->members[j], &params, why, sizeof why) == -1)
+      continue;
+    if (identity_alias (&d.id, &m.id, what, sizeof what)) {
+      if (j == index)
+        fail (o, "%s: is member %u itself (%s); NEW must be another device",
+              path, j, what);
+      else
+        fail (o, "%s and member %u (%s) are %s", path, j, cfg->members[j],
+              what);
+      member_close (&m);
+      member_close (&d);
+      return -1;
+    }
+    member_close (&m);
   }
   if (member_pread (&d, first, sizeof first, 0, false, why, sizeof why) == -1) {
     fail (o, "%s: %s", path, why);
@@ -411,7 +432,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   }
   p.new_path = abs;
   p.config = cfg.path;
-  if (check_new (&o, p.new_path, p.force) == -1)
+  if (check_new (&o, &cfg, p.index, p.new_path, p.force) == -1)
     goto out;
   p.force = true; /* checked here, with libblkid too */
 

@@ -7,7 +7,7 @@
 #   header size 4096, one array UUID on every member, distinct member
 #   UUIDs, the volume name NUL-padded, member index i, member count N,
 #   chunk, layout 2 (md's alternate multi-zone), flags 0, data offset
-#   1 MiB, every member's usable size (then zeros), events 1 at 664,
+#   1 MiB, every member's usable size (then zeros), events 2 at 664 (create's 1, + 1 once served),
 #   reserved bytes zero, and a CRC32C of bytes 0..4091 at
 #   4092 (computed here by a bit-at-a-time implementation);
 #
@@ -89,7 +89,7 @@ for ((i = 0; i < N; i++)); do
   field "member_sizes[0..63]" \
     "$(od -An -v --endian=little -t u8 -j 152 -N 512 -- "$f" | tr -s ' ' '\n' | sed '/^$/d')" \
     "$want"
-  field events "$(d_u64 "$f" 664)" 1
+  field events "$(d_u64 "$f" 664)" 2 # 1 from create, + 1 once served
   cmp -s -n $((4092 - 672)) -i 672:0 "$f" /dev/zero || d_bad "$mi: reserved bytes 672..4091 are not zero"
   field crc32c "$(d_u32 "$f" 4092)" "$("$DAEMON_HELPER" crc32c "$f" 0 4092)"
   cmp -s -n $((data_offset - 4096)) -i 4096:0 "$f" /dev/zero ||

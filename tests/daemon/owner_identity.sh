@@ -12,12 +12,13 @@
 #              never returns the other file's bytes.
 #   stale      headers: member 1 is copied (cp), then written through the
 #              volume with FUA, then the copy is moved over it (mv).  The
-#              member fails, the generation is bumped (1 -> 2) on every
+#              member fails, the generation is bumped (2 -> 3: serving
+#              made it 2) on every
 #              member (the old member 1 too, through the descriptor still
 #              open), the re-probe refuses the copy ("older generation
-#              1 < 2"), reads of its chunks fail, and after a stop
+#              2 < 3"), reads of its chunks fail, and after a stop
 #              `nbdstripe check`, `serve` and the plugin refuse the copy
-#              as stale; the headers on disk say 2, 2, 2 and 1.
+#              as stale; the headers on disk say 3, 3, 3 and 2.
 #              `nbdstripe accept` takes the member back when the operator
 #              says so: then the volume serves again.
 #   truncated  headers: member 2 is truncated under the running server and
@@ -126,12 +127,12 @@ py "h.pwrite(open('$D_TMP/newer', 'rb').read(), $chunk, nbd.CMD_FLAG_FUA)" ||
   d_fail "FUA write to member 1"
 mv "$D_TMP/s1.copy" "$D_TMP/s1"
 wait_status "stale: member 1 failed, its re-probe refuses the copy (older generation)" \
-  'j["members"][1]["state"] == "failed" and "older generation 1 < 2" in j["members"][1]["reason"]'
+  'j["members"][1]["state"] == "failed" and "older generation 2 < 3" in j["members"][1]["reason"]'
 read_fails stale "$chunk" 1
 d_stop "$D_SERVER_PID"
 for i in 0 1 2 3; do
-  want=2
-  [[ $i -eq 1 ]] && want=1
+  want=3
+  [[ $i -eq 1 ]] && want=2
   got=$(d_u64 "$D_TMP/s$i" 664)
   [[ $got == "$want" ]] && d_ok "stale: member $i's header is at generation $got" ||
     d_bad "stale: member $i's header is at generation $got, expected $want"
@@ -139,7 +140,7 @@ done
 before=$(d_sums "$D_TMP"/s{0,1,2,3})
 d_run s.check d_ns check s.conf
 d_expect_fail s.check
-d_expect_err s.check "member 1 ($D_TMP/s1): stale: its header is at generation 1, the volume is at 2"
+d_expect_err s.check "member 1 ($D_TMP/s1): stale: its header is at generation 2, the volume is at 3"
 d_serve_refused s.serve2 s.conf "$pidfile"
 d_expect_err s.serve2 "member 1 ($D_TMP/s1): stale"
 d_run s.plugin d_nbdkit -U - "$STRIPE_PLUGIN" "config=$D_TMP/s.conf" --run true
@@ -151,7 +152,7 @@ d_same_sums stale.refusals "$before" "$D_TMP"/s{0,1,2,3} &&
 d_log "stale: the operator takes the copy back (nbdstripe accept)"
 d_run s.accept d_ns accept s.conf 1
 [[ $D_RC -eq 0 ]] || d_bad "accept s.conf 1: exit $D_RC"
-[[ $(d_u64 "$D_TMP/s1" 664) == 2 ]] || d_bad "accept: member 1 not at generation 2"
+[[ $(d_u64 "$D_TMP/s1" 664) == 3 ]] || d_bad "accept: member 1 not at generation 3"
 d_run s.check2 d_ns check s.conf
 [[ $D_RC -eq 0 ]] || d_bad "check after accept: exit $D_RC"
 d_serve s.serve3 s.conf "$pidfile" || d_fail "serve after accept"
