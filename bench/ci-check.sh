@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # CI check of the bench harness:
 #  0. the published runs (bench/results/*/results.json, when there are any)
 #     validate, and `stripe-bench --replot` redraws their charts;

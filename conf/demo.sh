@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The demo: install what is needed, build, make a volume of 4 sparse member
 # images of mixed sizes with member headers, and serve it on a Unix socket
 # until Ctrl-C.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe accept: take back a member that is behind the volume's
  * generation, on the operator's word.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe check: assemble and check a volume (serve.c starts with
  * the same check).  Members that are NBD URIs are checked as files are:
  * their servers must answer, with headers that agree (assemble.c) and

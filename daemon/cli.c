@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the command line's one grammar.  Every sub-command is
  * described here once -- its synopsis, what it does, its options -- and
  * both `nbdstripe --help` and `nbdstripe COMMAND --help` print from this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe create: write the member headers of a new volume: nbdstripe
  * headers, or (metadata = "md") Linux md v1.2 superblocks that mdadm
  * assembles.

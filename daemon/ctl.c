@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the client side of a served volume's control socket
  * (include/control.h): one request line, one answer line.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe import: write a config for an existing Linux md raid0 array,
  * from its members' md superblocks.  Writes nothing to any member.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe inspect: print members' headers -- nbdstripe headers or md
  * v1.x superblocks -- for people or (--json) scripts.  A member is a path
  * or an NBD URI (opened raw).  Reads only.

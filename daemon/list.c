@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe list: every volume configured in the config directory and
  * every volume served on this host (served.c finds them), with its state
  * as `status` would judge it, its server and where it listens.  Reads

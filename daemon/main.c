@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the command users and systemd run.  Dispatches to the
  * sub-commands (cli.c describes them; each lives in its own file), and
  * the helpers they share.

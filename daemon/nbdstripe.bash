@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bash completion for nbdstripe(8)                         -*- shell-script -*-
 #
 # Commands, their options, volume names (the configs in the config

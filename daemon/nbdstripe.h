@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the command.  Sub-commands, one file each; cli.c the
  * grammar they share.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe replace: move a member to another device while the volume is
  * served (through the server's control socket, control.h), or with the
  * volume stopped (--offline, the same engine in this process).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe serve: check the volume as `nbdstripe check` does (with its
  * members claimed for the check, so that a volume already served is
  * refused, naming its server), then run nbdkit with the stripe plugin and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: which volumes there are on this host and which process
  * serves each, for list and stop.
  *

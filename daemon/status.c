@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe status: the health of a served volume, asked live of its
  * server through the control socket (control.h) when it answers, else
  * read from the status file the plugin keeps (the same JSON; its format

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe stop: stop the server of a volume and wait until it has
  * gone.
  *

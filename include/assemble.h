@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: assembling a volume from its config and its members'
  * metadata: nbdstripe headers, or Linux md v1.x superblocks.
  *

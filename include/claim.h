@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: owning a member while a volume is served or created.
  *
  * A local member is opened without ever blocking (a FIFO, a socket, a

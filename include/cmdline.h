@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: nbdkit's own command line, read as nbdkit reads it.
  *
  * nbdkit tells a plugin whether it serves read-only (-r) only per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: a volume config file (libconfig) -> a validated config.
  *
  * One file describes one volume.  Every error names the file and line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the control socket of a served volume.
  *
  * A Unix stream socket beside the status file (NAME.status.json ->

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the on-disk member header.
  *
  * A 4 KiB header at offset 0 of every member; data starts at data_offset.

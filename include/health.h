@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: per-member health.
  *
  * What is tracked, per member: requests, bytes and errors per operation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: what a member really is, so that no two members of a volume
  * are the same bytes, and so that a member reopened later is known to be
  * the one that was opened first.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: running one request's member operations at the same time.
  *
  * The volume hands over one operation per touched member -- read, write,

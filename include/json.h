@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: writing JSON, one way for everything that does -- the
  * plugin's status file, `nbdstripe inspect --json` and the other
  * commands' --json -- on json-c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the RAID-0 layout, pure arithmetic.
  *
  * A layout maps a logical byte range of the volume onto (member, member

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: logging for the engine.
  *
  * Every line has a priority, syslog(3)'s: LOG_ERR for what failed (an I/O

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: Linux md v1.x superblocks (struct mdp_superblock_1 of
  * <linux/raid/md_p.h>), for members of md raid0 arrays.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: one member -- a regular file, a block device or an NBD
  * export -- behind one interface.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: plain synchronous NBD (libnbd), no threads.
  *
  * A connection driven by the calling thread, for headers and probes (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the operations a member is asked to do, one enum for the
  * executor, the members' backends and health.
  *

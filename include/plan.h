@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: turning one read or write request into per-member work.
  *
  * Pure code over the layout: no I/O.  For a buffer and a logical range it

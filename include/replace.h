@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: replacing a member while the volume is served.
  *
  * A copier thread copies member INDEX (old) to a new device (NEW, any

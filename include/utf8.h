@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: UTF-8 decoding, for the JSON and the terminal output of the
  * plugin's status file, `nbdstripe inspect --json` and `nbdstripe status`
  * (paths and names may hold any byte).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: small helpers every module may use -- time, alignment,
  * iovecs.  Inline, no state.
  */

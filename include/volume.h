@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: a volume = members + layout.
  *
  * Turns one request into per-member work (one operation per touched

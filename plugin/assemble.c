@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: volume assembly.  See include/assemble.h.
  *
  * Headers are read through a member opened raw (member.h), so that a

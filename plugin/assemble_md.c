@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: assembling a volume from Linux md v1.x superblocks.  See
  * include/assemble.h.
  *

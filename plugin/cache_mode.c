@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: cache mode names (see enum cache_mode in include/volume.h).
  * A file of its own so that the config loader can use them without the
  * I/O engine (its fuzz target links config.c, config_text.c, log.c and this).

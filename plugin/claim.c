@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: owning members.  See include/claim.h. */
 
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: nbdkit's command line.  See include/cmdline.h. */
 
 #include <stdbool.h>

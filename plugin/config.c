@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the volume config loader.  See include/config.h.
  *
  * The settings are walked in file order, each key through its setter, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: rewriting one member of a config file (nbdstripe replace).
  * See config_replace_member in include/config.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the raw text of a volume config file.  See config_text.h.
  *
  * The lexer skips what libconfig skips (comments: # // and C style;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the raw text of a volume config file, beside libconfig.
  *
  * The loader (config.c) has libconfig 1.5 parse a config, but reads the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the control socket.  See include/control.h. */
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the on-disk member header.  See include/header.h for the
  * byte layout and the contract.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: per-member health: recording, the rules, the health
  * thread.  See include/health.h for the rules, health_impl.h for how the
  * files share the work.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the on_change program.  Each event, once the status file
  * shows it, goes to the hook thread, which runs PROGRAM EVENT VOLUME
  * INDEX PATH with the NBDSTRIPE_* environment, one at a time and in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: health's prober thread.  It checks every member (no data
  * I/O: stat-level, connections alive), records each drop-out once (the
  * volume bumps the generation) and re-probes failed members; a re-probe

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: health's status files -- JSON always (the format is in
  * include/health.h), Prometheus text optionally -- built under the lock
  * and written atomically without it.

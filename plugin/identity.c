@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: member identity and aliases.  See include/identity.h. */
 
 #include <errno.h>

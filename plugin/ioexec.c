@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: concurrent member operations.  See include/ioexec.h. */
 
 #include <errno.h>

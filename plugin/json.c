@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: writing JSON on json-c.  See include/json.h. */
 
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the RAID-0 layout.  See include/layout.h for the contract. */
 
 #include <assert.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: engine logging hooks.  See include/log.h. */
 
 #include <errno.h>

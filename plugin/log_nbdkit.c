@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdkit-stripe-plugin: the engine's log lines go where nbdkit sends its
  * own, each at its priority (include/log.h).
  *

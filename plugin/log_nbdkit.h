@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdkit-stripe-plugin: the engine's log lines through nbdkit's sink
  * (see include/log.h).
  */

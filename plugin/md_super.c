@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: Linux md v1.x superblocks.  See include/md_super.h for the
  * contract.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: members, what every backend shares.  See include/member.h;
  * the backends are member_local.c and member_nbd.c.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the local backend of member.h -- a regular file or a block
  * device.
  *

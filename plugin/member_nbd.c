@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: the NBD backend of member.h -- an export on another server,
  * reached through libnbd.
  *

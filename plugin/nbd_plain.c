@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: plain synchronous NBD, no threads: a connection driven by
  * the calling thread, each step bounded in time.  For headers and probes
  * (the nbdstripe command, assembly, re-probes) and for a member opened

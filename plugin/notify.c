@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdkit-stripe-plugin: sd_notify(3)'s protocol.  See notify.h. */
 
 #include <errno.h>

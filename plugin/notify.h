@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdkit-stripe-plugin: telling a service manager how the server is.
  *
  * sd_notify(3)'s protocol, without libsystemd: one datagram of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: request planning.  See include/plan.h. */
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: replacing a member while the volume is served.  See
  * include/replace.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdkit-stripe-plugin: a RAID-0 volume over N files or block devices.
  *
  * Thin glue: parameters and nbdkit callbacks in, volume calls out.  The

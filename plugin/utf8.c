@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: UTF-8 decoding.  See include/utf8.h. */
 
 #include <stddef.h>

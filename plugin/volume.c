@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: a volume, members + layout.  See include/volume.h. */
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `cmake --install` must put the plugin where nbdkit looks for plugins, so
 # that `nbdkit stripe ...` works, the man page in man1, the bash
 # completion in bash-completion's completions directory, and the systemd

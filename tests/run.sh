@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The test command: installs what is needed, builds twice (plain with
 # -Werror, and with AddressSanitizer + UndefinedBehaviorSanitizer) and runs
 # every test in both builds.  Exit status 0 only if everything passed.

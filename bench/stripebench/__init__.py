@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """stripebench: the nbdstripe bench harness behind bench/stripe-bench.
 
   util      units, sizes, processes, CPU accounting from /proc

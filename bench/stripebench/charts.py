@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Charts (gnuplot, PNG), made from a results document alone, so that
 `stripe-bench --replot RESULTS.json` can redraw them without running
 anything.  Every chart's title says what the members were (emulated, remote

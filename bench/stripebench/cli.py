@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The command line: options, defaults that depend on the mode, --replot,
 signals and cleanup."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Running fio and collecting: one fio job through the nbd engine with the
 CPU of the server, fio, the member servers and every other process measured
 over the same window; one measured row; the progress lines."""

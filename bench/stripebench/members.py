@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Members: emulated local SSDs (direct-I/O loop devices throttled by cgroup
 block throttling), real drives (--members), emulated remote NBD servers
 (--remote: nbdkit memory servers behind the rate and delay filters), and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The measured profiles (CrystalDiskMark-style) and the acceptance targets
 evaluated on them."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """replace-impact: what `nbdstripe replace` costs and how fast it copies, on
 emulated members (the stripebench emulation: direct-I/O loop devices
 throttled by cgroup block throttling).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Results: medians and spread over the repetitions, scaling and the
 comparison with the reference, and the output files (results.json,
 results.csv, summary.md).  Charts are in charts.py."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The run: member servers and volume servers, the phases (main matrix,
 limits lifted, chunk sweep, sustained write), the results document and the
 cleanup.  Bench is put together from members.MembersMixin and

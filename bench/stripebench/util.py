@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Small helpers shared by every part of stripe-bench: units, sizes,
 processes, CPU accounting from /proc, block-device counters."""
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checks that config_load refuses each bad config named on the command
  * line with the message the file itself promises in its first lines:
  *

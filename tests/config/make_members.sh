@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Creates the files that the bad configs in bad/ refer to, so that every
 # bad config fails for the one reason it is about (and not for a missing
 # file), and so that a daemon test can checksum the members before and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A volume that is assembled wrongly is refused, and nothing is written.
 #
 # A 4-member volume of mixed sizes (chunk 64K) is created, served, filled

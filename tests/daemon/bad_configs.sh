@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every bad config of tests/config/bad is refused by `nbdstripe check`,
 # `nbdstripe create`, `nbdstripe serve` and by the plugin itself (nbdkit
 # ... config=FILE), each time with exit status 1 and a message on stderr

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The command line: exit status 0 on success, 1 when the command failed,
 # 2 for a usage error (nbdstripe(8), EXIT STATUS).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One grammar for every command (nbdstripe(8), COMMAND LINE), on a real
 # volume served from a config directory of the test's own:
 #

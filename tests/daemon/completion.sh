@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The bash completion (daemon/nbdstripe.bash), sourced alone -- without
 # bash-completion's helpers -- and asked as bash would ask it:
 #

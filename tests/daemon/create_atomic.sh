@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe create` is all-or-nothing: when the header of the last member
 # cannot be written after the others were, the others get their previous
 # first 4 KiB back, and no member is left claiming to be part of an array

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe create --discard` trims each member's data area first, as mkfs
 # does -- and only the data area.  Members are files full of random data
 # (every block allocated); afterwards:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe create` refuses a member that already holds something
 # recognisable, unless --force:
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* LD_PRELOAD shim for serve_arg_oom.sh: asprintf fails with ENOMEM when
  * its format is exactly $FAIL_ASPRINTF_FORMAT, as it would when out of
  * memory; any other format is formatted as usual.

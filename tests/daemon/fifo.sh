@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A FIFO hangs nothing.  Opening a FIFO for reading waits for a writer:
 # a FIFO given as a member, or as the config file, must be refused at
 # once by check, serve, create, inspect and the plugin -- not block them.

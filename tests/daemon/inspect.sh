@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe inspect`: a member's header for people, and --json for
 # scripts, checked against what create was told and against the header
 # bytes themselves (od):

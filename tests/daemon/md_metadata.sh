@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # metadata = "md": arrays are created as md creates them, imported and
 # assembled from their md superblocks, and refused when they are wrong --
 # all checked against oracles that share no code with nbdstripe:

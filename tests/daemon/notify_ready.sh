@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Readiness, as nbdstripe@.service (Type=notify) sees it: `nbdstripe serve
 # --foreground` with $NOTIFY_SOCKET set (a test listener in place of
 # systemd's, tests/lib/notify_recv.py).

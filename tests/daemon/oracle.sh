@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What `nbdstripe create` and the served volume leave on the members, read
 # straight from the member files and checked against the format the man
 # page documents -- without the code under test decoding anything:

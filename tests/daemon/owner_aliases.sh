@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # No two members of a volume are the same bytes, however they are spelled.
 #
 #   file + loop     metadata = "none": a file and a loop device over that

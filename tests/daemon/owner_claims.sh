@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A served volume owns its members: nothing else writes them.
 #
 # Volume "own0" (4 file members, headers) is served and filled; then, while

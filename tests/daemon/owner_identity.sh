@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A member is adopted again only when it proves to be the same member, and
 # a write never extends a member file.  Plain files as members, served by
 # `nbdstripe serve` with a status file; each case is done as a clumsy

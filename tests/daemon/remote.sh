@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A volume whose members are NBD exports (issue 7), served by stock
 # `nbdkit file` over backing files in the test directory, mixed with a
 # local member:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe create` stays all-or-nothing with remote members: when the
 # header of the last member -- an NBD export -- cannot be written after
 # the others were, every member gets its previous first 4 KiB back.

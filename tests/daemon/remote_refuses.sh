@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe create` refuses a remote member (an NBD URI, served by stock
 # `nbdkit file`) that holds something recognisable, as it refuses a local
 # one, unless --force; libblkid looks at a copy of the member's first and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A remote member whose server is not there is an error naming the member,
 # its URI and the reason, after a bounded time, and nothing is written to
 # any member -- the others being a local file and an export served by

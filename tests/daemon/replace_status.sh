@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdstripe status shows a replace (#15): live from the volume's control
 # socket while the server answers there, else from the status file.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdstripe@.service's sandbox does not get in the way of serving: the
 # parts of it that can be set up without systemd, taken from the unit as
 # built (build/conf/nbdstripe@.service), around `nbdstripe serve

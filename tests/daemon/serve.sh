@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe serve` end to end: create a 3-member volume, then
 #
 #   Unix socket (serve.socket, an export name): serve, write random data

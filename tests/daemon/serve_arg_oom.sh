@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe serve` fails, and never runs nbdkit, when one of nbdkit's
 # arguments cannot be built (asprintf failing with ENOMEM, made to fail by
 # an LD_PRELOAD shim for one format at a time): it used to drop the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One size syntax and nbdkit's cache names (nbdstripe(8), SIZES and
 # cache; nbdkit-stripe-plugin(1), chunk= and cache=):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Socket activation, as nbdstripe@.socket starts nbdstripe@.service:
 # `tests/lib/socket_activate.py SOCKET nbdstripe serve --foreground CONFIG`
 # (it listens, says so, and at the first connection execs serve with the

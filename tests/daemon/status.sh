@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdstripe status CONFIG [--json]: the health of a served volume, read
 # from the status file the plugin keeps (format: include/health.h).  No
 # server runs here: status files are written by hand from the templates

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The status and Prometheus files may live in a directory other users can
 # write to (a sticky, world-writable one like /tmp here; a node_exporter
 # textfile directory shared with a group): the server, running as root,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Who can reach a served volume.  The Unix socket is root's, but over TCP
 # every local user (and every host that can reach the address) can
 # connect: TLS is required unless the config says tls = "off" itself.

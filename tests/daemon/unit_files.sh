@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The systemd units as this build installs them (build/conf/): checked
 # without a running systemd, by systemd-analyze.
 #

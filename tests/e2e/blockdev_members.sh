@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # End-to-end with block devices as members: loop devices over sparse files,
 # one of them (when the kernel and losetup allow) with O_DIRECT and 4096-byte
 # logical sectors.  Needs root; skips (77) otherwise.

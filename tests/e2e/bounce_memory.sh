@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cache=direct needs aligned bounce buffers; a worker thread must not keep
 # one as large as the largest request it ever served.  8 clients each read
 # 32 MiB at once through a cache=direct volume (their own server threads

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A fast zero either works on every member it touches or changes nothing.
 #
 # NBD's fast zero (NBD_CMD_FLAG_FAST_ZERO) promises to fail at once, with

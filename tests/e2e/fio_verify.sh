@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # End-to-end data integrity with fio's nbd engine.
 #
 # A 4-member volume with members of mixed sizes (so md raid0 zones: 4, 3

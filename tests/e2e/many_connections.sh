@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # 1,100 clients at once, each with 16 reads in flight that span two
 # members: every request succeeds.  nbdkit runs 16 threads per connection
 # (17,600 here); with an io_uring ring in every one, the rings and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target for the volume config loader.
  *
  * config_load takes a path (libconfig reports file:line from it), so each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: libFuzzer target for the member header decoder.
  *
  * header_decode must survive any bytes (the sanitizers watch for overreads and

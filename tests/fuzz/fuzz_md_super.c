@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: libFuzzer target for the md v1.x superblock decoder.
  *
  * md_super_decode must survive any bytes (the sanitizers watch for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: writes the fuzzer's seed corpus (tests/fuzz/corpus/header/).
  *
  *   make_header_corpus DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: writes the md superblock fuzzer's seed corpus
  * (tests/fuzz/corpus/md_super/).
  *

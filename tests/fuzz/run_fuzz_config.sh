@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the config loader's libFuzzer target with clang (ASan + UBSan)
 # and fuzzes it for a bounded time.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzz the member header decoder with libFuzzer.
 #   tests/fuzz/run_fuzz_header.sh BUILD_DIR SECONDS
 # Compiles fuzz_header.c with clang (gcc has no libFuzzer) under ASan

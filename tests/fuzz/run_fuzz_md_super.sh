@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzz the md v1.x superblock decoder (plugin/md_super.c) with libFuzzer.
 #   tests/fuzz/run_fuzz_md_super.sh BUILD_DIR SECONDS
 # Compiles fuzz_md_super.c with clang (gcc has no libFuzzer) under ASan

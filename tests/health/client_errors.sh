@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One client's bad requests, or a full disk, fail no member for the
 # others: only errors that say something about the drive count.
 #

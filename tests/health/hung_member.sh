@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A member that stops answering (no error, no answer at all): requests
 # touching only the other members keep completing, the hung member is
 # failed within io_timeout, new requests touching it fail fast, and it

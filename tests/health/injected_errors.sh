@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Injected read errors on member 1 of 4: the member goes failing, then
 # failed, requests touching it fail fast while the others go on with the
 # right data, the hook runs with the right arguments, and the member comes

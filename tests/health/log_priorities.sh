@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Under systemd every log line of the plugin carries its priority: with
 # stderr the journal ($JOURNAL_STREAM names it, as systemd sets it for
 # StandardError=journal) each line starts with "<N>" (sd-daemon(3)), which

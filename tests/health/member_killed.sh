@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A member whose server dies: the member goes failed at once, I/O touching
 # it fails fast, the rest of the volume goes on; when the server is back at
 # the same path the re-probe brings the member back (MemberRecovered) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Prometheus file: `promtool check metrics` accepts it and its figures
 # are what the test did, while served, after a member failed and came
 # back, and after the server stopped.

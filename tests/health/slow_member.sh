@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One member 5x slower than its peers under load: it is judged slow, the
 # volume degraded, the others stay ok, and no request fails.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe status CONFIG [--json]` exit codes: 0 ok, 1 degraded, 2 failed,
 # 3 not running (no status file, server stopped, server killed).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The status file is valid JSON at every instant while it is rewritten
 # (every interval and on every state change), under load; the Prometheus
 # file parses with prometheus_client's parser at every instant and its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdkit-stripe-plugin.so exports what nbdkit looks up and nothing else
 # (plugin/nbdkit-stripe-plugin.syms): plugin_init and the debug flags
 # stripe_debug_NAME.  nbdkit dlopens plugins with RTLD_GLOBAL, so an

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The plugin sees nbdkit's -r wherever nbdkit does.  nbdkit tells a plugin
 # whether it is read-only only per connection, so the plugin reads its
 # own command line (plugin/cmdline.c) to know, before it opens the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration test: data path against a real nbdkit.
  *
  *   test_io [--member PATH]... [--chunk SIZE] [--no-uring] [--seed N]

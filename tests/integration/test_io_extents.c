@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration test test_io: block status (extents) against the
  * members' real holes.
  */

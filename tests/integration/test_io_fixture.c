@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration test test_io: the fixture (test_io_fixture.h). */
 
 #include <fcntl.h>

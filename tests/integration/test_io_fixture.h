@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration test test_io: the fixture its cases share.
  *
  * test_io.c says what the test does and parses its command line into cfg;

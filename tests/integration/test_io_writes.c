@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration test test_io: concurrent random writes from four
  * connections, read back through each, then every member byte.
  */

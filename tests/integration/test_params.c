@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration test: configurations nbdkit must refuse, and a
  * read-only member.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration tests: preloaded into nbdkit (after libasan) only
  * in sanitizer builds.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # What the shell test libraries share (tests/lib/daemon.sh,
 # tests/lib/vm.sh; and tests/integration's shell tests): the environment
 # CTest gives them and the environment a server under test runs with.  Sourced; not executable on its own.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for the tests of the nbdstripe command (tests/daemon), and
 # for the tests elsewhere that drive it (tests/health through health.sh,
 # tests/e2e, tests/remote).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Small helpers for the tests of the nbdstripe command; deliberately
  * independent of the code under test.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for the end-to-end tests.  Sourced by bash scripts; not
 # executable on its own.
 #

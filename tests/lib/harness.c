@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration tests: harness.  See harness.h. */
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration tests: running a real nbdkit with our plugin.
  *
  * nbdkit is started with systemd socket activation: the harness creates and

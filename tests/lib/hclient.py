@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # The health tests' client and checkers (tests/health, and
 # tests/daemon/owner_identity.sh).  Run with
 # /usr/bin/python3: it needs Debian's python3-libnbd (module nbd) and, for

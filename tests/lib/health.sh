@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for the member-health tests (tests/health).  Sourced by
 # bash scripts; builds on daemon.sh (d_* helpers, same
 # environment variables, same exit codes: 0 pass, 1 fail, 77 skip).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/e2e: many_connections.py URI N: N connections at once, each with 16
 # reads in flight spanning two members; prints the errors seen (errno ->
 # count) and exits 1 if there was any.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """An independent model of Linux md raid0 (drivers/md/raid0.c, 6.1), for
 tests/vm/md_raid0.sh: it checks member files that md (or nbdstripe in md
 mode) wrote against a pattern, without md and without nbdstripe's code.

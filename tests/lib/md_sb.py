@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Read and edit Linux md v1.x superblocks (struct mdp_superblock_1) in a
 member file -- an oracle for the tests, independent of nbdstripe's C code
 (written from the md-research notes, sections 1.1, 1.2 and 1.7: fixed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration tests: member servers.  See msrv.h. */
 
 #include <errno.h>

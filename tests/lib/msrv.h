@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe integration tests: member servers, stock nbdkit processes
  * exporting a backing file, for remote members (NBD URIs).
  *

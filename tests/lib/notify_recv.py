@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """notify_recv.py SOCKET: a service manager's notify socket, for tests.
 
 Binds SOCKET (AF_UNIX datagrams, as systemd's $NOTIFY_SOCKET), prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe tests: brute-force layout oracle.  See oracle.h. */
 
 #include <stdlib.h>

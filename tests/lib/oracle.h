@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe tests: an independent model of the layout, the oracle of the
  * unit tests (tests/unit/test_layout.c, test_plan.c) and of the
  * integration tests (tests/integration/test_io.c, test_params.c,

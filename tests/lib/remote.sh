@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers for the tests of members that are NBD URIs (tests/daemon/remote*.sh).
 # Sourced after daemon.sh; not executable on its own.
 #

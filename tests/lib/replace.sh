@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers for the tests of nbdstripe replace (tests/replace).  Sourced by
 # bash scripts; builds on daemon.sh (d_*) and remote.sh (r_*: stock nbdkit
 # member servers), same environment, same exit codes (0 pass, 1 fail, 77

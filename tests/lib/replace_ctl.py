@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # A client of a served volume's control socket (include/control.h), for
 # the tests of nbdstripe replace (tests/replace).  Plain python3, no
 # libnbd: one request a connection, one JSON line each way.

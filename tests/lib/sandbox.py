@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """sandbox.py UNIT -- COMMAND...: run COMMAND under the seccomp part of a
 systemd service's sandbox, as systemd 252 sets it up, without systemd.
 

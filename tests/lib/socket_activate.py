@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """socket_activate.py SOCKET COMMAND...: socket activation as systemd does
 it for a service of a .socket unit (Accept=no), for the tests.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/e2e: byte granularity.  unaligned_io.py URI SRC CHUNK: the volume
 # at URI (holding SRC) advertises a minimum block size of 1 and serves
 # reads and writes at any offset -- inside the first chunk (member 0),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for the real-client tests (tests/vm).  Sourced by bash
 # scripts; not executable on its own.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # What the throw-away VMs' /init scripts share (tests/vm/guest-init.sh,
 # tests/vm/md_raid0_guest.sh).  Copied into the initramfs as /vm_guest.sh
 # by v_initramfs_begin (tests/lib/vm.sh) and sourced by /init (busybox sh,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian package, built and used as an administrator would:
 #   1. copy the source tree (what git tracks, plus new files not ignored) to
 #      a temporary directory and build it with `dpkg-buildpackage -b -us -uc`

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Block status tells the truth: a hole is zero only where the member says
 # so.  NBD keeps "hole" (no storage allocated) and "zero" (reads as
 # zeroes) apart, and a server may report a hole that is not zero (nbdkit's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe remote members: faults of the member servers.
  *
  *   test_remote [--case NAME] [--transport unix|tcp]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A volume larger than NBD can say is refused at start, naming the limit.
 # NBD sizes and offsets are signed 64-bit in nbdkit and most clients:
 # members adding up to 2^63 bytes or more (two 6 EiB NBD exports from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* An nbdkit plugin for `nbdkit cc` (tests/replace/unreadable.sh): a file
  * whose reads fail with EIO in given byte ranges, as a disk with bad
  * sectors.  nbdkit's error filter fails every request alike, and its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A whole replace under fio: 4 jobs (4 connections, multi-conn) write
 # random 16K blocks with crc32c verify headers over a 3-member volume,
 # verifying as they go (verify_backlog) and at the end, with a flush every

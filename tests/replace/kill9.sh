@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # kill -9 of the server at three points of a replace of member 1 (of 3
 # file members, 2 windows of the copier each), the volume written with a
 # random pattern first (kept as the copy to compare with):

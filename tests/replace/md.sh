@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A replace on a volume with md metadata (metadata = "md": md v1.2
 # superblocks at 4096, #11), online, a client writing meanwhile
 # (tests/replace/writer.py).  The superblocks are read with

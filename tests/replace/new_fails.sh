@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # NEW failing, --cancel, and a second replace while one runs.  Member 1 of
 # 3 file members is replaced; each window of the copier is held 400 ms
 # (-D stripe.replace_hold_ms) so that a copy lasts about 1.2 s.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdstripe replace --offline: the same copy and end state as a replace
 # through the server, with the volume stopped.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/replace/race.sh's client: writes that race the replace's copier.
 # Run with /usr/bin/python3 (Debian's python3-libnbd).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Client writes that race the copier are never overwritten by older data
 # (include/replace.h: a write overlapping the window being copied waits
 # for it; the copier waits for writes in flight over the window it is

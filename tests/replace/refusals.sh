@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What `nbdstripe replace` must refuse, with the volume served: each
 # refusal exits non-zero with a message naming what is wrong, writes
 # nothing to any member or to NEW (cksum of every file before and after,

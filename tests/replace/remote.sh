@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Replace onto and from a remote member (an NBD export of a stock
 # `nbdkit file` on a Unix socket), a client writing all the while
 # (tests/replace/writer.py: random blocks from one connection, each also

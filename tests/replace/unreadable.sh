@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Read errors on the member being replaced.
 #
 # Member 1 of 3 is an NBD export served by nbdkit's cc plugin running

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # A client writing to a served volume across a replace, for
 # tests/replace/remote.sh.  Run with /usr/bin/python3 (python3-libnbd).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: what test_layout.c and test_plan.c share -- a
  * check that says where it failed, a PRNG, the matrix of volume shapes
  * (test cases), random requests biased towards boundaries, and a request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: nbdkit's command line as nbdkit reads it
  * (plugin/cmdline.c): is -r there?  Where does nbdkit log (--log)?
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the on-disk member header (plugin/header.c).
  *
  * Byte offsets and little-endian encoding are checked against this file's

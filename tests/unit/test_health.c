@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the health rules (plugin/health.c), without its
  * threads: operations are recorded as the I/O path records them, and one
  * tick's decisions are run with health_tick at a chosen time.  The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: log lines and their priorities (plugin/log.c):
  * "<N>" before a line when stderr is the journal, the level's word, errno
  * kept.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: Linux md v1.x superblocks (plugin/md_super.c).
  *
  * Offsets and little-endian encoding are checked against this file's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: request planning (plugin/plan.c) against the
  * brute-force md raid0 oracle (tests/lib/oracle.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the main of every cmocka suite. */
 #ifndef NBDSTRIPE_TEST_UNIT_MAIN_H
 #define NBDSTRIPE_TEST_UNIT_MAIN_H

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# SPDX-License-Identifier: BSD-3-Clause
 # /init of the throw-away VM of nbd_client_vm.sh (busybox sh, PID 1).
 #
 # Parameters come on the kernel command line:

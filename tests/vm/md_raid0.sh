@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Linux md raid0 and nbdstripe, on the same bytes, both ways: arrays made
 # by the real md driver and mdadm (Debian 12's 4.2) in a throw-away qemu
 # VM (TCG) are served by nbdstripe byte for byte -- with md superblocks

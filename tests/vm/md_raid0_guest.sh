@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# SPDX-License-Identifier: BSD-3-Clause
 # /init of the throw-away VM of md_raid0.sh (busybox sh, PID 1): the real
 # md raid0 driver and mdadm (Debian's 4.2, from its package) on virtio
 # disks that are raw files on the host.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Linux kernel's NBD client against `nbdstripe serve`, in a throw-away
 # qemu VM (TCG: no KVM needed), with ext4 on the volume.
 #

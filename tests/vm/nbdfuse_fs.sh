@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The host's fast path to a file system on the volume, without a VM:
 # `nbdstripe serve` on a Unix socket, nbdfuse (4 connections) exposing
 # the volume as a file, a loop device over that file, ext4 on the loop

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # qemu's NBD client against `nbdstripe serve` (Unix socket): qemu-img
 # convert images into the volume and qemu-img compare them back.
 #
