@@ -38,7 +38,6 @@
 
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -46,22 +45,14 @@ import time
 WINDOW = 4 * 1024 * 1024
 
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                "..", "lib"))
+sys.dont_write_bytecode = True          # no __pycache__ in the source tree
+from replace_ctl import ask as ask_ctl, replace_of  # noqa: E402
+
+
 def ask(path, req):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    try:
-        s.connect(path)
-        s.sendall((json.dumps(req) + "\n").encode())
-        buf = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            buf += b
-    finally:
-        s.close()
-    ans = json.loads(buf.decode())
-    return ans.get("status", {}).get("replace", {})
+    return replace_of(ask_ctl(path, req))
 
 
 class Layout:

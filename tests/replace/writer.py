@@ -21,7 +21,6 @@
 import json
 import os
 import random
-import socket
 import sys
 import time
 
@@ -30,28 +29,14 @@ import nbd
 ENDS = {"done", "failed", "cancelled"}
 
 
-def ask(path, req):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    try:
-        s.connect(path)
-        s.sendall((json.dumps(req) + "\n").encode())
-        buf = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            buf += b
-    finally:
-        s.close()
-    return json.loads(buf.decode())
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                "..", "lib"))
+sys.dont_write_bytecode = True          # no __pycache__ in the source tree
+from replace_ctl import ask as ask_ctl, replace_of  # noqa: E402
 
 
 def state(ctl):
-    ans = ask(ctl, {"op": "status"})
-    st = ans.get("status")
-    r = st.get("replace", {}) if isinstance(st, dict) else ans.get("replace", {})
-    return (r or {}).get("state")
+    return (replace_of(ask_ctl(ctl, {"op": "status"})) or {}).get("state")
 
 
 def main(argv):
