@@ -3,7 +3,8 @@
 # Every source file says its licence (LICENSE: BSD-3-Clause) in an SPDX
 # line near its top: C, headers, shell, Python, CMake, POD, units, the
 # example config and the scripts without a suffix.  Data files (JSON,
-# test configs and corpora) and debian/ (debian/copyright) are not.
+# test configs and corpora, the published bench results) and debian/
+# (debian/copyright) are not.
 # Needs the git checkout (exit 77 without one).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -12,7 +13,7 @@ command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1 ||
 missing=0
 while IFS= read -r f; do
   case $f in
-    debian/* | tests/fuzz/corpus/* | LICENSE | *.json | *.json.in | *.md | \
+    debian/* | tests/fuzz/corpus/* | bench/results/* | LICENSE | *.json | *.json.in | *.md | \
       .gitignore | */.gitignore | .clang-format) continue ;;
     tests/*.conf | tests/*/*.conf | tests/*/*/*.conf) continue ;;
   esac
