@@ -9,10 +9,12 @@
 #       1 if it is a refusal.
 #   replace_ctl.py SOCKET status
 #       print the replace object of the status ({} when there is none).
-#   replace_ctl.py SOCKET wait [--state S[,S...]] [--copied N]
+#   replace_ctl.py SOCKET wait [--new PATH] [--state S[,S...]] [--copied N]
 #                              [--deadline SECONDS]
-#       poll the status (every 10 ms) until the replace is in one of the
-#       states and/or has copied at least N bytes; print the replace
+#       poll the status (every 10 ms) until the replace (with --new: the
+#       one onto PATH, for the status shows the last replace until the
+#       next has started) is in one of the states and/or has copied at
+#       least N bytes; print the replace
 #       object; exit 0, or 3 (with the last object) at the deadline, 4 if
 #       the replace ended in a state not asked for (with --state), 5 if
 #       the server went away.
@@ -69,10 +71,12 @@ def main(argv):
         print(json.dumps(replace_of(ask(path, {"op": "status"}))))
         return 0
     if cmd == "wait":
-        states, copied, deadline = None, None, 30.0
+        new, states, copied, deadline = None, None, None, 30.0
         rest = argv[2:]
         while rest:
-            if rest[0] == "--state" and len(rest) > 1:
+            if rest[0] == "--new" and len(rest) > 1:
+                new = rest[1]
+            elif rest[0] == "--state" and len(rest) > 1:
                 states = set(rest[1].split(","))
             elif rest[0] == "--copied" and len(rest) > 1:
                 copied = int(rest[1])
@@ -94,7 +98,9 @@ def main(argv):
                       file=sys.stderr)
                 return 5
             st = r.get("state")
-            ok = True
+            if new is not None and r.get("new") != new:
+                st = None   # an earlier replace: this one has not started
+            ok = st is not None or new is None
             if states is not None and st not in states:
                 ok = False
             if copied is not None and r.get("bytes_copied", 0) < copied:

@@ -115,10 +115,7 @@ d_log "1b. NEW's server killed mid-copy"
 "$NBDSTRIPE" replace --wait "$RP_CONF" 1 "$NEW5" \
   >"$D_TMP/replace5.out" 2>"$D_TMP/replace5.err" </dev/null &
 rpid=$!
-# The status shows the last replace (failed) until this one has started.
-rp_ctl until "s.get('replace', {}).get('new') == '$NEW5'" 10 >/dev/null ||
-  d_fail "the replace onto $NEW5 did not start"
-rp_wait first5 --state copying --copied $((4 * M)) ||
+rp_wait first5 --new "$NEW5" --state copying --copied $((4 * M)) ||
   d_fail "the copy did not pass its first window"
 kill -KILL "$NEW5_PID"
 d_wait_gone "$NEW5_PID" 30 || d_fail "NEW's server did not die"
