@@ -800,7 +800,11 @@ health_main (void *arg)
           >= (uint64_t) h->p.set.interval * 1000000000 - 50000000)
         h->dirty = true;
     }
-    if (h->nr_pending > 0 || h->pending_overflow
+    /* The first status at once: last_status_mono is 0 until then, and
+     * the monotonic clock counts from boot -- a volume started by its unit
+     * at boot would otherwise have no status file for up to an interval.
+     */
+    if (!h->status_written || h->nr_pending > 0 || h->pending_overflow
         || (h->dirty && now - h->last_status_mono >= DIRTY_DELAY_NS)) {
       unsigned shown = h->nr_pending; /* in the file about to be written */
       h->dirty = false;

@@ -110,6 +110,7 @@ struct health {
 
   double started_unix;
   uint64_t started_mono, last_status_mono;
+  bool status_written; /* once: last_status_mono means something */
   bool status_err_logged, prom_err_logged;
 
   /* Transitions not yet written to the status file. */

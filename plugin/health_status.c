@@ -484,6 +484,7 @@ health_write_status (struct health *h, bool running)
   if (h->p.prometheus_file)
     prom = build_prom (h, running, now, &plen);
   h->last_status_mono = health_now_ns ();
+  h->status_written = true;
   pthread_mutex_unlock (&h->lock);
 
   if (h->p.status_file) {
