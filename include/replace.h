@@ -46,9 +46,11 @@
 #define NBDSTRIPE_REPLACE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct volume;
+struct replace;
 struct member_op;
 struct json_object;
 
@@ -86,20 +88,40 @@ extern int replace_wait (struct volume *v);
  */
 extern struct json_object *replace_status (struct volume *v);
 
-/* For volume.c: run a request's member operations while a replace runs
- * (see above).  plain runs them as without a replace.
+/* For volume.c: run a request's member operations while replace r runs
+ * (see above; r is v->rep as the request read it once counted in the
+ * volume's gate).  plain runs them as without a replace.
  */
 typedef int (*replace_plain_fn) (struct volume *v, struct member_op *ops,
                                  unsigned nr);
-extern int replace_run_ops (struct volume *v, struct member_op *ops,
-                            unsigned nr, replace_plain_fn plain);
+extern int replace_run_ops (struct volume *v, struct replace *r,
+                            struct member_op *ops, unsigned nr,
+                            replace_plain_fn plain);
 
 /* Test hooks, set from the plugin's -D flags: hold each window this many
  * ms; kill the process (SIGKILL) at step 1 (NEW's metadata written) or 2
- * (the config rewritten) of the end.
+ * (the config rewritten) of the end; hold the copier at each phase
+ * boundary (gate) until replace_debug_release.  The phases, in order:
+ *   published  the replace is visible to requests from now on
+ *   drained    the requests that started before it have ended
+ *   locked     a window taken (the first; later ones as the pipeline
+ *              reads ahead, or one at a time with a rate)
+ *   advanced   a window written to NEW, the watermark past it
+ *   copied     the copy done and NEW flushed; clients still write both
+ *   quiesced   clients held, nothing in flight
+ *   metadata   NEW's metadata written
+ *   config     the config rewritten (or old marked replaced)
+ *   switched   NEW is the member, clients go on
  */
 extern int replace_debug_hold_ms;
 extern int replace_debug_crash;
+extern int replace_debug_gate;
+
+/* Let the copier held at a phase go on (at: the phase it must be held
+ * at, or NULL for any).  -1 with why when it is not held (there).
+ */
+extern int replace_debug_release (struct volume *v, const char *at,
+                                  char *why, size_t len);
 
 /* Stop a copier still running (cancelled, or if switching let finish)
  * and wait for it; what replace_status shows stays, for the server's

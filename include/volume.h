@@ -64,6 +64,28 @@ struct assembly;
 struct md_super;
 struct replace;
 
+/* Every request is counted from its start, before it looks at a member or
+ * at v->rep, to its end (volume_drain, volume_quiesce).  Two counters and
+ * an epoch: a request counts itself in the epoch's counter and checks the
+ * epoch again (it changed meanwhile: it counts itself again, in the new
+ * one).  A drain flips the epoch and waits for the old counter to reach
+ * zero: every request that started before the flip has ended, however
+ * many start after it.  Bit 1 of the epoch closes the gate: new requests
+ * wait at the entry, before they touch anything.
+ */
+struct volume_gate {
+  _Atomic unsigned epoch;       /* bit 0: the counter; bit 1: closed */
+  _Atomic unsigned long count[2];
+  _Atomic bool draining;        /* a drainer waits: wake it at zero */
+  _Atomic unsigned waiters;     /* requests waiting for it to open */
+  pthread_mutex_t lock;         /* cond: the drainer, and requests waiting
+                                 * for the gate to open */
+  pthread_cond_t cond;
+  pthread_mutex_t drain_lock;   /* one drain (or quiesce) at a time */
+  uint64_t closed_ns;           /* monotonic: when the last quiesce
+                                 * closed the gate */
+};
+
 /* Everything a volume is opened with: no global settings. */
 struct volume_options {
   uint64_t chunk;
@@ -117,15 +139,30 @@ struct volume {
   struct replace *_Atomic rep;
   struct replace *replaces;
   pthread_mutex_t replace_lock;
+  /* Set (under replace_lock) while a replace is being started: NEW
+   * opened, checked and claimed without the lock held.
+   */
+  bool rep_starting;
   /* Held while a member's state changes under it: a re-probe adopting
-   * it, a replace switching to the new device.
+   * it, a replace switching to the new device, a generation bump writing
+   * headers.  Never taken on the I/O path.
    */
   pthread_mutex_t swap_lock;
-  /* Replaces switched so far: a write that saw the sizes of the old
-   * device does not compare them with the new one's.
-   */
-  _Atomic unsigned switches;
+  struct volume_gate gate;
 };
+
+/* Wait until every request that started before this call has ended
+ * (requests that start meanwhile go on).  Not on the I/O path.
+ */
+extern void volume_drain (struct volume *v);
+/* Hold new requests at the entry (they wait, none fails) and wait for
+ * every request in flight to end: nothing touches a member until
+ * volume_resume.  Then a member may change under the volume (a replace's
+ * switch).  The time in between is all clients' wait: keep it short.
+ */
+extern void volume_quiesce (struct volume *v);
+/* Let requests in again; returns how long they were held (ns). */
+extern uint64_t volume_resume (struct volume *v);
 
 /* Write member i's header (on device m, which may not be members[i] yet)
  * with member UUID uuid, generation events and flags, durably.

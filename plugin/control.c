@@ -115,6 +115,17 @@ handle (struct control *c, struct json_object *req)
     json_put (o, "ok", json_object_new_boolean (true));
     return o;
   }
+  if (strcmp (name, "step") == 0 && replace_debug_gate) {
+    const char *at = NULL;
+    if (json_object_object_get_ex (req, "at", &x)
+        && json_object_is_type (x, json_type_string))
+      at = json_object_get_string (x);
+    if (replace_debug_release (c->v, at, why, sizeof why) == -1)
+      return refusal (why);
+    o = json_object_new_object ();
+    json_put (o, "ok", json_object_new_boolean (true));
+    return o;
+  }
   snprintf (why, sizeof why, "unknown op \"%.100s\" (status, replace, "
             "cancel)", name);
   return refusal (why);

@@ -39,20 +39,37 @@
 #define BLOCK 4096u
 /* Reads of old tried this often before a block counts as unreadable. */
 #define READ_TRIES 3
+/* Zeroes written to NEW at a time where it cannot zero. */
+#define ZERO_BUF (256u * 1024)
 
 int replace_debug_hold_ms;
 int replace_debug_crash;
+int replace_debug_gate;
 
 enum state { R_COPYING, R_SWITCHING, R_DONE, R_FAILED, R_CANCELLED };
 
 static const char *const state_names[] = { "copying", "switching", "done",
                                            "failed", "cancelled" };
 
-/* A client operation on the member, in flight. */
+/* A client operation on the member, from the moment it looked at the
+ * copier's windows until it has ended.
+ */
 struct flight {
-  uint64_t a, b; /* member offsets */
-  bool write;
+  uint64_t a, b;  /* member offsets */
+  bool write;     /* write, trim or zero */
+  bool waiting;   /* held by a window announced before it */
+  unsigned seen;  /* the windows announced before it: ids below this */
   struct flight *next;
+};
+
+/* A window of the copy: announced (client writes that start later wait
+ * for it), then locked once the writes over it that started earlier have
+ * ended; released once written to NEW.
+ */
+struct window {
+  uint64_t a, b;
+  unsigned id;
+  bool used;
 };
 
 struct lost {
@@ -76,10 +93,9 @@ struct replace {
   pthread_cond_t cond;
   /* Under lock. */
   enum state state;
-  uint64_t watermark;    /* copied up to here */
-  uint64_t win_a, win_b; /* the window being copied (empty: a == b) */
-  bool holding;          /* the switch: client operations wait */
-  unsigned active;       /* client operations on the member in flight */
+  uint64_t watermark; /* copied up to here */
+  struct window win[2]; /* the pipeline: the one written, the one read */
+  unsigned next_win;    /* the next window's id */
   struct flight *flights;
   bool cancel;
   char error[512];
@@ -87,7 +103,16 @@ struct replace {
   struct lost *lost;
   unsigned nr_lost, cap_lost;
   bool config_updated;
-  char config_note[512];
+  char config_note[1024];
+  uint64_t hold_ns;        /* clients held at the switch */
+  uint64_t max_wait_ns;    /* the longest a client write waited for a
+                            * window */
+  unsigned nr_waiting;     /* client writes waiting for a window now */
+  /* The test gate (replace_debug_gate): the phase the copier is held at,
+   * and how many phases it has reached and been let past.
+   */
+  const char *phase;
+  unsigned phase_seq, released_seq;
 };
 
 static void
@@ -116,6 +141,55 @@ fail_locked (struct replace *r, const char *fmt, ...)
   va_end (ap);
   r->state = R_FAILED;
   pthread_cond_broadcast (&r->cond);
+}
+
+/* The test gate: with -D stripe.replace_gate=1 the copier stops at each
+ * phase boundary, shows it in the status ("phase"), and goes on once
+ * replace_debug_release (the control socket's "step") lets it.  A cancel
+ * lets it go too.
+ */
+static void
+phase (struct replace *r, const char *name)
+{
+  if (!replace_debug_gate)
+    return;
+  pthread_mutex_lock (&r->lock);
+  r->phase = name;
+  r->phase_seq++;
+  pthread_cond_broadcast (&r->cond);
+  while (r->released_seq < r->phase_seq && !r->cancel)
+    pthread_cond_wait (&r->cond, &r->lock);
+  pthread_mutex_unlock (&r->lock);
+}
+
+int
+replace_debug_release (struct volume *v, const char *at, char *why,
+                       size_t len)
+{
+  struct replace *r;
+  int ret = -1;
+
+  pthread_mutex_lock (&v->replace_lock);
+  r = v->replaces;
+  pthread_mutex_unlock (&v->replace_lock);
+  if (!replace_debug_gate || r == NULL) {
+    snprintf (why, len, "no replace held at a phase (-D stripe.replace_gate)");
+    return -1;
+  }
+  pthread_mutex_lock (&r->lock);
+  if (r->released_seq >= r->phase_seq)
+    snprintf (why, len, "the copier is not held (phase %s, %u)",
+              r->phase ? r->phase : "none", r->phase_seq);
+  else if (at && (r->phase == NULL || strcmp (at, r->phase) != 0))
+    snprintf (why, len, "the copier is held at %s, not %s",
+              r->phase ? r->phase : "none", at);
+  else {
+    r->released_seq = r->phase_seq;
+    pthread_cond_broadcast (&r->cond);
+    ret = 0;
+  }
+  pthread_mutex_unlock (&r->lock);
+  return ret;
 }
 
 /* One synchronous operation on a member for the copier, outside health's
@@ -156,19 +230,48 @@ overlaps (uint64_t a, uint64_t b, uint64_t c, uint64_t d)
   return a < d && c < b;
 }
 
-int
-replace_run_ops (struct volume *v, struct member_op *ops, unsigned nr,
-                 replace_plain_fn plain)
+/* Whether a client write must wait: a window announced before it
+ * overlaps it.  Windows announced after it wait for it instead.
+ */
+static bool
+held_by_window (const struct replace *r, const struct flight *f)
 {
-  struct replace *r = atomic_load_explicit (&v->rep, memory_order_acquire);
+  for (unsigned w = 0; w < 2; ++w)
+    if (r->win[w].used && r->win[w].id < f->seen
+        && overlaps (f->a, f->b, r->win[w].a, r->win[w].b))
+      return true;
+  return false;
+}
+
+/* NEW could not zero (EOPNOTSUPP: tmpfs, NFS, a device without
+ * write-zeroes): zeroes written.  Returns 0 or an errno.
+ */
+static int
+zero_by_writing (struct replace *r, uint64_t off, uint64_t len)
+{
+  static const uint8_t zeros[ZERO_BUF] __attribute__ ((aligned (4096)));
+
+  while (len > 0) {
+    uint64_t n = len < ZERO_BUF ? len : ZERO_BUF;
+    if (copy_io (r, &r->newm, OP_WRITE, (void *) zeros, n, off) == -1)
+      return errno;
+    off += n;
+    len -= n;
+  }
+  return 0;
+}
+
+int
+replace_run_ops (struct volume *v, struct replace *r, struct member_op *ops,
+                 unsigned nr, replace_plain_fn plain)
+{
   struct member_op ext[LAYOUT_MAX_MEMBERS + 1];
   struct flight fl;
   unsigned k = nr;
   bool dual = false;
+  uint64_t waited = 0;
   int ret, err;
 
-  if (r == NULL)
-    return plain (v, ops, nr);
   for (unsigned j = 0; j < nr; ++j)
     if (!ops[j].shadow && ops[j].m == &v->members[r->index])
       k = j;
@@ -179,12 +282,22 @@ replace_run_ops (struct volume *v, struct member_op *ops, unsigned nr,
   fl.b = ops[k].offset + ops[k].length;
   fl.write = is_write (ops[k].kind);
   pthread_mutex_lock (&r->lock);
-  while (r->holding
-         || (fl.write && overlaps (fl.a, fl.b, r->win_a, r->win_b)))
-    pthread_cond_wait (&r->cond, &r->lock);
-  r->active++;
+  fl.seen = r->next_win;
+  fl.waiting = fl.write && held_by_window (r, &fl);
   fl.next = r->flights;
   r->flights = &fl;
+  if (fl.waiting) {
+    uint64_t t0 = now_ns ();
+    r->nr_waiting++;
+    while (held_by_window (r, &fl))
+      pthread_cond_wait (&r->cond, &r->lock);
+    r->nr_waiting--;
+    fl.waiting = false;
+    waited = now_ns () - t0;
+    if (waited > r->max_wait_ns)
+      r->max_wait_ns = waited;
+    pthread_cond_broadcast (&r->cond); /* a copier waiting on it */
+  }
   if (r->state == R_COPYING)
     dual = ops[k].kind == OP_FLUSH || (fl.write && fl.a < r->watermark);
   pthread_mutex_unlock (&r->lock);
@@ -198,6 +311,13 @@ replace_run_ops (struct volume *v, struct member_op *ops, unsigned nr,
     ret = plain (v, ext, nr + 1);
     err = errno;
     memcpy (ops, ext, nr * sizeof ops[0]);
+    if (ext[nr].err == EOPNOTSUPP || ext[nr].err == ENOTSUP) {
+      /* A trim is advisory; zeroes are written where NEW cannot zero. */
+      if (ext[nr].kind == OP_TRIM)
+        ext[nr].err = 0;
+      else if (ext[nr].kind == OP_ZERO)
+        ext[nr].err = zero_by_writing (r, ext[nr].offset, ext[nr].length);
+    }
     if (ext[nr].err) {
       pthread_mutex_lock (&r->lock);
       fail_locked (r, "the new member (%s) failed: %s at offset %" PRIu64
@@ -205,15 +325,15 @@ replace_run_ops (struct volume *v, struct member_op *ops, unsigned nr,
                    r->new_path, op_name (ext[nr].kind), ext[nr].offset,
                    strerror (ext[nr].err));
       pthread_mutex_unlock (&r->lock);
-      /* The client's request is old's to answer. */
-      ret = 0;
-      for (unsigned j = 0; j < nr; ++j)
-        if (ops[j].err) {
-          ret = -1;
-          err = ops[j].err;
-          break;
-        }
     }
+    /* The client's request is old's to answer. */
+    ret = 0;
+    for (unsigned j = 0; j < nr; ++j)
+      if (ops[j].err) {
+        ret = -1;
+        err = ops[j].err;
+        break;
+      }
     errno = err;
   }
   else
@@ -252,7 +372,6 @@ replace_run_ops (struct volume *v, struct member_op *ops, unsigned nr,
       *p = fl.next;
       break;
     }
-  r->active--;
   pthread_cond_broadcast (&r->cond);
   pthread_mutex_unlock (&r->lock);
   errno = err;
@@ -396,48 +515,100 @@ write_new_metadata (struct replace *r, uint8_t member_uuid[16], char *why,
   return member_sync (&r->newm, why, len); /* no metadata: data only */
 }
 
-/* Old (now r->newm after the switch) is no longer a member: say so on it,
- * best effort (it may be the dying device).
+
+/* NEW's metadata written, and then the replace did not switch: NEW must
+ * not look like a member (best effort: it may be the device that failed).
  */
 static void
-mark_old (struct replace *r, const uint8_t old_uuid[16], uint64_t old_events)
+clear_new_metadata (struct replace *r)
 {
+  static const uint8_t zeros[MD_SUPER_BYTES] __attribute__ ((aligned (4096)));
   struct volume *v = r->v;
+  uint64_t at = 0;
+  size_t n = HEADER_SIZE;
   char why[256];
 
-  if (v->has_header) {
-    if (volume_write_header (v, r->index, &r->newm, old_uuid, old_events,
-                             HEADER_FLAG_REPLACED, why, sizeof why)
-        == -1)
-      stripe_error ("replace: member %u: could not mark %s replaced (%s); "
-                    "its generation is behind the volume's, so it is "
-                    "refused as stale anyway",
-                    r->index, r->old_path, why);
+  if (v->md_sb) {
+    at = v->md_sb[r->index].super_offset * 512;
+    if (v->md_sb[r->index].minor == 0
+        && !md_super_location (0, r->newm.size, &at))
+      return;
+    n = MD_SUPER_BYTES;
   }
-  else if (v->md_sb) {
+  else if (!v->has_header)
+    return;
+  if (member_pwrite (&r->newm, zeros, n, at, why, sizeof why) == -1
+      || member_sync (&r->newm, why, sizeof why) == -1)
+    stripe_error ("replace: member %u: could not clear the metadata written "
+                  "to %s (%s): it holds a copy of the member that the volume "
+                  "did not switch to",
+                  r->index, r->new_path, why);
+}
+
+/* m (old) is no longer a member: say so on it, so that it is never
+ * assembled again -- header flag, md role faulty.  -1 (why) if it could
+ * not be written; with metadata "none" there is nothing to write it in.
+ */
+static int
+mark_old (struct replace *r, struct member *m, const uint8_t old_uuid[16],
+          uint64_t old_events, char *why, size_t len)
+{
+  struct volume *v = r->v;
+
+  if (v->has_header)
+    return volume_write_header (v, r->index, m, old_uuid, old_events,
+                                HEADER_FLAG_REPLACED, why, len);
+  if (v->md_sb) {
     struct md_super *sb = malloc (sizeof *sb);
     uint8_t *buf = malloc (MD_SUPER_BYTES);
+    int ret = -1;
+
     if (sb && buf) {
       *sb = v->md_sb[r->index];
       if (sb->dev_number < sb->max_dev)
         sb->dev_roles[sb->dev_number] = MD_ROLE_FAULTY;
       sb->utime = (uint64_t) time (NULL);
       md_super_encode (sb, buf);
-      if (member_pwrite (&r->newm, buf, MD_SUPER_BYTES,
-                         sb->super_offset * 512, why, sizeof why)
-            == -1
-          || member_sync (&r->newm, why, sizeof why) == -1)
-        stripe_error ("replace: member %u: could not mark %s faulty in its "
-                      "md superblock (%s)",
-                      r->index, r->old_path, why);
+      if (member_pwrite (m, buf, MD_SUPER_BYTES, sb->super_offset * 512, why,
+                         len)
+            == 0
+          && member_sync (m, why, len) == 0)
+        ret = 0;
     }
+    else
+      snprintf (why, len, "out of memory");
     free (sb);
     free (buf);
+    return ret;
   }
+  snprintf (why, len, "metadata \"none\": nothing on the member says what "
+            "it is");
+  return -1;
 }
 
-/* Copy done: hold the member's operations, flush, metadata, config,
- * switch.  Returns with r->state DONE or FAILED.
+/* Whether the copy is to stop: cancelled (now the state says so) or
+ * failed.  Called with r->lock held.
+ */
+static bool
+stopped_locked (struct replace *r)
+{
+  if (r->cancel && r->state == R_COPYING) {
+    r->state = R_CANCELLED;
+    snprintf (r->error, sizeof r->error, "cancelled");
+    pthread_cond_broadcast (&r->cond);
+  }
+  return r->state != R_COPYING;
+}
+
+/* The copy is done: NEW takes old's place.  Clients write both devices
+ * (the watermark is at the end) until the volume is quiesced; then,
+ * with nothing in flight, NEW is flushed and gets the member's metadata,
+ * the config names NEW, and the member switches.  The on-disk record
+ * never points at NEW before it holds the member, and never lets old be
+ * assembled once a write has gone to NEW alone: when the config cannot be
+ * rewritten, old is marked replaced first, and when that cannot be done
+ * either (metadata "none", old dying) the replace stops here, not
+ * switched.  Returns with r->state DONE, FAILED or CANCELLED.
  */
 static void
 finish (struct replace *r)
@@ -446,18 +617,32 @@ finish (struct replace *r)
   struct member *old = &v->members[r->index];
   uint8_t old_uuid[16], new_uuid[16] = { 0 };
   uint64_t old_events = 0;
-  char why[512];
+  bool written = false, marked = false, stop;
+  char why[512], reason[512];
 
-  pthread_mutex_lock (&r->lock);
-  if (r->state != R_COPYING) {
+  /* What the copier wrote, durable before clients are held: the flush
+   * under the hold then has only their writes since to carry.
+   */
+  if (copy_io (r, &r->newm, OP_FLUSH, NULL, 0, 0) == -1) {
+    pthread_mutex_lock (&r->lock);
+    fail_locked (r, "flushing the new member (%s): %m", r->new_path);
     pthread_mutex_unlock (&r->lock);
     return;
   }
-  r->state = R_SWITCHING;
-  r->holding = true;
-  while (r->active > 0)
-    pthread_cond_wait (&r->cond, &r->lock);
+  phase (r, "copied");
+  /* swap_lock first: a re-probe in progress (it may take seconds) is
+   * waited for before clients are held, not while they are.
+   */
+  pthread_mutex_lock (&v->swap_lock);
+  volume_quiesce (v);
+  pthread_mutex_lock (&r->lock);
+  stop = stopped_locked (r);
+  if (!stop)
+    r->state = R_SWITCHING;
   pthread_mutex_unlock (&r->lock);
+  if (stop)
+    goto release;
+  phase (r, "quiesced");
 
   if (copy_io (r, old, OP_FLUSH, NULL, 0, 0) == -1)
     stripe_error ("replace: member %u: flushing %s: %m (the copy is on %s "
@@ -466,6 +651,7 @@ finish (struct replace *r)
   if (copy_io (r, &r->newm, OP_FLUSH, NULL, 0, 0) == -1) {
     pthread_mutex_lock (&r->lock);
     fail_locked (r, "flushing the new member (%s): %m", r->new_path);
+    pthread_mutex_unlock (&r->lock);
     goto release;
   }
   pthread_mutex_lock (&v->header_lock);
@@ -476,31 +662,53 @@ finish (struct replace *r)
     pthread_mutex_lock (&r->lock);
     fail_locked (r, "writing the new member's metadata (%s): %s",
                  r->new_path, why);
+    pthread_mutex_unlock (&r->lock);
     goto release;
   }
-
+  written = true;
+  phase (r, "metadata");
   if (replace_debug_crash == 1)
     raise (SIGKILL);
+
   /* The config: NEW in old's place (the volume assembles with whichever
    * the config names from here on).
    */
-  if (r->config) {
-    if (config_replace_member (r->config, r->index, r->old_path, r->new_path,
-                               why, sizeof why)
-        == 0)
-      r->config_updated = true;
-    else {
-      snprintf (r->config_note, sizeof r->config_note,
-                "%s not updated (%.200s): member %u must now be \"%.150s\"",
-                r->config, why, r->index, r->new_path);
-      stripe_error ("replace: %s", r->config_note);
+  if (r->config
+      && config_replace_member (r->config, r->index, r->old_path, r->new_path,
+                                why, sizeof why)
+           == 0)
+    r->config_updated = true;
+  else {
+    if (r->config == NULL)
+      snprintf (why, sizeof why, "no config file");
+    /* The config still names old: old must say it is no longer the
+     * member before any write goes to NEW alone.
+     */
+    if (mark_old (r, old, old_uuid, old_events, reason, sizeof reason)
+        == -1) {
+      pthread_mutex_lock (&r->lock);
+      fail_locked (r, "%s cannot be rewritten (%s), and the member to "
+                   "replace (%s) cannot be marked replaced (%s): not "
+                   "switched, the volume goes on with %s",
+                   r->config ? r->config : "the config", why, r->old_path,
+                   reason, r->old_path);
+      pthread_mutex_unlock (&r->lock);
+      goto release;
     }
+    marked = true;
+    snprintf (r->config_note, sizeof r->config_note,
+              "%.200s not updated (%.200s): member %u must now be "
+              "\"%.150s\" (%.150s is marked replaced and will not be "
+              "assembled)",
+              r->config ? r->config : "the config", why, r->index,
+              r->new_path, r->old_path);
+    stripe_error ("replace: %s", r->config_note);
   }
-
+  phase (r, "config");
   if (replace_debug_crash == 2)
     raise (SIGKILL);
-  /* The switch. */
-  pthread_mutex_lock (&v->swap_lock);
+
+  /* The switch: nothing is in flight. */
   r->newm.data_offset = old->data_offset;
   r->newm.need = old->need;
   {
@@ -508,44 +716,46 @@ finish (struct replace *r)
     *old = r->newm;
     r->newm = tmp;
   }
-  atomic_fetch_add (&v->switches, 1);
   pthread_mutex_lock (&v->header_lock);
   memcpy (v->member_uuid[r->index], new_uuid, 16);
   v->member_events[r->index] = v->hdr.events;
   pthread_mutex_unlock (&v->header_lock);
+  r->hold_ns = volume_resume (v);
   pthread_mutex_unlock (&v->swap_lock);
   health_member_replaced (v->health, r->index, old->path);
-
-  /* Clients go on, on NEW; the replace is not done (not "done" in the
-   * status, a second one refused) until old is marked.
-   */
-  pthread_mutex_lock (&r->lock);
-  r->holding = false;
-  pthread_cond_broadcast (&r->cond);
-  pthread_mutex_unlock (&r->lock);
+  phase (r, "switched");
 
   /* Old is no longer a member: a new generation everywhere, and old
-   * marked (it stays at the old one).
+   * marked (it stays at the old one).  Clients go on, on NEW; the replace
+   * is not done (not "done" in the status, a second one refused) until
+   * then.
    */
   volume_bump_generation (v, -1, "a member was replaced");
-  mark_old (r, old_uuid, old_events);
+  if (!marked && mark_old (r, &r->newm, old_uuid, old_events, why,
+                           sizeof why)
+                   == -1)
+    stripe_error ("replace: member %u: could not mark %s replaced (%s)%s",
+                  r->index, r->old_path, why,
+                  v->has_header ? "; its generation is behind the volume's, "
+                                  "so it is refused as stale anyway"
+                                : "");
 
   pthread_mutex_lock (&r->lock);
   r->state = R_DONE;
   r->t_end = now_ns ();
   pthread_cond_broadcast (&r->cond);
   pthread_mutex_unlock (&r->lock);
-  atomic_store_explicit (&v->rep, NULL, memory_order_release);
   stripe_notice ("replace: member %u: %s replaced by %s (%" PRIu64 " bytes "
-                 "copied in %.1f s)",
+                 "copied in %.1f s; clients held %.3f s at the switch)",
                  r->index, r->old_path, r->new_path, r->end - r->start,
-                 (r->t_end - r->t_start) / 1e9);
+                 (r->t_end - r->t_start) / 1e9, r->hold_ns / 1e9);
   return;
 
 release:
-  r->holding = false;
-  pthread_cond_broadcast (&r->cond);
-  pthread_mutex_unlock (&r->lock);
+  if (written)
+    clear_new_metadata (r);
+  r->hold_ns = volume_resume (v);
+  pthread_mutex_unlock (&v->swap_lock);
 }
 
 /* The requests that read or write [off, off + len) of m (at most a
@@ -589,38 +799,72 @@ read_window (struct replace *r, uint8_t *buf, uint64_t len, uint64_t off)
   return all_ok (ops, n);
 }
 
-/* Make [a, b) part of the copier's window, once no client write in
- * flight overlaps it (client writes that start later wait for the
- * window).  False if the replace stopped (cancelled, failed) meanwhile.
- */
-static bool
-lock_window (struct replace *r, uint64_t a, uint64_t b)
+enum lock_result { LOCKED, BUSY, STOPPED };
+
+static void
+drop_window (struct replace *r, unsigned id)
 {
-  bool busy, ok;
+  for (unsigned w = 0; w < 2; ++w)
+    if (r->win[w].used && r->win[w].id == id)
+      r->win[w].used = false;
+  pthread_cond_broadcast (&r->cond);
+}
+
+/* Make [a, b) a window of the copy: announced at once (a client write
+ * over it that starts from now on waits for it), locked once the client
+ * writes over it that started before have ended.  So a hot region written
+ * at any queue depth cannot keep the copier out: the copier waits only for
+ * what was in flight when it asked.
+ *
+ * Client writes wait only for windows announced before they started, so
+ * the copier must not wait for one that waits for the other window it
+ * holds: try (the read-ahead of the pipeline, the window being written
+ * still held) gives up with BUSY then, and the copier takes this window
+ * after it has released the other.  Taking a window holding no other
+ * (try false) never gives up: what it waits for waits for nothing.
+ *
+ * Returns LOCKED (*id the window's), BUSY, or STOPPED (cancelled,
+ * failed).
+ */
+static enum lock_result
+lock_window (struct replace *r, uint64_t a, uint64_t b, bool try,
+             unsigned *id)
+{
+  enum lock_result res = LOCKED;
+  unsigned slot;
 
   pthread_mutex_lock (&r->lock);
-  do {
-    busy = false;
-    if (r->cancel && r->state == R_COPYING) {
-      r->state = R_CANCELLED;
-      snprintf (r->error, sizeof r->error, "cancelled");
-    }
-    if (r->state != R_COPYING)
-      break;
-    for (struct flight *f = r->flights; f; f = f->next)
-      if (f->write && overlaps (f->a, f->b, a, b))
-        busy = true;
-    if (busy)
-      pthread_cond_wait (&r->cond, &r->lock);
-  } while (busy);
-  ok = r->state == R_COPYING;
-  if (ok) {
-    if (r->win_a == r->win_b)
-      r->win_a = a;
-    r->win_b = b;
+  slot = r->win[0].used ? 1 : 0;
+  if (stopped_locked (r)) {
+    pthread_mutex_unlock (&r->lock);
+    return STOPPED;
   }
+  *id = r->next_win++;
+  r->win[slot] = (struct window){ .a = a, .b = b, .id = *id, .used = true };
+  for (;;) {
+    bool busy = false, blocked = false;
+
+    for (struct flight *f = r->flights; f; f = f->next)
+      if (f->write && f->seen <= *id && overlaps (f->a, f->b, a, b)) {
+        busy = true;
+        blocked |= f->waiting;
+      }
+    if (!busy)
+      break;
+    if (try && blocked) {
+      res = BUSY;
+      break;
+    }
+    pthread_cond_wait (&r->cond, &r->lock);
+    if (stopped_locked (r)) {
+      res = STOPPED;
+      break;
+    }
+  }
+  if (res != LOCKED)
+    drop_window (r, *id);
   pthread_mutex_unlock (&r->lock);
-  return ok;
+  return res;
 }
 
 /* [pos, pos + len) of old is in buf (read_ok) or not: read it again,
@@ -656,6 +900,10 @@ settle_read (struct replace *r, uint8_t *buf, uint64_t pos, uint64_t len,
  * writes until written (a client write there would be overwritten by
  * older data); below the watermark, client writes reach both members.
  * Throttled (--rate), one window at a time, none held while it waits.
+ *
+ * First of all, the requests that started before the replace was
+ * published (they saw no replace, and go to old alone) are waited for:
+ * the copy must not read old before they have landed on it.
  */
 static void *
 copier (void *arg)
@@ -665,8 +913,11 @@ copier (void *arg)
   struct member *old = &v->members[r->index];
   uint8_t *buf[2] = { NULL, NULL };
   uint64_t pos = r->start, w;
-  unsigned k = 0;
+  unsigned k = 0, id = 0, next_id = 0;
 
+  phase (r, "published");
+  volume_drain (v);
+  phase (r, "drained");
   if (posix_memalign ((void **) &buf[0], 4096, WINDOW) != 0
       || posix_memalign ((void **) &buf[1], 4096, WINDOW) != 0) {
     pthread_mutex_lock (&r->lock);
@@ -675,19 +926,27 @@ copier (void *arg)
     goto end;
   }
   w = r->end - pos < WINDOW ? r->end - pos : WINDOW;
-  if (w == 0 || !lock_window (r, pos, pos + w)
-      || !settle_read (r, buf[0], pos, w, read_window (r, buf[0], w, pos)))
+  if (w == 0 || lock_window (r, pos, pos + w, false, &id) != LOCKED)
+    goto stop;
+  phase (r, "locked");
+  if (!settle_read (r, buf[0], pos, w, read_window (r, buf[0], w, pos)))
     goto stop;
   for (;;) {
     uint64_t next = pos + w;
     uint64_t nw = r->end - next < WINDOW ? r->end - next : WINDOW;
     struct member_op ops[2 * PIECES];
     struct iovec iov[2 * PIECES];
-    bool ahead = nw > 0 && r->rate == 0, read_ok;
+    bool ahead = false, read_ok = false;
     unsigned nwr, nrd = 0;
 
-    if (ahead && !lock_window (r, next, next + nw))
-      break;
+    if (nw > 0 && r->rate == 0) {
+      enum lock_result l = lock_window (r, next, next + nw, true, &next_id);
+      if (l == STOPPED)
+        break;
+      ahead = l == LOCKED;
+      if (ahead)
+        phase (r, "locked");
+    }
     nwr = pieces (ops, iov, &r->newm, OP_WRITE, buf[k], w, pos);
     if (ahead)
       nrd = pieces (ops + nwr, iov + nwr, old, OP_READ, buf[k ^ 1], nw, next);
@@ -702,21 +961,25 @@ copier (void *arg)
         pthread_mutex_unlock (&r->lock);
         goto stop;
       }
+    /* Window written: released, and below the watermark from now on
+     * (client writes there reach NEW too), in one step.
+     */
     pthread_mutex_lock (&r->lock);
     r->watermark = next;
-    r->win_a = ahead ? next : 0;
-    r->win_b = ahead ? r->win_b : 0;
-    pthread_cond_broadcast (&r->cond);
+    drop_window (r, id);
     pthread_mutex_unlock (&r->lock);
+    phase (r, "advanced");
     pos = next;
     w = nw;
     k ^= 1;
+    id = next_id;
     if (w == 0)
       break;
     if (!ahead) {
       throttle (r, pos - r->start);
-      if (!lock_window (r, pos, pos + w))
+      if (lock_window (r, pos, pos + w, false, &id) != LOCKED)
         break;
+      phase (r, "locked");
       read_ok = read_window (r, buf[k], w, pos);
     }
     if (!settle_read (r, buf[k], pos, w, read_ok))
@@ -726,7 +989,7 @@ copier (void *arg)
 stop:
   /* Stopped or done: no window any more. */
   pthread_mutex_lock (&r->lock);
-  r->win_a = r->win_b = 0;
+  r->win[0].used = r->win[1].used = false;
   pthread_cond_broadcast (&r->cond);
   pthread_mutex_unlock (&r->lock);
   if (pos >= r->end)
@@ -736,24 +999,20 @@ end:
   free (buf[0]);
   free (buf[1]);
   pthread_mutex_lock (&r->lock);
+  stopped_locked (r);
   if (r->state == R_COPYING) /* out of memory before any window */
     fail_locked (r, "stopped");
   if (r->t_end == 0)
     r->t_end = now_ns ();
   pthread_mutex_unlock (&r->lock);
-  if (r->state != R_DONE) {
-    /* The volume goes on with old: no client reaches NEW any more once
-     * those in flight are done.
-     */
-    atomic_store_explicit (&v->rep, NULL, memory_order_release);
-    pthread_mutex_lock (&r->lock);
-    while (r->active > 0)
-      pthread_cond_wait (&r->cond, &r->lock);
-    pthread_mutex_unlock (&r->lock);
+  /* No client reaches NEW (or, after the switch, old) any more once the
+   * requests that may have seen the replace have ended.
+   */
+  atomic_store (&v->rep, NULL);
+  volume_drain (v);
+  if (r->state != R_DONE)
     stripe_error ("replace: member %u (%s) not replaced by %s: %s", r->index,
                   r->old_path, r->new_path, r->error);
-  }
-  /* NEW (or, after the switch, old) is closed; its claim goes with it. */
   member_close (&r->newm);
   r->newm_open = false;
   return NULL;
@@ -804,14 +1063,127 @@ rep_ended (struct volume *v)
   return ended;
 }
 
+/* Whether NEW can serve what the volume promised its clients: requests
+ * as small as the volume's minimum block size.
+ */
+static bool
+new_serves_clients (const struct volume *v, const struct member *n,
+                    const char *path, char *why, size_t len)
+{
+  if (n->min_io > v->min_block) {
+    snprintf (why, len, "%s takes requests of %" PRIu32 " bytes at least "
+              "(its minimum block size), but the volume's clients were "
+              "promised %" PRIu32 ": it cannot take their place",
+              path, n->min_io, v->min_block);
+    return false;
+  }
+  return true;
+}
+
+/* Checks of NEW, with no lock held (opening an NBD export may take
+ * seconds): r->newm opened, claimed and started, its first bytes
+ * cleared.  Nothing is written to NEW before every check has passed.
+ */
+static int
+prepare_new (struct volume *v, struct replace *r,
+             const struct replace_params *p, char *why, size_t len)
+{
+  struct member *old = &v->members[p->index];
+  char reason[512];
+  uint64_t need;
+  bool alias = false;
+
+  if (member_open (&r->newm, p->index, p->new_path, &old->params, reason,
+                   sizeof reason)
+      == -1) {
+    snprintf (why, len, "%s: %s", p->new_path, reason);
+    return -1;
+  }
+  r->newm_open = true;
+  /* Members' identities change only under swap_lock (a re-probe). */
+  pthread_mutex_lock (&v->swap_lock);
+  for (unsigned j = 0; j < v->nr_members && !alias; ++j) {
+    char how[512];
+    if (identity_alias (&v->members[j].id, &r->newm.id, how, sizeof how)) {
+      if (j == p->index)
+        snprintf (why, len, "%s is member %u itself (%s)", p->new_path, j,
+                  how);
+      else
+        snprintf (why, len, "%s and member %u (%s) are %s", p->new_path, j,
+                  v->members[j].path, how);
+      alias = true;
+    }
+  }
+  need = old->need;
+  pthread_mutex_unlock (&v->swap_lock);
+  if (alias)
+    return -1;
+  if (v->md_sb && v->md_sb[p->index].minor == 0) {
+    /* 1.0 keeps its superblock past the data, near the end. */
+    uint64_t at;
+    if (!md_super_location (0, r->newm.size, &at) || at < need) {
+      snprintf (why, len, "%s: %" PRIu64 " bytes: too small for member %u's "
+                "data (%" PRIu64 " bytes) and its md 1.0 superblock after it",
+                p->new_path, r->newm.size, p->index, need);
+      return -1;
+    }
+  }
+  if (r->newm.size < need) {
+    snprintf (why, len, "%s: %" PRIu64 " bytes: member %u needs %" PRIu64
+              " (its data offset and data)",
+              p->new_path, r->newm.size, p->index, need);
+    return -1;
+  }
+  if (!new_serves_clients (v, &r->newm, p->new_path, why, len))
+    return -1;
+  if (!p->force && holds_metadata (&r->newm, reason, sizeof reason)) {
+    snprintf (why, len, "%s %s: refusing to overwrite it (force)",
+              p->new_path, reason);
+    return -1;
+  }
+  if (member_claim (&r->newm, reason, sizeof reason) == -1) {
+    snprintf (why, len, "%s: %s", p->new_path, reason);
+    return -1;
+  }
+  if (member_start (&r->newm) == -1) {
+    snprintf (why, len, "%s: cannot start: %m", p->new_path);
+    return -1;
+  }
+  /* NEW holds no metadata until the end: a copy cut short (a crash) is
+   * never taken for a member.
+   */
+  {
+    uint64_t clear = old->data_offset < 2 * HEADER_SIZE ? old->data_offset
+                                                       : 2 * HEADER_SIZE;
+    static const uint8_t zeros[2 * HEADER_SIZE];
+    if (clear > 0
+        && (member_pwrite (&r->newm, zeros, clear, 0, reason, sizeof reason)
+              == -1
+            || member_sync (&r->newm, reason, sizeof reason) == -1)) {
+      snprintf (why, len, "%s: %s", p->new_path, reason);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void
+replace_discard (struct replace *r)
+{
+  if (r->newm_open)
+    member_close (&r->newm);
+  free (r->old_path);
+  free (r->new_path);
+  free (r->config);
+  free (r);
+}
+
 int
 replace_start (struct volume *v, const struct replace_params *p, char *why,
                size_t len)
 {
   struct replace *r = NULL;
   struct member *old;
-  char reason[512];
-  uint64_t need;
   int e;
 
   pthread_mutex_lock (&v->replace_lock);
@@ -825,9 +1197,12 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
     nanosleep (&ts, NULL);
     pthread_mutex_lock (&v->replace_lock);
   }
-  if (atomic_load (&v->rep) != NULL) {
-    snprintf (why, len, "a replace of member %u is running already",
-              atomic_load (&v->rep)->index);
+  if (atomic_load (&v->rep) != NULL || v->rep_starting) {
+    if (v->rep_starting)
+      snprintf (why, len, "a replace is being started already");
+    else
+      snprintf (why, len, "a replace of member %u is running already",
+                atomic_load (&v->rep)->index);
     goto refuse;
   }
   if (v->readonly) {
@@ -837,6 +1212,13 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   if (p->index >= v->nr_members) {
     snprintf (why, len, "no member %u: the volume has %u (0 to %u)",
               p->index, v->nr_members, v->nr_members - 1);
+    goto refuse;
+  }
+  if (p->config == NULL && !v->has_header && !v->md_sb) {
+    snprintf (why, len, "the volume has neither a config file to name the "
+              "new member in nor metadata on its members (served ad hoc, "
+              "file=...): after a restart it would be served from the old "
+              "member again; serve it from a config file");
     goto refuse;
   }
   old = &v->members[p->index];
@@ -857,71 +1239,16 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
     snprintf (why, len, "out of memory");
     goto refuse;
   }
-  if (member_open (&r->newm, p->index, p->new_path, &old->params, reason,
-                   sizeof reason)
-      == -1) {
-    snprintf (why, len, "%s: %s", p->new_path, reason);
-    goto refuse;
-  }
-  r->newm_open = true;
-  for (unsigned j = 0; j < v->nr_members; ++j) {
-    char how[512];
-    if (identity_alias (&v->members[j].id, &r->newm.id, how, sizeof how)) {
-      if (j == p->index)
-        snprintf (why, len, "%s is member %u itself (%s)", p->new_path, j,
-                  how);
-      else
-        snprintf (why, len, "%s and member %u (%s) are %s", p->new_path, j,
-                  v->members[j].path, how);
-      goto refuse;
-    }
-  }
-  need = old->need;
-  if (v->md_sb && v->md_sb[p->index].minor == 0) {
-    /* 1.0 keeps its superblock past the data, near the end. */
-    uint64_t at;
-    if (!md_super_location (0, r->newm.size, &at) || at < need) {
-      snprintf (why, len, "%s: %" PRIu64 " bytes: too small for member %u's "
-                "data (%" PRIu64 " bytes) and its md 1.0 superblock after it",
-                p->new_path, r->newm.size, p->index, need);
-      goto refuse;
-    }
-  }
-  if (r->newm.size < need) {
-    snprintf (why, len, "%s: %" PRIu64 " bytes: member %u needs %" PRIu64
-              " (its data offset and data)",
-              p->new_path, r->newm.size, p->index, need);
-    goto refuse;
-  }
-  if (!p->force && holds_metadata (&r->newm, reason, sizeof reason)) {
-    snprintf (why, len, "%s %s: refusing to overwrite it (force)",
-              p->new_path, reason);
-    goto refuse;
-  }
-  if (member_claim (&r->newm, reason, sizeof reason) == -1) {
-    snprintf (why, len, "%s: %s", p->new_path, reason);
-    goto refuse;
-  }
-  if (member_start (&r->newm) == -1) {
-    snprintf (why, len, "%s: cannot start: %m", p->new_path);
-    goto refuse;
-  }
-  /* NEW holds no metadata until the end: a copy cut short (a crash) is
-   * never taken for a member.
-   */
-  {
-    uint64_t clear = old->data_offset < 2 * HEADER_SIZE ? old->data_offset
-                                                       : 2 * HEADER_SIZE;
-    static const uint8_t zeros[2 * HEADER_SIZE];
-    if (clear > 0
-        && (member_pwrite (&r->newm, zeros, clear, 0, reason, sizeof reason)
-              == -1
-            || member_sync (&r->newm, reason, sizeof reason) == -1)) {
-      snprintf (why, len, "%s: %s", p->new_path, reason);
-      goto refuse;
-    }
-  }
+  v->rep_starting = true;
+  pthread_mutex_unlock (&v->replace_lock);
 
+  /* Slow (an NBD connect): no lock that status or the I/O path takes. */
+  e = prepare_new (v, r, p, why, len);
+
+  pthread_mutex_lock (&v->replace_lock);
+  v->rep_starting = false;
+  if (e == -1)
+    goto refuse;
   r->start = old->data_offset;
   r->end = old->need;
   r->watermark = r->start;
@@ -929,19 +1256,23 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   r->t_start = now_ns ();
   pthread_mutex_init (&r->lock, NULL);
   pthread_cond_init (&r->cond, NULL);
+  /* Published: requests from now on see it; those before are waited for
+   * by the copier before it reads anything.
+   */
   r->next = v->replaces;
   v->replaces = r;
-  atomic_store_explicit (&v->rep, r, memory_order_release);
+  atomic_store (&v->rep, r);
   e = pthread_create (&r->thread, NULL, copier, r);
   if (e != 0) {
     atomic_store (&v->rep, NULL);
     pthread_mutex_lock (&r->lock);
     fail_locked (r, "cannot start the copier: %s", strerror (e));
     pthread_mutex_unlock (&r->lock);
+    pthread_mutex_unlock (&v->replace_lock);
+    volume_drain (v);
     member_close (&r->newm);
     r->newm_open = false;
     snprintf (why, len, "cannot start the copier: %s", strerror (e));
-    pthread_mutex_unlock (&v->replace_lock);
     return -1;
   }
   r->thread_started = true;
@@ -951,14 +1282,8 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   return 0;
 
 refuse:
-  if (r) {
-    if (r->newm_open)
-      member_close (&r->newm);
-    free (r->old_path);
-    free (r->new_path);
-    free (r->config);
-    free (r);
-  }
+  if (r)
+    replace_discard (r);
   pthread_mutex_unlock (&v->replace_lock);
   return -1;
 }
@@ -1039,6 +1364,22 @@ replace_status (struct volume *v)
     json_put (o, "eta_seconds",
               json_object_new_double ((total - copied) / rate));
   json_put (o, "elapsed_seconds", json_object_new_double (elapsed / 1e9));
+  json_put (o, "longest_client_wait_seconds",
+            json_object_new_double (r->max_wait_ns / 1e9));
+  if (r->hold_ns)
+    json_put (o, "switch_hold_seconds",
+              json_object_new_double (r->hold_ns / 1e9));
+  if (replace_debug_gate) {
+    json_put (o, "phase", r->phase ? json_text (r->phase) : NULL);
+    json_put (o, "phase_held",
+              json_object_new_boolean (r->released_seq < r->phase_seq));
+    /* Client requests held by a window or at the switch, for tests that
+     * must know every request they sent has got as far as it can.
+     */
+    json_put (o, "clients_held",
+              json_object_new_int64 (r->nr_waiting
+                                     + atomic_load (&v->gate.waiters)));
+  }
   if (r->error[0])
     json_put (o, "error", json_text (r->error));
   lost = json_object_new_array ();

@@ -38,6 +38,10 @@ NBDKIT_DLL_PUBLIC int stripe_debug_io_uring = 1;
  */
 NBDKIT_DLL_PUBLIC int stripe_debug_replace_hold_ms = 0;
 NBDKIT_DLL_PUBLIC int stripe_debug_replace_crash = 0;
+/* -D stripe.replace_gate=1 holds the copier at each phase boundary until
+ * the control socket's "step" lets it go on (replace.h).
+ */
+NBDKIT_DLL_PUBLIC int stripe_debug_replace_gate = 0;
 
 static const char *paths[LAYOUT_MAX_MEMBERS];
 static unsigned nr_paths;
@@ -322,6 +326,7 @@ stripe_get_ready (void)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
   replace_debug_hold_ms = stripe_debug_replace_hold_ms;
   replace_debug_crash = stripe_debug_replace_crash;
+  replace_debug_gate = stripe_debug_replace_gate;
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;

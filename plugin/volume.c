@@ -17,6 +17,7 @@
 #include "log.h"
 #include "plan.h"
 #include "replace.h"
+#include "util.h"
 #include "volume.h"
 
 /* Stop an extents walk after this many runs: the client asks again for
@@ -48,6 +49,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   pthread_mutex_init (&v->header_lock, NULL);
   pthread_mutex_init (&v->replace_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
+  pthread_mutex_init (&v->gate.lock, NULL);
+  pthread_cond_init (&v->gate.cond, NULL);
+  pthread_mutex_init (&v->gate.drain_lock, NULL);
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
@@ -206,7 +210,123 @@ volume_close (struct volume *v)
   pthread_mutex_destroy (&v->header_lock);
   pthread_mutex_destroy (&v->replace_lock);
   pthread_mutex_destroy (&v->swap_lock);
+  pthread_mutex_destroy (&v->gate.lock);
+  pthread_cond_destroy (&v->gate.cond);
+  pthread_mutex_destroy (&v->gate.drain_lock);
 }
+
+/* ---- the gate (struct volume_gate) ----
+ *
+ * Why it is enough, in C11's terms: every access below is sequentially
+ * consistent, so all of them fall into one total order.  A request that
+ * read v->rep as NULL did so after it counted itself (fetch_add) and saw
+ * the epoch unchanged; a replace stores v->rep, then flips the epoch,
+ * then reads the old counter.  The request's load of v->rep precedes the
+ * store (it saw NULL), so its fetch_add precedes the drainer's read of
+ * the counter, which therefore sees it until the request has ended.  A
+ * request that saw the new epoch reads v->rep after the flip, which
+ * follows the store: it sees the replace.
+ */
+
+#define GATE_CLOSED 2u
+
+static inline void
+gate_leave (struct volume *v, unsigned k)
+{
+  struct volume_gate *g = &v->gate;
+
+  if (atomic_fetch_sub (&g->count[k], 1) == 1 && atomic_load (&g->draining)) {
+    pthread_mutex_lock (&g->lock);
+    pthread_cond_broadcast (&g->cond);
+    pthread_mutex_unlock (&g->lock);
+  }
+}
+
+/* Count this request in; returns its counter, for gate_leave. */
+static inline unsigned
+gate_enter (struct volume *v)
+{
+  struct volume_gate *g = &v->gate;
+
+  for (;;) {
+    unsigned e = atomic_load (&g->epoch);
+
+    if (!(e & GATE_CLOSED)) {
+      atomic_fetch_add (&g->count[e & 1], 1);
+      if (atomic_load (&g->epoch) == e)
+        return e & 1;
+      gate_leave (v, e & 1); /* a drain flipped it meanwhile: again */
+      continue;
+    }
+    pthread_mutex_lock (&g->lock);
+    atomic_fetch_add (&g->waiters, 1);
+    while (atomic_load (&g->epoch) & GATE_CLOSED)
+      pthread_cond_wait (&g->cond, &g->lock);
+    atomic_fetch_sub (&g->waiters, 1);
+    pthread_mutex_unlock (&g->lock);
+  }
+}
+
+/* Flip the epoch (closing the gate too if close) and wait for the old
+ * counter.  With drain_lock held: the other counter was emptied by the
+ * drain before.
+ */
+static void
+gate_flip_and_wait (struct volume *v, bool close)
+{
+  struct volume_gate *g = &v->gate;
+  unsigned e, old;
+
+  pthread_mutex_lock (&g->lock);
+  e = atomic_load (&g->epoch);
+  old = e & 1;
+  atomic_store (&g->draining, true);
+  atomic_store (&g->epoch, (e ^ 1) | (close ? GATE_CLOSED : 0));
+  while (atomic_load (&g->count[old]) != 0)
+    pthread_cond_wait (&g->cond, &g->lock);
+  atomic_store (&g->draining, false);
+  pthread_mutex_unlock (&g->lock);
+}
+
+void
+volume_drain (struct volume *v)
+{
+  pthread_mutex_lock (&v->gate.drain_lock);
+  gate_flip_and_wait (v, false);
+  pthread_mutex_unlock (&v->gate.drain_lock);
+}
+
+void
+volume_quiesce (struct volume *v)
+{
+  pthread_mutex_lock (&v->gate.drain_lock);
+  v->gate.closed_ns = now_ns ();
+  gate_flip_and_wait (v, true);
+}
+
+uint64_t
+volume_resume (struct volume *v)
+{
+  struct volume_gate *g = &v->gate;
+  uint64_t held = now_ns () - g->closed_ns;
+
+  pthread_mutex_lock (&g->lock);
+  atomic_store (&g->epoch, atomic_load (&g->epoch) & ~GATE_CLOSED);
+  pthread_cond_broadcast (&g->cond);
+  pthread_mutex_unlock (&g->lock);
+  pthread_mutex_unlock (&g->drain_lock);
+  return held;
+}
+
+/* Run a request's body between gate_enter and gate_leave, errno kept. */
+#define GATED(v, call)                                                        \
+  do {                                                                        \
+    unsigned k_ = gate_enter (v);                                             \
+    int r_ = (call), e_ = errno;                                              \
+    gate_leave (v, k_);                                                       \
+    errno = e_;                                                               \
+    return r_;                                                                \
+  } while (0)
 
 int
 volume_start (struct volume *v)
@@ -288,8 +408,11 @@ run_ops_plain (struct volume *v, struct member_op *ops, unsigned nr)
 static inline int
 run_ops (struct volume *v, struct member_op *ops, unsigned nr)
 {
-  if (atomic_load_explicit (&v->rep, memory_order_acquire) != NULL)
-    return replace_run_ops (v, ops, nr, run_ops_plain);
+  /* Read after the request was counted (gate_enter): see the gate. */
+  struct replace *r = atomic_load (&v->rep);
+
+  if (r != NULL)
+    return replace_run_ops (v, r, ops, nr, run_ops_plain);
   return run_ops_plain (v, ops, nr);
 }
 
@@ -392,22 +515,19 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
         unsigned nr, uint64_t mask)
 {
   uint64_t seen[LAYOUT_MAX_MEMBERS];
-  unsigned switches = 0;
   int r;
 
   if (refuse_failed (v, mask) == -1)
     return -1;
   if (kind != OP_WRITE)
     return run_ops (v, ops, nr);
-  switches = atomic_load (&v->switches);
+  /* A replace switches members only with no request in flight
+   * (volume_quiesce): the sizes seen are those of the members written.
+   */
   if (guard_sizes (v, mask, seen) == -1)
     return -1;
   r = run_ops (v, ops, nr);
-  /* A replace that switched meanwhile: the sizes seen were the old
-   * device's (or none, if it was an NBD export).
-   */
-  if (atomic_load (&v->switches) == switches
-      && recheck_sizes (v, mask, seen) == -1)
+  if (recheck_sizes (v, mask, seen) == -1)
     r = -1;
   return r;
 }
@@ -455,7 +575,7 @@ out : {
 int
 volume_pread (struct volume *v, void *buf, uint64_t count, uint64_t offset)
 {
-  return rw (v, OP_READ, buf, count, offset, false);
+  GATED (v, rw (v, OP_READ, buf, count, offset, false));
 }
 
 int
@@ -463,8 +583,8 @@ volume_pwrite (struct volume *v, const void *buf, uint64_t count,
                uint64_t offset, bool fua)
 {
   /* The iovec is not const, but writes only read from it. */
-  return rw (v, OP_WRITE, (void *) buf, count, offset,
-             fua || v->cache == CACHE_WRITETHROUGH);
+  GATED (v, rw (v, OP_WRITE, (void *) buf, count, offset,
+                fua || v->cache == CACHE_WRITETHROUGH));
 }
 
 static uint64_t
@@ -492,12 +612,18 @@ flush_members (struct volume *v, const struct layout_span *spans)
   return run_ops (v, ops, nr);
 }
 
-int
-volume_flush (struct volume *v)
+static int
+flush_ (struct volume *v)
 {
   if (refuse_failed (v, spans_mask (v, NULL)) == -1)
     return -1;
   return flush_members (v, NULL);
+}
+
+int
+volume_flush (struct volume *v)
+{
+  GATED (v, flush_ (v));
 }
 
 /* One op per touched member over its one contiguous range. */
@@ -522,8 +648,8 @@ span_ops (struct volume *v, const struct layout_span *spans,
  * Linux md raid0 does since 4.12, never one discard per chunk; all the
  * members at once.
  */
-int
-volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
+static int
+trim_ (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
@@ -542,8 +668,14 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 }
 
 int
-volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
-             bool fast, bool fua)
+volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
+{
+  GATED (v, trim_ (v, count, offset, fua));
+}
+
+static int
+zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
+       bool fast, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
@@ -596,6 +728,13 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   return 0;
 }
 
+int
+volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
+             bool fast, bool fua)
+{
+  GATED (v, zero_ (v, count, offset, may_trim, fast, fua));
+}
+
 /* A member's block status from 'from' on: what was asked so far. */
 struct runs {
   struct extent_list l;
@@ -635,9 +774,9 @@ fetch_runs (struct volume *v, struct runs *r, const uint64_t *from,
   return ret;
 }
 
-int
-volume_extents (struct volume *v, uint64_t count, uint64_t offset,
-                bool req_one, volume_extent_fn add, void *opaque)
+static int
+extents_ (struct volume *v, uint64_t count, uint64_t offset, bool req_one,
+          volume_extent_fn add, void *opaque)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct runs r[LAYOUT_MAX_MEMBERS];
@@ -719,6 +858,13 @@ out:
   return ret;
 }
 
+int
+volume_extents (struct volume *v, uint64_t count, uint64_t offset,
+                bool req_one, volume_extent_fn add, void *opaque)
+{
+  GATED (v, extents_ (v, count, offset, req_one, add, opaque));
+}
+
 /* Health's side: from its prober thread. */
 
 int
@@ -760,7 +906,8 @@ write_header (struct volume *v, unsigned i, struct member *m, uint64_t events,
 }
 
 /* A new generation on every member but skip (and failed ones); returns
- * the old and new.
+ * the old and new.  With swap_lock held: no replace switches a member
+ * under the writes (the I/O path never takes it).
  */
 static void
 bump (struct volume *v, int skip, const char *cause, uint64_t *old_out,
@@ -801,7 +948,9 @@ volume_bump_generation (struct volume *v, int skip, const char *why)
 
   if (!v->has_header || v->readonly)
     return;
+  pthread_mutex_lock (&v->swap_lock);
   bump (v, skip, why, &old, &events);
+  pthread_mutex_unlock (&v->swap_lock);
   stripe_debug ("volume '%s': generation %" PRIu64 " -> %" PRIu64 " (%s)",
                 v->hdr.name, old, events, why);
 }
@@ -823,6 +972,7 @@ health_dropped (void *opaque, unsigned i)
   if (!v->has_header || v->readonly)
     return;
   snprintf (cause, sizeof cause, "member %u dropped out", i);
+  pthread_mutex_lock (&v->swap_lock);
   bump (v, (int) i, cause, &old, &events);
   /* Not a file cut short: writing its header would extend it. */
   if (!(m->kind == MEMBER_FILE
@@ -838,6 +988,7 @@ health_dropped (void *opaque, unsigned i)
                   i, m->path, v->hdr.name, old, events,
                   reached ? " (on it too)"
                           : " (not on it: it is taken back at the old one)");
+  pthread_mutex_unlock (&v->swap_lock);
 }
 
 static int
