@@ -203,11 +203,16 @@ def run(argv):
 
     # The copier's last window: a write into it (A into it, or B into it
     # from the window before) waits for it, then for the switch, and
-    # may land on NEW alone.
+    # may land on NEW alone.  So may anything sent while the copy was in
+    # its last window (the zeroes and the trim too): the switch holds it
+    # and lets it go to NEW alone.  Everything sent before that has ended
+    # before the copier is done with the last window.
     last_a = lay.doff + (data_bytes - 1) // WINDOW * WINDOW
+    last_w = (data_bytes - 1) // WINDOW
 
     def after_switch(mo, n):
-        return any(d[0] in ("A", "B") and d[1] + d[2] > last_a
+        return any(((d[0] in ("A", "B") and d[1] + d[2] > last_a)
+                    or d[3] == last_w)
                    and d[1] < mo + n and mo < d[1] + d[2] for d in done)
 
     def compare(what, buf, want, skip=None):
