@@ -1373,6 +1373,7 @@ replace_status (struct volume *v)
     json_put (o, "phase", r->phase ? json_text (r->phase) : NULL);
     json_put (o, "phase_held",
               json_object_new_boolean (r->released_seq < r->phase_seq));
+    json_put (o, "phase_seq", json_object_new_int64 (r->phase_seq));
     /* Client requests held by a window or at the switch, for tests that
      * must know every request they sent has got as far as it can.
      */
