@@ -104,6 +104,12 @@ struct stripe_config {
 extern int config_load (const char *path, struct stripe_config *cfg, char *err,
                         size_t errlen);
 extern void config_free (struct stripe_config *cfg);
+/* The same, of text (NUL-terminated) rather than the file's; path only
+ * names it in messages (and becomes cfg->path).
+ */
+extern int config_load_text (const char *path, const char *text,
+                             struct stripe_config *cfg, char *err,
+                             size_t errlen);
 
 /* Parse a size into bytes: "4096" or "4096B", "8s" (512-byte sectors),
  * "128K" or "128KiB", M/MiB, G/GiB, T/TiB, P/PiB, E/EiB (1024-based,
@@ -113,9 +119,15 @@ extern void config_free (struct stripe_config *cfg);
 extern int config_parse_size (const char *s, uint64_t *out);
 
 /* Make member index of the config file at path new_member instead of old
- * (nbdstripe replace): only that string changes in the file, which must
- * name old exactly once; the file is replaced atomically.  -1 with why
- * when it cannot be (the file is then as it was).
+ * (nbdstripe replace): only that element of the top-level members list
+ * changes -- comments, other settings and layout stay byte for byte --
+ * and it must be old.  The file is replaced atomically: a new file in
+ * its directory (unnamed until it is complete: O_TMPFILE, where the file
+ * system has it), with the file's owner, group and mode, synced, renamed
+ * over it, the directory synced (a failed sync is an error: the rename
+ * may not last).  A symlinked config stays a symlink; the file it points
+ * to is rewritten.  -1 with why when it cannot be (the file is then as it
+ * was, unless the directory sync failed).
  */
 extern int config_replace_member (const char *path, unsigned index,
                                   const char *old, const char *new_member,

@@ -1185,9 +1185,27 @@ set_defaults (struct loader *ld)
   return 0;
 }
 
+static int load (const char *path, const char *text,
+                 struct stripe_config *cfg, char *err, size_t errlen);
+
 int
 config_load (const char *path, struct stripe_config *cfg, char *err,
              size_t errlen)
+{
+  return load (path, NULL, cfg, err, errlen);
+}
+
+int
+config_load_text (const char *path, const char *text,
+                  struct stripe_config *cfg, char *err, size_t errlen)
+{
+  return load (path, text, cfg, err, errlen);
+}
+
+/* text NULL: read path. */
+static int
+load (const char *path, const char *text, struct stripe_config *cfg,
+      char *err, size_t errlen)
 {
   struct loader ld = {
     .path = path, .cfg = cfg, .err = err, .errlen = errlen
@@ -1214,7 +1232,13 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   if (cfg->path == NULL)
     return error_line (&ld, 0, "out of memory");
 
-  if (config_text_read (path, &ld.text, &line, why, sizeof why) == -1)
+  if (text) {
+    ld.text.len = strlen (text);
+    ld.text.text = strdup (text);
+    if (ld.text.text == NULL)
+      return error_line (&ld, 0, "out of memory");
+  }
+  else if (config_text_read (path, &ld.text, &line, why, sizeof why) == -1)
     return error_line (&ld, line, "%s", why);
   config_text_scan (&ld.text, &found);
   if (found.include_line > 0) {

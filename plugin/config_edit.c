@@ -3,23 +3,34 @@
  * See config_replace_member in include/config.h.
  *
  * The file is the user's: comments, order and layout stay as they are.
- * Only the member's string changes, and only if the file names it
- * exactly once; the result is loaded before it replaces the file, and it
- * replaces it atomically (a temporary file in the same directory, synced,
- * renamed, the directory synced).
+ * Only the member's element of the top-level members list changes, found
+ * by the same lexer the loader uses (config_text.h), never by searching
+ * the raw text (a comment naming the member would be found too).  The
+ * result is loaded before it replaces the file.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "config_text.h"
+
+/* The temporary's name: ".BASE.nbdstripe-" and 8 random characters,
+ * beside the file.  It has a name only between linkat and rename (with
+ * O_TMPFILE), so that a crash leaves at most one; the next rewrite of the
+ * same file removes what an earlier one left.
+ */
+#define TMP_TAG ".nbdstripe-"
 
 /* s as a libconfig string literal, quotes included (malloc'd). */
 static char *
@@ -41,43 +52,134 @@ quote (const char *s)
   return q;
 }
 
-static char *
-read_all (const char *path, size_t *len, char *why, size_t wlen)
+static int
+write_all (int fd, const char *buf, size_t len)
 {
-  FILE *fp = fopen (path, "re");
-  char *buf = NULL;
-  size_t cap = 0, n = 0;
+  while (len > 0) {
+    ssize_t w = write (fd, buf, len);
+    if (w == -1 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return -1;
+    buf += w;
+    len -= w;
+  }
+  return 0;
+}
 
-  if (fp == NULL) {
-    snprintf (why, wlen, "%s: %s", path, strerror (errno));
-    return NULL;
+/* Remove temporaries of this file that a crash left in dir. */
+static void
+remove_stale (int dirfd, const char *base)
+{
+  char prefix[NAME_MAX + 1];
+  struct dirent *e;
+  DIR *d;
+  int fd;
+
+  if (snprintf (prefix, sizeof prefix, ".%s" TMP_TAG, base)
+      >= (int) sizeof prefix)
+    return;
+  fd = dup (dirfd);
+  if (fd == -1 || (d = fdopendir (fd)) == NULL) {
+    if (fd != -1)
+      close (fd);
+    return;
   }
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      char *b = realloc (buf, cap = cap ? 2 * cap : 8192);
-      if (b == NULL || cap > (2u << 20)) {
-        snprintf (why, wlen, "%s: too large", path);
-        free (b ? b : buf);
-        fclose (fp);
-        return NULL;
-      }
-      buf = b;
+  while ((e = readdir (d)) != NULL)
+    if (strncmp (e->d_name, prefix, strlen (prefix)) == 0
+        && strlen (e->d_name) == strlen (prefix) + 8)
+      unlinkat (dirfd, e->d_name, 0);
+  closedir (d);
+}
+
+static void
+random_name (char *out, size_t len, const char *base)
+{
+  static const char chars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char r[8];
+
+  if (getrandom (r, sizeof r, 0) != sizeof r)
+    for (unsigned i = 0; i < sizeof r; ++i)
+      r[i] = (unsigned char) rand ();
+  snprintf (out, len, ".%s" TMP_TAG "%c%c%c%c%c%c%c%c", base,
+            chars[r[0] % 36], chars[r[1] % 36], chars[r[2] % 36],
+            chars[r[3] % 36], chars[r[4] % 36], chars[r[5] % 36],
+            chars[r[6] % 36], chars[r[7] % 36]);
+}
+
+/* Replace the file base in dirfd with text, atomically, keeping st's
+ * owner, group and mode.
+ */
+static int
+replace_file (int dirfd, const char *dir, const char *base, const char *text,
+              const struct stat *st, char *why, size_t len)
+{
+  char tmp[NAME_MAX + 1], proc[64];
+  bool named = false;
+  int fd, r = -1;
+
+  remove_stale (dirfd, base);
+  random_name (tmp, sizeof tmp, base);
+  /* Unnamed until complete: nothing is left by a crash meanwhile. */
+  fd = openat (dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd == -1) {
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+      snprintf (why, len, "%s: cannot create a file there: %s", dir,
+                strerror (errno));
+      return -1;
     }
-    size_t got = fread (buf + n, 1, cap - n - 1, fp);
-    n += got;
-    if (got == 0)
-      break;
+    /* A file system without O_TMPFILE: a named temporary from the
+     * start.
+     */
+    fd = openat (dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC
+                 | O_NOFOLLOW, 0600);
+    if (fd == -1) {
+      snprintf (why, len, "%s/%s: %s", dir, tmp, strerror (errno));
+      return -1;
+    }
+    named = true;
   }
-  if (ferror (fp)) {
-    snprintf (why, wlen, "%s: %s", path, strerror (errno));
-    free (buf);
-    fclose (fp);
-    return NULL;
+  if (write_all (fd, text, strlen (text)) == -1) {
+    snprintf (why, len, "%s: writing the new config: %s", dir,
+              strerror (errno));
+    goto out;
   }
-  fclose (fp);
-  buf[n] = '\0';
-  *len = n;
-  return buf;
+  if (fchown (fd, st->st_uid, st->st_gid) == -1) {
+    snprintf (why, len, "%s: cannot keep the config's owner (%u:%u): %s",
+              dir, (unsigned) st->st_uid, (unsigned) st->st_gid,
+              strerror (errno));
+    goto out;
+  }
+  if (fchmod (fd, st->st_mode & 07777) == -1 || fsync (fd) == -1) {
+    snprintf (why, len, "%s: the new config: %s", dir, strerror (errno));
+    goto out;
+  }
+  if (!named) {
+    snprintf (proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (linkat (AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) == -1) {
+      snprintf (why, len, "%s/%s: %s", dir, tmp, strerror (errno));
+      goto out;
+    }
+    named = true;
+  }
+  if (renameat (dirfd, tmp, dirfd, base) == -1) {
+    snprintf (why, len, "%s/%s: %s", dir, base, strerror (errno));
+    goto out;
+  }
+  named = false;
+  if (fsync (dirfd) == -1) {
+    snprintf (why, len, "%s: syncing the directory: %s (the new config "
+              "may not survive a power cut)",
+              dir, strerror (errno));
+    goto out;
+  }
+  r = 0;
+
+out:
+  if (named)
+    unlinkat (dirfd, tmp, 0);
+  close (fd);
+  return r;
 }
 
 int
@@ -85,15 +187,29 @@ config_replace_member (const char *path, unsigned index, const char *old,
                        const char *new_member, char *why, size_t len)
 {
   struct stripe_config cfg, after;
-  char err[1024], tmp[PATH_MAX] = "", dir[PATH_MAX];
-  char *text = NULL, *qold = NULL, *qnew = NULL, *out = NULL, *at = NULL;
-  size_t n = 0, lo, lnew, count = 0;
+  struct config_text text = { 0 };
+  char err[1024], dir[PATH_MAX], base[PATH_MAX];
+  char *real = NULL, *qnew = NULL, *out = NULL;
+  const char *bn;
+  size_t a, b, lnew;
   struct stat st;
-  int fd = -1, r = -1;
+  int dirfd = -1, line, r = -1;
 
   memset (&cfg, 0, sizeof cfg);
   memset (&after, 0, sizeof after);
-  if (config_load (path, &cfg, err, sizeof err) == -1) {
+  /* A symlinked config stays a symlink: the file it names is the one
+   * rewritten, in its own directory.
+   */
+  real = realpath (path, NULL);
+  if (real == NULL) {
+    snprintf (why, len, "%s: %s", path, strerror (errno));
+    goto out;
+  }
+  if (config_text_read (real, &text, &line, err, sizeof err) == -1) {
+    snprintf (why, len, "%s: %s", real, err);
+    goto out;
+  }
+  if (config_load_text (path, text.text, &cfg, err, sizeof err) == -1) {
     snprintf (why, len, "%s", err);
     goto out;
   }
@@ -101,60 +217,29 @@ config_replace_member (const char *path, unsigned index, const char *old,
     snprintf (why, len, "%s: member %u is not %s", path, index, old);
     goto out;
   }
-  text = read_all (path, &n, why, len);
-  qold = quote (old);
+  if (config_text_element_span (&text, "members", (int) index, &a, &b)
+      == -1) {
+    snprintf (why, len, "%s: member %u of the members list cannot be found "
+              "in the text", path, index);
+    goto out;
+  }
   qnew = quote (new_member);
-  if (text == NULL || qold == NULL || qnew == NULL) {
-    if (text)
-      snprintf (why, len, "out of memory");
+  if (qnew == NULL) {
+    snprintf (why, len, "out of memory");
     goto out;
   }
-  lo = strlen (qold);
   lnew = strlen (qnew);
-  for (char *p = strstr (text, qold); p; p = strstr (p + lo, qold)) {
-    count++;
-    at = p;
-  }
-  if (count != 1) {
-    snprintf (why, len, "%s names %s %zu times, not once", path, qold, count);
-    goto out;
-  }
-  out = malloc (n - lo + lnew + 1);
+  out = malloc (text.len - (b - a) + lnew + 1);
   if (out == NULL) {
     snprintf (why, len, "out of memory");
     goto out;
   }
-  memcpy (out, text, at - text);
-  memcpy (out + (at - text), qnew, lnew);
-  memcpy (out + (at - text) + lnew, at + lo, n - (at - text) - lo + 1);
+  memcpy (out, text.text, a);
+  memcpy (out + a, qnew, lnew);
+  memcpy (out + a + lnew, text.text + b, text.len - b + 1);
 
-  if (stat (path, &st) == -1) {
-    snprintf (why, len, "%s: %s", path, strerror (errno));
-    goto out;
-  }
-  snprintf (tmp, sizeof tmp, "%s.XXXXXX", path);
-  fd = mkostemp (tmp, O_CLOEXEC);
-  if (fd == -1) {
-    snprintf (why, len, "%s: %s", tmp, strerror (errno));
-    goto out;
-  }
-  size_t total = strlen (out);
-  for (size_t done = 0; done < total;) {
-    ssize_t w = write (fd, out + done, total - done);
-    if (w <= 0) {
-      snprintf (why, len, "%s: %s", tmp, strerror (errno));
-      goto out;
-    }
-    done += w;
-  }
-  if (fchmod (fd, st.st_mode & 07777) == -1 || fsync (fd) == -1) {
-    snprintf (why, len, "%s: %s", tmp, strerror (errno));
-    goto out;
-  }
-  close (fd);
-  fd = -1;
   /* What it says now: the same config with one member changed. */
-  if (config_load (tmp, &after, err, sizeof err) == -1) {
+  if (config_load_text (path, out, &after, err, sizeof err) == -1) {
     snprintf (why, len, "the rewritten config does not load: %s", err);
     goto out;
   }
@@ -169,26 +254,32 @@ config_replace_member (const char *path, unsigned index, const char *old,
       snprintf (why, len, "the rewritten config changed member %u", i);
       goto out;
     }
-  if (rename (tmp, path) == -1) {
-    snprintf (why, len, "%s: %s", path, strerror (errno));
+
+  snprintf (dir, sizeof dir, "%s", real);
+  snprintf (base, sizeof base, "%s", real);
+  bn = basename (base);
+  dirfd = open (dirname (dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd == -1) {
+    snprintf (why, len, "%s: %s", dir, strerror (errno));
     goto out;
   }
-  tmp[0] = '\0';
-  snprintf (dir, sizeof dir, "%s", path);
-  fd = open (dirname (dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd != -1)
-    fsync (fd);
-  r = 0;
+  if (fstatat (dirfd, bn, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+    snprintf (why, len, "%s: %s", real, strerror (errno));
+    goto out;
+  }
+  if (!S_ISREG (st.st_mode)) {
+    snprintf (why, len, "%s: not a regular file", real);
+    goto out;
+  }
+  r = replace_file (dirfd, dir, bn, out, &st, why, len);
 
 out:
-  if (fd != -1)
-    close (fd);
-  if (r == -1 && tmp[0])
-    unlink (tmp);
+  if (dirfd != -1)
+    close (dirfd);
   config_free (&cfg);
   config_free (&after);
-  free (text);
-  free (qold);
+  config_text_free (&text);
+  free (real);
   free (qnew);
   free (out);
   return r;

@@ -254,6 +254,85 @@ config_text_element_line (const struct config_text *text, const char *name,
   }
 }
 
+int
+config_text_element_span (const struct config_text *text, const char *name,
+                          int idx, size_t *start, size_t *end)
+{
+  size_t len = strlen (name);
+  struct lexer lx;
+  struct token t, prev = { .type = TOKEN_END };
+  int depth = 0, k = 0;
+  const char *first = NULL, *last = NULL;
+  bool found = false;
+
+  if (text->text == NULL)
+    return -1;
+  lexer_init (&lx, text);
+  /* The setting: NAME then = or :, at depth 0 (no group, list or array
+   * open around it).
+   */
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return -1;
+    if (t.type == TOKEN_OTHER) {
+      if (*t.start == '{' || *t.start == '[' || *t.start == '(')
+        depth++;
+      else if ((*t.start == '}' || *t.start == ']' || *t.start == ')')
+               && depth > 0)
+        depth--;
+      else if ((*t.start == '=' || *t.start == ':') && depth == 0
+               && prev.type == TOKEN_NAME
+               && (size_t) (prev.end - prev.start) == len
+               && memcmp (prev.start, name, len) == 0) {
+        found = true;
+        break;
+      }
+    }
+    prev = t;
+  }
+  if (!found)
+    return -1;
+  next_token (&lx, &t);
+  if (t.type != TOKEN_OTHER || (*t.start != '[' && *t.start != '('))
+    return -1;
+  depth = 0;
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return -1;
+    if (t.type == TOKEN_OTHER
+        && (*t.start == ']' || *t.start == ')' || *t.start == ',')
+        && depth == 0) {
+      if (k == idx) {
+        if (first == NULL)
+          return -1; /* an empty element */
+        *start = first - text->text;
+        *end = last - text->text;
+        return 0;
+      }
+      if (*t.start != ',')
+        return -1; /* the list ended before element idx */
+      k++;
+      continue;
+    }
+    if (k != idx) {
+      if (t.type == TOKEN_OTHER
+          && (*t.start == '[' || *t.start == '(' || *t.start == '{'))
+        depth++;
+      else if (t.type == TOKEN_OTHER
+               && (*t.start == ']' || *t.start == ')' || *t.start == '}'))
+        depth--;
+      continue;
+    }
+    if (t.type != TOKEN_STRING)
+      return -1; /* element idx is not (only) strings */
+    if (first == NULL)
+      first = t.start;
+    last = t.end;
+  }
+}
+
 /* One pass, before libconfig: the loader refuses @include before libconfig
  * would open the included file, and reports a truncated integer only once
  * libconfig has had its say on the syntax.

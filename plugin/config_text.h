@@ -56,4 +56,17 @@ extern void config_text_scan (const struct config_text *t,
 extern int config_text_element_line (const struct config_text *t,
                                      const char *name, int line, int idx);
 
+/* Where the string element idx of the top-level list named name (the
+ * setting outside every group: "members") is in the text: [*start, *end)
+ * from its first string to its last (adjacent strings, which libconfig
+ * joins, are one element).  -1 when there is no such setting at the top
+ * level, it is not a list or array, it has no element idx, or that
+ * element is anything but strings.  Comments and strings elsewhere --
+ * a comment naming a member, another setting with the same name inside
+ * a group -- are never taken for it.
+ */
+extern int config_text_element_span (const struct config_text *t,
+                                     const char *name, int idx,
+                                     size_t *start, size_t *end);
+
 #endif /* NBDSTRIPE_CONFIG_TEXT_H */
