@@ -85,6 +85,8 @@ cmd_import (const struct command *cmd, int argc, char **argv)
   struct assembly *a = NULL;
   struct layout *l = NULL;
   char vname[64], uuid[36], tmp[PATH_MAX + 16] = "";
+  /* md names come from the disks: shown escaped (md_super.h). */
+  char nm[MD_SUPER_NAME_SHOWN], nm2[MD_SUPER_NAME_SHOWN];
   unsigned n;
   int c, status = 1;
   FILE *fp = NULL;
@@ -155,7 +157,7 @@ cmd_import (const struct command *cmd, int argc, char **argv)
       fprintf (stderr,
                "nbdstripe: %s: member of md array '%s' (%s) of %" PRIu32
                " members; %u given\n",
-               arg, s.set_name, uuid, s.raid_disks, n);
+               arg, md_super_name_shown (&s, nm), uuid, s.raid_disks, n);
       ok = false;
       continue;
     }
@@ -185,7 +187,8 @@ cmd_import (const struct command *cmd, int argc, char **argv)
       fprintf (stderr,
                "nbdstripe: %s belongs to md array '%s' (%s), %s to '%s' "
                "(%s): give the members of one array\n",
-               path[0], sb[0].set_name, uuid, path[i], sb[i].set_name, other);
+               path[0], md_super_name_shown (&sb[0], nm), uuid, path[i],
+               md_super_name_shown (&sb[i], nm2), other);
       goto done;
     }
 
@@ -221,7 +224,7 @@ cmd_import (const struct command *cmd, int argc, char **argv)
                "original (Linux before 3.14, or raid0.default_layout=1) or "
                "--layout alternate (Linux 3.14 to 5.3, or "
                "raid0.default_layout=2)\n",
-               sb[0].set_name, uuid);
+               md_super_name_shown (&sb[0], nm), uuid);
       goto done;
     }
   }
@@ -269,7 +272,7 @@ cmd_import (const struct command *cmd, int argc, char **argv)
            "# md metadata 1.%u; nbdstripe reads the superblocks and never "
            "writes them:\n"
            "# the array stays an md array.\n",
-           sb[0].set_name, uuid, sb[0].minor);
+           md_super_name_shown (&sb[0], nm), uuid, sb[0].minor);
   fprintf (fp, "name = ");
   put_string (fp, vname);
   fprintf (fp, ";\nmetadata = \"md\";\nuuid = \"%s\";\n", uuid);
@@ -326,7 +329,8 @@ cmd_import (const struct command *cmd, int argc, char **argv)
              "md raid0 array '%s' (UUID %s): %u members, chunk %" PRIu64
              ", layout %s, %s (%" PRIu64 " bytes, %" PRIu64 " KiB as "
              "mdadm --detail says)%s%s\n",
-             sb[0].set_name, uuid, n, cfg.chunk, layout_name (a->layout),
+             md_super_name_shown (&sb[0], nm), uuid, n, cfg.chunk,
+             layout_name (a->layout),
              human_size (l->size, hs, sizeof hs), l->size, l->size / 1024,
              out ? ": config written to " : "", out ? out : "");
   }

@@ -39,6 +39,7 @@ show_md (const char *path, const struct md_super *sb, uint64_t at,
          struct json_object *o)
 {
   char su[36], du[36], when[32], layout[96], roles[64 + 1];
+  char nm[MD_SUPER_NAME_SHOWN]; /* from the disk: shown escaped */
   unsigned role = md_super_role (sb), lay = md_super_raid0_layout (sb);
   char why[256];
   bool servable = md_super_raid0_servable (sb, why, sizeof why);
@@ -101,7 +102,7 @@ show_md (const char *path, const struct md_super *sb, uint64_t at,
           "  events:       %" PRIu64 "\n"
           "  features:     %#" PRIx32 "\n"
           "  nbdstripe:    %s%s\n",
-          path, sb->set_name, su, 1, sb->minor, at,
+          path, md_super_name_shown (sb, nm), su, 1, sb->minor, at,
           sb->level == 0 ? "raid" : "", sb->level,
           sb->level == 0 ? "" : " (not raid0)", role, sb->raid_disks, du,
           roles, when, (uint64_t) sb->chunk_sectors * 512, layout,

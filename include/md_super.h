@@ -20,9 +20,11 @@
  * the high half folded once onto the low); super_offset equal to where
  * it was read; pad0 and pad3 zero; no feature bit outside the ones md
  * knows (0x1fff); the raid0-layout bit (0x1000) only with level 0;
- * data_size at least 10 sectors; for 1.1 and 1.2 data_offset past the
- * superblock.  What an array may be served as is a further question:
- * md_super_raid0_servable.
+ * data_size at least 10 sectors; data_offset, data_size and
+ * super_offset (and data_offset + data_size) at most MD_SUPER_MAX_SECTORS;
+ * the data area clear of the superblock (for 1.1 and 1.2 data_offset past
+ * it, for 1.0 the data before it) and of the bad-block log.  What an
+ * array may be served as is a further question: md_super_raid0_servable.
  */
 #ifndef NBDSTRIPE_MD_SUPER_H
 #define NBDSTRIPE_MD_SUPER_H
@@ -35,6 +37,11 @@
 #define MD_SUPER_BYTES 4096u     /* read and written at the superblock */
 #define MD_SUPER_MAX_DEV 1920u   /* (4096 - 256) / 2 */
 #define MD_SUPER_MIN_SECTORS 24u /* mdadm: smaller members hold none */
+/* Every sector offset and size decoded is at most this (2^54 sectors,
+ * 2^63 bytes: NBD's and off_t's limit), and so is any sum of two of them
+ * that decode checks: byte offsets computed from them never wrap.
+ */
+#define MD_SUPER_MAX_SECTORS (UINT64_C (1) << 54)
 
 /* feature_map bits (md_p.h names them MD_FEATURE_*). */
 #define MD_FEATURE_RAID0_LAYOUT 0x1000u /* layout is meaningful for raid0 */
@@ -169,6 +176,15 @@ md_super_seconds (uint64_t t)
 {
   return t & ((UINT64_C (1) << 40) - 1);
 }
+
+/* The array's name as it may be shown (a terminal, a log line, a
+ * comment in a config file): the 32 bytes come from a disk, so every
+ * byte outside printable ASCII (a newline, an escape sequence, bytes of
+ * UTF-8), and the backslash itself, is written \xNN.
+ */
+#define MD_SUPER_NAME_SHOWN (4 * 32 + 1)
+extern const char *md_super_name_shown (const struct md_super *sb,
+                                        char out[MD_SUPER_NAME_SHOWN]);
 
 /* Format a UUID as mdadm does: 8 hex digits, ':' ... (35 characters + NUL). */
 extern void md_super_uuid_format (const uint8_t uuid[16], char out[36]);

@@ -188,7 +188,7 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
   unsigned ref = n, votes_best = 0;
   bool ok = true, order_wrong = false;
   const struct md_super *r;
-  char uuid[36];
+  char uuid[36], rname[MD_SUPER_NAME_SHOWN], sname[MD_SUPER_NAME_SHOWN];
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
 
   memset (a, 0, sizeof *a);
@@ -250,19 +250,20 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
   }
   r = &p[ref].sb;
   md_super_uuid_format (r->set_uuid, uuid);
+  md_super_name_shown (r, rname);
 
   if (cfg->uuid_given && memcmp (cfg->uuid, r->set_uuid, 16) != 0) {
     char want[36];
     md_super_uuid_format (cfg->uuid, want);
     stripe_error ("%s: uuid: the config says %s, the members belong to md "
                   "array '%s' (%s): not the array this config describes",
-                  cfg->path, want, r->set_name, uuid);
+                  cfg->path, want, rname, uuid);
     ok = false;
   }
   if (r->raid_disks != n) {
     stripe_error ("%s: md array '%s' (%s) has %" PRIu32 " members, the "
                   "config lists %u",
-                  cfg->path, r->set_name, uuid, r->raid_disks, n);
+                  cfg->path, rname, uuid, r->raid_disks, n);
     ok = false;
   }
   if ((uint64_t) r->chunk_sectors * 512 != cfg->chunk) {
@@ -283,7 +284,8 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
       md_super_uuid_format (sb->set_uuid, other);
       stripe_error ("member %u (%s): belongs to another md array ('%s', %s), "
                     "not to '%s' (%s)",
-                    i, cfg->members[i], sb->set_name, other, r->set_name,
+                    i, cfg->members[i], md_super_name_shown (sb, sname), other,
+                    rname,
                     uuid);
       p[i].readable = false;
       ok = false;
@@ -326,7 +328,7 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
         stripe_error ("member %u (%s) and member %u (%s) both claim role %u "
                       "of md array '%s'",
                       j, cfg->members[j], i, cfg->members[i], role,
-                      r->set_name);
+                      rname);
         ok = false;
       }
     if (role != i)
@@ -365,7 +367,7 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
           who = i;
       if (who == n) {
         stripe_error ("%s: no member listed has role %u of md array '%s'",
-                      cfg->path, k, r->set_name);
+                      cfg->path, k, rname);
         complete = false;
         continue;
       }
@@ -377,7 +379,7 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
         stripe_error ("member %u (%s): has role %u in md array '%s' (wrong "
                       "order)",
                       i, cfg->members[i], md_super_role (&p[i].sb),
-                      r->set_name);
+                      rname);
     if (complete && len < sizeof msg)
       stripe_error ("%s: members are in the wrong order; the right order "
                     "is: members = [ %s ];",
@@ -416,7 +418,7 @@ assemble_md (const struct stripe_config *cfg, struct assembly *a)
                   "before 3.14, or raid0.default_layout=1) or "
                   "layout = \"alternate\" (Linux 3.14 to 5.3, or "
                   "raid0.default_layout=2) in the config",
-                  cfg->path, r->set_name, uuid);
+                  cfg->path, rname, uuid);
     free (p);
     return -1;
   }

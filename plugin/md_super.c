@@ -303,6 +303,29 @@ all_zero (const uint8_t *p, size_t len)
   return true;
 }
 
+/* Whether sector ranges [a, a + n) and [b, b + m) overlap (all four
+ * below MD_SUPER_MAX_SECTORS: the sums cannot wrap).
+ */
+static bool
+overlaps_sectors (uint64_t a, uint64_t n, uint64_t b, uint64_t m)
+{
+  return a < b + m && b < a + n;
+}
+
+/* The bad-block log (bblog_size sectors at bblog_offset from the
+ * superblock, either side of it) lies on the member and outside the data.
+ */
+static bool
+bblog_clear (const struct md_super *sb)
+{
+  int64_t at = (int64_t) sb->super_offset + sb->bblog_offset;
+
+  if (at < 0 || (uint64_t) at > MD_SUPER_MAX_SECTORS - sb->bblog_size)
+    return false;
+  return !overlaps_sectors (sb->data_offset, sb->data_size, (uint64_t) at,
+                            sb->bblog_size);
+}
+
 /* Checks run in the order of md_super.h (which is md's: kernel and
  * mdadm refuse the same things), so that a superblock with several
  * faults always reports the same one.  max_dev comes before the checksum
@@ -396,10 +419,23 @@ md_super_decode (const uint8_t *buf, size_t len, uint64_t at,
     bad = "feature_map";
   else if ((sb->feature_map & MD_FEATURE_RAID0_LAYOUT) && sb->level != 0)
     bad = "feature_map";
-  else if (sb->data_size < 10)
+  else if (sb->data_size < 10 || sb->data_size > MD_SUPER_MAX_SECTORS)
     bad = "data_size";
+  else if (sb->data_offset > MD_SUPER_MAX_SECTORS - sb->data_size)
+    bad = "data_offset";
+  else if (sb->super_offset > MD_SUPER_MAX_SECTORS - sb_sectors)
+    bad = "super_offset";
+  /* The data area must overlap neither the superblock (1.0 keeps it
+   * after the data, 1.1 and 1.2 before) nor its bad-block log.
+   */
+  else if (overlaps_sectors (sb->data_offset, sb->data_size,
+                             sb->super_offset, sb_sectors))
+    bad = "data_offset";
   else if (sb->minor != 0 && sb->data_offset < sb->super_offset + sb_sectors)
     bad = "data_offset";
+  else if (sb->bblog_offset != 0 && sb->bblog_size != 0
+           && !bblog_clear (sb))
+    bad = "bblog_offset";
 
   if (bad) {
     if (field)
@@ -526,4 +562,25 @@ md_super_uuid_format (const uint8_t uuid[16], char out[36])
     *p++ = hex[uuid[i] & 0xf];
   }
   *p = '\0';
+}
+
+const char *
+md_super_name_shown (const struct md_super *sb, char out[MD_SUPER_NAME_SHOWN])
+{
+  static const char hex[] = "0123456789abcdef";
+  char *p = out;
+
+  for (size_t i = 0; i < SET_NAME_BYTES && sb->set_name[i]; ++i) {
+    unsigned char c = (unsigned char) sb->set_name[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      *p++ = (char) c;
+    else {
+      *p++ = '\\';
+      *p++ = 'x';
+      *p++ = hex[c >> 4];
+      *p++ = hex[c & 0xf];
+    }
+  }
+  *p = '\0';
+  return out;
 }

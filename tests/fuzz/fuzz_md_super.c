@@ -12,7 +12,13 @@
  *    md reads, but for what decode does not keep (bytes of set_name
  *    after its NUL, hence the checksum), and zeros after them;
  *  - sb_csum is the input's checksum, minor what super_offset says;
- *  - md_super_raid0_servable's reason is one terminated line.
+ *  - md_super_raid0_servable's reason is one terminated line;
+ *  - sector offsets and sizes are bounded (no byte offset computed from
+ *    them wraps) and the data area does not cover the superblock;
+ *  - the name as shown (md_super_name_shown) is printable ASCII.
+ *
+ * The seeds include sizes from the whole 64-bit range (make_md_super_corpus).
+
  *
  * Random bytes almost never carry a valid checksum, nor a super_offset
  * equal to where they were read, which would leave the field checks
@@ -166,6 +172,32 @@ check (const uint8_t *data, size_t size, uint64_t at)
   md_super_uuid_format (sb.set_uuid, uuid);
   if (strlen (uuid) != 35)
     abort ();
+
+  /* Sizes from the whole 64-bit range: what decode accepts can be turned
+   * into bytes without wrapping, and the data area lies clear of the
+   * superblock's own sectors.
+   */
+  if (sb.data_offset > MD_SUPER_MAX_SECTORS
+      || sb.data_size > MD_SUPER_MAX_SECTORS - sb.data_offset
+      || sb.super_offset > MD_SUPER_MAX_SECTORS)
+    abort ();
+  if (sb.data_offset < sb.super_offset + 1
+      && sb.super_offset < sb.data_offset + sb.data_size)
+    abort ();
+  if ((sb.data_offset + sb.data_size) * 512 / 512
+      != sb.data_offset + sb.data_size)
+    abort ();
+
+  /* The name as shown: printable ASCII only, every byte accounted for. */
+  {
+    char shown[MD_SUPER_NAME_SHOWN];
+    size_t len = strlen (md_super_name_shown (&sb, shown));
+    if (len >= sizeof shown || len < strnlen (sb.set_name, 32))
+      abort ();
+    for (size_t i = 0; i < len; ++i)
+      if ((unsigned char) shown[i] < 0x20 || (unsigned char) shown[i] >= 0x7f)
+        abort ();
+  }
 }
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);

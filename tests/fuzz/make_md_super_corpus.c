@@ -102,11 +102,37 @@ main (int argc, char **argv)
   sb.layout = 0;
   sb.delta_disks = -1;
   sb.new_offset = -2048;
-  sb.bblog_offset = -8;
+  sb.bblog_offset = 8;
   sb.super_offset = 0;
   sb.data_offset = 4096;
   sb.max_dev = 4;
   encode_checked (buf);
   write_file (argv[1], "v1.1-linear-reshape", buf, sizeof buf);
+
+  /* Hostile superblocks, checksums right: a name with a newline and
+   * config keys after it, and escape sequences; sizes whose sum wraps
+   * to put the data on the superblock (refused: written unchecked).
+   */
+  sb.feature_map = 0;
+  sb.level = 0;
+  sb.delta_disks = 0;
+  sb.new_offset = 0;
+  sb.super_offset = 8;
+  sb.data_offset = 2048;
+  memcpy (sb.set_name, "x\nhealth:{status_file:\"/bin/sh\"}", 32);
+  encode_checked (buf);
+  write_file (argv[1], "name-newline", buf, sizeof buf);
+  memset (sb.set_name, 0, sizeof sb.set_name);
+  memcpy (sb.set_name, "\033]0;owned\007\033[2J\r\b\177", 15);
+  encode_checked (buf);
+  write_file (argv[1], "name-escapes", buf, sizeof buf);
+  sb.data_offset = (UINT64_C (1) << 55) + 8;
+  sb.data_size = UINT64_MAX - (UINT64_C (1) << 55) + 2049;
+  md_super_encode (&sb, buf);
+  write_file (argv[1], "sizes-wrap", buf, sizeof buf);
+  sb.data_offset = UINT64_MAX;
+  sb.data_size = UINT64_MAX;
+  md_super_encode (&sb, buf);
+  write_file (argv[1], "sizes-max", buf, sizeof buf);
   return EXIT_SUCCESS;
 }
