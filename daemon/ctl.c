@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,8 +20,68 @@
 
 #define ANSWER_MAX (1024 * 1024)
 
+/* Whether path is a control socket our server made: a socket owned by
+ * root (or by us), usable by its owner only.  A socket planted while the
+ * server is down -- by another user in a shared directory -- must never
+ * answer root.
+ */
+static int
+trusted_path (const char *path, char *why, size_t len)
+{
+  struct stat st;
+
+  if (lstat (path, &st) == -1) {
+    snprintf (why, len, "%s: %s", path, strerror (errno));
+    return -1;
+  }
+  if (!S_ISSOCK (st.st_mode)) {
+    snprintf (why, len, "%s: not a socket", path);
+    errno = ENOTSOCK;
+    return -1;
+  }
+  if (st.st_uid != 0 && st.st_uid != geteuid ()) {
+    snprintf (why, len, "%s: owned by uid %u, not by root: not a server's "
+              "control socket, not asked",
+              path, (unsigned) st.st_uid);
+    errno = EPERM;
+    return -1;
+  }
+  if (st.st_mode & 077) {
+    snprintf (why, len, "%s: mode %04o, open to others: not a server's "
+              "control socket, not asked",
+              path, (unsigned) (st.st_mode & 07777));
+    errno = EPERM;
+    return -1;
+  }
+  return 0;
+}
+
+/* The process at the other end (the socket may have been swapped since
+ * it was looked at): root, or us.
+ */
+static int
+trusted_peer (int fd, const char *path, char *why, size_t len)
+{
+  struct ucred cred;
+  socklen_t clen = sizeof cred;
+
+  if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1) {
+    snprintf (why, len, "%s: SO_PEERCRED: %s", path, strerror (errno));
+    return -1;
+  }
+  if (cred.uid != 0 && cred.uid != geteuid ()) {
+    snprintf (why, len, "%s: answered by pid %ld of uid %u, not by root: "
+              "not a server's control socket",
+              path, (long) cred.pid, (unsigned) cred.uid);
+    errno = EPERM;
+    return -1;
+  }
+  return 0;
+}
+
 struct json_object *
-control_ask (const char *path, struct json_object *req, int timeout_ms)
+control_ask (const char *path, struct json_object *req, int timeout_ms,
+             char *why, size_t whylen)
 {
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
   struct timeval tv = { timeout_ms / 1000, timeout_ms % 1000 * 1000 };
@@ -29,16 +90,21 @@ control_ask (const char *path, struct json_object *req, int timeout_ms)
   size_t n = 0, len, done = 0;
   int fd, e;
 
+  why[0] = '\0';
   if (strlen (path) >= sizeof sa.sun_path) {
+    snprintf (why, whylen, "%s: %s", path, strerror (ENAMETOOLONG));
     errno = ENAMETOOLONG;
     return NULL;
   }
+  if (trusted_path (path, why, whylen) == -1)
+    return NULL;
   strcpy (sa.sun_path, path);
   text = json_text_of (req);
   buf = malloc (ANSWER_MAX + 1);
   if (text == NULL || buf == NULL) {
     free (text);
     free (buf);
+    snprintf (why, whylen, "%s", strerror (ENOMEM));
     errno = ENOMEM;
     return NULL;
   }
@@ -52,7 +118,11 @@ control_ask (const char *path, struct json_object *req, int timeout_ms)
                        || setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv,
                                       sizeof tv)
                             == -1))
-      || connect (fd, (struct sockaddr *) &sa, sizeof sa) == -1)
+      || connect (fd, (struct sockaddr *) &sa, sizeof sa) == -1) {
+    snprintf (why, whylen, "%s: %s", path, strerror (errno));
+    goto fail;
+  }
+  if (trusted_peer (fd, path, why, whylen) == -1)
     goto fail;
   len = strlen (text);
   while (done < len) {
@@ -83,6 +153,7 @@ control_ask (const char *path, struct json_object *req, int timeout_ms)
   free (buf);
   if (ans == NULL || !json_object_is_type (ans, json_type_object)) {
     json_object_put (ans);
+    snprintf (why, whylen, "%s: the answer is not a JSON object", path);
     errno = EPROTO;
     return NULL;
   }
@@ -90,6 +161,8 @@ control_ask (const char *path, struct json_object *req, int timeout_ms)
 
 fail:
   e = errno;
+  if (why[0] == '\0')
+    snprintf (why, whylen, "%s: %s", path, strerror (e ? e : EPROTO));
   if (fd != -1)
     close (fd);
   free (text);

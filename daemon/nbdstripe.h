@@ -189,12 +189,17 @@ extern long server_pid (const char *config, const char *pidfile,
                         long status_pid, char *why, size_t whylen);
 
 /* One request to a served volume's control socket (control.h, at path),
- * its answer (a JSON object).  NULL (errno) when nothing answers there
- * within timeout_ms (0: no limit) or the answer is not JSON.
+ * its answer (a JSON object).  NULL (errno, and why: one line naming the
+ * path) when nothing answers there within timeout_ms (0: no limit), the
+ * answer is not JSON, or the socket is not to be trusted: it must be a
+ * socket owned by root (or by us) and usable by its owner only, and the
+ * process answering must be root's (or ours) -- never a socket another
+ * user planted while the server was down.
  */
 extern struct json_object *control_ask (const char *path,
                                         struct json_object *req,
-                                        int timeout_ms);
+                                        int timeout_ms, char *why,
+                                        size_t whylen);
 
 /* A replace object (a status's "replace", replace.h) in one line for
  * people: "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB),

@@ -287,12 +287,16 @@ static struct json_object *
 request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
          struct json_object *req, const char *what)
 {
-  struct json_object *ans = control_ask (ctl, req, 0), *ok;
+  char why[1024];
+  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why), *ok;
 
   json_object_put (req);
+  if (ans == NULL && errno == EPERM) {
+    fail (o, "%s: %s", cfg->path, why);
+    return NULL;
+  }
   if (ans == NULL) {
-    fail (o, "%s: the volume is not served (%s: %s)%s", cfg->path, ctl,
-          strerror (errno),
+    fail (o, "%s: the volume is not served (%s)%s", cfg->path, why,
           strcmp (what, "replace") == 0
             ? "; with the volume stopped: nbdstripe replace --offline"
             : "");
@@ -353,7 +357,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   bool wait = false, off = false, cancel = false, loaded = false;
   bool started = false, waited = false;
   const char *index = NULL, *copy_opt = NULL;
-  char ctl[4096], *end, *abs = NULL;
+  char ctl[4096], why[1024], *end, *abs = NULL;
   unsigned long idx = 0;
   int c, status = 1;
 
@@ -463,7 +467,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
     struct json_object *req = json_object_new_object (), *ans;
     /* Where it starts from, for --json. */
     json_put (req, "op", json_text ("status"));
-    ans = control_ask (ctl, req, 5000);
+    ans = control_ask (ctl, req, 5000, why, sizeof why);
     json_object_put (req);
     if (ans)
       keep (&o, answer_replace (ans));
@@ -482,14 +486,14 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
     for (;;) {
       struct json_object *req = json_object_new_object (), *ans, *r;
       json_put (req, "op", json_text ("status"));
-      ans = control_ask (ctl, req, 0);
+      ans = control_ask (ctl, req, 0, why, sizeof why);
       json_object_put (req);
       if (ans == NULL) {
         if (tty)
           fputc ('\n', stderr);
         fail (&o, "the server went away during the replace (%s): the volume "
               "assembles with the member its config names",
-              strerror (errno));
+              why);
         break;
       }
       r = answer_replace (ans);

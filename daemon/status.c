@@ -883,6 +883,7 @@ judge_live (const char *ctl, const char *name, unsigned interval, double now,
   struct json_object *req, *ans, *ok, *st;
   struct stat sb;
   bool done = false;
+  char why[1024];
 
   memset (w, 0, sizeof *w);
   w->v = V_UNKNOWN;
@@ -890,8 +891,11 @@ judge_live (const char *ctl, const char *name, unsigned interval, double now,
     return false;
   req = json_object_new_object ();
   json_put (req, "op", json_text ("status"));
-  ans = control_ask (ctl, req, CONTROL_TIMEOUT_MS);
+  ans = control_ask (ctl, req, CONTROL_TIMEOUT_MS, why, sizeof why);
   json_object_put (req);
+  /* A socket not to be trusted: said, and the status file is read. */
+  if (ans == NULL && errno == EPERM)
+    fprintf (stderr, "nbdstripe: %s\n", why);
   if (ans && json_object_object_get_ex (ans, "ok", &ok)
       && json_object_get_boolean (ok)
       && (st = field (ans, "status", json_type_object)) != NULL) {

@@ -6,11 +6,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,10 +23,26 @@
 #include "json.h"
 #include "log.h"
 #include "replace.h"
+#include "util.h"
 #include "volume.h"
 
 #define REQUEST_MAX (64 * 1024)
+/* A client has this long to send its whole request (not each byte), and
+ * each send of the answer this long: a client that trickles or never
+ * reads is cut off.
+ */
 #define CLIENT_TIMEOUT_MS 5000
+/* Clients served at once, each by a thread of its own; one more is told
+ * the server is busy.
+ */
+#define MAX_CLIENTS 16
+
+struct client {
+  struct control *c;
+  int fd;
+  pthread_t thread;
+  struct client *next;
+};
 
 struct control {
   char *path;
@@ -35,6 +53,11 @@ struct control {
   int stop[2]; /* a pipe: written to stop the thread */
   pthread_t thread;
   bool serving; /* the thread runs */
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* a client thread ended */
+  struct client *clients;
+  unsigned nr_clients;
+  bool stopping;
 };
 
 void
@@ -56,6 +79,99 @@ refusal (const char *why)
   json_put (o, "ok", json_object_new_boolean (false));
   json_put (o, "error", json_text (why));
   return o;
+}
+
+static struct json_object *
+ok_answer (void)
+{
+  struct json_object *o = json_object_new_object ();
+  json_put (o, "ok", json_object_new_boolean (true));
+  return o;
+}
+
+/* Every key of req is one of the (NULL-terminated) allowed. */
+static const char *
+unknown_key (struct json_object *req, const char *const *allowed)
+{
+  json_object_object_foreach (req, key, val) {
+    bool known = false;
+    (void) val;
+    for (const char *const *a = allowed; *a; ++a)
+      if (strcmp (key, *a) == 0)
+        known = true;
+    if (!known)
+      return key;
+  }
+  return NULL;
+}
+
+/* A field that must be a boolean if given: -1 (why) if it is not. */
+static int
+get_bool (struct json_object *req, const char *key, bool *out, char *why,
+          size_t len)
+{
+  struct json_object *x;
+
+  if (!json_object_object_get_ex (req, key, &x))
+    return 0;
+  if (!json_object_is_type (x, json_type_boolean)) {
+    snprintf (why, len, "replace: \"%s\" must be true or false", key);
+    return -1;
+  }
+  *out = json_object_get_boolean (x);
+  return 0;
+}
+
+/* The replace request's fields, each of its type and range: a request
+ * is refused rather than read as something else (a member 2^32 as
+ * member 0, "force": "false" as true).
+ */
+static int
+replace_request (struct control *c, struct json_object *req,
+                 struct replace_params *p, char *why, size_t len)
+{
+  static const char *const keys[] = { "op",   "member", "new",
+                                      "rate", "force",  "skip_unreadable",
+                                      NULL };
+  struct json_object *x;
+  const char *bad = unknown_key (req, keys);
+  int64_t v;
+
+  if (bad) {
+    snprintf (why, len, "replace: unknown field \"%.100s\"", bad);
+    return -1;
+  }
+  if (!json_object_object_get_ex (req, "member", &x)
+      || !json_object_is_type (x, json_type_int)
+      || (v = json_object_get_int64 (x)) < 0 || v >= c->v->nr_members) {
+    snprintf (why, len, "replace: \"member\" must be the member's index, "
+              "0 to %u", c->v->nr_members - 1);
+    return -1;
+  }
+  p->index = (unsigned) v;
+  if (!json_object_object_get_ex (req, "new", &x)
+      || !json_object_is_type (x, json_type_string)
+      || json_object_get_string_len (x) == 0
+      || strlen (json_object_get_string (x))
+           != (size_t) json_object_get_string_len (x)) {
+    snprintf (why, len, "replace: \"new\" must name the new member");
+    return -1;
+  }
+  p->new_path = json_object_get_string (x);
+  if (json_object_object_get_ex (req, "rate", &x)) {
+    if (!json_object_is_type (x, json_type_int)
+        || (v = json_object_get_int64 (x)) < 0 || v == INT64_MAX) {
+      snprintf (why, len, "replace: \"rate\" must be bytes a second (0: "
+                "as fast as it goes)");
+      return -1;
+    }
+    p->rate = (uint64_t) v;
+  }
+  if (get_bool (req, "force", &p->force, why, len) == -1
+      || get_bool (req, "skip_unreadable", &p->skip_unreadable, why, len)
+           == -1)
+    return -1;
+  return 0;
 }
 
 static struct json_object *
@@ -87,33 +203,15 @@ handle (struct control *c, struct json_object *req)
   }
   if (strcmp (name, "replace") == 0) {
     struct replace_params p = { .config = c->config };
-    if (!json_object_object_get_ex (req, "member", &x)
-        || !json_object_is_type (x, json_type_int)
-        || json_object_get_int64 (x) < 0)
-      return refusal ("replace: \"member\" must be the member's index");
-    p.index = (unsigned) json_object_get_int64 (x);
-    if (!json_object_object_get_ex (req, "new", &x)
-        || !json_object_is_type (x, json_type_string))
-      return refusal ("replace: \"new\" must name the new member");
-    p.new_path = json_object_get_string (x);
-    if (json_object_object_get_ex (req, "rate", &x))
-      p.rate = json_object_get_int64 (x) > 0 ? json_object_get_int64 (x) : 0;
-    if (json_object_object_get_ex (req, "force", &x))
-      p.force = json_object_get_boolean (x);
-    if (json_object_object_get_ex (req, "skip_unreadable", &x))
-      p.skip_unreadable = json_object_get_boolean (x);
-    if (replace_start (c->v, &p, why, sizeof why) == -1)
+    if (replace_request (c, req, &p, why, sizeof why) == -1
+        || replace_start (c->v, &p, why, sizeof why) == -1)
       return refusal (why);
-    o = json_object_new_object ();
-    json_put (o, "ok", json_object_new_boolean (true));
-    return o;
+    return ok_answer ();
   }
   if (strcmp (name, "cancel") == 0) {
     if (replace_cancel (c->v, why, sizeof why) == -1)
       return refusal (why);
-    o = json_object_new_object ();
-    json_put (o, "ok", json_object_new_boolean (true));
-    return o;
+    return ok_answer ();
   }
   if (strcmp (name, "step") == 0 && replace_debug_gate) {
     const char *at = NULL;
@@ -122,16 +220,16 @@ handle (struct control *c, struct json_object *req)
       at = json_object_get_string (x);
     if (replace_debug_release (c->v, at, why, sizeof why) == -1)
       return refusal (why);
-    o = json_object_new_object ();
-    json_put (o, "ok", json_object_new_boolean (true));
-    return o;
+    return ok_answer ();
   }
   snprintf (why, sizeof why, "unknown op \"%.100s\" (status, replace, "
             "cancel)", name);
   return refusal (why);
 }
 
-/* One client: one request line, one answer line. */
+/* One client: one request line, one answer line; the whole request
+ * within CLIENT_TIMEOUT_MS.
+ */
 static void
 serve_client (struct control *c, int fd)
 {
@@ -140,10 +238,13 @@ serve_client (struct control *c, int fd)
   char *buf = malloc (REQUEST_MAX + 1);
   size_t n = 0;
   struct json_object *req, *ans;
+  uint64_t deadline = now_ns () + (uint64_t) CLIENT_TIMEOUT_MS * 1000000;
+  struct timeval tv = { CLIENT_TIMEOUT_MS / 1000, 0 };
   char *text;
 
   if (buf == NULL)
     return;
+  (void) setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1
       || (cred.uid != 0 && cred.uid != geteuid ())) {
     ans = refusal ("permission denied");
@@ -151,8 +252,10 @@ serve_client (struct control *c, int fd)
   }
   for (;;) {
     struct pollfd pfd = { fd, POLLIN, 0 };
+    uint64_t now = now_ns ();
     ssize_t r;
-    if (poll (&pfd, 1, CLIENT_TIMEOUT_MS) != 1) {
+    if (now >= deadline
+        || poll (&pfd, 1, (int) ((deadline - now) / 1000000) + 1) != 1) {
       free (buf);
       return;
     }
@@ -190,28 +293,79 @@ answer:
 }
 
 static void *
+client_main (void *arg)
+{
+  struct client *cl = arg;
+  struct control *c = cl->c;
+
+  serve_client (c, cl->fd);
+  pthread_mutex_lock (&c->lock);
+  for (struct client **p = &c->clients; *p; p = &(*p)->next)
+    if (*p == cl) {
+      *p = cl->next;
+      break;
+    }
+  c->nr_clients--;
+  close (cl->fd);
+  pthread_cond_broadcast (&c->cond);
+  pthread_mutex_unlock (&c->lock);
+  free (cl);
+  return NULL;
+}
+
+/* Clients are served each by a thread of its own (detached; control_stop
+ * waits for them): one slow client never holds up another, nor the
+ * server's shutdown for longer than its current operation.
+ */
+static void *
 control_main (void *arg)
 {
   struct control *c = arg;
+  pthread_attr_t attr;
 
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
   for (;;) {
     struct pollfd pfd[2] = { { c->fd, POLLIN, 0 }, { c->stop[0], POLLIN, 0 } };
+    struct client *cl;
     int fd;
 
     if (poll (pfd, 2, -1) == -1) {
       if (errno == EINTR)
         continue;
       stripe_error ("control: poll: %m");
-      return NULL;
+      break;
     }
     if (pfd[1].revents)
-      return NULL;
+      break;
     fd = accept4 (c->fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd == -1)
       continue;
-    serve_client (c, fd);
-    close (fd);
+    pthread_mutex_lock (&c->lock);
+    cl = c->nr_clients < MAX_CLIENTS ? calloc (1, sizeof *cl) : NULL;
+    if (cl) {
+      cl->c = c;
+      cl->fd = fd;
+      cl->next = c->clients;
+      c->clients = cl;
+      c->nr_clients++;
+      if (pthread_create (&cl->thread, &attr, client_main, cl) != 0) {
+        c->clients = cl->next;
+        c->nr_clients--;
+        free (cl);
+        cl = NULL;
+      }
+    }
+    pthread_mutex_unlock (&c->lock);
+    if (cl == NULL) {
+      static const char busy[] =
+        "{\"ok\": false, \"error\": \"busy: too many clients\"}\n";
+      (void) !send (fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      close (fd);
+    }
   }
+  pthread_attr_destroy (&attr);
+  return NULL;
 }
 
 struct control *
@@ -227,6 +381,8 @@ control_listen (const char *path, struct volume *v, struct health *h,
   if (c == NULL)
     return NULL;
   c->fd = c->stop[0] = c->stop[1] = -1;
+  pthread_mutex_init (&c->lock, NULL);
+  pthread_cond_init (&c->cond, NULL);
   c->v = v;
   c->h = h;
   c->path = strdup (path);
@@ -305,6 +461,19 @@ control_stop (struct control *c)
     (void) !write (c->stop[1], "x", 1);
     pthread_join (c->thread, NULL);
   }
+  /* Clients still served: their sockets shut (a read or send waiting on
+   * one returns at once), then their threads waited for -- none waits on
+   * a client any more, only on what it asked (a replace being started).
+   */
+  pthread_mutex_lock (&c->lock);
+  c->stopping = true;
+  for (struct client *cl = c->clients; cl; cl = cl->next)
+    shutdown (cl->fd, SHUT_RDWR);
+  while (c->nr_clients > 0)
+    pthread_cond_wait (&c->cond, &c->lock);
+  pthread_mutex_unlock (&c->lock);
+  pthread_mutex_destroy (&c->lock);
+  pthread_cond_destroy (&c->cond);
   close (c->fd);
   close (c->stop[0]);
   close (c->stop[1]);

@@ -343,7 +343,15 @@ stripe_get_ready (void)
     char path[4096];
     control_path (sf, path, sizeof path);
     control = control_listen (path, &volume, health, config_file);
-    if (control == NULL) {
+    /* Something else planted there does not keep the volume from being
+     * served: only replace and the live status are missing.
+     */
+    if (control == NULL && errno == EEXIST)
+      stripe_error ("control socket %s: something that is not a socket is "
+                    "there: serving without one (no replace, no live "
+                    "status) until it is removed and the server restarted",
+                    path);
+    else if (control == NULL) {
       stripe_error ("control socket %s: %m", path);
       return -1;
     }
