@@ -22,9 +22,9 @@
  * knows (0x1fff); the raid0-layout bit (0x1000) only with level 0;
  * data_size at least 10 sectors; data_offset, data_size and
  * super_offset (and data_offset + data_size) at most MD_SUPER_MAX_SECTORS;
- * the data area clear of the superblock (for 1.1 and 1.2 data_offset past
- * it, for 1.0 the data before it) and of the bad-block log.  What an
- * array may be served as is a further question: md_super_raid0_servable.
+ * for 1.1 and 1.2 data_offset past the superblock.  What an array may be
+ * served as is a further question: md_super_raid0_servable (which also
+ * wants the data area clear of the superblock and of the bad-block log).
  */
 #ifndef NBDSTRIPE_MD_SUPER_H
 #define NBDSTRIPE_MD_SUPER_H
@@ -152,7 +152,8 @@ md_super_role (const struct md_super *sb)
  * field or the feature: "level 5, not raid0", "a reshape is in progress
  * (feature 0x4)", "bad-block log in use (feature 0x8)", "role: spare", ...)
  * otherwise.  Level 0 only; feature bits: MD_FEATURE_RAID0_LAYOUT alone,
- * and then layout 1 or 2; an active role below raid_disks.
+ * and then layout 1 or 2; an active role below raid_disks; the data area
+ * clear of the superblock and of the bad-block log.
  */
 extern bool md_super_raid0_servable (const struct md_super *sb, char *why,
                                      size_t len);

@@ -303,6 +303,15 @@ all_zero (const uint8_t *p, size_t len)
   return true;
 }
 
+/* The superblock's own sectors, as md rounds them for 512-byte logical
+ * blocks.
+ */
+static uint64_t
+sb_sectors_of (const struct md_super *sb)
+{
+  return (csum_bytes (sb->max_dev) + SECTOR - 1) / SECTOR;
+}
+
 /* Whether sector ranges [a, a + n) and [b, b + m) overlap (all four
  * below MD_SUPER_MAX_SECTORS: the sums cannot wrap).
  */
@@ -425,17 +434,8 @@ md_super_decode (const uint8_t *buf, size_t len, uint64_t at,
     bad = "data_offset";
   else if (sb->super_offset > MD_SUPER_MAX_SECTORS - sb_sectors)
     bad = "super_offset";
-  /* The data area must overlap neither the superblock (1.0 keeps it
-   * after the data, 1.1 and 1.2 before) nor its bad-block log.
-   */
-  else if (overlaps_sectors (sb->data_offset, sb->data_size,
-                             sb->super_offset, sb_sectors))
-    bad = "data_offset";
   else if (sb->minor != 0 && sb->data_offset < sb->super_offset + sb_sectors)
     bad = "data_offset";
-  else if (sb->bblog_offset != 0 && sb->bblog_size != 0
-           && !bblog_clear (sb))
-    bad = "bblog_offset";
 
   if (bad) {
     if (field)
@@ -543,6 +543,21 @@ md_super_raid0_servable (const struct md_super *sb, char *why, size_t len)
   if (sb->data_offset % (4096 / SECTOR) != 0)
     REFUSE ("data_offset %" PRIu64 " sectors, not a multiple of 8 (4 KiB)",
             sb->data_offset);
+
+  /* The data area overlaps neither the superblock (1.0 keeps it after
+   * the data, 1.1 and 1.2 before) nor its bad-block log: a client's write
+   * would destroy the array.
+   */
+  if (overlaps_sectors (sb->data_offset, sb->data_size, sb->super_offset,
+                        sb_sectors_of (sb)))
+    REFUSE ("the data area (sectors %" PRIu64 " to %" PRIu64 ") covers the "
+            "superblock (sector %" PRIu64 ")",
+            sb->data_offset, sb->data_offset + sb->data_size - 1,
+            sb->super_offset);
+  if (sb->bblog_offset != 0 && sb->bblog_size != 0 && !bblog_clear (sb))
+    REFUSE ("the bad-block log (%" PRIu16 " sectors at %" PRId32 " from the "
+            "superblock) lies off the member or in the data area",
+            sb->bblog_size, sb->bblog_offset);
 
   if (why && len > 0)
     why[0] = '\0';

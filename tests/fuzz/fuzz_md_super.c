@@ -14,7 +14,7 @@
  *  - sb_csum is the input's checksum, minor what super_offset says;
  *  - md_super_raid0_servable's reason is one terminated line;
  *  - sector offsets and sizes are bounded (no byte offset computed from
- *    them wraps) and the data area does not cover the superblock;
+ *    them wraps), and what is servable has no data over the superblock;
  *  - the name as shown (md_super_name_shown) is printable ASCII.
  *
  * The seeds include sizes from the whole 64-bit range (make_md_super_corpus).
@@ -164,6 +164,10 @@ check (const uint8_t *data, size_t size, uint64_t at)
     if ((sb.feature_map & MD_FEATURE_RAID0_LAYOUT)
         && md_super_raid0_layout (&sb) == 0)
       abort ();
+    /* What is served never has the data over the superblock. */
+    if (sb.data_offset < sb.super_offset + 1
+        && sb.super_offset < sb.data_offset + sb.data_size)
+      abort ();
   }
   else if (why[0] == '\0' || memchr (why, '\0', sizeof why) == NULL
            || strchr (why, '\n') != NULL)
@@ -180,9 +184,6 @@ check (const uint8_t *data, size_t size, uint64_t at)
   if (sb.data_offset > MD_SUPER_MAX_SECTORS
       || sb.data_size > MD_SUPER_MAX_SECTORS - sb.data_offset
       || sb.super_offset > MD_SUPER_MAX_SECTORS)
-    abort ();
-  if (sb.data_offset < sb.super_offset + 1
-      && sb.super_offset < sb.data_offset + sb.data_size)
     abort ();
   if ((sb.data_offset + sb.data_size) * 512 / 512
       != sb.data_offset + sb.data_size)

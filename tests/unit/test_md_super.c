@@ -191,18 +191,19 @@ random_sb (struct rng *r, struct md_super *sb)
   switch (sb->minor) {
   case 0:
     sb->super_offset = 8 * rng_range (r, 2, UINT64_C (1) << 50);
-    sb->data_offset = rng_range (r, 0, UINT64_C (1) << 62);
+    sb->data_offset = rng_range (r, 0, UINT64_C (1) << 53);
     break;
   case 1:
     sb->super_offset = 0;
-    sb->data_offset = rng_range (r, sb_sectors, UINT64_MAX);
+    sb->data_offset = rng_range (r, sb_sectors, UINT64_C (1) << 53);
     break;
   case 2:
     sb->super_offset = 8;
-    sb->data_offset = rng_range (r, 8 + sb_sectors, UINT64_MAX);
+    sb->data_offset = rng_range (r, 8 + sb_sectors, UINT64_C (1) << 53);
     break;
   }
-  sb->data_size = rng_range (r, 10, UINT64_MAX);
+  /* Together at most MD_SUPER_MAX_SECTORS (2^54). */
+  sb->data_size = rng_range (r, 10, UINT64_C (1) << 53);
   sb->recovery_offset = rng_next (r);
   sb->dev_number = (uint32_t) rng_next (r);
   sb->cnt_corrected_read = (uint32_t) rng_next (r);
@@ -1149,6 +1150,82 @@ decode_rejects_data_offset_inside_the_superblock_for_1_1_and_1_2 (void **state)
   }
 }
 
+/* Sizes from the whole 64-bit range: none beyond 2^54 sectors, no sum
+ * that wraps (the issue's: data_offset 2^55 + 8 and data_size 2^64 - 2^55
+ * + 2048 add up to 2056, on the superblock).
+ */
+static void
+decode_rejects_sizes_beyond_2_54_sectors_and_sums_that_wrap (void **state)
+{
+  static const struct {
+    uint64_t data_offset, data_size;
+    const char *field;
+  } cases[] = {
+    { (UINT64_C (1) << 55) + 8, UINT64_MAX - (UINT64_C (1) << 55) + 2049,
+      "data_size" },
+    { 2048, UINT64_MAX, "data_size" },
+    { 2048, (UINT64_C (1) << 54) + 1, "data_size" },
+    { UINT64_MAX, 2048, "data_offset" },
+    { (UINT64_C (1) << 54) - 2047, 2048, "data_offset" },
+    { UINT64_C (1) << 63, UINT64_C (1) << 53, "data_offset" },
+  };
+  struct md_super sb;
+  uint8_t buf[MD_SUPER_BYTES];
+
+  (void) state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    plain_sb (&sb);
+    sb.data_offset = cases[i].data_offset;
+    sb.data_size = cases[i].data_size;
+    expect_encoded_field (&sb, cases[i].field);
+  }
+  /* The largest that is allowed: 2^63 bytes in all. */
+  plain_sb (&sb);
+  sb.data_size = (UINT64_C (1) << 54) - sb.data_offset;
+  md_super_encode (&sb, buf);
+  expect_ok (buf, at_of (&sb), NULL);
+  /* A 1.0 superblock beyond 2^54 sectors. */
+  plain_sb (&sb);
+  sb.minor = 0;
+  sb.data_offset = 0;
+  sb.super_offset = UINT64_MAX - 7;
+  expect_encoded_field (&sb, "super_offset");
+}
+
+/* A client write into a data area over the superblock or its bad-block
+ * log would destroy the array: not servable.
+ */
+static void
+servable_refuses_a_data_area_over_the_superblock_or_its_bad_block_log (
+  void **state)
+{
+  struct md_super sb;
+  char why[256];
+
+  (void) state;
+  /* 1.0 with the data running over the superblock at its end. */
+  plain_sb (&sb);
+  sb.minor = 0;
+  sb.data_offset = 0;
+  sb.super_offset = sb.data_size - 16;
+  sb.bblog_offset = 0;
+  assert_false (md_super_raid0_servable (&sb, why, sizeof why));
+  assert_non_null (strstr (why, "covers the superblock"));
+  /* 1.2 with the data on its bad-block log (8 sectors after it). */
+  plain_sb (&sb);
+  sb.data_offset = 16;
+  assert_false (md_super_raid0_servable (&sb, why, sizeof why));
+  assert_non_null (strstr (why, "bad-block log"));
+  /* A bad-block log before the member's first sector. */
+  plain_sb (&sb);
+  sb.bblog_offset = -16;
+  assert_false (md_super_raid0_servable (&sb, why, sizeof why));
+  assert_non_null (strstr (why, "bad-block log"));
+  /* mdadm's own placement is fine. */
+  plain_sb (&sb);
+  assert_true (md_super_raid0_servable (&sb, why, sizeof why));
+}
+
 /* 1.0 keeps its data before the superblock: data_offset 0 is normal. */
 static void
 decode_accepts_data_offset_0_for_1_0 (void **state)
@@ -1379,7 +1456,13 @@ servable_accepts_a_plain_raid0_member (void **state)
   sb.dev_number = 127;
   sb.dev_roles[127] = 63;
   sb.chunk_sectors = 8;
+  /* Data from sector 0: a 1.0 member, its superblock (and bad-block log
+   * before it) after the data.
+   */
+  sb.minor = 0;
   sb.data_offset = 0;
+  sb.super_offset = sb.data_size + 16;
+  sb.bblog_offset = -8;
   expect_servable (&sb);
   sb.raid_disks = 1;
   sb.dev_roles[127] = 0;
@@ -1725,6 +1808,10 @@ main (int argc, char **argv)
     cmocka_unit_test (
       decode_rejects_data_offset_inside_the_superblock_for_1_1_and_1_2),
     cmocka_unit_test (decode_accepts_data_offset_0_for_1_0),
+    cmocka_unit_test (
+      decode_rejects_sizes_beyond_2_54_sectors_and_sums_that_wrap),
+    cmocka_unit_test (
+      servable_refuses_a_data_area_over_the_superblock_or_its_bad_block_log),
     cmocka_unit_test (decode_checks_in_the_documented_order),
     cmocka_unit_test (decode_sets_field_only_on_a_field_error),
     cmocka_unit_test (
