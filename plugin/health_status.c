@@ -23,7 +23,8 @@
 
 /* The status (health.h's format 1), built under the lock. */
 static char *
-build_json (struct health *h, bool running, double now, size_t *len)
+build_json (struct health *h, bool running, double now,
+            struct json_object *extra, size_t *len)
 {
   struct json_object *root = json_object_new_object ();
   struct json_object *vol = json_object_new_object ();
@@ -122,8 +123,10 @@ build_json (struct health *h, bool running, double now, size_t *len)
     json_object_array_add (members, jm);
   }
   json_put (root, "members", members);
-  if (h->ops.status_extra)
-    h->ops.status_extra (h->ops.opaque, root);
+  if (extra) {
+    json_object_object_foreach (extra, key, val)
+      json_put (root, key, json_object_get (val));
+  }
 
   text = json_text_of (root);
   json_object_put (root);
@@ -165,7 +168,8 @@ prom_str (FILE *fp, const char *s)
  * histograms keep their last values: they are still true.
  */
 static char *
-build_prom (struct health *h, bool running, double now, size_t *len)
+build_prom (struct health *h, bool running, double now,
+            struct json_object *extra, size_t *len)
 {
   static const char *const vstates[] = { "ok", "degraded", "failed" };
   char *buf = NULL;
@@ -330,10 +334,9 @@ build_prom (struct health *h, bool running, double now, size_t *len)
   /* A member being replaced (or the last one), from the status's
    * "replace" object.
    */
-  if (h->ops.status_extra) {
-    struct json_object *root = json_object_new_object (), *r, *x;
-    h->ops.status_extra (h->ops.opaque, root);
-    if (json_object_object_get_ex (root, "replace", &r)) {
+  if (extra) {
+    struct json_object *r, *x;
+    if (json_object_object_get_ex (extra, "replace", &r)) {
       const char *state = json_object_object_get_ex (r, "state", &x)
                             ? json_object_get_string (x)
                             : "";
@@ -369,7 +372,6 @@ build_prom (struct health *h, bool running, double now, size_t *len)
                    : 0.0);
       }
     }
-    json_object_put (root);
   }
 #undef VOL
 #undef MEM
@@ -459,33 +461,57 @@ err:
   return -1;
 }
 
+/* What the volume adds (a replace), asked with no health lock held: the
+ * volume's own locks never nest inside health's.
+ */
+static struct json_object *
+status_extra (struct health *h)
+{
+  struct json_object *extra;
+
+  if (h->ops.status_extra == NULL)
+    return NULL;
+  extra = json_object_new_object ();
+  h->ops.status_extra (h->ops.opaque, extra);
+  return extra;
+}
+
 char *
 health_status_text (struct health *h)
 {
+  struct json_object *extra = status_extra (h);
   char *text;
   size_t len;
 
   pthread_mutex_lock (&h->lock);
-  text = build_json (h, true, now_unix (), &len);
+  text = build_json (h, true, now_unix (), extra, &len);
   pthread_mutex_unlock (&h->lock);
+  json_object_put (extra);
   return text;
 }
 
-/* Called with the lock held; drops it while writing. */
+/* Called with the lock held; drops it while it asks the volume for its
+ * part (status_extra) and while writing.
+ */
 void
 health_write_status (struct health *h, bool running)
 {
   char *json = NULL, *prom = NULL;
   size_t jlen = 0, plen = 0;
   double now = now_unix (); /* updated_unix = last_update_timestamp */
+  struct json_object *extra;
 
+  pthread_mutex_unlock (&h->lock);
+  extra = status_extra (h);
+  pthread_mutex_lock (&h->lock);
   if (h->p.status_file)
-    json = build_json (h, running, now, &jlen);
+    json = build_json (h, running, now, extra, &jlen);
   if (h->p.prometheus_file)
-    prom = build_prom (h, running, now, &plen);
+    prom = build_prom (h, running, now, extra, &plen);
   h->last_status_mono = health_now_ns ();
   h->status_written = true;
   pthread_mutex_unlock (&h->lock);
+  json_object_put (extra);
 
   if (h->p.status_file) {
     if (json == NULL || write_atomic (h->p.status_file, json, jlen) == -1) {
