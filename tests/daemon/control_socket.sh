@@ -8,7 +8,8 @@
 #              updated: nbdstripe replace --wait refuses to ask it (owned
 #              by uid 65534) and leaves the config as it was; status does
 #              not show its answer.  The same with a root-owned socket of
-#              mode 0666.
+#              mode 0666, and with a root-owned socket of mode 0600 served
+#              by a process that dropped root (the peer's uid checked).
 #   planted    a regular file, then a FIFO, at NAME.ctl: the server starts
 #              and serves anyway, saying why it has no control socket
 #   slow       a client that sends a byte every 2 s: another client (status)
@@ -47,17 +48,29 @@ import json, os, socket
 s = socket.socket(socket.AF_UNIX)
 s.bind("$ctl")
 os.chmod("$ctl", 0o$mode)
+if "$who" == "dropped":
+    # A socket root made, served by a process that is root no more
+    # (SO_PEERCRED gives who called listen).
+    os.setgid(65534)
+    os.setuid(65534)
 s.listen(8)
 open("$run/forger.ready", "w").close()
 while True:
     c, _ = s.accept()
-    c.recv(65536)
+    try:
+        c.recv(65536)
+    except OSError:
+        c.close()
+        continue
     st = {"name": "v", "running": True, "pid": os.getpid(),
           "state": "ok", "forged": "FORGED", "members": [],
           "replace": {"state": "done", "member": 1, "old": "$D_TMP/m1",
                       "new": "$D_TMP/n1", "bytes_copied": 1, "bytes_total": 1,
                       "config_updated": False}}
-    c.sendall((json.dumps({"ok": True, "status": st}) + "\n").encode())
+    try:
+        c.sendall((json.dumps({"ok": True, "status": st}) + "\n").encode())
+    except OSError:
+        pass
     c.close()
 EOF
   chmod 0644 "$D_TMP/forger.py"
@@ -75,7 +88,7 @@ EOF
   [[ -S $ctl ]] || d_fail "the forged socket is not there"
 }
 
-for who in nobody:0600 root:0666; do
+for who in nobody:0600 root:0666 dropped:0600; do
   forger "${who%%:*}" "${who##*:}"
   d_run "forged-replace-${who%%:*}" d_ns replace --wait "$conf" 1 "$D_TMP/n1"
   if [[ $D_RC -ne 0 ]] && grep -q "not a server's control socket" \

@@ -86,7 +86,8 @@ def hot(uri, ctl, lay, member_bytes, new, qd):
             problems.append("writer %d: %s" % (k, e))
         h.shutdown()
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(qd)]
+    threads = [threading.Thread(target=writer, args=(k,), daemon=True)
+               for k in range(qd)]
     for t in threads:
         t.start()
     # The writers are at it before the replace starts.
@@ -113,7 +114,12 @@ def hot(uri, ctl, lay, member_bytes, new, qd):
     during = sum(counts) - before
     stop.set()
     for t in threads:
-        t.join()
+        t.join(20)
+    stuck = sum(1 for t in threads if t.is_alive())
+    if stuck:
+        problems.append("%d writer(s) still blocked in a write 20 s after they "
+                        "were told to stop" % stuck)
+        return {"queue_depth": qd, "stuck_writers": stuck}, problems
     if st.get("state") not in (None, "done") and not problems:
         problems.append("the replace ended %s: %s"
                         % (st.get("state"), st.get("error")))
@@ -173,7 +179,7 @@ def trim(uri, ctl, lay, member_bytes, new):
         result["seconds"] = time.monotonic() - t
         done.set()
 
-    t = threading.Thread(target=do_trim)
+    t = threading.Thread(target=do_trim, daemon=True)
     t.start()
     # The trim is held by window 1 (announced before it).
     end = time.monotonic() + 30
@@ -197,10 +203,13 @@ def trim(uri, ctl, lay, member_bytes, new):
     if not done.wait(30):
         problems.append("the trim of the whole volume did not end while the "
                         "copier was held at %s with %d of %d bytes copied: "
-                        "it waits for the copy to pass its whole span"
+                        "it waits for the copy to pass its whole span (or "
+                        "for a window the copier holds while it waits for "
+                        "the trim)"
                         % (nxt and nxt.get("phase"),
                            (nxt or {}).get("bytes_copied", 0),
                            (nxt or {}).get("bytes_total", 0)))
+        return {"trim_done": False}, problems
     # Let the copy end.
     end = time.monotonic() + 60
     st = {}
