@@ -9,29 +9,40 @@
  * the pace of the slower device (not of both, one after the other).
  * What clients do meanwhile (replace_run_ops, on the volume's I/O path):
  *
+ * - Every request is counted in the volume's gate (volume.h) before it
+ *   reads v->rep: the copier waits for the requests that started before
+ *   the replace was published (they go to old alone) before it reads
+ *   anything.
  * - Reads come from old.  A read from old that fails is retried on NEW
  *   where the copy has passed.
  * - Writes, trims and zeroes reach old, and NEW too where the copy has
  *   passed (below the watermark); beyond it the copier will carry them
- *   over.  A write never races the copier: a client write overlapping the
- *   window being copied waits for it, and the copier waits for client
- *   writes in flight over the window it is about to take -- so NEW never
- *   gets data older than what a client wrote.  (The window is both
- *   windows of the pipeline: the one read and not yet written, and the
- *   one being written.)
+ *   over.  Zeroes NEW cannot do are written; a trim it cannot do is
+ *   skipped (advisory).  A write never races the copier: the copier
+ *   announces a window, then waits for the client writes over it that
+ *   started before; a client write waits for the windows announced before
+ *   it started -- so NEW never gets data older than what a client wrote,
+ *   a hot region at any queue depth cannot keep the copier out, and a
+ *   trim over the whole member waits for at most the two windows of the
+ *   pipeline, not for the copy to pass it.
  * - Flushes (and FUA) cover both.
  * - An operation on NEW that fails aborts the replace; the client's
  *   request is answered by old alone, and the volume goes on with it.
  *
- * The end: clients' operations on the member are held (a moment: they
- * wait, none fails) while both devices are flushed, NEW gets the member's
- * metadata (a header with the volume's array UUID, the same index, a new
- * member UUID and the volume's generation; or an md superblock with a new
- * device UUID), the config file is rewritten with NEW in the member's
- * place (atomically; if it cannot be, the line to change is logged and
- * reported), and the volume switches to NEW.  Then the generation is
- * bumped on every member (headers), and old is marked replaced (header
- * flag; md: its role set faulty), so that it is never assembled again.
+ * The end: NEW is flushed; then the volume is quiesced (every request
+ * waits at the entry, none fails, none is in flight), NEW is flushed
+ * again and gets the member's metadata (a header with the volume's array
+ * UUID, the same index, a new member UUID and the volume's generation; or
+ * an md superblock with a new device UUID), the config file's members
+ * element is rewritten with NEW (atomically, config_replace_member), and
+ * the volume switches to NEW; requests go on.  When the config cannot be
+ * rewritten, old is marked replaced before the switch (so that the config
+ * naming it is refused, never served with old data); when even that
+ * cannot be (metadata "none", old dying) the replace fails, not
+ * switched, and NEW's metadata is cleared.  After the switch the
+ * generation is bumped on every member (headers), and old is marked
+ * replaced (header flag; md: its role set faulty), so that it is never
+ * assembled again.
  * Until NEW's metadata is written it holds none (its first bytes are
  * cleared when the copy starts): a server killed at any moment leaves a
  * volume that assembles with the config as it then is, and a half-copied
@@ -63,10 +74,13 @@ struct replace_params {
   const char *config;    /* the config file to rewrite, or NULL */
 };
 
-/* Start replacing.  Refused (-1, why) when a replace runs already, the
- * index is wrong, NEW cannot be opened for writing, is too small, is
- * another member (or overlaps one), or holds metadata without force.
- * Nothing has been written to NEW then.
+/* Start replacing.  Refused (-1, why) when a replace runs (or is being
+ * started) already, the index is wrong, NEW cannot be opened for writing,
+ * is too small, is another member (or overlaps one), takes blocks larger
+ * than the volume promised its clients, or holds metadata without force;
+ * or when the volume has neither a config nor metadata (ad hoc).  Nothing
+ * has been written to NEW then.  NEW is opened and checked with no lock
+ * that the status or the I/O path takes.
  */
 extern int replace_start (struct volume *v, const struct replace_params *p,
                           char *why, size_t len);
