@@ -12,7 +12,16 @@ One run, side by side:
   c. `--rate` at half the device rate: the copy rate stays at or below it
      (+5 %);
   d. RND4K-Q32T1 random reads on the volume (fio's nbd engine), without a
-     replace and with one running, interleaved, --repeat times.
+     replace and with one running, interleaved, --repeat times;
+  e. the copy time of a full-speed replace while a hot spot (the volume's
+     first 64 MiB, which the copy must pass) is written 4K at random at
+     QD32, next to b's idle copy time, and the longest a client write
+     waited for a window of the copy (the status's
+     longest_client_wait_seconds);
+  f. a trim of 4 GiB (less 1 MiB: NBD's lengths are 32-bit) of the
+     volume sent once the copy is 10 % in: how long it takes, and how far
+     the copy has gone meanwhile (it must not wait for the copy to pass
+     its whole span).
 
 The volume is served by nbdkit with the stripe plugin and config=FILE
 (metadata "none", cache "direct", a health.status_file so that the plugin
@@ -98,6 +107,9 @@ def parse_args(argv):
     ap.add_argument("--impact-rate", type=int, default=0,
                     help="--rate (bytes/s) of the replace that runs during the with-replace fio runs "
                          "(default 0: none, full speed: the worst case for clients)")
+    ap.add_argument("--no-hot-spot", action="store_true",
+                    help="leave out e (the copy under a hot-spot writer): for a plugin whose copier "
+                         "a hot spot starves (it would never end)")
     ap.add_argument("--noise-threshold", type=float, default=0.15,
                     help="a run is noisy when other processes used more than this many CPUs "
                          "of user time during it (default 0.15)")
@@ -384,6 +396,108 @@ class ReplaceBench(Bench):
                     "replace_end_state": end.get("state")})
         return row
 
+    # ------------------------------------------------------------ e, f. never starved
+    def start_replace(self):
+        args = ["replace", "--force", self.cfg, "0", self.dev(self.spare)]
+        self.nbdstripe(args, "replace-start")
+        t0 = time.monotonic()
+        while True:
+            st = self.replace_status()
+            if st and st.get("new") == self.dev(self.spare) and st.get("state") == "copying":
+                return st
+            if time.monotonic() - t0 > 10:
+                raise BenchError("the replace did not show up in the status: %s" % st)
+            time.sleep(0.02)
+
+    def end_replace(self):
+        end = self.wait_replace_ended(timeout=3600)
+        if end.get("state") != "done":
+            raise BenchError("the replace ended %s: %s" % (end.get("state"), end.get("error")))
+        self.cur, self.spare = self.spare, self.cur
+        return end
+
+    def hot_copy(self):
+        """A full-speed replace while fio writes a 64 MiB hot spot at QD32."""
+        cmd = ["fio", "--thread", "--name=hotspot", "--ioengine=nbd", "--uri=" + self.uri,
+               "--rw=randwrite", "--bs=4k", "--iodepth=32", "--numjobs=1", "--size=64M",
+               "--offset=0", "--time_based", "--runtime=3600s", "--output-format=json"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.children.add(p)
+        try:
+            time.sleep(1.0)           # the writer at full queue depth first
+            if p.poll() is not None:
+                raise BenchError("fio (hot spot) ended early: %s" % p.communicate()[1][-300:])
+            self.start_replace()
+            end = self.end_replace()
+        finally:
+            p.terminate()
+            out, err = p.communicate()
+            self.children.discard(p)
+        try:
+            job = json.loads(out[out.index("{"):])["jobs"][0]["write"]
+            iops = job["iops"]
+        except (ValueError, KeyError, IndexError):
+            iops = None
+        r = {"bytes_total": end["bytes_total"], "elapsed_s": end["elapsed_seconds"],
+             "mbps": end["bytes_total"] / end["elapsed_seconds"] / MB,
+             "writer_iops": iops, "writer": "fio randwrite 4K QD32 over the volume's first 64 MiB",
+             "longest_client_wait_s": end.get("longest_client_wait_seconds"),
+             "switch_hold_s": end.get("switch_hold_seconds")}
+        log("  hot spot: %s copied in %.1f s = %.1f MB/s, writer %s IOPS, longest client wait %.3f s, "
+            "clients held %.3f s at the switch"
+            % (fmt_size(r["bytes_total"]), r["elapsed_s"], r["mbps"],
+               "%.0f" % iops if iops else "?", r["longest_client_wait_s"] or 0,
+               r["switch_hold_s"] or 0))
+        return r
+
+    def big_trim(self):
+        """A 4 GiB trim (less 1 MiB) once the copy is 10 % in."""
+        length = (4 << 30) - (1 << 20)
+        size = 2 * self.a.member_size
+        if size < length + (1 << 20):
+            return {"skipped": "the volume (%s) is smaller than the trim" % fmt_size(size)}
+        # The same trim with no replace running: what the devices take.
+        cmd = ["fio", "--thread", "--name=bigtrim", "--ioengine=nbd", "--uri=" + self.uri,
+               "--rw=trim", "--bs=%d" % length, "--size=%d" % length, "--offset=0",
+               "--iodepth=1", "--number_ios=1", "--output-format=json"]
+        t0 = time.monotonic()
+        r = run(cmd, check=False)
+        alone = time.monotonic() - t0
+        if r.returncode != 0:
+            raise BenchError("fio (trim) failed: %s" % r.stderr.strip()[-300:])
+        log("  4 GiB trim, no replace running: %.3f s" % alone)
+        st = self.start_replace()
+        total = st["bytes_total"]
+        while True:
+            st = self.replace_status()
+            if st.get("state") != "copying" or st.get("bytes_copied", 0) >= total // 10:
+                break
+            time.sleep(0.01)
+        at = st.get("bytes_copied", 0)
+        t0 = time.monotonic()
+        r = run(cmd, check=False)
+        secs = time.monotonic() - t0
+        after = self.replace_status()
+        if r.returncode != 0:
+            raise BenchError("fio (trim) failed: %s" % r.stderr.strip()[-300:])
+        try:
+            lat = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]["trim"]["lat_ns"]["max"] / 1e9
+        except (ValueError, KeyError, IndexError):
+            lat = None
+        end = self.end_replace()
+        span = length // 2           # the trim's part on member 0
+        res = {"trim_bytes": length, "member0_span_bytes": span,
+               "copied_at_issue": at, "copied_at_completion": after.get("bytes_copied", 0),
+               "trim_latency_s": lat, "command_s": secs, "alone_s": alone,
+               "copy_seconds_to_pass_the_span_at_idle_rate": None,
+               "longest_client_wait_s": end.get("longest_client_wait_seconds"),
+               "copy_elapsed_s": end["elapsed_seconds"]}
+        log("  4 GiB trim sent at %s copied: %.3f s (fio latency %s), copy at %s then; longest "
+            "client wait %.3f s" % (fmt_size(at), secs, "%.3f s" % lat if lat is not None else "?",
+                                    fmt_size(res["copied_at_completion"]),
+                                    res["longest_client_wait_s"] or 0))
+        return res
+
     def measure(self, case, rep):
         """One row, re-run while noisy (up to --noisy-retries), the quietest kept."""
         fn = self.with_replace if case == "with_replace" else (lambda rep: self.fio_row(case, rep))
@@ -505,6 +619,22 @@ class ReplaceBench(Bench):
         if not wi["replace_outlasted_every_run"]:
             notes.append("a with-replace run outlasted its copy: raise --member-size or set --impact-rate")
 
+        hot = None
+        if not a.no_hot_spot:
+            print("\n== e. a full-speed replace while a hot spot is written at QD32 (next to b's idle copy)")
+            sys.stdout.flush()
+            hot = self.hot_copy()
+            hot["idle_elapsed_s"] = idle["elapsed_s"]
+            hot["ratio_to_idle"] = hot["elapsed_s"] / idle["elapsed_s"]
+            print("  copy %.1f s under the hot spot, %.1f s idle: x%.2f"
+                  % (hot["elapsed_s"], idle["elapsed_s"], hot["ratio_to_idle"]))
+        print("\n== f. a 4 GiB trim of the volume sent once the copy is 10 % in")
+        sys.stdout.flush()
+        trim = self.big_trim()
+        if "skipped" not in trim:
+            trim["copy_seconds_to_pass_the_span_at_idle_rate"] = (
+                (trim["member0_span_bytes"] - trim["copied_at_issue"]) / (idle["mbps"] * MB))
+
         self.save_log("config-final", open(self.cfg).read())
         doc = {
             "tool": "nbdstripe replace-impact",
@@ -520,7 +650,7 @@ class ReplaceBench(Bench):
             "parameters": {"quick": a.quick, "mbps": a.mbps, "iops": a.iops, "member_size": a.member_size,
                            "chunk": a.chunk, "ramp_s": a.ramp, "runtime_s": a.runtime, "repeat": a.repeat,
                            "device_runtime_s": a.device_runtime, "rate_fraction": a.rate_fraction,
-                           "impact_rate": a.impact_rate or None,
+                           "impact_rate": a.impact_rate or None, "no_hot_spot": a.no_hot_spot,
                            "noise_threshold_cores": a.noise_threshold,
                            "plugin": a.plugin, "nbdstripe": a.nbdstripe},
             "members": {"method": "loop device (--direct-io=on) over its own file, behind a second "
@@ -535,6 +665,8 @@ class ReplaceBench(Bench):
             "copy_idle": idle,
             "copy_rate_limited": limited,
             "impact": impact,
+            "copy_under_hot_spot": hot,
+            "trim_during_copy": trim,
             "targets": [
                 {"target": "copy with idle clients >= 0.80 x the slower device", "measured": idle["ratio"],
                  "threshold": COPY_TARGET, "met": idle["met"]},
@@ -609,6 +741,29 @@ def summary(doc):
         im["iops_ratio"] or 0, im["p99_ratio"] or 0,
         "" if im["cases"]["with_replace"]["replace_outlasted_every_run"]
         else " **A copy ended before its fio run did.**"))
+    hot, tr = doc.get("copy_under_hot_spot"), doc.get("trim_during_copy")
+    if hot:
+        L.append("")
+        L.append("| replace of member 0, full speed | copy s | MB/s | x idle | longest client wait s "
+                 "| clients held at the switch s |")
+        L.append("|---|---|---|---|---|---|")
+        L.append("| idle clients (b) | %.1f | %.1f | 1.00 | - | - |" % (idle["elapsed_s"], idle["mbps"]))
+        L.append("| %s (%s IOPS) | %.1f | %.1f | %.2f | %.3f | %.3f |" % (
+            hot["writer"], "%.0f" % hot["writer_iops"] if hot["writer_iops"] else "?",
+            hot["elapsed_s"], hot["mbps"], hot["ratio_to_idle"], hot["longest_client_wait_s"] or 0,
+            hot["switch_hold_s"] or 0))
+    if tr and "skipped" not in tr:
+        L.append("")
+        L.append("A trim of %s (member 0's share %s): %.3f s with no replace running; sent with %s "
+                 "of member 0 copied, %.3f s (fio's latency %s), of which %.3f s waiting for the "
+                 "copier's windows (the status's longest client wait); the copy was at %s when it "
+                 "returned (it waits for the trim on the windows it spans); the copy would have "
+                 "needed %.1f s at the idle rate to pass the trim's span." % (
+                     fmt_size(tr["trim_bytes"]), fmt_size(tr["member0_span_bytes"]), tr["alone_s"],
+                     fmt_size(tr["copied_at_issue"]), tr["command_s"],
+                     "%.3f s" % tr["trim_latency_s"] if tr["trim_latency_s"] is not None else "?",
+                     tr["longest_client_wait_s"] or 0, fmt_size(tr["copied_at_completion"]),
+                     tr["copy_seconds_to_pass_the_span_at_idle_rate"]))
     for n in doc["notes"]:
         L.append("\nNote: " + n)
     return "\n".join(L) + "\n"
