@@ -261,6 +261,20 @@ zero_by_writing (struct replace *r, uint64_t off, uint64_t len)
   return 0;
 }
 
+/* The request's result from its ops (not NEW's): 0, or -1 with *err the
+ * first op's error (*err untouched then).
+ */
+static int
+ops_result (const struct member_op *ops, unsigned nr, int *err)
+{
+  for (unsigned j = 0; j < nr; ++j)
+    if (ops[j].err) {
+      *err = ops[j].err;
+      return -1;
+    }
+  return 0;
+}
+
 int
 replace_run_ops (struct volume *v, struct replace *r, struct member_op *ops,
                  unsigned nr, replace_plain_fn plain)
@@ -327,13 +341,7 @@ replace_run_ops (struct volume *v, struct replace *r, struct member_op *ops,
       pthread_mutex_unlock (&r->lock);
     }
     /* The client's request is old's to answer. */
-    ret = 0;
-    for (unsigned j = 0; j < nr; ++j)
-      if (ops[j].err) {
-        ret = -1;
-        err = ops[j].err;
-        break;
-      }
+    ret = ops_result (ops, nr, &err);
     errno = err;
   }
   else
@@ -355,13 +363,7 @@ replace_run_ops (struct volume *v, struct replace *r, struct member_op *ops,
                       "%s, served from %s",
                       r->index, fl.a, r->old_path, r->new_path);
         ops[k].err = 0;
-        ret = 0;
-        for (unsigned j = 0; j < nr; ++j)
-          if (ops[j].err) {
-            ret = -1;
-            err = ops[j].err;
-            break;
-          }
+        ret = ops_result (ops, nr, &err);
       }
     }
   }

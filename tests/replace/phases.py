@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
                                 "..", "lib"))
 sys.dont_write_bytecode = True          # no __pycache__ in the source tree
 from replace_ctl import ask as ask_ctl, replace_of  # noqa: E402
+from equal_layout import Layout  # noqa: E402
 
 WINDOW = 4 * 1024 * 1024
 BLOCK = 4096
@@ -68,24 +69,6 @@ KINDS = ("write", "zero", "trim")
 LOG_KIND = {"write": "Write", "fua": "Write", "cross": "Write",
             "zero": "Zero", "trim": "Trim"}
 LOG_LINE = re.compile(r" (Write|Zero|Trim) id=\d+ offset=0x([0-9a-f]+) ")
-
-
-class Layout:
-    def __init__(self, text):
-        self.n, self.chunk, self.doff = (int(x) for x in text.split(","))
-
-    def logical(self, index, mo):
-        rel = mo - self.doff
-        return ((rel // self.chunk) * self.n * self.chunk
-                + index * self.chunk + rel % self.chunk)
-
-    def member_bytes(self, buf, index, data_bytes):
-        out = bytearray(data_bytes)
-        for rel in range(0, data_bytes, self.chunk):
-            lo = self.logical(index, self.doff + rel)
-            n = min(self.chunk, data_bytes - rel)
-            out[rel:rel + n] = buf[lo:lo + n]
-        return out
 
 
 def status(ctl):

@@ -36,18 +36,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
                                 "..", "lib"))
 sys.dont_write_bytecode = True          # no __pycache__ in the source tree
 from replace_ctl import ask, replace_of  # noqa: E402
+from equal_layout import Layout  # noqa: E402
 
 WINDOW = 4 * 1024 * 1024
-
-
-class Layout:
-    def __init__(self, text):
-        self.n, self.chunk, self.doff = (int(x) for x in text.split(","))
-
-    def logical(self, index, mo):
-        rel = mo - self.doff
-        return ((rel // self.chunk) * self.n * self.chunk
-                + index * self.chunk + rel % self.chunk)
 
 
 def status(ctl):
