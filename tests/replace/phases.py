@@ -30,10 +30,12 @@
 #       request applied), and NEW's data area, read straight from
 #       NEW_FILE, member 0's share of it.
 #
-#       --kill PHASE:NTH: at the NTH time the copier is held at PHASE, with
-#       the requests of that phase in flight, SIGKILL the server PID.
-#       Requests that had not completed are uncertain: each of their 4 KiB
-#       blocks may hold what it held before or after.
+#       --kill PHASE:NTH: the copier goes through the phases before (the
+#       requests before the replace in flight); the NTH time it is held at
+#       PHASE, a first batch of requests is sent and waited for (but those
+#       the plugin holds), a second one sent, and the server PID killed
+#       (SIGKILL).  Requests that had not completed are uncertain: each of
+#       their 4 KiB blocks may hold what it held before or after.
 #
 #       --no-gate: the server has no gate (the code before it): only the
 #       requests before the replace, then wait for the end.
@@ -262,6 +264,20 @@ class Run:
                 return held, 0
             time.sleep(0.005)
 
+    def wait_all_but_held(self, deadline=60):
+        """Wait until every pending request that is not held by the
+        plugin has completed."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            held = status(self.ctl).get("clients_held", 0)
+            with self.lock:
+                left = sum(1 for r in self.pending if not r.done)
+            if left == held:
+                return
+            time.sleep(0.005)
+        self.problems.append("requests neither held nor done within %d s"
+                             % deadline)
+
     def phase_requests(self, st):
         """What is sent while the copier is held at a phase."""
         lay = self.lay
@@ -355,12 +371,24 @@ class Run:
             ph = st.get("phase")
             counts[ph] = counts.get(ph, 0) + 1
             self.phases.append("%s#%d" % (ph, counts[ph]))
-            if ph != "published":
+            here = self.kill == (ph, counts[ph])
+            if self.kill and not here:
+                pass   # on to the phase of the kill, the copy as it goes
+            elif here:
+                # A batch that completes while held here (acknowledged:
+                # it must be there after the restart), then one in flight
+                # when the server is killed.
                 self.phase_requests(st)
-            held, at = self.settle()
-            if self.kill and self.kill == (ph, counts[ph]):
+                self.settle()
+                self.wait_all_but_held()
+                st = status(self.ctl)
+                self.phase_requests(st)
+                self.settle()
                 self.kill_now()
                 return self.finish(st, killed=True)
+            else:
+                self.phase_requests(st)
+                self.settle()
             ans = ask_ctl(self.ctl, {"op": "step", "at": ph})
             if not ans.get("ok"):
                 self.problems.append("step at %s refused: %s"
@@ -407,6 +435,8 @@ class Run:
         summary = {
             "phases": self.phases,
             "requests": len(self.all),
+            "acknowledged": sum(1 for r in self.all
+                                if r.done and r.error is None),
             "uncertain_blocks": len(uncertain),
             "killed": killed,
             "state": st and st.get("state"),

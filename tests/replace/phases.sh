@@ -6,7 +6,7 @@
 #
 #   - the member replaced (0 of 2) is an NBD export behind nbdkit's log
 #     filter (which says when a request has reached it) and delay filter
-#     (writes, zeroes and trims take 2 s there);
+#     (writes, zeroes and trims take 1 s there);
 #   - the server holds the copier at each phase (-D stripe.replace_gate=1:
 #     published, drained, locked, advanced, copied, quiesced, metadata,
 #     config, switched) until the test lets it go;
@@ -22,10 +22,11 @@
 #
 #   phases.sh                 the whole replace
 #   phases.sh --kill P:N ...  for each: SIGKILL the server the Nth time the
-#                             copier is held at phase P, requests of that
-#                             phase in flight; serve again from the config
-#                             as it is; acknowledged requests hold, those
-#                             in flight hold their bytes before or after
+#                             copier is held at phase P, a batch of that
+#                             phase's requests acknowledged and another in
+#                             flight; serve again from the config as it
+#                             is; acknowledged requests hold, those in
+#                             flight hold their bytes before or after
 #   phases.sh --no-gate       requests in flight at the member when the
 #                             replace starts, on a server without the gate
 #                             (for the code before it): they must be on
@@ -36,7 +37,7 @@ rp_init libnbd
 
 size=$((13 * M))         # 1 MiB header area, 3 windows of data
 RP_DO=$M
-delay=2
+delay=1
 
 # old_server N: the old member's server (log and delay filters); sets
 # OLD_LOG OLD_PID R_URI.
