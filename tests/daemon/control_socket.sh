@@ -147,6 +147,7 @@ t = time.monotonic()
 try:
     for b in b'{"op": "status"'[:10]:
         s.send(bytes([b]))
+        open(sys.argv[1], "a").close()   # connected, a byte sent
         time.sleep(2)
         s.settimeout(0.01)
         try:
@@ -159,10 +160,10 @@ except OSError:
     pass
 print("%.1f" % (time.monotonic() - t))
 EOF
-"$PY" "$D_TMP/slow.py" >"$D_TMP/slow.out" &
+"$PY" "$D_TMP/slow.py" "$D_TMP/slow1.on" >"$D_TMP/slow.out" &
 slowpid=$!
 # The slow client is connected (its first byte sent): another is served.
-until [[ -n $(ss -x 2>/dev/null | grep -F "$ctl") ]] || ! kill -0 $slowpid 2>/dev/null; do sleep 0.05; done
+until [[ -e $D_TMP/slow1.on ]] || ! kill -0 $slowpid 2>/dev/null; do sleep 0.05; done
 start=$EPOCHREALTIME
 d_run slow-status timeout 10 "$NBDSTRIPE" status "$conf"
 if grep -q "came from here" "$D_TMP/slow-status.out"; then
@@ -178,9 +179,9 @@ else
   d_bad "slow: the slow client was held ${cut:-?} s (deadline 5 s)"
 fi
 # A slow client connected when the server stops: it exits at once.
-"$PY" "$D_TMP/slow.py" >/dev/null &
+"$PY" "$D_TMP/slow.py" "$D_TMP/slow2.on" >/dev/null &
 slowpid=$!
-until [[ -n $(ss -x 2>/dev/null | grep -F "$ctl") ]] || ! kill -0 $slowpid 2>/dev/null; do sleep 0.05; done
+until [[ -e $D_TMP/slow2.on ]] || ! kill -0 $slowpid 2>/dev/null; do sleep 0.05; done
 kill -TERM "$pid"
 if d_wait_gone "$pid" 4; then
   d_ok "slow: the server stopped at once with a slow client connected"
