@@ -322,7 +322,7 @@ for variant in copy corrupt; do
     d_fail "B: the superblock image did not land at member 1's 1.0 location"
   d_run check.B.$variant d_ns check b.conf
   [[ $D_RC -eq 0 ]] && d_ok "B: an md superblock image ($variant) in the data area at the 1.0 location is data" ||
-    d_bad "B: check refuses the array because its data area holds an md superblock image ($variant) at member 1's 1.0 location, which md and mdadm do not read as one (super_offset 8, read at $at10): plugin/assemble_md.c md_read_member"
+    d_bad "B: check refuses the array because its data area holds an md superblock image ($variant) at member 1's 1.0 location, which md and mdadm do not read as one (super_offset 8, read at $at10): plugin/meta/assemble_md.c md_read_member"
   # (Put back directly: while refused, B cannot be served to undo it.)
   cp "$T/b1.saved" "${b[1]}"
 done

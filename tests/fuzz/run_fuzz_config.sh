@@ -64,9 +64,9 @@ echo "== building $out/fuzz_config with $cc"
 "$cc" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -I"$src/include" "${libconfig_cflags[@]}" \
-  "$src/tests/fuzz/fuzz_config.c" "$src/plugin/cache_mode.c" \
-  "$src/plugin/log.c" \
-  "$src/plugin/config.c" "$src/plugin/config_text.c" \
+  "$src/tests/fuzz/fuzz_config.c" "$src/plugin/core/cache_mode.c" \
+  "$src/plugin/util/log.c" \
+  "$src/plugin/config/config.c" "$src/plugin/config/config_text.c" \
   "${libconfig_libs[@]}" -o "$out/fuzz_config"
 
 mkdir "$work/corpus"

@@ -47,7 +47,7 @@ fi
 cd "$src"
 "$clang" -g -O1 -Wall -Wextra -Werror -D_GNU_SOURCE \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I include plugin/header.c tests/fuzz/fuzz_header.c \
+  -I include plugin/meta/header.c tests/fuzz/fuzz_header.c \
   -o "$work/fuzz_header"
 
 cp tests/fuzz/corpus/header/* "$work/corpus/"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Fuzz the md v1.x superblock decoder (plugin/md_super.c) with libFuzzer.
+# Fuzz the md v1.x superblock decoder (plugin/meta/md_super.c) with libFuzzer.
 #   tests/fuzz/run_fuzz_md_super.sh BUILD_DIR SECONDS
 # Compiles fuzz_md_super.c with clang (gcc has no libFuzzer) under ASan
 # and UBSan, runs it for SECONDS over a copy of the seed corpus, and fails
@@ -47,7 +47,7 @@ fi
 cd "$src"
 "$clang" -g -O1 -Wall -Wextra -Werror -D_GNU_SOURCE \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I include plugin/md_super.c tests/fuzz/fuzz_md_super.c \
+  -I include plugin/meta/md_super.c tests/fuzz/fuzz_md_super.c \
   -o "$work/fuzz_md_super"
 
 cp tests/fuzz/corpus/md_super/* "$work/corpus/"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Tests of the volume config loader (plugin/config.c): sizes, valid
+/* Tests of the volume config loader (plugin/config/config.c): sizes, valid
  * configs and their defaults, the form of error messages, and that
  * loading a config touches no member.  Bad configs, one per mistake, are
  * in tests/config/bad/ and checked by tests/config/check_bad_config.c.

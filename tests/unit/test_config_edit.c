@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Tests of config_replace_member (plugin/config_edit.c): nbdstripe
+/* Tests of config_replace_member (plugin/config/config_edit.c): nbdstripe
  * replace rewrites one element of the members list and nothing else,
  * atomically, keeping what the file is (owner, group, mode, a symlink).
  * fsync is wrapped (-Wl,--wrap=fsync) so that a directory's can fail on

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: the on-disk member header (plugin/header.c).
+/* nbdstripe unit tests: the on-disk member header (plugin/meta/header.c).
  *
  * Byte offsets and little-endian encoding are checked against this file's
  * own reading of the table in include/header.h, not through the code

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: the health rules (plugin/health.c), without its
+/* nbdstripe unit tests: the health rules (plugin/health/health.c), without its
  * threads: operations are recorded as the I/O path records them, and one
  * tick's decisions are run with health_tick at a chosen time.  The
  * states, thresholds and quantiles asserted are those of

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: log lines and their priorities (plugin/log.c):
+/* nbdstripe unit tests: log lines and their priorities (plugin/util/log.c):
  * "<N>" before a line when stderr is the journal, the level's word, errno
  * kept.
  */

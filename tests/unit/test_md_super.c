@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: Linux md v1.x superblocks (plugin/md_super.c).
+/* nbdstripe unit tests: Linux md v1.x superblocks (plugin/meta/md_super.c).
  *
  * Offsets and little-endian encoding are checked against this file's own
  * reading of struct mdp_superblock_1 (the literal offsets below), not

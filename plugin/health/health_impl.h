@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: health's insides, shared by its files (plugin/health*.c):
+/* nbdstripe: health's insides, shared by its files (plugin/health/health*.c):
  * the tracker's state and the functions one file lends another.  Not for
  * anyone else: include/health.h is the interface.
  *
