@@ -25,7 +25,7 @@
 #include "log.h"
 #include "nbdstripe.h"
 #include "member.h"
-#include "header.h"
+#include "meta.h"
 
 /* accept --json: what was done. */
 static void
@@ -58,7 +58,10 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
-  struct assembly a;
+  struct assembly a = { 0 };
+  struct meta meta;
+  bool meta_set = false;
+  const struct meta_ops *ops;
   struct member d[LAYOUT_MAX_MEMBERS];
   const struct member_open_params params = { .raw = true };
   unsigned n = 0, opened = 0;
@@ -93,15 +96,13 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
   if (!loaded)
     goto out;
   n = cfg.nr_members;
-  if (cfg.metadata != METADATA_HEADER) {
+  ops = meta_ops_for (cfg.metadata);
+  if (!ops->records_dropouts) {
     fprintf (stderr,
              "nbdstripe: %s: metadata = \"%s\": no nbdstripe generation to "
-             "accept%s\n",
-             cfg.path, cfg.metadata == METADATA_MD ? "md" : "none",
-             cfg.metadata == METADATA_MD
-               ? " (md's event counts are md's: mdadm --assemble brings a "
-                 "member one event behind up to date)"
-               : "");
+             "accept%s%s%s\n",
+             cfg.path, ops->name, ops->dropouts_why[0] ? " (" : "",
+             ops->dropouts_why, ops->dropouts_why[0] ? ")" : "");
     goto out;
   }
   if (idx >= n) {
@@ -127,8 +128,8 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
   }
   if (assemble_accepting (&cfg, &a, idx, &events) == -1)
     goto out;
-  generation = a.hdr.events;
-  if (events >= a.hdr.events) {
+  generation = a.events;
+  if (events >= a.events) {
     if (!json)
       printf ("%s: member %lu (%s) is at generation %" PRIu64 ", as the "
               "volume: nothing to accept\n",
@@ -138,32 +139,31 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
     goto out;
   }
 
-  {
-    struct header sb = a.hdr;
-    uint8_t buf[HEADER_SIZE];
-
-    sb.version = HEADER_VERSION;
-    sb.member_index = idx;
-    memcpy (sb.member_uuid, a.member_uuid[idx], 16);
-    header_encode (&sb, buf);
-    if (member_pwrite (&d[idx], buf, HEADER_SIZE, 0, why, sizeof why) == -1
-        || member_sync (&d[idx], why, sizeof why) == -1) {
-      fprintf (stderr, "nbdstripe: member %lu (%s): writing its header: %s\n",
-               idx, cfg.members[idx], why);
-      goto out;
-    }
+  if (meta_init (&meta, &a, n, true) == -1) {
+    perror ("nbdstripe: malloc");
+    goto out;
+  }
+  meta_set = true;
+  if (meta_write_generation (&meta, idx, &d[idx], a.events, why, sizeof why)
+      == -1) {
+    fprintf (stderr, "nbdstripe: member %lu (%s): writing its header: %s\n",
+             idx, cfg.members[idx], why);
+    goto out;
   }
   written = true;
   if (!json)
     printf ("%s: member %lu (%s) taken back: generation %" PRIu64
             " -> %" PRIu64 "\n",
-            cfg.path, idx, cfg.members[idx], events, a.hdr.events);
+            cfg.path, idx, cfg.members[idx], events, a.events);
   status = 0;
 
 out:
   if (json)
     accept_json (argv[optind], &cfg, loaded, err, (long) idx, status == 0,
                  written, events, generation);
+  if (meta_set)
+    meta_free (&meta);
+  assembly_free (&a);
   for (unsigned i = opened; i-- > 0;)
     member_close (&d[i]);
   config_free (&cfg);

@@ -14,7 +14,6 @@
 #include "assemble.h"
 #include "json.h"
 #include "log.h"
-#include "md_super.h"
 #include "nbdstripe.h"
 #include "volume.h"
 
@@ -45,13 +44,7 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
   r = volume_open_config (v, cfg, &o, &a);
   if (r == 0) {
     *size = v->layout.size;
-    if (v->has_header)
-      uuid_format (v->hdr.array_uuid, uuid);
-    else if (a.metadata == METADATA_MD) {
-      char md[36];
-      md_super_uuid_format (a.md.uuid, md);
-      snprintf (uuid, 37, "%s", md);
-    }
+    meta_uuid_shown (&v->meta, uuid);
     volume_close (v);
   }
   assembly_free (&a);
@@ -85,7 +78,7 @@ print_mkfs_geometry (uint64_t chunk, unsigned nr_members)
 static const char *
 metadata_name (enum metadata_mode m)
 {
-  return m == METADATA_MD ? "md" : m == METADATA_NONE ? "none" : "header";
+  return meta_ops_for (m)->name;
 }
 
 /* check --json: the verdict, and what check prints for people. */

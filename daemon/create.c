@@ -36,14 +36,15 @@
 
 #include "layout.h"
 #include "log.h"
-#include "md_super.h"
 #include "nbdstripe.h"
 #include "member.h"
-#include "header.h"
+#include "meta.h"
 #include "json.h"
 
-/* The bytes create writes at the start of each member. */
-#define META_BYTES (2 * HEADER_SIZE)
+/* The bytes create writes at the start of each member, in blocks. */
+#define META_BYTES META_AREA
+#define BLOCK 4096u
+#define TAIL_BYTES 4096u
 
 struct target {
   const char *path; /* or URI */
@@ -54,7 +55,7 @@ struct target {
   /* An md 1.0 superblock found near the end: cleared (and restored). */
   bool has_tail;
   uint64_t tail_at;
-  uint8_t old_tail[MD_SUPER_BYTES];
+  uint8_t old_tail[TAIL_BYTES];
 };
 
 /* What libblkid (or our own magic, in first: the member's first 4 KiB)
@@ -69,20 +70,8 @@ recognise_member (struct member *m, const uint8_t *first, char *what,
   char why[256];
   int fd;
 
-  if (memcmp (first, HEADER_MAGIC, 8) == 0) {
-    struct header sb;
-    if (header_decode (first, HEADER_SIZE, &sb, NULL) == HEADER_OK) {
-      char uuid[37];
-      uuid_format (sb.array_uuid, uuid);
-      snprintf (what, len,
-                "is already member %" PRIu32 " of nbdstripe "
-                "volume '%s' (%s)",
-                sb.member_index, sb.name, uuid);
-    }
-    else
-      snprintf (what, len, "holds an nbdstripe header (damaged)");
+  if (meta_describe_header (first, BLOCK, what, len))
     return what;
-  }
 
   fd = m->ops->probe_fd (m, why, sizeof why);
   if (fd == -1) {
@@ -141,7 +130,7 @@ open_target (unsigned i, struct target *t)
     return -1;
   }
   /* An md 1.0 superblock lives near the end, out of the way of the rest. */
-  if (md_super_location (0, t->dev.size, &t->tail_at)
+  if (meta_md_tail_location (t->dev.size, &t->tail_at)
       && t->tail_at >= META_BYTES) {
     n = member_pread (&t->dev, t->old_tail, sizeof t->old_tail, t->tail_at,
                       false, why, sizeof why);
@@ -149,9 +138,7 @@ open_target (unsigned i, struct target *t)
       fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t->path, why);
       return -1;
     }
-    t->has_tail = n == (ssize_t) sizeof t->old_tail
-                  && t->old_tail[0] == 0xfc && t->old_tail[1] == 0x4e
-                  && t->old_tail[2] == 0x2b && t->old_tail[3] == 0xa9;
+    t->has_tail = n > 0 && meta_md_tail (t->old_tail, n);
   }
   return 0;
 }
@@ -200,14 +187,14 @@ write_header (struct target *t, const uint8_t *buf, const uint8_t *tail,
               bool *sync_failed, char *why, size_t len)
 {
   *sync_failed = false;
-  for (unsigned k = 0; k < META_BYTES / HEADER_SIZE; ++k)
+  for (unsigned k = 0; k < META_BYTES / BLOCK; ++k)
     if ((t->blocks >> k & 1)
-        && member_pwrite (&t->dev, buf + k * HEADER_SIZE, HEADER_SIZE,
-                          k * HEADER_SIZE, why, len)
+        && member_pwrite (&t->dev, buf + k * BLOCK, BLOCK, k * BLOCK, why,
+                          len)
              == -1)
       return -1;
   if (t->has_tail
-      && member_pwrite (&t->dev, tail, MD_SUPER_BYTES, t->tail_at, why, len)
+      && member_pwrite (&t->dev, tail, TAIL_BYTES, t->tail_at, why, len)
            == -1)
     return -1;
   if (member_sync (&t->dev, why, len) == -1) {
@@ -235,68 +222,24 @@ restore (struct target *t, unsigned n)
                j, t[j].path, META_BYTES, why);
 }
 
-/* The bytes create writes at the start of member i.  Header: the header,
- * then zeros.  md: zeros, then the v1.2 superblock at 4 KiB.  *id is
- * what reading it back must show (member or device UUID).
+/* The bytes create writes at the start of member i: what is there
+ * stays, but metadata of any format is zeroed, and the format's record
+ * goes where it lives.  *id is what reading it back must show.
  */
-static bool
-holds_metadata (const uint8_t *p)
-{
-  static const uint8_t md_magic[4] = { 0xfc, 0x4e, 0x2b, 0xa9 };
-  return memcmp (p, HEADER_MAGIC, 8) == 0 || memcmp (p, md_magic, 4) == 0;
-}
-
 static void
-make_meta (const struct stripe_config *cfg, const struct layout *l,
-           struct target *t, unsigned i, struct header *hdr,
-           struct md_super *md, uint8_t buf[META_BYTES], uint8_t id[16])
+make_meta (const struct meta_ops *ops, void *array, struct target *t,
+           unsigned i, uint8_t buf[META_BYTES], uint8_t id[16])
 {
-  /* What is there stays, but another format's metadata. */
+  char what[64];
+
   memcpy (buf, t->old_header, META_BYTES);
-  t->blocks = cfg->metadata == METADATA_MD ? 2 : 1;
-  for (unsigned k = 0; k < META_BYTES / HEADER_SIZE; ++k)
-    if (holds_metadata (buf + k * HEADER_SIZE)) {
-      memset (buf + k * HEADER_SIZE, 0, HEADER_SIZE);
+  t->blocks = 0;
+  for (unsigned k = 0; k < META_BYTES / BLOCK; ++k)
+    if (meta_recognise (buf + k * BLOCK, BLOCK, what, sizeof what)) {
+      memset (buf + k * BLOCK, 0, BLOCK);
       t->blocks |= 1u << k;
     }
-  if (cfg->metadata == METADATA_MD) {
-    md->dev_number = i;
-    uuid_generate (md->device_uuid);
-    md->data_offset = cfg->data_offset / 512;
-    md->data_size = (t->dev.size - cfg->data_offset) / 512;
-    md_super_encode (md, buf + HEADER_SIZE);
-    memcpy (id, md->device_uuid, 16);
-  }
-  else {
-    (void) l;
-    hdr->member_index = i;
-    uuid_generate (hdr->member_uuid);
-    header_encode (hdr, buf);
-    memcpy (id, hdr->member_uuid, 16);
-  }
-}
-
-/* What reading back member i shows: the UUID make_meta wrote there, or
- * false when nothing of ours is there.
- */
-static bool
-read_back_id (const struct stripe_config *cfg, const uint8_t buf[META_BYTES],
-              uint8_t id[16])
-{
-  if (cfg->metadata == METADATA_MD) {
-    struct md_super sb;
-    if (md_super_decode (buf + HEADER_SIZE, HEADER_SIZE, HEADER_SIZE, &sb,
-                         NULL)
-        != MD_SUPER_OK)
-      return false;
-    memcpy (id, sb.device_uuid, 16);
-    return true;
-  }
-  struct header back;
-  if (header_decode (buf, HEADER_SIZE, &back, NULL) != HEADER_OK)
-    return false;
-  memcpy (id, back.member_uuid, 16);
-  return true;
+  ops->create_member (array, i, t->dev.size, buf, &t->blocks, id);
 }
 
 /* create --json: what was created, or that nothing was. */
@@ -315,8 +258,7 @@ create_json (const char *arg, const struct stripe_config *cfg, bool loaded,
     return o;
   }
   json_put (o, "name", json_text (cfg->name));
-  json_put (o, "metadata",
-            json_text (cfg->metadata == METADATA_MD ? "md" : "header"));
+  json_put (o, "metadata", json_text (meta_ops_for (cfg->metadata)->name));
   if (!created)
     return o;
   json_put (o, "uuid", json_text (uuid));
@@ -343,15 +285,16 @@ cmd_create (const struct command *cmd, int argc, char **argv)
   };
   struct stripe_config cfg;
   struct target *t = NULL;
-  struct header sb;
-  struct md_super *md = NULL;
+  const struct meta_ops *ops;
+  void *array = NULL;
+  uint8_t array_uuid[16];
   struct layout *l = NULL;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
-  static const uint8_t zeros[MD_SUPER_BYTES];
+  static const uint8_t zeros[TAIL_BYTES];
   bool force = false, discard = false, json = false, ok = true, loaded;
   unsigned n = 0, bad;
-  char uuid[37] = "", hs[32], err[1024] = "";
+  char uuid[META_UUID_SHOWN] = "", hs[32], err[1024] = "", line[1024];
   int c, status = 1;
 
   while ((c = getopt_long (argc, argv, "fjhV", opts, NULL)) != -1) {
@@ -368,25 +311,15 @@ cmd_create (const struct command *cmd, int argc, char **argv)
   loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
   if (!loaded)
     goto out;
-  if (cfg.metadata == METADATA_NONE) {
-    fprintf (stderr,
-             "nbdstripe: %s: metadata = \"none\": there are no "
-             "headers to create; serve the volume directly\n",
-             cfg.path);
-    goto out;
-  }
-  if (cfg.metadata == METADATA_MD && strlen (cfg.name) > 32) {
-    fprintf (stderr,
-             "nbdstripe: %s: name: '%s' is %zu characters; an md "
-             "superblock keeps at most 32\n",
-             cfg.path, cfg.name, strlen (cfg.name));
+  ops = meta_ops_for (cfg.metadata);
+  if (ops->create_check (&cfg, line, sizeof line) == -1) {
+    fprintf (stderr, "nbdstripe: %s: %s\n", cfg.path, line);
     goto out;
   }
   n = cfg.nr_members;
   t = calloc (n, sizeof *t);
   l = malloc (sizeof *l);
-  md = calloc (1, sizeof *md);
-  if (t == NULL || l == NULL || md == NULL) {
+  if (t == NULL || l == NULL) {
     perror ("nbdstripe: calloc");
     goto out;
   }
@@ -454,46 +387,19 @@ cmd_create (const struct command *cmd, int argc, char **argv)
       if (discard_data (i, &t[i], cfg.data_offset, sizes[i]) == -1)
         goto out;
 
-  memset (&sb, 0, sizeof sb);
-  sb.version = HEADER_VERSION;
-  uuid_generate (sb.array_uuid);
-  snprintf (sb.name, sizeof sb.name, "%s", cfg.name);
-  sb.ctime = time (NULL);
-  sb.member_count = n;
-  sb.chunk = cfg.chunk;
-  sb.layout = cfg.layout;
-  sb.flags = 0;
-  sb.data_offset = cfg.data_offset;
-  sb.events = 1;
-  memcpy (sb.member_sizes, l->member_size, n * sizeof sb.member_sizes[0]);
-
-  /* md: what mdadm --create --level=0 --metadata=1.2 writes, but no
-   * bad-block log (raid0 never uses one) and the layout said always
-   * where the members make more than one zone (feature 0x1000).
-   */
-  memcpy (md->set_uuid, sb.array_uuid, 16);
-  snprintf (md->set_name, sizeof md->set_name, "%s", cfg.name);
-  md->ctime = md->utime = sb.ctime;
-  md->level = 0;
-  md->layout = cfg.layout;
-  if (l->nr_zones > 1)
-    md->feature_map = MD_FEATURE_RAID0_LAYOUT;
-  md->chunk_sectors = cfg.chunk / 512;
-  md->raid_disks = n;
-  md->super_offset = HEADER_SIZE / 512;
-  md->resync_offset = UINT64_MAX;
-  md->max_dev = 128;
-  while (md->max_dev < n)
-    md->max_dev += 256;
-  for (unsigned i = 0; i < md->max_dev; ++i)
-    md->dev_roles[i] = i < n ? i : MD_ROLE_SPARE;
+  uuid_generate (array_uuid);
+  array = ops->create_array (&cfg, l, array_uuid, (uint64_t) time (NULL));
+  if (array == NULL) {
+    perror ("nbdstripe: calloc");
+    goto out;
+  }
 
   for (unsigned i = 0; i < n; ++i) {
     uint8_t buf[META_BYTES];
     char why[512];
     bool sync_failed;
 
-    make_meta (&cfg, l, &t[i], i, &sb, md, buf, member_uuid[i]);
+    make_meta (ops, array, &t[i], i, buf, member_uuid[i]);
     if (write_header (&t[i], buf, zeros, &sync_failed, why, sizeof why)
         == -1) {
       fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
@@ -504,15 +410,15 @@ cmd_create (const struct command *cmd, int argc, char **argv)
        */
       if (sync_failed) {
         bool lost = false;
-        for (unsigned k = 0; k < META_BYTES / HEADER_SIZE && !lost; ++k)
+        for (unsigned k = 0; k < META_BYTES / BLOCK && !lost; ++k)
           if ((t[i].blocks >> k & 1)
-              && member_pwrite (&t[i].dev, t[i].old_header + k * HEADER_SIZE,
-                                HEADER_SIZE, k * HEADER_SIZE, why, sizeof why)
+              && member_pwrite (&t[i].dev, t[i].old_header + k * BLOCK, BLOCK,
+                                k * BLOCK, why, sizeof why)
                    == -1)
             lost = true;
         if (lost
             || (t[i].has_tail
-                && member_pwrite (&t[i].dev, t[i].old_tail, MD_SUPER_BYTES,
+                && member_pwrite (&t[i].dev, t[i].old_tail, TAIL_BYTES,
                                   t[i].tail_at, why, sizeof why)
                      == -1))
           fprintf (stderr,
@@ -543,7 +449,7 @@ cmd_create (const struct command *cmd, int argc, char **argv)
     bool ours;
 
     got = member_pread (&t[i].dev, buf, META_BYTES, 0, true, why, sizeof why);
-    ours = got == META_BYTES && read_back_id (&cfg, buf, back);
+    ours = got == META_BYTES && ops->read_back (buf, back);
     if (!ours || memcmp (back, member_uuid[i], 16) != 0) {
       unsigned other = n;
       if (ours)
@@ -567,27 +473,11 @@ cmd_create (const struct command *cmd, int argc, char **argv)
     }
   }
 
-  if (cfg.metadata == METADATA_MD) {
-    char mdu[36];
-    md_super_uuid_format (sb.array_uuid, mdu);
-    snprintf (uuid, sizeof uuid, "%s", mdu);
-  }
-  else
-    uuid_format (sb.array_uuid, uuid);
-  if (json)
-    ; /* at out */
-  else if (cfg.metadata == METADATA_MD) {
-    printf ("created md raid0 array '%s' (UUID %s, md metadata 1.2): %u "
-            "members, chunk %" PRIu64 ", layout %s, data offset %" PRIu64
-            ", %s (%" PRIu64 " bytes)\n",
-            cfg.name, uuid, n, cfg.chunk, layout_name (cfg.layout),
-            cfg.data_offset, human_size (l->size, hs, sizeof hs), l->size);
-  }
-  else {
-    printf ("created volume '%s' (%s): %u members, chunk %" PRIu64 ", "
-            "data offset %" PRIu64 ", %s (%" PRIu64 " bytes)\n",
-            cfg.name, uuid, n, cfg.chunk, cfg.data_offset,
-            human_size (l->size, hs, sizeof hs), l->size);
+  ops->uuid_shown (array_uuid, uuid);
+  if (!json) {
+    ops->describe_created (&cfg, l, uuid, human_size (l->size, hs, sizeof hs),
+                           line, sizeof line);
+    printf ("%s\n", line);
   }
   status = 0;
 
@@ -601,7 +491,7 @@ out:
         member_close (&t[i].dev);
   free (t);
   free (l);
-  free (md);
+  free (array);
   config_free (&cfg);
   return status;
 }

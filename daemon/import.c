@@ -202,7 +202,7 @@ cmd_import (const struct command *cmd, int argc, char **argv)
   cfg.nr_members = n;
   for (unsigned i = 0; i < n; ++i)
     cfg.members[i] = path[i];
-  cfg.metadata = METADATA_MD;
+  config_metadata_parse ("md", &cfg.metadata);
   cfg.layout = layout ? layout : LAYOUT_MD_ALT;
   cfg.layout_given = layout != 0;
   memcpy (cfg.uuid, sb[0].set_uuid, 16);
@@ -228,7 +228,7 @@ cmd_import (const struct command *cmd, int argc, char **argv)
       goto done;
     }
   }
-  if (assemble_md (&cfg, a) == -1)
+  if (assemble (&cfg, a) == -1)
     goto done;
   {
     uint64_t sizes[LAYOUT_MAX_MEMBERS];

@@ -20,6 +20,7 @@
 #include "md_super.h"
 #include "member.h"
 #include "header.h"
+#include "meta.h"
 
 static const char *
 iso_time (uint64_t t, char *buf, size_t len)
@@ -114,31 +115,6 @@ show_md (const char *path, const struct md_super *sb, uint64_t at,
           servable ? "" : why);
 }
 
-static int
-read_header (const char *path, struct header *sb, char *err, size_t len)
-{
-  uint8_t buf[HEADER_SIZE];
-  const char *field = NULL;
-  const struct member_open_params params = { .readonly = true, .raw = true };
-  struct member d;
-  enum header_error e;
-  ssize_t n = -1;
-
-  if (member_open (&d, 0, path, &params, err, len) == 0) {
-    n = member_pread (&d, buf, sizeof buf, 0, false, err, len);
-    member_close (&d);
-  }
-  if (n == -1)
-    return -1;
-  e = header_decode (buf, n, sb, &field);
-  if (e != HEADER_OK) {
-    snprintf (err, len, "%s%s%s", header_strerror (e), field ? ": field " : "",
-              field ? field : "");
-    return -1;
-  }
-  return 0;
-}
-
 int
 cmd_inspect (const struct command *cmd, int argc, char **argv)
 {
@@ -163,9 +139,10 @@ cmd_inspect (const struct command *cmd, int argc, char **argv)
   for (int i = optind; i < argc; ++i) {
     struct header sb;
     char err[256], au[37], mu[37], when[32];
-    bool ok = read_header (argv[i], &sb, err, sizeof err) == 0;
+    bool blank = false;
+    bool ok = meta_header_read (argv[i], &sb, &blank, err, sizeof err) == 0;
 
-    if (!ok && strstr (err, header_strerror (HEADER_ERR_MAGIC))) {
+    if (!ok && blank) {
       /* No nbdstripe header: an md superblock perhaps. */
       struct md_super *md = malloc (sizeof *md);
       uint64_t at = 0;

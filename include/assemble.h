@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: assembling a volume from its config and its members'
- * metadata: nbdstripe headers, or Linux md v1.x superblocks.
+ * metadata -- one algorithm for every format (include/meta.h).
  *
  * Reads the metadata of every member named in the config (read-only:
  * nothing is ever written) and checks that together they form the volume
- * the config describes: right magic, version and checksum; one array
- * UUID (the config's, when it gives one); the member count of the
- * config; each member's index (md: its role) equal to its position in
- * the config; the same chunk, layout and (headers) data offset
- * everywhere; every member at least as large as its metadata says; one
- * generation (events).  Every problem found is logged on its own line
- * naming the member; for members in the wrong order the message gives the
- * right order.  md superblocks must moreover describe something served
- * byte for byte (md_super_raid0_servable): raid0, no reshape, no bitmap,
- * journal or bad-block list, a layout that is known.
+ * the config describes: each member's record readable (the format's
+ * magic, version and checksum); no two names for one device, no two
+ * members showing one member UUID; one array UUID (the one most members
+ * show); the format's own checks of the array against the config
+ * (count, chunk, layout, name, UUID, data offset) and of each member
+ * against the others (geometry, size, marked replaced); each member's
+ * slot (index, md role) its position in the config, no slot claimed
+ * twice; one generation (events).  Every problem found is logged on its
+ * own line naming the member; for members in the wrong order the message
+ * gives the right order.
  */
 #ifndef NBDSTRIPE_ASSEMBLE_H
 #define NBDSTRIPE_ASSEMBLE_H
@@ -22,36 +22,29 @@
 
 #include "config.h"
 #include "layout.h"
-#include "header.h"
+#include "meta.h"
 
 /* What the members' metadata (or, with metadata "none", the config) says
  * the volume is: everything volume_open needs beyond the member names.
  */
 struct assembly {
-  enum metadata_mode metadata;
+  const struct meta_ops *meta;     /* the format */
   uint32_t layout;                 /* LAYOUT_MD_* */
   enum layout_size_rule size_rule; /* LAYOUT_SIZE_ZONES: header v1 */
+  unsigned nr;
   uint64_t data_offsets[LAYOUT_MAX_MEMBERS]; /* bytes, per member */
   /* Bytes of data each member holds; 0: all of it from its data offset
    * on (metadata "none").
    */
   uint64_t data_sizes[LAYOUT_MAX_MEMBERS];
-  /* METADATA_HEADER: the agreed header (the majority's fields). */
-  struct header hdr;
-  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
-  /* METADATA_MD: what the superblocks agree on. */
-  struct {
-    uint8_t uuid[16];
-    char name[33];
-    unsigned minor; /* 1.minor */
-    uint64_t events;
-    uint8_t device_uuid[LAYOUT_MAX_MEMBERS][16];
-    struct md_super *sb; /* each member's superblock (heap) */
-  } md;
+  uint64_t events; /* the volume's generation: the newest */
+  unsigned ref;    /* the member whose record speaks for the array */
+  /* Each member's record (heap); NULL with metadata "none". */
+  struct meta_member *members;
 };
 
-/* Free what an assembly holds (md superblocks); a zeroed or freed one is
- * fine.
+/* Free what an assembly holds (the members' records); a zeroed or freed
+ * one is fine.
  */
 extern void assembly_free (struct assembly *a);
 
@@ -62,9 +55,6 @@ extern void assembly_free (struct assembly *a);
  * md superblocks, or (none) the config alone.
  */
 extern int assemble (const struct stripe_config *cfg, struct assembly *a);
-
-/* md superblocks alone (assemble with metadata "md"). */
-extern int assemble_md (const struct stripe_config *cfg, struct assembly *a);
 
 /* Read the md superblock of one member, a path or an NBD URI, read-only:
  * version 1.2, 1.1 or 1.0 (the newest when several are valid), where it

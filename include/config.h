@@ -48,7 +48,7 @@
 
 #include "health.h"
 #include "layout.h"
-#include "volume.h"
+#include "cache_mode.h"
 
 #define CONFIG_MAX_WARNINGS 4
 
@@ -132,6 +132,11 @@ extern int config_parse_size (const char *s, uint64_t *out);
 extern int config_replace_member (const char *path, unsigned index,
                                   const char *old, const char *new_member,
                                   char *why, size_t len);
+
+/* "header", "none" or "md", as the config's metadata key: -1 for another
+ * name.
+ */
+extern int config_metadata_parse (const char *name, enum metadata_mode *mode);
 
 /* Parse an array UUID, "01234567-89ab-cdef-0123-456789abcdef" or mdadm's
  * "01234567:89abcdef:01234567:89abcdef" (hex digits either case); -1 when

@@ -58,8 +58,8 @@ enum member_kind { MEMBER_FILE, MEMBER_BLOCK, MEMBER_NBD };
 /* Connections per NBD member at most (multi-conn servers), and the bound
  * on connecting.
  */
-#define MEMBER_NBD_DEFAULT_CONNECTIONS 4
-#define MEMBER_NBD_MAX_CONNECTIONS 16
+#define MEMBER_CONNECTIONS_DEFAULT 4
+#define MEMBER_CONNECTIONS_MAX 16
 #define MEMBER_CONNECT_TIMEOUT 30
 
 struct member_open_params {
@@ -260,6 +260,20 @@ member_sync (struct member *m, char *why, size_t len)
 {
   return m->ops->sync (m, why, len);
 }
+
+/* What the layers above ask of a member's kind, without knowing kinds.
+ * may_shrink: a regular file, whose size can change under the volume
+ * (a truncate), and which a write past its end would extend.  cut_short:
+ * such a file now smaller than the volume needs (or its size unknown).
+ * has_inode: known by inode or device number (a local member), not by
+ * an address.  same_kind: a and b are members of one kind (a re-probe
+ * finds what it opened before).  remote: reached over the network.
+ */
+extern bool member_may_shrink (const struct member *m);
+extern bool member_cut_short (struct member *m);
+extern bool member_has_inode (const struct member *m);
+extern bool member_same_kind (const struct member *a, const struct member *b);
+extern bool member_remote (const struct member *m);
 
 /* "file", "block device" or "NBD export", for messages. */
 extern const char *member_what (const struct member *m);

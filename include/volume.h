@@ -45,23 +45,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "header.h"
+#include "cache_mode.h"
 #include "health.h"
 #include "layout.h"
 #include "member.h"
-
-/* How members are written, as qemu's cache modes.  writeback: page cache,
- * durable on FLUSH/FUA.  writethrough: every write durable before it is
- * acknowledged.  direct: O_DIRECT, no page cache (durable on FLUSH/FUA).
- */
-enum cache_mode { CACHE_WRITEBACK, CACHE_WRITETHROUGH, CACHE_DIRECT };
-
-extern const char *cache_mode_name (enum cache_mode mode);
-/* Returns -1 for an unknown name. */
-extern int cache_mode_parse (const char *name, enum cache_mode *mode);
+#include "meta.h"
 
 struct assembly;
-struct md_super;
 struct replace;
 
 /* Every request is counted from its start, before it looks at a member or
@@ -122,17 +112,8 @@ struct volume {
    * touching a failed member fail at once with EIO.
    */
   struct health *health;
-  /* Header mode: the agreed header (hdr.events is the volume's
-   * generation), each member's own UUID, and the generation each
-   * member's header holds as far as we know (header_lock).
-   */
-  bool has_header;
-  struct header hdr;
-  uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
-  uint64_t member_events[LAYOUT_MAX_MEMBERS];
-  pthread_mutex_t header_lock;
-  /* md mode: each member's superblock as assembled (the assembly's). */
-  const struct md_super *md_sb;
+  /* The members' metadata: format, identity, generation (meta.h). */
+  struct meta meta;
   /* A member being replaced (replace.h), read on every request; the
    * replaces so far (kept until close: requests may still hold one).
    */
@@ -145,7 +126,7 @@ struct volume {
   bool rep_starting;
   /* Held while a member's state changes under it: a re-probe adopting
    * it, a replace switching to the new device, a generation bump writing
-   * headers.  Never taken on the I/O path.
+   * records.  Never taken on the I/O path.
    */
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
@@ -164,15 +145,8 @@ extern void volume_quiesce (struct volume *v);
 /* Let requests in again; returns how long they were held (ns). */
 extern uint64_t volume_resume (struct volume *v);
 
-/* Write member i's header (on device m, which may not be members[i] yet)
- * with member UUID uuid, generation events and flags, durably.
- */
-extern int volume_write_header (struct volume *v, unsigned i,
-                                 struct member *m, const uint8_t uuid[16],
-                                 uint64_t events, uint32_t flags, char *why,
-                                 size_t len);
-
-/* Bump the generation on every member not failed (headers only), so that
+/* Bump the generation on every member not failed (formats that record
+ * drop-outs: meta_records_dropouts), so that
  * an older copy of any of them -- member skip's, which dropped out, or a
  * replaced one -- is told apart.  why: for the log.
  */

@@ -24,7 +24,6 @@
 #include "layout.h"
 #include "log.h"
 #include "log_nbdkit.h"
-#include "md_super.h"
 #include "notify.h"
 #include "replace.h"
 #include "volume.h"
@@ -51,7 +50,7 @@ static enum cache_mode cache = CACHE_WRITEBACK;
 static bool adhoc_given;        /* file=, chunk= or cache= seen */
 static const char *config_file; /* config=FILE */
 static const char *status_file; /* status=FILE (ad hoc) */
-static unsigned connections = MEMBER_NBD_DEFAULT_CONNECTIONS; /* connections= */
+static unsigned connections = MEMBER_CONNECTIONS_DEFAULT; /* connections= */
 static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
 static struct volume volume;
@@ -173,10 +172,10 @@ stripe_config (const char *key, const char *value)
   else if (strcmp (key, "connections") == 0) {
     if (nbdkit_parse_unsigned ("connections", value, &connections) == -1)
       return -1;
-    if (connections < 1 || connections > MEMBER_NBD_MAX_CONNECTIONS) {
+    if (connections < 1 || connections > MEMBER_CONNECTIONS_MAX) {
       stripe_error ("connections=%s: expected 1 to %d connections per "
                     "remote member",
-                    value, MEMBER_NBD_MAX_CONNECTIONS);
+                    value, MEMBER_CONNECTIONS_MAX);
       return -1;
     }
   }
@@ -280,18 +279,12 @@ start_health (void)
     p.on_change = cfg.health.on_change;
     p.set = cfg.health.set;
   }
-  if (volume.has_header) {
-    uuid_format (volume.hdr.array_uuid, uuid);
+  if (meta_uuid_shown (&volume.meta, uuid)[0])
     p.uuid = uuid;
-  }
-  else if (config_file && assembly.metadata == METADATA_MD) {
-    md_super_uuid_format (assembly.md.uuid, uuid);
-    p.uuid = uuid;
-  }
   unsigned classes[LAYOUT_MAX_MEMBERS];
   for (unsigned i = 0; i < volume.nr_members; ++i) {
     paths[i] = volume.members[i].path;
-    classes[i] = volume.members[i].kind == MEMBER_NBD;
+    classes[i] = member_remote (&volume.members[i]);
   }
   p.member_class = classes;
   volume_health_ops (&volume, &ops);

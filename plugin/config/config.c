@@ -466,7 +466,7 @@ static const struct number {
   { "health.on_change_timeout", FIELD (health.set.on_change_timeout), 1, 3600,
     "a number of seconds" },
   { "remote.connections", FIELD (remote.connections), 1,
-    MEMBER_NBD_MAX_CONNECTIONS, "a number of connections per remote member" },
+    MEMBER_CONNECTIONS_MAX, "a number of connections per remote member" },
   { NULL, 0, 0, 0, NULL },
 };
 
@@ -593,17 +593,30 @@ set_members (struct loader *ld, const config_setting_t *s)
   return 0;
 }
 
+static const char *const metadata_names[] = { "header", "none", "md", NULL };
+static const enum metadata_mode metadata_modes[] = { METADATA_HEADER,
+                                                     METADATA_NONE,
+                                                     METADATA_MD };
+
+int
+config_metadata_parse (const char *name, enum metadata_mode *mode)
+{
+  for (int i = 0; metadata_names[i]; ++i)
+    if (strcmp (name, metadata_names[i]) == 0) {
+      *mode = metadata_modes[i];
+      return 0;
+    }
+  return -1;
+}
+
 static int
 set_metadata (struct loader *ld, const config_setting_t *s)
 {
-  static const char *const names[] = { "header", "none", "md", NULL };
-  static const enum metadata_mode modes[] = { METADATA_HEADER, METADATA_NONE,
-                                              METADATA_MD };
   int i;
 
-  if (get_choice (ld, s, names, &i) == -1)
+  if (get_choice (ld, s, metadata_names, &i) == -1)
     return -1;
-  ld->cfg->metadata = modes[i];
+  ld->cfg->metadata = metadata_modes[i];
   return 0;
 }
 
@@ -1224,7 +1237,7 @@ load (const char *path, const char *text, struct stripe_config *cfg,
   cfg->serve.threads = 16;
   cfg->serve.tls = TLS_OFF;
   cfg->health.set = health_defaults ();
-  cfg->remote.connections = MEMBER_NBD_DEFAULT_CONNECTIONS;
+  cfg->remote.connections = MEMBER_CONNECTIONS_DEFAULT;
   if (err && errlen)
     err[0] = '\0';
 

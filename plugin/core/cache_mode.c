@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: cache mode names (see enum cache_mode in include/volume.h).
+/* nbdstripe: cache mode names (include/cache_mode.h).
  * A file of its own so that the config loader can use them without the
  * I/O engine (its fuzz target links config.c, config_text.c, log.c and this).
  */
 
 #include <string.h>
 
-#include "volume.h"
+#include "cache_mode.h"
 
 const char *
 cache_mode_name (enum cache_mode mode)

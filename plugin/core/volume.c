@@ -42,11 +42,12 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     .timeout = o->timeout,
   };
   enum layout_error lerr;
+  uint64_t scratch, slen;
   unsigned bad = 0;
   char why[512];
 
   memset (v, 0, sizeof *v);
-  pthread_mutex_init (&v->header_lock, NULL);
+  meta_init (&v->meta, NULL, 0, false);
   pthread_mutex_init (&v->replace_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
   pthread_mutex_init (&v->gate.lock, NULL);
@@ -168,26 +169,19 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
                     "(not a whole chunk)",
                     i, paths[i], sizes[i] - v->layout.member_size[i]);
   }
-  /* What zeroing methods work, learnt where nothing lives: the gap
-   * between a header and the data.  So that a fast zero (known to work,
+  meta_free (&v->meta);
+  if (meta_init (&v->meta, a, nr_members, !o->readonly) == -1) {
+    stripe_error ("malloc: %m");
+    goto err;
+  }
+  /* What zeroing methods work, learnt where nothing lives (the gap
+   * between a header and the data), so that a fast zero (known to work,
    * or refused) works from the first request.
    */
-  if (a && a->metadata == METADATA_HEADER && o->claim && !o->readonly
-      && a->hdr.data_offset >= 2 * HEADER_SIZE)
+  if (o->claim && !o->readonly && meta_scratch (&v->meta, &scratch, &slen))
     for (unsigned i = 0; i < nr_members; ++i)
       if (v->members[i].ops->learn_zero)
-        v->members[i].ops->learn_zero (&v->members[i], HEADER_SIZE,
-                                       HEADER_SIZE);
-  if (a && a->metadata == METADATA_MD)
-    v->md_sb = a->md.sb;
-  if (a && a->metadata == METADATA_HEADER) {
-    v->has_header = true;
-    v->hdr = a->hdr;
-    for (unsigned i = 0; i < nr_members; ++i) {
-      memcpy (v->member_uuid[i], a->member_uuid[i], 16);
-      v->member_events[i] = a->hdr.events;
-    }
-  }
+        v->members[i].ops->learn_zero (&v->members[i], scratch, slen);
   stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
                 "md layout %s, %" PRIu64 " bytes, cache=%s",
                 nr_members, chunk, v->layout.nr_zones,
@@ -207,7 +201,7 @@ volume_close (struct volume *v)
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
-  pthread_mutex_destroy (&v->header_lock);
+  meta_free (&v->meta);
   pthread_mutex_destroy (&v->replace_lock);
   pthread_mutex_destroy (&v->swap_lock);
   pthread_mutex_destroy (&v->gate.lock);
@@ -436,7 +430,7 @@ guard_sizes (struct volume *v, uint64_t mask, uint64_t *seen)
     struct member *m = &v->members[i];
     char reason[256];
 
-    if (!(mask >> i & 1) || m->kind != MEMBER_FILE)
+    if (!(mask >> i & 1) || !member_may_shrink (m))
       continue;
     if (member_current_size (m, &seen[i]) == -1) {
       snprintf (reason, sizeof reason, "device gone: size: %s",
@@ -471,7 +465,7 @@ recheck_sizes (struct volume *v, uint64_t mask, const uint64_t *seen)
     uint64_t now;
     char reason[256];
 
-    if (!(mask >> i & 1) || m->kind != MEMBER_FILE)
+    if (!(mask >> i & 1) || !member_may_shrink (m))
       continue;
     if (member_current_size (m, &now) == 0 && now == seen[i])
       continue;
@@ -867,78 +861,27 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
 
 /* Health's side: from its prober thread. */
 
-int
-volume_write_header (struct volume *v, unsigned i, struct member *m,
-                      const uint8_t uuid[16], uint64_t events, uint32_t flags,
-                      char *why, size_t len)
-{
-  struct header hdr;
-  uint8_t buf[HEADER_SIZE];
-
-  pthread_mutex_lock (&v->header_lock);
-  hdr = v->hdr;
-  pthread_mutex_unlock (&v->header_lock);
-  hdr.version = HEADER_VERSION;
-  hdr.member_index = i;
-  memcpy (hdr.member_uuid, uuid, 16);
-  hdr.events = events;
-  hdr.flags = flags;
-  header_encode (&hdr, buf);
-  if (member_pwrite (m, buf, HEADER_SIZE, 0, why, len) == -1
-      || member_sync (m, why, len) == -1)
-    return -1;
-  return 0;
-}
-
-/* Write member m's header (member i of this volume) with generation
- * events, durably.
- */
-static int
-write_header (struct volume *v, unsigned i, struct member *m, uint64_t events,
-              char *why, size_t len)
-{
-  uint8_t uuid[16];
-
-  pthread_mutex_lock (&v->header_lock);
-  memcpy (uuid, v->member_uuid[i], 16);
-  pthread_mutex_unlock (&v->header_lock);
-  return volume_write_header (v, i, m, uuid, events, 0, why, len);
-}
-
 /* A new generation on every member but skip (and failed ones); returns
  * the old and new.  With swap_lock held: no replace switches a member
  * under the writes (the I/O path never takes it).
  */
 static void
-bump (struct volume *v, int skip, const char *cause, uint64_t *old_out,
-      uint64_t *events_out)
+bump (struct volume *v, int skip, const char *cause, uint64_t *old,
+      uint64_t *events)
 {
-  uint64_t old, events;
   char why[256];
 
-  /* The lock guards the bookkeeping, never I/O: a member that hangs must
-   * not stop the next re-probe.
-   */
-  pthread_mutex_lock (&v->header_lock);
-  old = v->hdr.events;
-  events = old + 1;
-  v->hdr.events = events;
-  pthread_mutex_unlock (&v->header_lock);
+  *events = meta_next_generation (&v->meta, old);
   for (unsigned j = 0; j < v->nr_members; ++j) {
     if ((int) j == skip || health_member_state (v->health, j) == MS_FAILED)
       continue;
-    if (write_header (v, j, &v->members[j], events, why, sizeof why) == -1) {
+    if (meta_write_generation (&v->meta, j, &v->members[j], *events, why,
+                               sizeof why)
+        == -1)
       stripe_error ("member %u (%s): cannot record generation %" PRIu64
                     " (%s): %s",
-                    j, v->members[j].path, events, cause, why);
-      continue;
-    }
-    pthread_mutex_lock (&v->header_lock);
-    v->member_events[j] = events;
-    pthread_mutex_unlock (&v->header_lock);
+                    j, v->members[j].path, *events, cause, why);
   }
-  *old_out = old;
-  *events_out = events;
 }
 
 void
@@ -946,46 +889,42 @@ volume_bump_generation (struct volume *v, int skip, const char *why)
 {
   uint64_t old, events;
 
-  if (!v->has_header || v->readonly)
+  if (!meta_records_dropouts (&v->meta))
     return;
   pthread_mutex_lock (&v->swap_lock);
   bump (v, skip, why, &old, &events);
   pthread_mutex_unlock (&v->swap_lock);
   stripe_debug ("volume '%s': generation %" PRIu64 " -> %" PRIu64 " (%s)",
-                v->hdr.name, old, events, why);
+                v->meta.name, old, events, why);
 }
 
 /* Member i dropped out of a volume that goes on: bump the generation on
  * every member still in it, then (best effort, through the descriptor
  * still open: a member whose path was replaced is still reachable that
  * way) on member i, so that an older copy of any of them is told apart.
+ * Formats that record no drop-out (meta.h) say why.
  */
 static void
 health_dropped (void *opaque, unsigned i)
 {
   struct volume *v = opaque;
   struct member *m = &v->members[i];
-  uint64_t old, events, size;
+  uint64_t old, events;
   char why[256], cause[64];
   bool reached = false;
 
-  if (!v->has_header || v->readonly)
+  if (!meta_records_dropouts (&v->meta))
     return;
   snprintf (cause, sizeof cause, "member %u dropped out", i);
   pthread_mutex_lock (&v->swap_lock);
   bump (v, (int) i, cause, &old, &events);
-  /* Not a file cut short: writing its header would extend it. */
-  if (!(m->kind == MEMBER_FILE
-        && (member_current_size (m, &size) == -1 || size < m->need))
-      && write_header (v, i, m, events, why, sizeof why) == 0) {
-    pthread_mutex_lock (&v->header_lock);
-    v->member_events[i] = events;
-    pthread_mutex_unlock (&v->header_lock);
+  /* Not a file cut short: writing its record would extend it. */
+  if (!member_cut_short (m)
+      && meta_write_generation (&v->meta, i, m, events, why, sizeof why) == 0)
     reached = true;
-  }
   stripe_warning ("member %u (%s) dropped out of volume '%s': generation "
                   "%" PRIu64 " -> %" PRIu64 "%s",
-                  i, m->path, v->hdr.name, old, events,
+                  i, m->path, v->meta.name, old, events,
                   reached ? " (on it too)"
                           : " (not on it: it is taken back at the old one)");
   pthread_mutex_unlock (&v->swap_lock);
@@ -1002,68 +941,6 @@ health_check (void *opaque, unsigned i, char *why, size_t len)
   r = m->ops->check (m, why, len);
   pthread_mutex_unlock (&v->swap_lock);
   return r;
-}
-
-/* The header in buf must be member i of this volume, at the generation
- * member i had when it dropped out; *events is what it holds.
- */
-static int
-check_probed_header (struct volume *v, unsigned i, const void *buf,
-                     uint64_t *events, char *why, size_t len)
-{
-  struct header hdr;
-  const char *field = NULL;
-  enum header_error e;
-  char uuid[37];
-  uint64_t want;
-
-  e = header_decode (buf, HEADER_SIZE, &hdr, &field);
-  if (e != HEADER_OK) {
-    snprintf (why, len, "%s: header: %s%s%s", v->members[i].path,
-              header_strerror (e), field ? ": field " : "",
-              field ? field : "");
-    return -1;
-  }
-  uuid_format (hdr.array_uuid, uuid);
-  if (hdr.flags & HEADER_FLAG_REPLACED) {
-    snprintf (why, len, "%s holds a member that was replaced (nbdstripe "
-              "replace): no longer part of the volume",
-              v->members[i].path);
-    return -1;
-  }
-  if (memcmp (hdr.array_uuid, v->hdr.array_uuid, 16) != 0
-      || hdr.member_index != i) {
-    snprintf (why, len,
-              "%s now holds member %u of volume '%s' (%s), not this one",
-              v->members[i].path, hdr.member_index, hdr.name, uuid);
-    return -1;
-  }
-  if (memcmp (hdr.member_uuid, v->member_uuid[i], 16) != 0) {
-    snprintf (why, len,
-              "%s holds member %u of this volume with another member UUID "
-              "(a member written by another 'nbdstripe create'?)",
-              v->members[i].path, i);
-    return -1;
-  }
-  pthread_mutex_lock (&v->header_lock);
-  want = v->member_events[i];
-  pthread_mutex_unlock (&v->header_lock);
-  if (hdr.events < want) {
-    snprintf (why, len,
-              "%s holds a stale copy of member %u: older generation "
-              "%" PRIu64 " < %" PRIu64,
-              v->members[i].path, i, hdr.events, want);
-    return -1;
-  }
-  if (hdr.events > want) {
-    snprintf (why, len,
-              "%s holds member %u at generation %" PRIu64 ", newer than "
-              "this volume's %" PRIu64 " (written by another server?)",
-              v->members[i].path, i, hdr.events, want);
-    return -1;
-  }
-  *events = hdr.events;
-  return 0;
 }
 
 /* What a re-probe found, for adopt. */
@@ -1113,8 +990,7 @@ probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
   struct member *m = &v->members[i];
   struct fresh *f = calloc (1, sizeof *f);
   char reason[384], a[256], b[256];
-  uint8_t buf[HEADER_SIZE];
-  uint64_t now;
+  uint8_t buf[META_PROBE_BYTES];
   bool same;
   ssize_t n;
 
@@ -1128,12 +1004,13 @@ probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
     snprintf (why, len, "%s: %s", m->path, reason);
     goto err;
   }
-  if (f->m.kind != m->kind) {
+  if (!member_same_kind (&f->m, m)) {
     snprintf (why, len, "%s is no longer a %s", m->path, member_what (m));
     goto err;
   }
   same = identity_same (&m->id, &f->m.id);
-  if (!same && m->kind != MEMBER_NBD && (!v->has_header || v->readonly)) {
+  if (!same && member_has_inode (m)
+      && (!v->meta.ops->proves_identity || v->readonly)) {
     /* Nothing but the inode or device says which member this is. */
     snprintf (why, len, "another file: %s now names %s, the volume opened %s",
               m->path, identity_describe (&f->m.id, a, sizeof a),
@@ -1146,16 +1023,16 @@ probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
     goto err;
   }
   /* The device itself must answer. */
-  n = member_pread (&f->m, buf, HEADER_SIZE, 0, true, reason, sizeof reason);
-  if (n != HEADER_SIZE) {
+  n = member_pread (&f->m, buf, sizeof buf, 0, true, reason, sizeof reason);
+  if (n != sizeof buf) {
     snprintf (why, len, "%s: reading the first %u bytes: %s", m->path,
-              HEADER_SIZE, n == -1 ? reason : "short read");
+              META_PROBE_BYTES, n == -1 ? reason : "short read");
     goto err;
   }
-  if (v->has_header
-      && check_probed_header (v, i, buf, &f->events, why, len) == -1)
+  if (meta_check_probed (&v->meta, i, m->path, buf, n, &f->events, why, len)
+      == -1)
     goto err;
-  if (!same && m->kind != MEMBER_NBD) {
+  if (!same && member_has_inode (m)) {
     /* Another file that proves to be this member (a device that came
      * back under another number, a remounted file system): it must not
      * be another member too, and it is claimed as the first was.
@@ -1175,13 +1052,12 @@ probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
     }
   }
   /* Taken back: at the volume's generation, like the others. */
-  if (v->has_header && !v->readonly) {
-    pthread_mutex_lock (&v->header_lock);
-    now = v->hdr.events;
-    pthread_mutex_unlock (&v->header_lock);
+  if (meta_records_dropouts (&v->meta)) {
+    uint64_t now = meta_generation (&v->meta);
     if (f->events != now) {
-      struct member *w = same && m->kind != MEMBER_NBD ? m : &f->m;
-      if (write_header (v, i, w, now, reason, sizeof reason) == -1) {
+      struct member *w = same && member_has_inode (m) ? m : &f->m;
+      if (meta_write_generation (&v->meta, i, w, now, reason, sizeof reason)
+          == -1) {
         snprintf (why, len, "%s: %s", m->path, reason);
         goto err;
       }
@@ -1206,11 +1082,7 @@ health_adopt (void *opaque, unsigned i, void *p)
   pthread_mutex_lock (&v->swap_lock);
   m->ops->adopt (m, &f->m);
   pthread_mutex_unlock (&v->swap_lock);
-  if (v->has_header) {
-    pthread_mutex_lock (&v->header_lock);
-    v->member_events[i] = f->events;
-    pthread_mutex_unlock (&v->header_lock);
-  }
+  meta_member_at (&v->meta, i, f->events);
   health_discard (v, i, f);
 }
 

@@ -26,6 +26,39 @@ member_what (const struct member *m)
   return "member";
 }
 
+bool
+member_may_shrink (const struct member *m)
+{
+  return m->kind == MEMBER_FILE;
+}
+
+bool
+member_cut_short (struct member *m)
+{
+  uint64_t size;
+
+  return member_may_shrink (m)
+         && (member_current_size (m, &size) == -1 || size < m->need);
+}
+
+bool
+member_has_inode (const struct member *m)
+{
+  return m->kind != MEMBER_NBD;
+}
+
+bool
+member_same_kind (const struct member *a, const struct member *b)
+{
+  return a->kind == b->kind;
+}
+
+bool
+member_remote (const struct member *m)
+{
+  return m->kind == MEMBER_NBD;
+}
+
 void
 member_io_error (const struct member *m, const char *what, uint64_t offset,
                  int err)

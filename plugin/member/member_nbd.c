@@ -89,7 +89,7 @@ struct nbd {
    */
   _Atomic bool can_fast_zero;
   unsigned nr_conns;
-  struct conn *conns[MEMBER_NBD_MAX_CONNECTIONS];
+  struct conn *conns[MEMBER_CONNECTIONS_MAX];
   _Atomic unsigned next;
   pthread_rwlock_t lock; /* read: issuing commands; write: adopt */
   pthread_mutex_t start_lock;
@@ -256,9 +256,9 @@ member_nbd_open (struct member *m, char *why, size_t len)
   /* More connections only where the server says they see the same data
    * (multi-conn): a flush on one then covers all.
    */
-  want = p->connections ? p->connections : MEMBER_NBD_DEFAULT_CONNECTIONS;
-  if (want > MEMBER_NBD_MAX_CONNECTIONS)
-    want = MEMBER_NBD_MAX_CONNECTIONS;
+  want = p->connections ? p->connections : MEMBER_CONNECTIONS_DEFAULT;
+  if (want > MEMBER_CONNECTIONS_MAX)
+    want = MEMBER_CONNECTIONS_MAX;
   if (n->raw || nbd_can_multi_conn (h) != 1)
     want = 1;
   while (n->nr_conns < want) {
@@ -895,7 +895,7 @@ static void
 member_nbd_adopt (struct member *m, struct member *fresh)
 {
   struct nbd *n = N (m), *f = fresh->be;
-  struct conn *old[MEMBER_NBD_MAX_CONNECTIONS];
+  struct conn *old[MEMBER_CONNECTIONS_MAX];
   unsigned nr_old;
 
   pthread_rwlock_wrlock (&n->lock);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: volume assembly.  See include/assemble.h.
+/* nbdstripe: volume assembly, one algorithm over every metadata format.
+ * See include/assemble.h; what a format says and checks is in meta.h.
  *
- * Headers are read through a member opened raw (member.h), so that a
- * member given as an NBD URI
- * is assembled as a file is: one plain connection, bounded in time.
+ * Records are read through a member opened raw (member.h), so that a
+ * member given as an NBD URI is assembled as a file is: one plain
+ * connection, bounded in time.
  */
 
 #include <inttypes.h>
@@ -17,97 +18,275 @@
 #include "identity.h"
 #include "log.h"
 #include "member.h"
+#include "meta.h"
 #include "volume.h"
 
+/* What opening member i found, beside its record (a->members[i]). */
 struct probe {
   bool opened;
-  bool readable; /* opened and header decoded */
+  bool readable; /* opened, and its record loaded and still in the running */
   uint64_t size;
   struct identity id;
-  struct header hdr;
 };
 
-static int
-probe_member (unsigned i, const char *path, struct probe *p)
-{
-  uint8_t buf[HEADER_SIZE];
-  const char *field = NULL;
-  struct member d;
-  const struct member_open_params params = { .readonly = true, .raw = true };
-  enum header_error e;
-  char why[512];
-  ssize_t n;
-
-  if (member_open (&d, i, path, &params, why, sizeof why) == -1) {
-    stripe_error ("member %u (%s): %s", i, path, why);
-    return -1;
-  }
-  n = member_pread (&d, buf, sizeof buf, 0, false, why, sizeof why);
-  if (n == -1) {
-    stripe_error ("member %u (%s): %s", i, path, why);
-    member_close (&d);
-    return -1;
-  }
-  p->size = d.size;
-  p->id = d.id;
-  p->opened = true;
-  member_close (&d);
-
-  e = header_decode (buf, n, &p->hdr, &field);
-  switch (e) {
-  case HEADER_OK: p->readable = true; return 0;
-  case HEADER_ERR_TRUNCATED:
-    stripe_error ("member %u (%s): only %zd bytes: too small to hold a "
-                  "header (truncated?)",
-                  i, path, n);
-    return -1;
-  case HEADER_ERR_MAGIC:
-    stripe_error ("member %u (%s): %s: a blank member, or not created "
-                  "with 'nbdstripe create'",
-                  i, path, header_strerror (e));
-    return -1;
-  case HEADER_ERR_FIELD:
-    stripe_error ("member %u (%s): %s: field %s", i, path, header_strerror (e),
-                  field ? field : "?");
-    return -1;
-  default:
-    stripe_error ("member %u (%s): %s", i, path, header_strerror (e));
-    return -1;
-  }
-}
-
-static int assemble_ (const struct stripe_config *cfg, struct assembly *a,
-                      unsigned stale_ok, uint64_t *events_of);
+/* The state of one assembly run. */
+struct run {
+  const struct stripe_config *cfg;
+  const struct meta_ops *ops;
+  const struct meta_words *w;
+  struct assembly *a;
+  struct meta_member *mm; /* a->members */
+  struct probe *p;
+  unsigned n;
+  bool ok;
+};
 
 void
 assembly_free (struct assembly *a)
 {
-  free (a->md.sb);
-  a->md.sb = NULL;
+  if (a->members)
+    for (unsigned i = 0; i < a->nr; ++i)
+      free (a->members[i].rec);
+  free (a->members);
+  a->members = NULL;
 }
 
-/* metadata "none": the config says it all. */
-static int
-assemble_none (const struct stripe_config *cfg, struct assembly *a)
+static void
+load_member (struct run *r, unsigned i)
 {
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  const char *path = r->cfg->members[i];
+  struct member d;
+  char why[512];
+
+  if (member_open (&d, i, path, &params, why, sizeof why) == -1) {
+    stripe_error ("member %u (%s): %s", i, path, why);
+    r->ok = false;
+    return;
+  }
+  r->p[i].opened = true;
+  r->p[i].size = d.size;
+  r->p[i].id = d.id;
+  if (r->ops->load (&d, &r->mm[i], why, sizeof why) == -1) {
+    stripe_error ("member %u (%s): %s", i, path, why);
+    r->ok = false;
+  }
+  else
+    r->p[i].readable = true;
+  member_close (&d);
+}
+
+static bool
+same_array (const struct run *r, unsigned i, unsigned j)
+{
+  return memcmp (r->mm[i].array_uuid, r->mm[j].array_uuid, 16) == 0;
+}
+
+/* Two names for one member, or members that overlap: each would
+ * overwrite the other's data.  Two members with one member UUID: the
+ * same device, or a copy of a member.
+ */
+static void
+check_aliases (struct run *r)
+{
+  const char *const *names = (const char *const *) r->cfg->members;
+
+  for (unsigned i = 0; i < r->n; ++i)
+    for (unsigned j = 0; j < i; ++j) {
+      char how[512], mu[META_UUID_SHOWN];
+      if (r->p[i].opened && r->p[j].opened
+          && identity_alias (&r->p[j].id, &r->p[i].id, how, sizeof how)) {
+        stripe_error ("member %u (%s) and member %u (%s) are %s: a member "
+                      "may be given only once, and members must not "
+                      "overlap",
+                      j, names[j], i, names[i], how);
+        r->p[i].readable = false;
+        r->ok = false;
+      }
+      else if (r->p[i].readable && r->p[j].readable
+               && memcmp (r->mm[i].member_uuid, r->mm[j].member_uuid, 16) == 0
+               && same_array (r, i, j)) {
+        r->ops->uuid_shown (r->mm[i].member_uuid, mu);
+        stripe_error ("member %u (%s) and member %u (%s) show the same %s "
+                      "(%s %s): two names for one device, or a copy of a "
+                      "member",
+                      j, names[j], i, names[i], r->w->record, r->w->uuid, mu);
+        r->p[i].readable = false;
+        r->ok = false;
+      }
+    }
+}
+
+/* The array is the UUID most members agree on (ties: the first); n when
+ * no member has a record.
+ */
+static unsigned
+vote (const struct run *r)
+{
+  unsigned ref = r->n, best = 0;
+
+  for (unsigned i = 0; i < r->n; ++i) {
+    unsigned votes = 0;
+    if (!r->p[i].readable)
+      continue;
+    for (unsigned j = 0; j < r->n; ++j)
+      if (r->p[j].readable && same_array (r, i, j))
+        votes++;
+    if (votes > best) {
+      best = votes;
+      ref = i;
+    }
+  }
+  return ref;
+}
+
+/* Member i against the array; whether it is in another slot than i. */
+static bool
+check_member (struct run *r, unsigned i)
+{
+  const struct meta_member *ref = &r->mm[r->a->ref], *mm = &r->mm[i];
+  const char *const *names = (const char *const *) r->cfg->members;
+  char uuid[META_UUID_SHOWN], other[META_UUID_SHOWN];
+
+  if (!same_array (r, i, r->a->ref)) {
+    r->ops->uuid_shown (ref->array_uuid, uuid);
+    r->ops->uuid_shown (mm->array_uuid, other);
+    stripe_error ("member %u (%s): belongs to another %s ('%s', %s), not to "
+                  "'%s' (%s)",
+                  i, names[i], r->w->other, mm->name, other, ref->name, uuid);
+    r->p[i].readable = false;
+    r->ok = false;
+    return false;
+  }
+  switch (r->ops->check_member (r->cfg, i, ref, mm, r->p[i].size)) {
+  case META_OK: break;
+  case META_BAD: r->ok = false; break;
+  case META_DROP:
+    r->p[i].readable = false;
+    r->ok = false;
+    return false;
+  }
+  for (unsigned j = 0; j < i; ++j)
+    if (r->p[j].readable && r->mm[j].slot == mm->slot
+        && same_array (r, j, r->a->ref)) {
+      stripe_error ("member %u (%s) and member %u (%s) both claim %s %u of "
+                    "%s '%s'",
+                    j, names[j], i, names[i], r->w->slot, mm->slot,
+                    r->w->array, ref->name);
+      r->ok = false;
+    }
+  return mm->slot != i;
+}
+
+/* One generation: a member behind the others dropped out of the volume
+ * while it was served (or is an older copy of a member).  Member
+ * stale_ok may be behind (accept); *events_of: its generation.
+ */
+static void
+check_generation (struct run *r, unsigned stale_ok, uint64_t *events_of)
+{
+  uint64_t newest = 0;
+
+  for (unsigned i = 0; i < r->n; ++i)
+    if (r->p[i].readable && same_array (r, i, r->a->ref)
+        && r->mm[i].events > newest)
+      newest = r->mm[i].events;
+  if (stale_ok < r->n && events_of)
+    *events_of = r->p[stale_ok].readable ? r->mm[stale_ok].events : 0;
+  for (unsigned i = 0; i < r->n; ++i)
+    if (r->p[i].readable && i != stale_ok && same_array (r, i, r->a->ref)
+        && r->mm[i].events < newest) {
+      r->ops->log_stale (r->cfg, i, &r->mm[i], newest);
+      r->ok = false;
+    }
+  r->a->events = newest;
+}
+
+/* Say which member holds each slot, so that the fix is a copy-paste. */
+static void
+report_order (struct run *r)
+{
+  const struct meta_member *ref = &r->mm[r->a->ref];
+  const char *const *names = (const char *const *) r->cfg->members;
+  char msg[4096];
+  size_t len = 0;
+  bool complete = true;
+
+  for (unsigned k = 0; k < ref->count && k < LAYOUT_MAX_MEMBERS; ++k) {
+    unsigned who = r->n;
+    for (unsigned i = 0; i < r->n; ++i)
+      if (r->p[i].readable && r->mm[i].slot == k)
+        who = i;
+    if (who == r->n) {
+      stripe_error ("%s: no member listed has %s %u of %s '%s'",
+                    r->cfg->path, r->w->slot, k, r->w->array, ref->name);
+      complete = false;
+      continue;
+    }
+    len += snprintf (msg + len, len < sizeof msg ? sizeof msg - len : 0,
+                     "%s\"%s\"", k ? ", " : "", names[who]);
+  }
+  for (unsigned i = 0; i < r->n; ++i)
+    if (r->p[i].readable && r->mm[i].slot != i)
+      stripe_error ("member %u (%s): %s %u %s '%s' (wrong order)", i,
+                    names[i], r->w->is_slot, r->mm[i].slot, r->w->slot_in,
+                    ref->name);
+  if (complete && len < sizeof msg)
+    stripe_error ("%s: members are in the wrong order; the right order "
+                  "is: members = [ %s ];",
+                  r->cfg->path, msg);
+  r->ok = false;
+}
+
+static int
+assemble_ (const struct stripe_config *cfg, struct assembly *a,
+           unsigned stale_ok, uint64_t *events_of)
+{
+  struct run r = { .cfg = cfg, .a = a, .n = cfg->nr_members, .ok = true };
+  bool order_wrong = false;
+
   memset (a, 0, sizeof *a);
-  a->metadata = METADATA_NONE;
-  a->layout = cfg->layout;
-  a->size_rule = LAYOUT_SIZE_MD;
-  for (unsigned i = 0; i < cfg->nr_members; ++i)
-    a->data_offsets[i] = cfg->data_offset;
-  return 0;
+  a->meta = r.ops = meta_ops_for (cfg->metadata);
+  a->nr = r.n;
+  r.w = &r.ops->words;
+  if (r.ops->load == NULL) /* nothing on the members: the config says it */
+    return r.ops->finish (cfg, a);
+
+  a->members = r.mm = calloc (r.n, sizeof *r.mm);
+  r.p = calloc (r.n, sizeof *r.p);
+  if (r.mm == NULL || r.p == NULL) {
+    stripe_error ("calloc: %m");
+    free (r.p);
+    return -1;
+  }
+  for (unsigned i = 0; i < r.n; ++i)
+    load_member (&r, i);
+  check_aliases (&r);
+  a->ref = vote (&r);
+  if (a->ref == r.n) {
+    stripe_error ("%s: no member has %s: nothing to assemble", cfg->path,
+                  r.w->nothing);
+    a->ref = 0;
+    free (r.p);
+    return -1;
+  }
+  if (!r.ops->check_array (cfg, &r.mm[a->ref]))
+    r.ok = false;
+  for (unsigned i = 0; i < r.n; ++i)
+    if (r.p[i].readable && check_member (&r, i))
+      order_wrong = true;
+  check_generation (&r, stale_ok, events_of);
+  if (order_wrong)
+    report_order (&r);
+  free (r.p);
+  if (!r.ok)
+    return -1;
+  return r.ops->finish (cfg, a);
 }
 
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
-  memset (a, 0, sizeof *a);
-  switch (cfg->metadata) {
-  case METADATA_NONE: return assemble_none (cfg, a);
-  case METADATA_MD: return assemble_md (cfg, a);
-  case METADATA_HEADER: break;
-  }
   return assemble_ (cfg, a, UINT_MAX, NULL);
 }
 
@@ -116,247 +295,6 @@ assemble_accepting (const struct stripe_config *cfg, struct assembly *a,
                     unsigned stale_ok, uint64_t *events_of)
 {
   return assemble_ (cfg, a, stale_ok, events_of);
-}
-
-static int
-assemble_ (const struct stripe_config *cfg, struct assembly *a,
-           unsigned stale_ok, uint64_t *events_of)
-{
-  const unsigned n = cfg->nr_members;
-  struct probe *p;
-  unsigned ref = n, votes_best = 0;
-  bool ok = true, order_wrong = false;
-  char uuid[37];
-
-  memset (a, 0, sizeof *a);
-  p = calloc (n, sizeof *p);
-  if (p == NULL) {
-    stripe_error ("calloc: %m");
-    return -1;
-  }
-  for (unsigned i = 0; i < n; ++i)
-    if (probe_member (i, cfg->members[i], &p[i]) == -1)
-      ok = false;
-
-  /* Two names for one member, or members that overlap: each would
-   * overwrite the other's data.
-   */
-  for (unsigned i = 0; i < n; ++i)
-    for (unsigned j = 0; j < i; ++j) {
-      char how[512];
-      if (p[i].opened && p[j].opened
-          && identity_alias (&p[j].id, &p[i].id, how, sizeof how)) {
-        stripe_error ("member %u (%s) and member %u (%s) are %s: a member "
-                      "may be given only once, and members must not "
-                      "overlap",
-                      j, cfg->members[j], i, cfg->members[i], how);
-        p[i].readable = false;
-        ok = false;
-      }
-      else if (p[i].readable && p[j].readable
-               && memcmp (p[i].hdr.member_uuid, p[j].hdr.member_uuid, 16) == 0
-               && memcmp (p[i].hdr.array_uuid, p[j].hdr.array_uuid, 16) == 0) {
-        char mu[37];
-        uuid_format (p[i].hdr.member_uuid, mu);
-        stripe_error ("member %u (%s) and member %u (%s) show the same "
-                      "header (member UUID %s): two names for one device, "
-                      "or a copy of a member",
-                      j, cfg->members[j], i, cfg->members[i], mu);
-        p[i].readable = false;
-        ok = false;
-      }
-    }
-
-  /* The array is the UUID most members agree on (ties: the first). */
-  for (unsigned i = 0; i < n; ++i) {
-    unsigned votes = 0;
-    if (!p[i].readable)
-      continue;
-    for (unsigned j = 0; j < n; ++j)
-      if (p[j].readable
-          && memcmp (p[j].hdr.array_uuid, p[i].hdr.array_uuid, 16) == 0)
-        votes++;
-    if (votes > votes_best) {
-      votes_best = votes;
-      ref = i;
-    }
-  }
-  if (ref == n) {
-    stripe_error ("%s: no member has a valid header: nothing to assemble",
-                  cfg->path);
-    free (p);
-    return -1;
-  }
-  a->hdr = p[ref].hdr;
-  uuid_format (a->hdr.array_uuid, uuid);
-
-  if (a->hdr.member_count != n) {
-    stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
-                  " members, the config lists %u",
-                  cfg->path, a->hdr.name, uuid, a->hdr.member_count, n);
-    ok = false;
-  }
-  if (strcmp (a->hdr.name, cfg->name) != 0) {
-    stripe_error ("%s: the members belong to volume '%s', the config "
-                  "is for '%s'",
-                  cfg->path, a->hdr.name, cfg->name);
-    ok = false;
-  }
-  /* The headers say where data starts; a config that says otherwise is
-   * wrong (given explicitly; the default is only create's choice).
-   */
-  if (cfg->data_offset_given && a->hdr.data_offset != cfg->data_offset) {
-    stripe_error ("%s: data_offset: the config says %" PRIu64 ", the "
-                  "headers say %" PRIu64,
-                  cfg->path, cfg->data_offset, a->hdr.data_offset);
-    ok = false;
-  }
-  if (a->hdr.chunk != cfg->chunk) {
-    stripe_error ("%s: chunk: the config says %" PRIu64 ", the headers "
-                  "say %" PRIu64,
-                  cfg->path, cfg->chunk, a->hdr.chunk);
-    ok = false;
-  }
-  if (cfg->layout_given && a->hdr.layout != cfg->layout) {
-    stripe_error ("%s: layout: the config says \"%s\", the headers say "
-                  "\"%s\"",
-                  cfg->path, layout_name (cfg->layout),
-                  layout_name (a->hdr.layout));
-    ok = false;
-  }
-  if (cfg->uuid_given && memcmp (cfg->uuid, a->hdr.array_uuid, 16) != 0) {
-    char want[37];
-    uuid_format (cfg->uuid, want);
-    stripe_error ("%s: uuid: the config says %s, the members belong to "
-                  "volume '%s' (%s): not the array this config describes",
-                  cfg->path, want, a->hdr.name, uuid);
-    ok = false;
-  }
-
-  for (unsigned i = 0; i < n; ++i) {
-    const struct header *hdr = &p[i].hdr;
-    char other[37];
-
-    if (!p[i].readable)
-      continue;
-    if (memcmp (hdr->array_uuid, a->hdr.array_uuid, 16) != 0) {
-      uuid_format (hdr->array_uuid, other);
-      stripe_error ("member %u (%s): belongs to another array ('%s', %s), "
-                    "not to '%s' (%s)",
-                    i, cfg->members[i], hdr->name, other, a->hdr.name, uuid);
-      p[i].readable = false;
-      ok = false;
-      continue;
-    }
-    if (hdr->chunk != a->hdr.chunk || hdr->layout != a->hdr.layout
-        || hdr->data_offset != a->hdr.data_offset
-        || hdr->member_count != a->hdr.member_count
-        || memcmp (hdr->member_sizes, a->hdr.member_sizes,
-                   sizeof hdr->member_sizes)
-             != 0) {
-      stripe_error ("member %u (%s): header disagrees with the other "
-                    "members (chunk, layout, data offset or sizes)",
-                    i, cfg->members[i]);
-      ok = false;
-    }
-    if (hdr->flags & HEADER_FLAG_REPLACED) {
-      stripe_error ("member %u (%s): was replaced by another device "
-                    "(nbdstripe replace) and is no longer a member of '%s': "
-                    "name the device that replaced it in the config",
-                    i, cfg->members[i], a->hdr.name);
-      p[i].readable = false;
-      ok = false;
-      continue;
-    }
-    if (hdr->member_index != i)
-      order_wrong = true;
-    else if (hdr->member_index < LAYOUT_MAX_MEMBERS
-             && p[i].size
-                  < hdr->data_offset + hdr->member_sizes[hdr->member_index]) {
-      stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than its "
-                    "header says (%" PRIu64 " data bytes from offset %" PRIu64
-                    "): truncated or replaced?",
-                    i, cfg->members[i], p[i].size, hdr->member_sizes[i],
-                    hdr->data_offset);
-      ok = false;
-    }
-  }
-
-  /* One generation: a member behind the others dropped out of the
-   * volume while it was served (or is an older copy of a member).
-   */
-  uint64_t newest = 0;
-  for (unsigned i = 0; i < n; ++i)
-    if (p[i].readable
-        && memcmp (p[i].hdr.array_uuid, a->hdr.array_uuid, 16) == 0
-        && p[i].hdr.events > newest)
-      newest = p[i].hdr.events;
-  if (stale_ok < n && events_of)
-    *events_of = p[stale_ok].readable ? p[stale_ok].hdr.events : 0;
-  for (unsigned i = 0; i < n; ++i)
-    if (p[i].readable && i != stale_ok
-        && memcmp (p[i].hdr.array_uuid, a->hdr.array_uuid, 16) == 0
-        && p[i].hdr.events < newest) {
-      stripe_error ("member %u (%s): stale: its header is at generation "
-                    "%" PRIu64 ", the volume is at %" PRIu64 ": it dropped "
-                    "out while the volume was served, or it is an older "
-                    "copy of the member (if it is the member itself and "
-                    "nothing wrote to it since, 'nbdstripe accept %s %u' "
-                    "takes it back)",
-                    i, cfg->members[i], p[i].hdr.events, newest, cfg->path,
-                    i);
-      ok = false;
-    }
-  a->hdr.events = newest;
-  for (unsigned i = 0; i < n; ++i)
-    if (p[i].readable)
-      memcpy (a->member_uuid[i], p[i].hdr.member_uuid, 16);
-
-  if (order_wrong) {
-    /* Say which member holds each index, so the fix is a copy-paste. */
-    char msg[4096];
-    size_t len = 0;
-    bool complete = true;
-
-    for (unsigned k = 0; k < a->hdr.member_count && k < LAYOUT_MAX_MEMBERS;
-         ++k) {
-      unsigned who = n;
-      for (unsigned i = 0; i < n; ++i)
-        if (p[i].readable && p[i].hdr.member_index == k)
-          who = i;
-      if (who == n) {
-        stripe_error ("%s: no member listed has index %u of volume '%s'",
-                      cfg->path, k, a->hdr.name);
-        complete = false;
-        continue;
-      }
-      len += snprintf (msg + len, len < sizeof msg ? sizeof msg - len : 0,
-                       "%s\"%s\"", k ? ", " : "", cfg->members[who]);
-    }
-    for (unsigned i = 0; i < n; ++i)
-      if (p[i].readable && p[i].hdr.member_index != i)
-        stripe_error ("member %u (%s): is member %" PRIu32 " of '%s' "
-                      "(wrong order)",
-                      i, cfg->members[i], p[i].hdr.member_index, a->hdr.name);
-    if (complete && len < sizeof msg)
-      stripe_error ("%s: members are in the wrong order; the right order "
-                    "is: members = [ %s ];",
-                    cfg->path, msg);
-    ok = false;
-  }
-
-  a->metadata = METADATA_HEADER;
-  a->layout = a->hdr.layout;
-  /* Version 1 sized its volumes as all their zones (md's rule differs for
-   * a chunk that is not a power of two): they keep their size.
-   */
-  a->size_rule =
-    a->hdr.version == HEADER_VERSION_1 ? LAYOUT_SIZE_ZONES : LAYOUT_SIZE_MD;
-  for (unsigned i = 0; i < n; ++i)
-    a->data_offsets[i] = a->hdr.data_offset;
-  memcpy (a->data_sizes, a->hdr.member_sizes, sizeof a->data_sizes);
-  free (p);
-  return ok ? 0 : -1;
 }
 
 int

@@ -12,18 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "config.h"
-#include "header.h"
 #include "health.h"
 #include "identity.h"
 #include "ioexec.h"
 #include "json.h"
 #include "log.h"
-#include "md_super.h"
 #include "member.h"
+#include "meta.h"
 #include "replace.h"
 #include "util.h"
 #include "volume.h"
@@ -114,16 +112,6 @@ struct replace {
   const char *phase;
   unsigned phase_seq, released_seq;
 };
-
-static void
-random_uuid (uint8_t u[16])
-{
-  if (getrandom (u, 16, 0) != 16)
-    for (int i = 0; i < 16; ++i)
-      u[i] = (uint8_t) (now_ns () >> (i % 8 * 8)) ^ (uint8_t) rand ();
-  u[6] = (u[6] & 0x0f) | 0x40; /* version 4 */
-  u[8] = (u[8] & 0x3f) | 0x80; /* RFC 4122 variant */
-}
 
 /* Fail the replace (first reason wins).  Called with r->lock held. */
 static void
@@ -469,125 +457,6 @@ throttle (struct replace *r, uint64_t copied)
   }
 }
 
-/* NEW's metadata: the member's header, or its md superblock. */
-static int
-write_new_metadata (struct replace *r, uint8_t member_uuid[16], char *why,
-                    size_t len)
-{
-  struct volume *v = r->v;
-
-  if (v->has_header) {
-    uint64_t events;
-    pthread_mutex_lock (&v->header_lock);
-    events = v->hdr.events;
-    pthread_mutex_unlock (&v->header_lock);
-    random_uuid (member_uuid);
-    return volume_write_header (v, r->index, &r->newm, member_uuid, events, 0,
-                                why, len);
-  }
-  if (v->md_sb) {
-    struct md_super *sb = malloc (sizeof *sb);
-    uint8_t *buf = malloc (MD_SUPER_BYTES);
-    uint64_t at = v->md_sb[r->index].super_offset * 512;
-    int ret = -1;
-
-    if (sb == NULL || buf == NULL) {
-      snprintf (why, len, "out of memory");
-      goto out;
-    }
-    *sb = v->md_sb[r->index];
-    random_uuid (sb->device_uuid);
-    sb->utime = (uint64_t) time (NULL);
-    if (sb->minor == 0) { /* 1.0: near the end, where NEW's end is */
-      if (!md_super_location (0, r->newm.size, &at)) {
-        snprintf (why, len, "too small for an md superblock");
-        goto out;
-      }
-      sb->super_offset = at / 512;
-    }
-    md_super_encode (sb, buf);
-    if (member_pwrite (&r->newm, buf, MD_SUPER_BYTES, at, why, len) == 0
-        && member_sync (&r->newm, why, len) == 0)
-      ret = 0;
-  out:
-    free (sb);
-    free (buf);
-    return ret;
-  }
-  return member_sync (&r->newm, why, len); /* no metadata: data only */
-}
-
-
-/* NEW's metadata written, and then the replace did not switch: NEW must
- * not look like a member (best effort: it may be the device that failed).
- */
-static void
-clear_new_metadata (struct replace *r)
-{
-  static const uint8_t zeros[MD_SUPER_BYTES] __attribute__ ((aligned (4096)));
-  struct volume *v = r->v;
-  uint64_t at = 0;
-  size_t n = HEADER_SIZE;
-  char why[256];
-
-  if (v->md_sb) {
-    at = v->md_sb[r->index].super_offset * 512;
-    if (v->md_sb[r->index].minor == 0
-        && !md_super_location (0, r->newm.size, &at))
-      return;
-    n = MD_SUPER_BYTES;
-  }
-  else if (!v->has_header)
-    return;
-  if (member_pwrite (&r->newm, zeros, n, at, why, sizeof why) == -1
-      || member_sync (&r->newm, why, sizeof why) == -1)
-    stripe_error ("replace: member %u: could not clear the metadata written "
-                  "to %s (%s): it holds a copy of the member that the volume "
-                  "did not switch to",
-                  r->index, r->new_path, why);
-}
-
-/* m (old) is no longer a member: say so on it, so that it is never
- * assembled again -- header flag, md role faulty.  -1 (why) if it could
- * not be written; with metadata "none" there is nothing to write it in.
- */
-static int
-mark_old (struct replace *r, struct member *m, const uint8_t old_uuid[16],
-          uint64_t old_events, char *why, size_t len)
-{
-  struct volume *v = r->v;
-
-  if (v->has_header)
-    return volume_write_header (v, r->index, m, old_uuid, old_events,
-                                HEADER_FLAG_REPLACED, why, len);
-  if (v->md_sb) {
-    struct md_super *sb = malloc (sizeof *sb);
-    uint8_t *buf = malloc (MD_SUPER_BYTES);
-    int ret = -1;
-
-    if (sb && buf) {
-      *sb = v->md_sb[r->index];
-      if (sb->dev_number < sb->max_dev)
-        sb->dev_roles[sb->dev_number] = MD_ROLE_FAULTY;
-      sb->utime = (uint64_t) time (NULL);
-      md_super_encode (sb, buf);
-      if (member_pwrite (m, buf, MD_SUPER_BYTES, sb->super_offset * 512, why,
-                         len)
-            == 0
-          && member_sync (m, why, len) == 0)
-        ret = 0;
-    }
-    else
-      snprintf (why, len, "out of memory");
-    free (sb);
-    free (buf);
-    return ret;
-  }
-  snprintf (why, len, "metadata \"none\": nothing on the member says what "
-            "it is");
-  return -1;
-}
-
 /* Whether the copy is to stop: cancelled (now the state says so) or
  * failed.  Called with r->lock held.
  */
@@ -617,8 +486,8 @@ finish (struct replace *r)
 {
   struct volume *v = r->v;
   struct member *old = &v->members[r->index];
-  uint8_t old_uuid[16], new_uuid[16] = { 0 };
-  uint64_t old_events = 0;
+  uint8_t new_uuid[16] = { 0 };
+  struct meta_slot old_slot;
   bool written = false, marked = false, stop;
   char why[512], reason[512];
 
@@ -656,11 +525,9 @@ finish (struct replace *r)
     pthread_mutex_unlock (&r->lock);
     goto release;
   }
-  pthread_mutex_lock (&v->header_lock);
-  memcpy (old_uuid, v->member_uuid[r->index], 16);
-  old_events = v->member_events[r->index];
-  pthread_mutex_unlock (&v->header_lock);
-  if (write_new_metadata (r, new_uuid, why, sizeof why) == -1) {
+  old_slot = meta_member_slot (&v->meta, r->index);
+  if (meta_write_new (&v->meta, r->index, &r->newm, new_uuid, why, sizeof why)
+      == -1) {
     pthread_mutex_lock (&r->lock);
     fail_locked (r, "writing the new member's metadata (%s): %s",
                  r->new_path, why);
@@ -686,7 +553,8 @@ finish (struct replace *r)
     /* The config still names old: old must say it is no longer the
      * member before any write goes to NEW alone.
      */
-    if (mark_old (r, old, old_uuid, old_events, reason, sizeof reason)
+    if (meta_mark_replaced (&v->meta, r->index, old, &old_slot, reason,
+                            sizeof reason)
         == -1) {
       pthread_mutex_lock (&r->lock);
       fail_locked (r, "%s cannot be rewritten (%s), and the member to "
@@ -718,10 +586,7 @@ finish (struct replace *r)
     *old = r->newm;
     r->newm = tmp;
   }
-  pthread_mutex_lock (&v->header_lock);
-  memcpy (v->member_uuid[r->index], new_uuid, 16);
-  v->member_events[r->index] = v->hdr.events;
-  pthread_mutex_unlock (&v->header_lock);
+  meta_switched (&v->meta, r->index, new_uuid);
   r->hold_ns = volume_resume (v);
   pthread_mutex_unlock (&v->swap_lock);
   health_member_replaced (v->health, r->index, old->path);
@@ -733,14 +598,16 @@ finish (struct replace *r)
    * then.
    */
   volume_bump_generation (v, -1, "a member was replaced");
-  if (!marked && mark_old (r, &r->newm, old_uuid, old_events, why,
-                           sizeof why)
-                   == -1)
+  if (!marked
+      && meta_mark_replaced (&v->meta, r->index, &r->newm, &old_slot, why,
+                             sizeof why)
+           == -1)
     stripe_error ("replace: member %u: could not mark %s replaced (%s)%s",
                   r->index, r->old_path, why,
-                  v->has_header ? "; its generation is behind the volume's, "
-                                  "so it is refused as stale anyway"
-                                : "");
+                  meta_records_dropouts (&v->meta)
+                    ? "; its generation is behind the volume's, so it is "
+                      "refused as stale anyway"
+                    : "");
 
   pthread_mutex_lock (&r->lock);
   r->state = R_DONE;
@@ -755,7 +622,7 @@ finish (struct replace *r)
 
 release:
   if (written)
-    clear_new_metadata (r);
+    meta_clear_new (&v->meta, r->index, &r->newm, r->new_path);
   r->hold_ns = volume_resume (v);
   pthread_mutex_unlock (&v->swap_lock);
 }
@@ -1028,22 +895,11 @@ end:
 static bool
 holds_metadata (struct member *m, char *what, size_t len)
 {
-  static const uint8_t md_magic[4] = { 0xfc, 0x4e, 0x2b, 0xa9 };
-  uint8_t buf[2 * HEADER_SIZE];
+  uint8_t buf[META_AREA];
   char why[128];
   ssize_t n = member_pread (m, buf, sizeof buf, 0, false, why, sizeof why);
 
-  if (n >= 8 && memcmp (buf, HEADER_MAGIC, 8) == 0) {
-    snprintf (what, len, "holds an nbdstripe header");
-    return true;
-  }
-  if ((n >= 4 && memcmp (buf, md_magic, 4) == 0)
-      || (n >= (ssize_t) (HEADER_SIZE + 4)
-          && memcmp (buf + HEADER_SIZE, md_magic, 4) == 0)) {
-    snprintf (what, len, "holds an md superblock");
-    return true;
-  }
-  return false;
+  return n > 0 && meta_recognise (buf, n, what, len) != NULL;
 }
 
 /* Whether the volume's replace, if any, has ended (its state final) --
@@ -1120,15 +976,11 @@ prepare_new (struct volume *v, struct replace *r,
   pthread_mutex_unlock (&v->swap_lock);
   if (alias)
     return -1;
-  if (v->md_sb && v->md_sb[p->index].minor == 0) {
-    /* 1.0 keeps its superblock past the data, near the end. */
-    uint64_t at;
-    if (!md_super_location (0, r->newm.size, &at) || at < need) {
-      snprintf (why, len, "%s: %" PRIu64 " bytes: too small for member %u's "
-                "data (%" PRIu64 " bytes) and its md 1.0 superblock after it",
-                p->new_path, r->newm.size, p->index, need);
-      return -1;
-    }
+  if (meta_fits (&v->meta, p->index, r->newm.size, need, reason,
+                 sizeof reason)
+      == -1) {
+    snprintf (why, len, "%s: %s", p->new_path, reason);
+    return -1;
   }
   if (r->newm.size < need) {
     snprintf (why, len, "%s: %" PRIu64 " bytes: member %u needs %" PRIu64
@@ -1155,9 +1007,9 @@ prepare_new (struct volume *v, struct replace *r,
    * never taken for a member.
    */
   {
-    uint64_t clear = old->data_offset < 2 * HEADER_SIZE ? old->data_offset
-                                                       : 2 * HEADER_SIZE;
-    static const uint8_t zeros[2 * HEADER_SIZE];
+    uint64_t clear = old->data_offset < META_AREA ? old->data_offset
+                                                  : META_AREA;
+    static const uint8_t zeros[META_AREA];
     if (clear > 0
         && (member_pwrite (&r->newm, zeros, clear, 0, reason, sizeof reason)
               == -1
@@ -1216,7 +1068,7 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
               p->index, v->nr_members, v->nr_members - 1);
     goto refuse;
   }
-  if (p->config == NULL && !v->has_header && !v->md_sb) {
+  if (p->config == NULL && !meta_on_members (&v->meta)) {
     snprintf (why, len, "the volume has neither a config file to name the "
               "new member in nor metadata on its members (served ad hoc, "
               "file=...): after a restart it would be served from the old "

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: the members' on-disk metadata behind one interface, as md
+ * has struct super_type: one implementation per format (meta_header.c:
+ * nbdstripe's 4 KiB header; meta_md.c: Linux md v1.x superblocks;
+ * meta_none.c: none, the config says it all).
+ *
+ * A format knows how to read one member's record and what it says in the
+ * terms every format shares (struct meta_member: array UUID, member UUID,
+ * slot, generation, data area), what it checks beyond those, how to
+ * write a record (create, a replace's NEW, a generation bump, a member
+ * taken back, one marked replaced) and whether it records drop-outs.
+ * The generic assembly (assemble.c) and the volume use formats only
+ * through this header: nothing outside plugin/meta/ branches on the
+ * format or calls an encoder.
+ *
+ * At run time a volume holds one struct meta: the format's ops, the
+ * array's identity and generation, each member's UUID and the generation
+ * its record holds, and the format's own records (the agreed header; each
+ * member's md superblock).  Its lock guards that bookkeeping, never I/O:
+ * a member that hangs in a write must not hold up anyone else.
+ */
+#ifndef NBDSTRIPE_META_H
+#define NBDSTRIPE_META_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "layout.h"
+
+struct member;
+struct assembly;
+
+#define META_UUID_SHOWN 37
+/* An md name escaped (\xNN for every byte not printable), or a header's
+ * name (63 characters at most).
+ */
+#define META_NAME_SHOWN (4 * 32 + 1)
+/* What create writes at a member's start: an nbdstripe header at 0, an
+ * md 1.2 superblock at 4 KiB (the other 4 KiB zeroed).
+ */
+#define META_AREA 8192u
+/* What a re-probe reads of a device afresh: its first 4 KiB (the device
+ * must answer; a header is there).
+ */
+#define META_PROBE_BYTES 4096u
+
+/* What one member's record says. */
+struct meta_member {
+  uint8_t array_uuid[16];
+  uint8_t member_uuid[16];
+  char name[META_NAME_SHOWN]; /* the array's, printable */
+  unsigned slot;              /* its position in the array (md: role) */
+  unsigned count;             /* members the array has */
+  uint64_t events;            /* generation (md: event count) */
+  uint64_t data_offset;       /* bytes */
+  uint64_t data_size;         /* bytes */
+  void *rec;                  /* the format's decoded record (heap) */
+};
+
+/* A format's verdict on one member while assembling. */
+enum meta_verdict {
+  META_OK,
+  META_BAD,  /* a problem (logged), the member still counts */
+  META_DROP, /* a problem (logged), the member is left out of what
+              * follows (order, generation) */
+};
+
+/* The words a format's messages use where the generic assembly speaks. */
+struct meta_words {
+  const char *record;   /* "header", "md superblock" */
+  const char *uuid;     /* "member UUID", "device UUID" */
+  const char *other;    /* "array", "md array" (another ...) */
+  const char *array;    /* "volume", "md array" (... of VOLUME 'x') */
+  const char *slot;     /* "index", "role" */
+  const char *is_slot;  /* "is member", "has role" */
+  const char *slot_in;  /* "of", "in md array" */
+  const char *nothing;  /* no member usable: what is missing */
+};
+
+struct meta;
+
+struct meta_ops {
+  const char *name; /* as in the config: "header", "md", "none" */
+  struct meta_words words;
+  /* Whether a member dropping out of a served volume is recorded (a new
+   * generation on the others), so that an older copy of it is refused.
+   * When not, dropouts_why says why, and what takes a member back.
+   */
+  bool records_dropouts;
+  const char *dropouts_why;
+  /* Whether a member's record proves which member a device is (a
+   * re-probe then adopts another file that proves to be it).
+   */
+  bool proves_identity;
+
+  /* ---- assembly (assemble.c); NULL load: nothing on the members ---- */
+
+  /* Read the record of member d (opened raw, read-only): -1 with why. */
+  int (*load) (struct member *d, struct meta_member *mm, char *why,
+               size_t len);
+  void (*uuid_shown) (const uint8_t uuid[16], char out[META_UUID_SHOWN]);
+  /* The array (ref: the record most members agree on) against the
+   * config; logs each problem.
+   */
+  bool (*check_array) (const struct stripe_config *cfg,
+                       const struct meta_member *ref);
+  /* Member i of the array (the config's, size bytes) against ref. */
+  enum meta_verdict (*check_member) (const struct stripe_config *cfg,
+                                     unsigned i, const struct meta_member *ref,
+                                     const struct meta_member *mm,
+                                     uint64_t size);
+  /* Member i is behind the newest generation: say so. */
+  void (*log_stale) (const struct stripe_config *cfg, unsigned i,
+                     const struct meta_member *mm, uint64_t newest);
+  /* Everything checked: fill in a's layout, size rule, data areas.  -1
+   * after logging why it cannot be served.
+   */
+  int (*finish) (const struct stripe_config *cfg, struct assembly *a);
+
+  /* ---- create (nbdstripe create) ---- */
+
+  /* A config this format cannot create (why: a whole line). */
+  int (*create_check) (const struct stripe_config *cfg, char *why,
+                       size_t len);
+  /* The array's records for the layout l (heap, free()d by the caller). */
+  void *(*create_array) (const struct stripe_config *cfg,
+                         const struct layout *l, const uint8_t uuid[16],
+                         uint64_t now);
+  /* Member i's record into area (META_AREA bytes); *blocks: bit k, the
+   * 4 KiB at k * 4096 written; id: the member UUID it holds.
+   */
+  void (*create_member) (void *array, unsigned i, uint64_t member_size,
+                         uint8_t *area, unsigned *blocks, uint8_t id[16]);
+  /* What reading back a member's first META_AREA bytes shows: the member
+   * UUID create_member wrote (false: no record of this format there).
+   */
+  bool (*read_back) (const uint8_t *area, uint8_t id[16]);
+  /* The line create prints: what was created. */
+  int (*describe_created) (const struct stripe_config *cfg,
+                           const struct layout *l, const char *uuid,
+                           const char *size, char *out, size_t len);
+
+  /* ---- run time (struct meta) ---- */
+
+  /* The format's records from a's (state: heap). */
+  int (*init) (struct meta *m, const struct assembly *a);
+  /* Write member i's record to device d: member UUID uuid, generation
+   * events, marked replaced or not; durable on return.  NULL: nothing
+   * to write in.
+   */
+  int (*write) (struct meta *m, unsigned i, struct member *d,
+                const uint8_t uuid[16], uint64_t events, bool replaced,
+                char *why, size_t len);
+  /* Erase a record write() put on d (a NEW not switched to). */
+  int (*clear) (struct meta *m, unsigned i, struct member *d, char *why,
+                size_t len);
+  /* A device opened afresh for member i (path): its record (the first
+   * META_PROBE_BYTES read) says it is member i at *events, or -1 with
+   * why.
+   */
+  int (*check_probed) (struct meta *m, unsigned i, const char *path,
+                       const uint8_t *area, size_t n, uint64_t *events,
+                       char *why, size_t len);
+  /* Whether d (size bytes) can hold member i's record and need bytes of
+   * data (md 1.0 keeps its superblock past the data).
+   */
+  int (*fits) (const struct meta *m, unsigned i, uint64_t size, uint64_t need,
+               char *why, size_t len);
+  /* Bytes on every member where nothing lives (learning zero methods). */
+  bool (*scratch) (const struct meta *m, uint64_t *offset, uint64_t *len);
+};
+
+extern const struct meta_ops meta_header_ops;
+extern const struct meta_ops meta_md_ops;
+extern const struct meta_ops meta_none_ops;
+
+extern const struct meta_ops *meta_ops_for (enum metadata_mode mode);
+
+/* The generation and identity a member's record had (a replace keeps
+ * old's to mark it).
+ */
+struct meta_slot {
+  uint8_t uuid[16];
+  uint64_t events;
+};
+
+struct meta {
+  const struct meta_ops *ops;
+  bool writable; /* the volume is served writable */
+  pthread_mutex_t lock;
+  unsigned nr;
+  uint64_t events; /* the volume's generation */
+  uint8_t uuid[16];
+  char name[META_NAME_SHOWN];
+  struct meta_slot members[LAYOUT_MAX_MEMBERS];
+  void *state; /* the format's */
+};
+
+/* From an assembly (NULL: an ad hoc volume, no metadata). */
+extern int meta_init (struct meta *m, const struct assembly *a, unsigned nr,
+                      bool writable);
+extern void meta_free (struct meta *m);
+
+static inline const char *
+meta_format (const struct meta *m)
+{
+  return m->ops->name;
+}
+
+/* Whether anything on the members says which device is a member (else
+ * only the config does).
+ */
+static inline bool
+meta_on_members (const struct meta *m)
+{
+  return m->ops->write != NULL;
+}
+
+/* The array UUID in the format's spelling ("" without metadata). */
+extern const char *meta_uuid_shown (const struct meta *m,
+                                    char out[META_UUID_SHOWN]);
+extern uint64_t meta_generation (struct meta *m);
+extern struct meta_slot meta_member_slot (struct meta *m, unsigned i);
+
+/* Whether the volume records drop-outs now (the format does, and the
+ * volume is writable).
+ */
+static inline bool
+meta_records_dropouts (const struct meta *m)
+{
+  return m->ops->records_dropouts && m->writable;
+}
+
+/* A new generation (the old one in *old); the members get it through
+ * meta_write_generation.
+ */
+extern uint64_t meta_next_generation (struct meta *m, uint64_t *old);
+/* Member i's record, on d, at generation events (its UUID as it is). */
+extern int meta_write_generation (struct meta *m, unsigned i,
+                                  struct member *d, uint64_t events,
+                                  char *why, size_t len);
+
+/* A replace's NEW: its record as member i at the volume's generation,
+ * under a new member UUID (in *uuid).  With no metadata: only synced.
+ */
+extern int meta_write_new (struct meta *m, unsigned i, struct member *d,
+                           uint8_t uuid[16], char *why, size_t len);
+/* Undo meta_write_new (best effort; logged). */
+extern void meta_clear_new (struct meta *m, unsigned i, struct member *d,
+                            const char *path);
+/* d, once member i with identity old, is not any more: say so on it.
+ * -1 (why) when it cannot be written or the format has nowhere to.
+ */
+extern int meta_mark_replaced (struct meta *m, unsigned i, struct member *d,
+                               const struct meta_slot *old, char *why,
+                               size_t len);
+/* Member i is now the device whose record meta_write_new wrote. */
+extern void meta_switched (struct meta *m, unsigned i, const uint8_t uuid[16]);
+
+/* A re-probe of member i: the record read from the fresh device (its
+ * first META_PROBE_BYTES) must say it is member i at the generation
+ * member i had; *events: what it holds.  Formats that prove nothing
+ * (md, none) accept anything at the volume's generation.
+ */
+extern int meta_check_probed (struct meta *m, unsigned i, const char *path,
+                              const uint8_t *area, size_t n, uint64_t *events,
+                              char *why, size_t len);
+/* Member i's record holds events now (taken back). */
+extern void meta_member_at (struct meta *m, unsigned i, uint64_t events);
+
+static inline int
+meta_fits (const struct meta *m, unsigned i, uint64_t size, uint64_t need,
+           char *why, size_t len)
+{
+  return m->ops->fits ? m->ops->fits (m, i, size, need, why, len) : 0;
+}
+
+static inline bool
+meta_scratch (const struct meta *m, uint64_t *offset, uint64_t *len)
+{
+  return m->ops->scratch && m->ops->scratch (m, offset, len);
+}
+
+/* What metadata the first bytes of a device hold, of any format (an
+ * nbdstripe header at 0, an md superblock at 0 or 4 KiB), in words
+ * ("holds an nbdstripe header"); NULL when none.  n: bytes in buf.
+ */
+extern const char *meta_recognise (const uint8_t *buf, size_t n, char *what,
+                                   size_t len);
+/* An md 1.0 superblock (near the end of a device) in the 4 KiB of buf. */
+extern bool meta_md_tail (const uint8_t *buf, size_t n);
+/* Where an md 1.0 superblock of a device of size bytes is. */
+extern bool meta_md_tail_location (uint64_t size, uint64_t *at);
+
+/* The nbdstripe header of one member (a path or an NBD URI), read-only,
+ * for nbdstripe inspect: -1 with err, *blank when there is no header at
+ * all (no magic).
+ */
+struct header;
+extern int meta_header_read (const char *path, struct header *h, bool *blank,
+                             char *err, size_t len);
+
+/* A random (version 4) UUID. */
+extern void meta_random_uuid (uint8_t uuid[16]);
+
+/* How create describes a member that holds an nbdstripe header ("is
+ * already member 1 of nbdstripe volume 'x' (UUID)"); NULL when none.
+ */
+extern const char *meta_describe_header (const uint8_t *buf, size_t n,
+                                         char *what, size_t len);
+
+#endif /* NBDSTRIPE_META_H */

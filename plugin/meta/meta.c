@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: what every metadata format shares at run time.  See
+ * include/meta.h.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "assemble.h"
+#include "header.h"
+#include "log.h"
+#include "md_super.h"
+#include "member.h"
+#include "meta.h"
+#include "util.h"
+
+const struct meta_ops *
+meta_ops_for (enum metadata_mode mode)
+{
+  switch (mode) {
+  case METADATA_HEADER: return &meta_header_ops;
+  case METADATA_MD: return &meta_md_ops;
+  case METADATA_NONE: break;
+  }
+  return &meta_none_ops;
+}
+
+int
+meta_init (struct meta *m, const struct assembly *a, unsigned nr,
+           bool writable)
+{
+  memset (m, 0, sizeof *m);
+  pthread_mutex_init (&m->lock, NULL);
+  m->ops = a ? a->meta : &meta_none_ops;
+  m->writable = writable;
+  m->nr = nr;
+  if (a == NULL || a->members == NULL)
+    return 0;
+  m->events = a->events;
+  memcpy (m->uuid, a->members[a->ref].array_uuid, 16);
+  memcpy (m->name, a->members[a->ref].name, sizeof m->name);
+  for (unsigned i = 0; i < nr; ++i) {
+    memcpy (m->members[i].uuid, a->members[i].member_uuid, 16);
+    m->members[i].events = a->events;
+  }
+  return m->ops->init ? m->ops->init (m, a) : 0;
+}
+
+void
+meta_free (struct meta *m)
+{
+  free (m->state);
+  m->state = NULL;
+  pthread_mutex_destroy (&m->lock);
+}
+
+const char *
+meta_uuid_shown (const struct meta *m, char out[META_UUID_SHOWN])
+{
+  out[0] = '\0';
+  if (m->ops->uuid_shown)
+    m->ops->uuid_shown (m->uuid, out);
+  return out;
+}
+
+uint64_t
+meta_generation (struct meta *m)
+{
+  uint64_t e;
+
+  pthread_mutex_lock (&m->lock);
+  e = m->events;
+  pthread_mutex_unlock (&m->lock);
+  return e;
+}
+
+struct meta_slot
+meta_member_slot (struct meta *m, unsigned i)
+{
+  struct meta_slot s;
+
+  pthread_mutex_lock (&m->lock);
+  s = m->members[i];
+  pthread_mutex_unlock (&m->lock);
+  return s;
+}
+
+uint64_t
+meta_next_generation (struct meta *m, uint64_t *old)
+{
+  uint64_t e;
+
+  pthread_mutex_lock (&m->lock);
+  *old = m->events;
+  e = ++m->events;
+  pthread_mutex_unlock (&m->lock);
+  return e;
+}
+
+void
+meta_member_at (struct meta *m, unsigned i, uint64_t events)
+{
+  pthread_mutex_lock (&m->lock);
+  m->members[i].events = events;
+  pthread_mutex_unlock (&m->lock);
+}
+
+int
+meta_write_generation (struct meta *m, unsigned i, struct member *d,
+                       uint64_t events, char *why, size_t len)
+{
+  struct meta_slot s = meta_member_slot (m, i);
+
+  if (m->ops->write == NULL)
+    return 0;
+  if (m->ops->write (m, i, d, s.uuid, events, false, why, len) == -1)
+    return -1;
+  meta_member_at (m, i, events);
+  return 0;
+}
+
+void
+meta_random_uuid (uint8_t u[16])
+{
+  if (getrandom (u, 16, 0) != 16)
+    for (int i = 0; i < 16; ++i)
+      u[i] = (uint8_t) (now_ns () >> (i % 8 * 8)) ^ (uint8_t) rand ();
+  u[6] = (u[6] & 0x0f) | 0x40; /* version 4 */
+  u[8] = (u[8] & 0x3f) | 0x80; /* RFC 4122 variant */
+}
+
+int
+meta_write_new (struct meta *m, unsigned i, struct member *d, uint8_t uuid[16],
+                char *why, size_t len)
+{
+  meta_random_uuid (uuid);
+  if (m->ops->write == NULL)
+    return member_sync (d, why, len); /* no metadata: data only */
+  return m->ops->write (m, i, d, uuid, meta_generation (m), false, why, len);
+}
+
+void
+meta_clear_new (struct meta *m, unsigned i, struct member *d, const char *path)
+{
+  char why[256];
+
+  if (m->ops->clear && m->ops->clear (m, i, d, why, sizeof why) == -1)
+    stripe_error ("replace: member %u: could not clear the metadata written "
+                  "to %s (%s): it holds a copy of the member that the volume "
+                  "did not switch to",
+                  i, path, why);
+}
+
+int
+meta_mark_replaced (struct meta *m, unsigned i, struct member *d,
+                    const struct meta_slot *old, char *why, size_t len)
+{
+  if (m->ops->write == NULL) {
+    snprintf (why, len, "metadata \"%s\": nothing on the member says what "
+              "it is", m->ops->name);
+    return -1;
+  }
+  return m->ops->write (m, i, d, old->uuid, old->events, true, why, len);
+}
+
+void
+meta_switched (struct meta *m, unsigned i, const uint8_t uuid[16])
+{
+  pthread_mutex_lock (&m->lock);
+  memcpy (m->members[i].uuid, uuid, 16);
+  m->members[i].events = m->events;
+  pthread_mutex_unlock (&m->lock);
+}
+
+int
+meta_check_probed (struct meta *m, unsigned i, const char *path,
+                   const uint8_t *area, size_t n, uint64_t *events, char *why,
+                   size_t len)
+{
+  if (m->ops->check_probed)
+    return m->ops->check_probed (m, i, path, area, n, events, why, len);
+  *events = meta_generation (m);
+  return 0;
+}
+
+static const uint8_t md_magic[4] = { 0xfc, 0x4e, 0x2b, 0xa9 };
+
+const char *
+meta_recognise (const uint8_t *buf, size_t n, char *what, size_t len)
+{
+  if (n >= 8 && memcmp (buf, HEADER_MAGIC, 8) == 0) {
+    snprintf (what, len, "holds an nbdstripe header");
+    return what;
+  }
+  if ((n >= 4 && memcmp (buf, md_magic, 4) == 0)
+      || (n >= HEADER_SIZE + 4 && memcmp (buf + HEADER_SIZE, md_magic, 4) == 0)) {
+    snprintf (what, len, "holds an md superblock");
+    return what;
+  }
+  return NULL;
+}
+
+const char *
+meta_describe_header (const uint8_t *buf, size_t n, char *what, size_t len)
+{
+  struct header sb;
+  char uuid[37];
+
+  if (n < 8 || memcmp (buf, HEADER_MAGIC, 8) != 0)
+    return NULL;
+  if (header_decode (buf, n, &sb, NULL) != HEADER_OK) {
+    snprintf (what, len, "holds an nbdstripe header (damaged)");
+    return what;
+  }
+  uuid_format (sb.array_uuid, uuid);
+  snprintf (what, len,
+            "is already member %" PRIu32 " of nbdstripe volume '%s' (%s)",
+            sb.member_index, sb.name, uuid);
+  return what;
+}
+
+bool
+meta_md_tail (const uint8_t *buf, size_t n)
+{
+  return n >= MD_SUPER_BYTES && memcmp (buf, md_magic, 4) == 0;
+}
+
+bool
+meta_md_tail_location (uint64_t size, uint64_t *at)
+{
+  return md_super_location (0, size, at);
+}

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: the nbdstripe header as a metadata format (include/meta.h).
+ *
+ * One 4 KiB header at byte 0 of every member (header.c encodes and
+ * decodes it): the whole layout, the member's index and UUID, and a
+ * generation that is bumped on every member still in the volume when one
+ * drops out, and each time the volume is served writable, so that an
+ * older copy of a member is refused.  A member replaced carries
+ * HEADER_FLAG_REPLACED and is never assembled again.
+ */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assemble.h"
+#include "header.h"
+#include "log.h"
+#include "member.h"
+#include "meta.h"
+
+static const struct header *
+rec (const struct meta_member *mm)
+{
+  return mm->rec;
+}
+
+static int
+header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
+{
+  uint8_t buf[HEADER_SIZE];
+  const char *field = NULL;
+  struct header *hdr;
+  enum header_error e;
+  ssize_t n;
+
+  n = member_pread (d, buf, sizeof buf, 0, false, why, len);
+  if (n == -1)
+    return -1;
+  hdr = malloc (sizeof *hdr);
+  if (hdr == NULL) {
+    snprintf (why, len, "out of memory");
+    return -1;
+  }
+  e = header_decode (buf, n, hdr, &field);
+  switch (e) {
+  case HEADER_OK: break;
+  case HEADER_ERR_TRUNCATED:
+    snprintf (why, len, "only %zd bytes: too small to hold a header "
+              "(truncated?)", n);
+    goto err;
+  case HEADER_ERR_MAGIC:
+    snprintf (why, len, "%s: a blank member, or not created with "
+              "'nbdstripe create'", header_strerror (e));
+    goto err;
+  case HEADER_ERR_FIELD:
+    snprintf (why, len, "%s: field %s", header_strerror (e),
+              field ? field : "?");
+    goto err;
+  default:
+    snprintf (why, len, "%s", header_strerror (e));
+    goto err;
+  }
+  memcpy (mm->array_uuid, hdr->array_uuid, 16);
+  memcpy (mm->member_uuid, hdr->member_uuid, 16);
+  snprintf (mm->name, sizeof mm->name, "%s", hdr->name);
+  mm->slot = hdr->member_index;
+  mm->count = hdr->member_count;
+  mm->events = hdr->events;
+  mm->data_offset = hdr->data_offset;
+  mm->data_size = hdr->member_index < LAYOUT_MAX_MEMBERS
+                    ? hdr->member_sizes[hdr->member_index]
+                    : 0;
+  mm->rec = hdr;
+  return 0;
+
+err:
+  free (hdr);
+  return -1;
+}
+
+int
+meta_header_read (const char *path, struct header *h, bool *blank, char *err,
+                  size_t len)
+{
+  uint8_t buf[HEADER_SIZE];
+  const char *field = NULL;
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  struct member d;
+  enum header_error e;
+  ssize_t n = -1;
+
+  *blank = false;
+  if (member_open (&d, 0, path, &params, err, len) == 0) {
+    n = member_pread (&d, buf, sizeof buf, 0, false, err, len);
+    member_close (&d);
+  }
+  if (n == -1)
+    return -1;
+  e = header_decode (buf, n, h, &field);
+  if (e != HEADER_OK) {
+    *blank = e == HEADER_ERR_MAGIC;
+    snprintf (err, len, "%s%s%s", header_strerror (e), field ? ": field " : "",
+              field ? field : "");
+    return -1;
+  }
+  return 0;
+}
+
+static bool
+header_check_array (const struct stripe_config *cfg,
+                    const struct meta_member *ref)
+{
+  const struct header *h = rec (ref);
+  bool ok = true;
+  char uuid[37];
+
+  uuid_format (h->array_uuid, uuid);
+  if (h->member_count != cfg->nr_members) {
+    stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
+                  " members, the config lists %u",
+                  cfg->path, h->name, uuid, h->member_count, cfg->nr_members);
+    ok = false;
+  }
+  if (strcmp (h->name, cfg->name) != 0) {
+    stripe_error ("%s: the members belong to volume '%s', the config "
+                  "is for '%s'",
+                  cfg->path, h->name, cfg->name);
+    ok = false;
+  }
+  /* The headers say where data starts; a config that says otherwise is
+   * wrong (given explicitly; the default is only create's choice).
+   */
+  if (cfg->data_offset_given && h->data_offset != cfg->data_offset) {
+    stripe_error ("%s: data_offset: the config says %" PRIu64 ", the "
+                  "headers say %" PRIu64,
+                  cfg->path, cfg->data_offset, h->data_offset);
+    ok = false;
+  }
+  if (h->chunk != cfg->chunk) {
+    stripe_error ("%s: chunk: the config says %" PRIu64 ", the headers "
+                  "say %" PRIu64,
+                  cfg->path, cfg->chunk, h->chunk);
+    ok = false;
+  }
+  if (cfg->layout_given && h->layout != cfg->layout) {
+    stripe_error ("%s: layout: the config says \"%s\", the headers say "
+                  "\"%s\"",
+                  cfg->path, layout_name (cfg->layout),
+                  layout_name (h->layout));
+    ok = false;
+  }
+  if (cfg->uuid_given && memcmp (cfg->uuid, h->array_uuid, 16) != 0) {
+    char want[37];
+    uuid_format (cfg->uuid, want);
+    stripe_error ("%s: uuid: the config says %s, the members belong to "
+                  "volume '%s' (%s): not the array this config describes",
+                  cfg->path, want, h->name, uuid);
+    ok = false;
+  }
+  return ok;
+}
+
+static enum meta_verdict
+header_check_member (const struct stripe_config *cfg, unsigned i,
+                     const struct meta_member *ref,
+                     const struct meta_member *mm, uint64_t size)
+{
+  const struct header *a = rec (ref), *hdr = rec (mm);
+  enum meta_verdict v = META_OK;
+
+  if (hdr->chunk != a->chunk || hdr->layout != a->layout
+      || hdr->data_offset != a->data_offset
+      || hdr->member_count != a->member_count
+      || memcmp (hdr->member_sizes, a->member_sizes, sizeof hdr->member_sizes)
+           != 0) {
+    stripe_error ("member %u (%s): header disagrees with the other "
+                  "members (chunk, layout, data offset or sizes)",
+                  i, cfg->members[i]);
+    v = META_BAD;
+  }
+  if (hdr->flags & HEADER_FLAG_REPLACED) {
+    stripe_error ("member %u (%s): was replaced by another device "
+                  "(nbdstripe replace) and is no longer a member of '%s': "
+                  "name the device that replaced it in the config",
+                  i, cfg->members[i], a->name);
+    return META_DROP;
+  }
+  if (hdr->member_index == i && size < hdr->data_offset + mm->data_size) {
+    stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than its "
+                  "header says (%" PRIu64 " data bytes from offset %" PRIu64
+                  "): truncated or replaced?",
+                  i, cfg->members[i], size, mm->data_size, hdr->data_offset);
+    v = META_BAD;
+  }
+  return v;
+}
+
+static void
+header_log_stale (const struct stripe_config *cfg, unsigned i,
+                  const struct meta_member *mm, uint64_t newest)
+{
+  stripe_error ("member %u (%s): stale: its header is at generation "
+                "%" PRIu64 ", the volume is at %" PRIu64 ": it dropped "
+                "out while the volume was served, or it is an older "
+                "copy of the member (if it is the member itself and "
+                "nothing wrote to it since, 'nbdstripe accept %s %u' "
+                "takes it back)",
+                i, cfg->members[i], mm->events, newest, cfg->path, i);
+}
+
+static int
+header_finish (const struct stripe_config *cfg, struct assembly *a)
+{
+  const struct header *h = rec (&a->members[a->ref]);
+
+  a->layout = h->layout;
+  /* Version 1 sized its volumes as all their zones (md's rule differs for
+   * a chunk that is not a power of two): they keep their size.
+   */
+  a->size_rule =
+    h->version == HEADER_VERSION_1 ? LAYOUT_SIZE_ZONES : LAYOUT_SIZE_MD;
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    a->data_offsets[i] = h->data_offset;
+    a->data_sizes[i] = h->member_sizes[i];
+  }
+  return 0;
+}
+
+static int
+header_create_check (const struct stripe_config *cfg, char *why, size_t len)
+{
+  (void) cfg;
+  (void) why;
+  (void) len;
+  return 0;
+}
+
+static void *
+header_create_array (const struct stripe_config *cfg, const struct layout *l,
+                     const uint8_t uuid[16], uint64_t now)
+{
+  struct header *sb = calloc (1, sizeof *sb);
+
+  if (sb == NULL)
+    return NULL;
+  sb->version = HEADER_VERSION;
+  memcpy (sb->array_uuid, uuid, 16);
+  snprintf (sb->name, sizeof sb->name, "%s", cfg->name);
+  sb->ctime = now;
+  sb->member_count = l->nr_members;
+  sb->chunk = cfg->chunk;
+  sb->layout = cfg->layout;
+  sb->data_offset = cfg->data_offset;
+  sb->events = 1;
+  memcpy (sb->member_sizes, l->member_size,
+          l->nr_members * sizeof sb->member_sizes[0]);
+  return sb;
+}
+
+static void
+header_create_member (void *array, unsigned i, uint64_t member_size,
+                      uint8_t *area, unsigned *blocks, uint8_t id[16])
+{
+  struct header *hdr = array;
+
+  (void) member_size;
+  hdr->member_index = i;
+  meta_random_uuid (hdr->member_uuid);
+  header_encode (hdr, area);
+  *blocks |= 1;
+  memcpy (id, hdr->member_uuid, 16);
+}
+
+static bool
+header_read_back (const uint8_t *area, uint8_t id[16])
+{
+  struct header back;
+
+  if (header_decode (area, HEADER_SIZE, &back, NULL) != HEADER_OK)
+    return false;
+  memcpy (id, back.member_uuid, 16);
+  return true;
+}
+
+static int
+header_describe_created (const struct stripe_config *cfg,
+                         const struct layout *l, const char *uuid,
+                         const char *size, char *out, size_t len)
+{
+  return snprintf (out, len,
+                   "created volume '%s' (%s): %u members, chunk %" PRIu64
+                   ", data offset %" PRIu64 ", %s (%" PRIu64 " bytes)",
+                   cfg->name, uuid, l->nr_members, cfg->chunk,
+                   cfg->data_offset, size, l->size);
+}
+
+/* The agreed header, as a template for every member's: its own index,
+ * UUID, generation and flags go in at write time.
+ */
+static int
+header_init (struct meta *m, const struct assembly *a)
+{
+  struct header *t = malloc (sizeof *t);
+
+  if (t == NULL)
+    return -1;
+  *t = *rec (&a->members[a->ref]);
+  m->state = t;
+  return 0;
+}
+
+static int
+header_write (struct meta *m, unsigned i, struct member *d,
+              const uint8_t uuid[16], uint64_t events, bool replaced,
+              char *why, size_t len)
+{
+  struct header hdr = *(const struct header *) m->state;
+  uint8_t buf[HEADER_SIZE];
+
+  hdr.version = HEADER_VERSION;
+  hdr.member_index = i;
+  memcpy (hdr.member_uuid, uuid, 16);
+  hdr.events = events;
+  hdr.flags = replaced ? HEADER_FLAG_REPLACED : 0;
+  header_encode (&hdr, buf);
+  if (member_pwrite (d, buf, HEADER_SIZE, 0, why, len) == -1
+      || member_sync (d, why, len) == -1)
+    return -1;
+  return 0;
+}
+
+static int
+header_clear (struct meta *m, unsigned i, struct member *d, char *why,
+              size_t len)
+{
+  static const uint8_t zeros[HEADER_SIZE] __attribute__ ((aligned (4096)));
+
+  (void) m;
+  (void) i;
+  if (member_pwrite (d, zeros, HEADER_SIZE, 0, why, len) == -1
+      || member_sync (d, why, len) == -1)
+    return -1;
+  return 0;
+}
+
+static int
+header_check_probed (struct meta *m, unsigned i, const char *path,
+                     const uint8_t *area, size_t n, uint64_t *events,
+                     char *why, size_t len)
+{
+  struct header hdr;
+  const char *field = NULL;
+  enum header_error e;
+  struct meta_slot want;
+  char uuid[37];
+
+  e = header_decode (area, n, &hdr, &field);
+  if (e != HEADER_OK) {
+    snprintf (why, len, "%s: header: %s%s%s", path, header_strerror (e),
+              field ? ": field " : "", field ? field : "");
+    return -1;
+  }
+  uuid_format (hdr.array_uuid, uuid);
+  if (hdr.flags & HEADER_FLAG_REPLACED) {
+    snprintf (why, len, "%s holds a member that was replaced (nbdstripe "
+              "replace): no longer part of the volume",
+              path);
+    return -1;
+  }
+  if (memcmp (hdr.array_uuid, m->uuid, 16) != 0 || hdr.member_index != i) {
+    snprintf (why, len,
+              "%s now holds member %u of volume '%s' (%s), not this one",
+              path, hdr.member_index, hdr.name, uuid);
+    return -1;
+  }
+  want = meta_member_slot (m, i);
+  if (memcmp (hdr.member_uuid, want.uuid, 16) != 0) {
+    snprintf (why, len,
+              "%s holds member %u of this volume with another member UUID "
+              "(a member written by another 'nbdstripe create'?)",
+              path, i);
+    return -1;
+  }
+  if (hdr.events < want.events) {
+    snprintf (why, len,
+              "%s holds a stale copy of member %u: older generation "
+              "%" PRIu64 " < %" PRIu64,
+              path, i, hdr.events, want.events);
+    return -1;
+  }
+  if (hdr.events > want.events) {
+    snprintf (why, len,
+              "%s holds member %u at generation %" PRIu64 ", newer than "
+              "this volume's %" PRIu64 " (written by another server?)",
+              path, i, hdr.events, want.events);
+    return -1;
+  }
+  *events = hdr.events;
+  return 0;
+}
+
+/* The gap between the header and the data holds nothing. */
+static bool
+header_scratch (const struct meta *m, uint64_t *offset, uint64_t *len)
+{
+  const struct header *h = m->state;
+
+  if (h == NULL || h->data_offset < 2 * HEADER_SIZE)
+    return false;
+  *offset = HEADER_SIZE;
+  *len = HEADER_SIZE;
+  return true;
+}
+
+const struct meta_ops meta_header_ops = {
+  .name              = "header",
+  .words             = {
+    .record  = "header",
+    .uuid    = "member UUID",
+    .other   = "array",
+    .array   = "volume",
+    .slot    = "index",
+    .is_slot = "is member",
+    .slot_in = "of",
+    .nothing = "a valid header",
+  },
+  .records_dropouts  = true,
+  .proves_identity   = true,
+  .load              = header_load,
+  .uuid_shown        = uuid_format,
+  .check_array       = header_check_array,
+  .check_member      = header_check_member,
+  .log_stale         = header_log_stale,
+  .finish            = header_finish,
+  .create_check      = header_create_check,
+  .create_array      = header_create_array,
+  .create_member     = header_create_member,
+  .read_back         = header_read_back,
+  .describe_created  = header_describe_created,
+  .init              = header_init,
+  .write             = header_write,
+  .clear             = header_clear,
+  .check_probed      = header_check_probed,
+  .scratch           = header_scratch,
+};
