@@ -27,6 +27,7 @@
 #include "log.h"
 #include "member.h"
 #include "nbdstripe.h"
+#include "mover.h"
 #include "replace.h"
 #include "volume.h"
 
@@ -243,13 +244,13 @@ offline (struct outcome *o, struct stripe_config *cfg,
     goto out;
   }
   for (;;) {
-    struct json_object *r = replace_status (v);
+    struct json_object *r = mover_status (v);
     bool end = show (r, tty, o->json, &last);
     if (end) {
-      replace_wait (v);
+      mover_wait (v);
       json_object_put (r);
       /* The copier has ended: its last word. */
-      r = replace_status (v);
+      r = mover_status (v);
       status = conclude (o, r, cfg->path, p->index, p->new_path);
       json_object_put (r);
       break;

@@ -7,10 +7,10 @@
  * is a pipeline: window k is written to NEW while window k + 1 is read
  * from old, each window as a few requests at once, so that it runs at
  * the pace of the slower device (not of both, one after the other).
- * What clients do meanwhile (replace_run_ops, on the volume's I/O path):
+ * What clients do meanwhile (the job's hook on the volume's I/O path):
  *
  * - Every request is counted in the volume's gate (volume.h) before it
- *   reads v->rep: the copier waits for the requests that started before
+ *   reads v->mover: the copier waits for the requests that started before
  *   the replace was published (they go to old alone) before it reads
  *   anything.
  * - Reads come from old.  A read from old that fails is retried on NEW
@@ -85,65 +85,11 @@ struct replace_params {
 extern int replace_start (struct volume *v, const struct replace_params *p,
                           char *why, size_t len);
 
-/* Ask the running replace to stop (it stops at the end of its window:
- * NEW is left without metadata, the volume goes on with old).
+/* What runs the copy, and what the control socket asks of it (cancel,
+ * wait, status, the test gate's step), is the mover's (mover.h): a
+ * replace's status is under "replace", with member, old, new and, with a
+ * config, config, config_updated and config_note beside the mover's
+ * fields.
  */
-extern int replace_cancel (struct volume *v, char *why, size_t len);
-
-/* Wait for the copier to end (the command's --offline).  0 when the
- * member was replaced, -1 otherwise (reason logged).
- */
-extern int replace_wait (struct volume *v);
-
-/* The current (or last) replace as JSON, or NULL when there never was
- * one: state ("copying", "switching", "done", "failed", "cancelled"),
- * member, old, new, bytes_copied, bytes_total, rate (B/s), eta_seconds,
- * error, unreadable (the logical ranges), config_updated.
- */
-extern struct json_object *replace_status (struct volume *v);
-
-/* For volume.c: run a request's member operations while replace r runs
- * (see above; r is v->rep as the request read it once counted in the
- * volume's gate).  plain runs them as without a replace.
- */
-typedef int (*replace_plain_fn) (struct volume *v, struct member_op *ops,
-                                 unsigned nr);
-extern int replace_run_ops (struct volume *v, struct replace *r,
-                            struct member_op *ops, unsigned nr,
-                            replace_plain_fn plain);
-
-/* Test hooks, set from the plugin's -D flags: hold each window this many
- * ms; kill the process (SIGKILL) at step 1 (NEW's metadata written) or 2
- * (the config rewritten) of the end; hold the copier at each phase
- * boundary (gate) until replace_debug_release.  The phases, in order:
- *   published  the replace is visible to requests from now on
- *   drained    the requests that started before it have ended
- *   locked     a window taken (the first; later ones as the pipeline
- *              reads ahead, or one at a time with a rate)
- *   advanced   a window written to NEW, the watermark past it
- *   copied     the copy done and NEW flushed; clients still write both
- *   quiesced   clients held, nothing in flight
- *   metadata   NEW's metadata written
- *   config     the config rewritten (or old marked replaced)
- *   switched   NEW is the member, clients go on
- */
-extern int replace_debug_hold_ms;
-extern int replace_debug_crash;
-extern int replace_debug_gate;
-
-/* Let the copier held at a phase go on (at: the phase it must be held
- * at, or NULL for any).  -1 with why when it is not held (there).
- */
-extern int replace_debug_release (struct volume *v, const char *at,
-                                  char *why, size_t len);
-
-/* Stop a copier still running (cancelled, or if switching let finish)
- * and wait for it; what replace_status shows stays, for the server's
- * last status file.
- */
-extern void replace_stop (struct volume *v);
-
-/* For volume_close: replace_stop, then free what is left. */
-extern void replace_free (struct volume *v);
 
 #endif /* NBDSTRIPE_REPLACE_H */

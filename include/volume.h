@@ -52,10 +52,31 @@
 #include "meta.h"
 
 struct assembly;
-struct replace;
+struct member_op;
+struct json_object;
+struct volume;
+
+/* Runs a request's member operations (the volume's own path). */
+typedef int (*volume_run_fn) (struct volume *v, struct member_op *ops,
+                              unsigned nr);
+
+/* A job moving data while the volume is served (mover.h), as the volume
+ * sees it: a hook on every request while it is published, and what the
+ * volume needs to report it and to shut it down.
+ */
+struct volume_mover {
+  int (*run_ops) (struct volume_mover *vm, struct volume *v,
+                  struct member_op *ops, unsigned nr, volume_run_fn plain);
+  bool (*ended) (struct volume_mover *vm); /* its state is final */
+  void (*status) (struct volume_mover *vm, struct json_object *root);
+  void (*stop) (struct volume_mover *vm);  /* ask it to stop, wait */
+  void (*free) (struct volume_mover *vm);
+  struct volume_mover *next;               /* the volume's jobs so far */
+  char what[64];                           /* "a replace of member 1" */
+};
 
 /* Every request is counted from its start, before it looks at a member or
- * at v->rep, to its end (volume_drain, volume_quiesce).  Two counters and
+ * at v->mover, to its end (volume_drain, volume_quiesce).  Two counters and
  * an epoch: a request counts itself in the epoch's counter and checks the
  * epoch again (it changed meanwhile: it counts itself again, in the new
  * one).  A drain flips the epoch and waits for the old counter to reach
@@ -114,16 +135,16 @@ struct volume {
   struct health *health;
   /* The members' metadata: format, identity, generation (meta.h). */
   struct meta meta;
-  /* A member being replaced (replace.h), read on every request; the
-   * replaces so far (kept until close: requests may still hold one).
+  /* The job moving data now (mover.h), read on every request; the jobs
+   * so far (kept until close: requests may still hold one).
    */
-  struct replace *_Atomic rep;
-  struct replace *replaces;
-  pthread_mutex_t replace_lock;
-  /* Set (under replace_lock) while a replace is being started: NEW
+  struct volume_mover *_Atomic mover;
+  struct volume_mover *movers;
+  pthread_mutex_t mover_lock;
+  /* Set (under mover_lock) while a job is being started: its devices
    * opened, checked and claimed without the lock held.
    */
-  bool rep_starting;
+  bool mover_starting;
   /* Held while a member's state changes under it: a re-probe adopting
    * it, a replace switching to the new device, a generation bump writing
    * records.  Never taken on the I/O path.
@@ -152,6 +173,40 @@ extern uint64_t volume_resume (struct volume *v);
  */
 extern void volume_bump_generation (struct volume *v, int skip,
                                     const char *why);
+
+/* The job slot (mover.h).  reserve: -1 with why when the volume is
+ * read-only, or a job runs or is being started (one that has ended is
+ * waited for, 10 s at most, to let go).  publish: requests from now on
+ * see vm.  withdraw: no request sees it any more, and those that did have
+ * ended.
+ */
+extern int volume_mover_reserve (struct volume *v, char *why, size_t len);
+extern void volume_mover_unreserve (struct volume *v);
+extern void volume_mover_publish (struct volume *v, struct volume_mover *vm);
+extern void volume_mover_withdraw (struct volume *v);
+/* The current or last job (NULL: never one). */
+extern struct volume_mover *volume_mover_last (struct volume *v);
+/* Stop every job and wait for it (shutting down). */
+extern void volume_mover_stop (struct volume *v);
+
+/* A member changes under the volume: swap_lock taken (a re-probe in
+ * progress is waited for first), then the volume quiesced.  end lets
+ * requests in again and returns how long they were held (ns).
+ */
+extern void volume_switch_begin (struct volume *v);
+extern uint64_t volume_switch_end (struct volume *v);
+/* Between the two: member i becomes *m (its data offset and need those
+ * of the member it replaces); *m gets the old one.
+ */
+extern void volume_switch_member (struct volume *v, unsigned i,
+                                  struct member *m);
+/* Whether m is (or overlaps) a member of the volume: the first such in
+ * *j, how in how.  Member identities are read under swap_lock.
+ */
+extern bool volume_alias_of (struct volume *v, const struct member *m,
+                             unsigned *j, char *how, size_t len);
+/* Client requests held at the entry now (a switch). */
+extern unsigned volume_clients_held (struct volume *v);
 
 extern int volume_open (struct volume *v, unsigned nr_members,
                         const char *const *paths,

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "log_nbdkit.h"
 #include "notify.h"
+#include "mover.h"
 #include "replace.h"
 #include "volume.h"
 
@@ -98,7 +99,7 @@ stripe_cleanup (void)
   control_stop (control);
   control = NULL;
   if (volume_opened)
-    replace_stop (&volume);
+    mover_stop (&volume);
   /* The threads stop and the last status (running: false) is written
    * while the members are still open, the last replace in it
    * (volume_close frees it).
@@ -317,9 +318,9 @@ stripe_get_ready (void)
   };
   if (!o.uring)
     nbdkit_debug ("io_uring switched off (-D stripe.io_uring=0)");
-  replace_debug_hold_ms = stripe_debug_replace_hold_ms;
-  replace_debug_crash = stripe_debug_replace_crash;
-  replace_debug_gate = stripe_debug_replace_gate;
+  mover_debug_hold_ms = stripe_debug_replace_hold_ms;
+  mover_debug_crash = stripe_debug_replace_crash;
+  mover_debug_gate = stripe_debug_replace_gate;
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;

@@ -22,6 +22,7 @@
 #include "health.h"
 #include "json.h"
 #include "log.h"
+#include "mover.h"
 #include "replace.h"
 #include "util.h"
 #include "volume.h"
@@ -195,7 +196,7 @@ handle (struct control *c, struct json_object *req)
     if (st)
       json_put (o, "status", st);
     else {
-      struct json_object *r = replace_status (c->v);
+      struct json_object *r = mover_status (c->v);
       if (r)
         json_put (o, "replace", r);
     }
@@ -209,16 +210,16 @@ handle (struct control *c, struct json_object *req)
     return ok_answer ();
   }
   if (strcmp (name, "cancel") == 0) {
-    if (replace_cancel (c->v, why, sizeof why) == -1)
+    if (mover_cancel (c->v, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
   }
-  if (strcmp (name, "step") == 0 && replace_debug_gate) {
+  if (strcmp (name, "step") == 0 && mover_debug_gate) {
     const char *at = NULL;
     if (json_object_object_get_ex (req, "at", &x)
         && json_object_is_type (x, json_type_string))
       at = json_object_get_string (x);
-    if (replace_debug_release (c->v, at, why, sizeof why) == -1)
+    if (mover_debug_release (c->v, at, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
   }

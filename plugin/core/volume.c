@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "assemble.h"
 #include "header.h"
@@ -16,7 +17,6 @@
 #include "json.h"
 #include "log.h"
 #include "plan.h"
-#include "replace.h"
 #include "util.h"
 #include "volume.h"
 
@@ -48,7 +48,7 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
 
   memset (v, 0, sizeof *v);
   meta_init (&v->meta, NULL, 0, false);
-  pthread_mutex_init (&v->replace_lock, NULL);
+  pthread_mutex_init (&v->mover_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
@@ -197,12 +197,17 @@ err:
 void
 volume_close (struct volume *v)
 {
-  replace_free (v);
+  volume_mover_stop (v);
+  while (v->movers) {
+    struct volume_mover *vm = v->movers;
+    v->movers = vm->next;
+    vm->free (vm);
+  }
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
   meta_free (&v->meta);
-  pthread_mutex_destroy (&v->replace_lock);
+  pthread_mutex_destroy (&v->mover_lock);
   pthread_mutex_destroy (&v->swap_lock);
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);
@@ -213,13 +218,13 @@ volume_close (struct volume *v)
  *
  * Why it is enough, in C11's terms: every access below is sequentially
  * consistent, so all of them fall into one total order.  A request that
- * read v->rep as NULL did so after it counted itself (fetch_add) and saw
- * the epoch unchanged; a replace stores v->rep, then flips the epoch,
- * then reads the old counter.  The request's load of v->rep precedes the
+ * read v->mover as NULL did so after it counted itself (fetch_add) and
+ * saw the epoch unchanged; a job stores v->mover, then flips the epoch,
+ * then reads the old counter.  The request's load of v->mover precedes the
  * store (it saw NULL), so its fetch_add precedes the drainer's read of
  * the counter, which therefore sees it until the request has ended.  A
- * request that saw the new epoch reads v->rep after the flip, which
- * follows the store: it sees the replace.
+ * request that saw the new epoch reads v->mover after the flip, which
+ * follows the store: it sees the job.
  */
 
 #define GATE_CLOSED 2u
@@ -296,6 +301,143 @@ volume_quiesce (struct volume *v)
   pthread_mutex_lock (&v->gate.drain_lock);
   v->gate.closed_ns = now_ns ();
   gate_flip_and_wait (v, true);
+}
+
+unsigned
+volume_clients_held (struct volume *v)
+{
+  return atomic_load (&v->gate.waiters);
+}
+
+/* ---- the job slot and the switch (mover.h) ---- */
+
+static bool
+mover_ended (struct volume *v)
+{
+  struct volume_mover *vm = atomic_load (&v->mover);
+
+  return vm != NULL && vm->ended (vm);
+}
+
+int
+volume_mover_reserve (struct volume *v, char *why, size_t len)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  /* A job that has ended is not running: once the status says so (and
+   * the command's --wait has returned), a new one is not refused.  Wait
+   * (10 s at most) for its copier to let go of the volume.
+   */
+  for (int i = 0; i < 1000 && mover_ended (v); ++i) {
+    struct timespec ts = { 0, 10 * 1000000L };
+    pthread_mutex_unlock (&v->mover_lock);
+    nanosleep (&ts, NULL);
+    pthread_mutex_lock (&v->mover_lock);
+  }
+  if (v->mover_starting)
+    snprintf (why, len, "a replace is being started already");
+  else if (atomic_load (&v->mover) != NULL)
+    snprintf (why, len, "%s is running already",
+              atomic_load (&v->mover)->what);
+  else if (v->readonly)
+    snprintf (why, len, "the volume is served read-only");
+  else {
+    v->mover_starting = true;
+    pthread_mutex_unlock (&v->mover_lock);
+    return 0;
+  }
+  pthread_mutex_unlock (&v->mover_lock);
+  return -1;
+}
+
+void
+volume_mover_unreserve (struct volume *v)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  v->mover_starting = false;
+  pthread_mutex_unlock (&v->mover_lock);
+}
+
+void
+volume_mover_publish (struct volume *v, struct volume_mover *vm)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  v->mover_starting = false;
+  vm->next = v->movers;
+  v->movers = vm;
+  atomic_store (&v->mover, vm);
+  pthread_mutex_unlock (&v->mover_lock);
+}
+
+void
+volume_mover_withdraw (struct volume *v)
+{
+  atomic_store (&v->mover, NULL);
+  volume_drain (v);
+}
+
+struct volume_mover *
+volume_mover_last (struct volume *v)
+{
+  struct volume_mover *vm;
+
+  pthread_mutex_lock (&v->mover_lock);
+  vm = v->movers;
+  pthread_mutex_unlock (&v->mover_lock);
+  return vm;
+}
+
+void
+volume_mover_stop (struct volume *v)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  struct volume_mover *vm = v->movers;
+  pthread_mutex_unlock (&v->mover_lock);
+  for (; vm; vm = vm->next)
+    vm->stop (vm);
+}
+
+void
+volume_switch_begin (struct volume *v)
+{
+  pthread_mutex_lock (&v->swap_lock);
+  volume_quiesce (v);
+}
+
+uint64_t
+volume_switch_end (struct volume *v)
+{
+  uint64_t held = volume_resume (v);
+
+  pthread_mutex_unlock (&v->swap_lock);
+  return held;
+}
+
+void
+volume_switch_member (struct volume *v, unsigned i, struct member *m)
+{
+  struct member *old = &v->members[i];
+  struct member tmp = *old;
+
+  m->data_offset = old->data_offset;
+  m->need = old->need;
+  *old = *m;
+  *m = tmp;
+}
+
+bool
+volume_alias_of (struct volume *v, const struct member *m, unsigned *j,
+                 char *how, size_t len)
+{
+  bool alias = false;
+
+  pthread_mutex_lock (&v->swap_lock);
+  for (unsigned k = 0; k < v->nr_members && !alias; ++k)
+    if (identity_alias (&v->members[k].id, &m->id, how, len)) {
+      *j = k;
+      alias = true;
+    }
+  pthread_mutex_unlock (&v->swap_lock);
+  return alias;
 }
 
 uint64_t
@@ -398,15 +540,15 @@ run_ops_plain (struct volume *v, struct member_op *ops, unsigned nr)
   return r;
 }
 
-/* ... or, while a member is being replaced, through the replace. */
+/* ... or, while data moves, through the job moving it (mover.h). */
 static inline int
 run_ops (struct volume *v, struct member_op *ops, unsigned nr)
 {
   /* Read after the request was counted (gate_enter): see the gate. */
-  struct replace *r = atomic_load (&v->rep);
+  struct volume_mover *vm = atomic_load (&v->mover);
 
-  if (r != NULL)
-    return replace_run_ops (v, r, ops, nr, run_ops_plain);
+  if (vm != NULL)
+    return vm->run_ops (vm, v, ops, nr, run_ops_plain);
   return run_ops_plain (v, ops, nr);
 }
 
@@ -515,7 +657,7 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
     return -1;
   if (kind != OP_WRITE)
     return run_ops (v, ops, nr);
-  /* A replace switches members only with no request in flight
+  /* A member is switched only with no request in flight
    * (volume_quiesce): the sizes seen are those of the members written.
    */
   if (guard_sizes (v, mask, seen) == -1)
@@ -1089,10 +1231,10 @@ health_adopt (void *opaque, unsigned i, void *p)
 static void
 health_status_extra (void *opaque, struct json_object *root)
 {
-  struct json_object *r = replace_status (opaque);
+  struct volume_mover *vm = volume_mover_last (opaque);
 
-  if (r)
-    json_put (root, "replace", r);
+  if (vm)
+    vm->status (vm, root);
 }
 
 void

@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: moving data while the volume is served, what every job
+ * shares: the job slot, windows and flights, the watermark, the copier's
+ * pipeline, the rate, unreadable blocks, the test gate, the status.  See
+ * include/mover.h.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ioexec.h"
+#include "json.h"
+#include "log.h"
+#include "member.h"
+#include "mover.h"
+#include "util.h"
+#include "volume.h"
+
+/* Reads tried this often before a block counts as unreadable. */
+#define READ_TRIES 3
+
+int mover_debug_hold_ms;
+int mover_debug_crash;
+int mover_debug_gate;
+
+static const char *const state_names[] = { "copying", "switching", "done",
+                                           "failed", "cancelled" };
+
+const char *
+mover_state_name (enum mover_state s)
+{
+  return state_names[s];
+}
+
+static struct mover *
+of (struct volume_mover *vm)
+{
+  return (struct mover *) vm;
+}
+
+static bool
+final (enum mover_state s)
+{
+  return s == MOVER_DONE || s == MOVER_FAILED || s == MOVER_CANCELLED;
+}
+
+static void
+vfail_locked (struct mover *mv, const char *fmt, va_list ap)
+{
+  if (final (mv->state))
+    return;
+  vsnprintf (mv->error, sizeof mv->error, fmt, ap);
+  mv->state = MOVER_FAILED;
+  pthread_cond_broadcast (&mv->cond);
+}
+
+void
+mover_fail_locked (struct mover *mv, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vfail_locked (mv, fmt, ap);
+  va_end (ap);
+}
+
+void
+mover_fail (struct mover *mv, const char *fmt, ...)
+{
+  va_list ap;
+
+  pthread_mutex_lock (&mv->lock);
+  va_start (ap, fmt);
+  vfail_locked (mv, fmt, ap);
+  va_end (ap);
+  pthread_mutex_unlock (&mv->lock);
+}
+
+bool
+mover_stopped_locked (struct mover *mv)
+{
+  if (mv->cancel && mv->state == MOVER_COPYING) {
+    mv->state = MOVER_CANCELLED;
+    snprintf (mv->error, sizeof mv->error, "cancelled");
+    pthread_cond_broadcast (&mv->cond);
+  }
+  return mv->state != MOVER_COPYING;
+}
+
+bool
+mover_switching (struct mover *mv)
+{
+  bool stop;
+
+  pthread_mutex_lock (&mv->lock);
+  stop = mover_stopped_locked (mv);
+  if (!stop)
+    mv->state = MOVER_SWITCHING;
+  pthread_mutex_unlock (&mv->lock);
+  return !stop;
+}
+
+void
+mover_done (struct mover *mv)
+{
+  pthread_mutex_lock (&mv->lock);
+  mv->state = MOVER_DONE;
+  mv->t_end = now_ns ();
+  pthread_cond_broadcast (&mv->cond);
+  pthread_mutex_unlock (&mv->lock);
+}
+
+/* The test gate: with -D stripe.replace_gate=1 the copier stops at each
+ * phase boundary, shows it in the status ("phase"), and goes on once
+ * mover_debug_release (the control socket's "step") lets it.  A cancel
+ * lets it go too.
+ */
+void
+mover_phase (struct mover *mv, const char *name)
+{
+  if (!mover_debug_gate)
+    return;
+  pthread_mutex_lock (&mv->lock);
+  mv->phase = name;
+  mv->phase_seq++;
+  pthread_cond_broadcast (&mv->cond);
+  while (mv->released_seq < mv->phase_seq && !mv->cancel)
+    pthread_cond_wait (&mv->cond, &mv->lock);
+  pthread_mutex_unlock (&mv->lock);
+}
+
+int
+mover_io (struct mover *mv, struct member *m, enum op_kind kind, void *buf,
+          uint64_t len, uint64_t off)
+{
+  struct iovec iov = { buf, len };
+  struct member_op op = {
+    .m = m,
+    .kind = kind,
+    .offset = off,
+    .length = kind == OP_FLUSH ? 0 : len,
+    .iov = kind == OP_FLUSH ? NULL : &iov,
+    .nr_iov = kind == OP_FLUSH ? 0 : 1,
+    .shadow = true,
+  };
+  int e = ioexec_run (&op, 1, mv->v->uring);
+
+  if (e == -1)
+    errno = op.err ? op.err : errno;
+  return e;
+}
+
+/* ---- clients: flights and windows ---- */
+
+static bool
+overlaps (uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+  return a < d && c < b;
+}
+
+/* Whether a client write must wait: a window announced before it
+ * overlaps it.  Windows announced after it wait for it instead.
+ */
+static bool
+held_by_window (const struct mover *mv, const struct mover_flight *f)
+{
+  for (unsigned w = 0; w < 2; ++w)
+    if (mv->win[w].used && mv->win[w].id < f->seen
+        && overlaps (f->a, f->b, mv->win[w].a, mv->win[w].b))
+      return true;
+  return false;
+}
+
+enum mover_state
+mover_enter (struct mover *mv, struct mover_flight *f, uint64_t a, uint64_t b,
+             bool write, uint64_t *watermark)
+{
+  enum mover_state s;
+
+  f->a = a;
+  f->b = b;
+  f->write = write;
+  pthread_mutex_lock (&mv->lock);
+  f->seen = mv->next_win;
+  f->waiting = write && held_by_window (mv, f);
+  f->next = mv->flights;
+  mv->flights = f;
+  if (f->waiting) {
+    uint64_t t0 = now_ns (), waited;
+    mv->nr_waiting++;
+    while (held_by_window (mv, f))
+      pthread_cond_wait (&mv->cond, &mv->lock);
+    mv->nr_waiting--;
+    f->waiting = false;
+    waited = now_ns () - t0;
+    if (waited > mv->max_wait_ns)
+      mv->max_wait_ns = waited;
+    pthread_cond_broadcast (&mv->cond); /* a copier waiting on it */
+  }
+  s = mv->state;
+  *watermark = mv->watermark;
+  pthread_mutex_unlock (&mv->lock);
+  return s;
+}
+
+void
+mover_leave (struct mover *mv, struct mover_flight *f)
+{
+  pthread_mutex_lock (&mv->lock);
+  for (struct mover_flight **p = &mv->flights; *p; p = &(*p)->next)
+    if (*p == f) {
+      *p = f->next;
+      break;
+    }
+  pthread_cond_broadcast (&mv->cond);
+  pthread_mutex_unlock (&mv->lock);
+}
+
+bool
+mover_copied (struct mover *mv, uint64_t a, uint64_t b)
+{
+  bool copied;
+
+  (void) a;
+  pthread_mutex_lock (&mv->lock);
+  copied = mv->state == MOVER_COPYING && b <= mv->watermark;
+  pthread_mutex_unlock (&mv->lock);
+  return copied;
+}
+
+static void
+drop_window (struct mover *mv, unsigned id)
+{
+  for (unsigned w = 0; w < 2; ++w)
+    if (mv->win[w].used && mv->win[w].id == id)
+      mv->win[w].used = false;
+  pthread_cond_broadcast (&mv->cond);
+}
+
+enum lock_result { LOCKED, BUSY, STOPPED };
+
+/* Make [a, b) a window of the copy: announced at once (a client write
+ * over it that starts from now on waits for it), locked once the client
+ * writes over it that started before have ended.  So a hot region written
+ * at any queue depth cannot keep the copier out: the copier waits only for
+ * what was in flight when it asked.
+ *
+ * Client writes wait only for windows announced before they started, so
+ * the copier must not wait for one that waits for the other window it
+ * holds: try (the read-ahead of the pipeline, the window being written
+ * still held) gives up with BUSY then, and the copier takes this window
+ * after it has released the other.  Taking a window holding no other
+ * (try false) never gives up: what it waits for waits for nothing.
+ *
+ * Returns LOCKED (*id the window's), BUSY, or STOPPED (cancelled,
+ * failed).
+ */
+static enum lock_result
+lock_window (struct mover *mv, uint64_t a, uint64_t b, bool try, unsigned *id)
+{
+  enum lock_result res = LOCKED;
+  unsigned slot;
+
+  pthread_mutex_lock (&mv->lock);
+  slot = mv->win[0].used ? 1 : 0;
+  if (mover_stopped_locked (mv)) {
+    pthread_mutex_unlock (&mv->lock);
+    return STOPPED;
+  }
+  *id = mv->next_win++;
+  mv->win[slot] = (struct mover_window){ .a = a, .b = b, .id = *id,
+                                         .used = true };
+  for (;;) {
+    bool busy = false, blocked = false;
+
+    for (struct mover_flight *f = mv->flights; f; f = f->next)
+      if (f->write && f->seen <= *id && overlaps (f->a, f->b, a, b)) {
+        busy = true;
+        blocked |= f->waiting;
+      }
+    if (!busy)
+      break;
+    if (try && blocked) {
+      res = BUSY;
+      break;
+    }
+    pthread_cond_wait (&mv->cond, &mv->lock);
+    if (mover_stopped_locked (mv)) {
+      res = STOPPED;
+      break;
+    }
+  }
+  if (res != LOCKED)
+    drop_window (mv, *id);
+  pthread_mutex_unlock (&mv->lock);
+  return res;
+}
+
+/* ---- the copier ---- */
+
+void
+mover_add_lost (struct mover *mv, uint64_t off, uint64_t len)
+{
+  if (mv->nr_lost > 0) {
+    struct mover_lost *l = &mv->lost[mv->nr_lost - 1];
+    if (l->offset + l->length == off) {
+      l->length += len;
+      return;
+    }
+  }
+  if (mv->nr_lost == mv->cap_lost) {
+    unsigned cap = mv->cap_lost ? 2 * mv->cap_lost : 16;
+    struct mover_lost *n = realloc (mv->lost, cap * sizeof *n);
+    if (n == NULL)
+      return; /* the count is still right in the error */
+    mv->lost = n;
+    mv->cap_lost = cap;
+  }
+  mv->lost[mv->nr_lost++] = (struct mover_lost){ off, len };
+}
+
+static bool
+all_ok (const struct member_op *ops, unsigned n)
+{
+  for (unsigned i = 0; i < n; ++i)
+    if (ops[i].err)
+      return false;
+  return true;
+}
+
+/* Read [pos, pos + len) through the job at once.  True if all read. */
+static bool
+read_range (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len)
+{
+  struct member_op ops[MOVER_MAX_OPS];
+  struct iovec iov[MOVER_MAX_OPS];
+  unsigned n = mv->job->read_ops (mv, buf, pos, len, ops, iov);
+
+  ioexec_run (ops, n, mv->v->uring);
+  return all_ok (ops, n);
+}
+
+/* Read [pos, pos + len) into buf again, then block by block.  Unreadable
+ * blocks are recorded, and zeroed in buf.  Returns how many bytes were
+ * unreadable.
+ */
+static uint64_t
+read_again (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len)
+{
+  uint64_t bad = 0;
+
+  for (int t = 0; t < READ_TRIES - 1; ++t)
+    if (read_range (mv, buf, pos, len))
+      return 0;
+  for (uint64_t b = 0; b < len; b += MOVER_BLOCK) {
+    uint64_t n = len - b < MOVER_BLOCK ? len - b : MOVER_BLOCK;
+    uint64_t logical;
+    int t;
+    for (t = 0; t < READ_TRIES; ++t)
+      if (read_range (mv, buf + b, pos + b, n))
+        break;
+    if (t == READ_TRIES) {
+      memset (buf + b, 0, n);
+      /* A block lies in one chunk (chunks are multiples of 4 KiB). */
+      pthread_mutex_lock (&mv->lock);
+      if (mv->job->logical (mv, pos + b, &logical))
+        mover_add_lost (mv, logical, n);
+      pthread_mutex_unlock (&mv->lock);
+      bad += n;
+    }
+  }
+  return bad;
+}
+
+/* [pos, pos + len) is in buf (read_ok) or not: read it again, block by
+ * block where it must.  False if the copy must stop.
+ */
+static bool
+settle_read (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
+             bool read_ok)
+{
+  uint64_t bad = read_ok ? 0 : read_again (mv, buf, pos, len);
+  char why[512];
+
+  if (mover_debug_hold_ms > 0) {
+    struct timespec ts = { mover_debug_hold_ms / 1000,
+                           mover_debug_hold_ms % 1000 * 1000000L };
+    nanosleep (&ts, NULL);
+  }
+  if (bad > 0 && !mv->skip_unreadable) {
+    mover_fail (mv, "%s", mv->job->unreadable (mv, why, sizeof why));
+    return false;
+  }
+  return true;
+}
+
+/* Keep the average at or below the rate. */
+static void
+throttle (struct mover *mv, uint64_t copied)
+{
+  uint64_t due, now;
+
+  if (mv->rate == 0)
+    return;
+  due = mv->t_start + (uint64_t) ((double) copied / mv->rate * 1e9);
+  while ((now = now_ns ()) < due) {
+    uint64_t d = due - now > 100000000 ? 100000000 : due - now;
+    struct timespec ts = { 0, (long) d };
+    bool stop;
+    nanosleep (&ts, NULL);
+    pthread_mutex_lock (&mv->lock);
+    stop = mv->cancel || mv->state != MOVER_COPYING;
+    pthread_mutex_unlock (&mv->lock);
+    if (stop)
+      return;
+  }
+}
+
+static uint64_t
+window_at (const struct mover *mv, uint64_t pos)
+{
+  return mv->end - pos < MOVER_WINDOW ? mv->end - pos : MOVER_WINDOW;
+}
+
+/* Write window [pos, pos + w) from wbuf while [next, next + nw) is read
+ * into rbuf (nw 0: nothing read).  False if the copy must stop; *read_ok
+ * whether the read-ahead read all.
+ */
+static bool
+write_and_read (struct mover *mv, uint8_t *wbuf, uint64_t pos, uint64_t w,
+                uint8_t *rbuf, uint64_t next, uint64_t nw, bool *read_ok)
+{
+  struct member_op ops[2 * MOVER_MAX_OPS];
+  struct iovec iov[2 * MOVER_MAX_OPS];
+  unsigned nwr, nrd = 0;
+
+  if (mv->job->before_write && mv->job->before_write (mv, pos, w) == -1)
+    return false;
+  nwr = mv->job->write_ops (mv, wbuf, pos, w, ops, iov);
+  if (nw > 0)
+    nrd = mv->job->read_ops (mv, rbuf, next, nw, ops + nwr, iov + nwr);
+  ioexec_run (ops, nwr + nrd, mv->v->uring);
+  *read_ok = all_ok (ops + nwr, nrd);
+  for (unsigned i = 0; i < nwr; ++i)
+    if (ops[i].err) {
+      pthread_mutex_lock (&mv->lock);
+      mv->job->write_failed (mv, &ops[i]);
+      pthread_mutex_unlock (&mv->lock);
+      return false;
+    }
+  return true;
+}
+
+/* The copy, window by window: see mover.h.  Returns whether it reached
+ * the end.
+ */
+static bool
+copy (struct mover *mv, uint8_t *buf[2])
+{
+  uint64_t pos = mv->start, w = window_at (mv, pos);
+  unsigned k = 0, id = 0, next_id = 0;
+  bool read_ok;
+
+  if (w == 0)
+    return true;
+  if (lock_window (mv, pos, pos + w, false, &id) != LOCKED)
+    return false;
+  mover_phase (mv, "locked");
+  if (!settle_read (mv, buf[0], pos, w, read_range (mv, buf[0], pos, w)))
+    return false;
+  for (;;) {
+    uint64_t next = pos + w, nw = window_at (mv, next);
+    bool ahead = false;
+
+    if (nw > 0 && mv->rate == 0) {
+      enum lock_result l = lock_window (mv, next, next + nw, true, &next_id);
+      if (l == STOPPED)
+        return false;
+      ahead = l == LOCKED;
+      if (ahead)
+        mover_phase (mv, "locked");
+    }
+    if (!write_and_read (mv, buf[k], pos, w, buf[k ^ 1], next,
+                         ahead ? nw : 0, &read_ok))
+      return false;
+    /* Window written: released, and below the watermark from now on, in
+     * one step.
+     */
+    pthread_mutex_lock (&mv->lock);
+    mv->watermark = next;
+    drop_window (mv, id);
+    pthread_mutex_unlock (&mv->lock);
+    mover_phase (mv, "advanced");
+    pos = next;
+    w = nw;
+    k ^= 1;
+    id = next_id;
+    if (w == 0)
+      return true;
+    if (!ahead) {
+      throttle (mv, pos - mv->start);
+      if (lock_window (mv, pos, pos + w, false, &id) != LOCKED)
+        return false;
+      mover_phase (mv, "locked");
+      read_ok = read_range (mv, buf[k], pos, w);
+    }
+    if (!settle_read (mv, buf[k], pos, w, read_ok))
+      return false;
+  }
+}
+
+/* First of all, the requests that started before the job was published
+ * (they saw no job) are waited for: the copy must not read before they
+ * have landed.
+ */
+static void *
+copier (void *arg)
+{
+  struct mover *mv = arg;
+  uint8_t *buf[2] = { NULL, NULL };
+  bool reached;
+
+  mover_phase (mv, "published");
+  volume_drain (mv->v);
+  mover_phase (mv, "drained");
+  if (posix_memalign ((void **) &buf[0], 4096, MOVER_WINDOW) != 0
+      || posix_memalign ((void **) &buf[1], 4096, MOVER_WINDOW) != 0) {
+    mover_fail (mv, "out of memory");
+    goto end;
+  }
+  reached = copy (mv, buf);
+  /* Stopped or done: no window any more. */
+  pthread_mutex_lock (&mv->lock);
+  mv->win[0].used = mv->win[1].used = false;
+  pthread_cond_broadcast (&mv->cond);
+  pthread_mutex_unlock (&mv->lock);
+  if (reached)
+    mv->job->finish (mv);
+
+end:
+  free (buf[0]);
+  free (buf[1]);
+  pthread_mutex_lock (&mv->lock);
+  mover_stopped_locked (mv);
+  if (mv->state == MOVER_COPYING) /* out of memory before any window */
+    mover_fail_locked (mv, "stopped");
+  if (mv->t_end == 0)
+    mv->t_end = now_ns ();
+  pthread_mutex_unlock (&mv->lock);
+  /* No client reaches the job any more once the requests that may have
+   * seen it have ended.
+   */
+  volume_mover_withdraw (mv->v);
+  mv->job->ended (mv);
+  return NULL;
+}
+
+/* ---- the job slot ---- */
+
+static int
+vm_run_ops (struct volume_mover *vm, struct volume *v, struct member_op *ops,
+            unsigned nr, volume_run_fn plain)
+{
+  return of (vm)->job->run_ops (of (vm), v, ops, nr, plain);
+}
+
+static bool
+vm_ended (struct volume_mover *vm)
+{
+  struct mover *mv = of (vm);
+  bool ended;
+
+  pthread_mutex_lock (&mv->lock);
+  ended = final (mv->state);
+  pthread_mutex_unlock (&mv->lock);
+  return ended;
+}
+
+static struct json_object *
+status_json (struct mover *mv)
+{
+  struct json_object *o = json_object_new_object (), *lost;
+  uint64_t now = now_ns (), copied, total, elapsed;
+  double rate;
+
+  pthread_mutex_lock (&mv->lock);
+  copied = mv->watermark - mv->start;
+  total = mv->end - mv->start;
+  elapsed = (mv->t_end ? mv->t_end : now) - mv->t_start;
+  rate = elapsed ? copied / (elapsed / 1e9) : 0;
+  json_put (o, "state", json_text (state_names[mv->state]));
+  mv->job->status (mv, o);
+  json_put (o, "bytes_copied", json_u64 (copied));
+  json_put (o, "bytes_total", json_u64 (total));
+  json_put (o, "rate", json_object_new_double (rate));
+  if (mv->state == MOVER_COPYING && rate > 0)
+    json_put (o, "eta_seconds",
+              json_object_new_double ((total - copied) / rate));
+  json_put (o, "elapsed_seconds", json_object_new_double (elapsed / 1e9));
+  json_put (o, "longest_client_wait_seconds",
+            json_object_new_double (mv->max_wait_ns / 1e9));
+  if (mv->hold_ns)
+    json_put (o, "switch_hold_seconds",
+              json_object_new_double (mv->hold_ns / 1e9));
+  if (mover_debug_gate) {
+    json_put (o, "phase", mv->phase ? json_text (mv->phase) : NULL);
+    json_put (o, "phase_held",
+              json_object_new_boolean (mv->released_seq < mv->phase_seq));
+    json_put (o, "phase_seq", json_object_new_int64 (mv->phase_seq));
+    /* Client requests held by a window or at the switch, for tests that
+     * must know every request they sent has got as far as it can.
+     */
+    json_put (o, "clients_held",
+              json_object_new_int64 (mv->nr_waiting
+                                     + volume_clients_held (mv->v)));
+  }
+  if (mv->error[0])
+    json_put (o, "error", json_text (mv->error));
+  lost = json_object_new_array ();
+  for (unsigned i = 0; i < mv->nr_lost; ++i) {
+    struct json_object *l = json_object_new_object ();
+    json_put (l, "offset", json_u64 (mv->lost[i].offset));
+    json_put (l, "length", json_u64 (mv->lost[i].length));
+    json_object_array_add (lost, l);
+  }
+  json_put (o, "unreadable", lost);
+  pthread_mutex_unlock (&mv->lock);
+  return o;
+}
+
+static void
+vm_status (struct volume_mover *vm, struct json_object *root)
+{
+  json_put (root, of (vm)->job->status_key, status_json (of (vm)));
+}
+
+static void
+vm_stop (struct volume_mover *vm)
+{
+  struct mover *mv = of (vm);
+
+  pthread_mutex_lock (&mv->lock);
+  mv->cancel = true;
+  pthread_cond_broadcast (&mv->cond);
+  pthread_mutex_unlock (&mv->lock);
+  if (mv->thread_started) {
+    pthread_join (mv->thread, NULL);
+    mv->thread_started = false;
+  }
+}
+
+static void
+vm_free (struct volume_mover *vm)
+{
+  struct mover *mv = of (vm);
+
+  pthread_mutex_destroy (&mv->lock);
+  pthread_cond_destroy (&mv->cond);
+  free (mv->lost);
+  mv->job->free (mv);
+}
+
+void
+mover_init (struct mover *mv)
+{
+  mv->vm.run_ops = vm_run_ops;
+  mv->vm.ended = vm_ended;
+  mv->vm.status = vm_status;
+  mv->vm.stop = vm_stop;
+  mv->vm.free = vm_free;
+  pthread_mutex_init (&mv->lock, NULL);
+  pthread_cond_init (&mv->cond, NULL);
+  mv->watermark = mv->start;
+  mv->state = MOVER_COPYING;
+}
+
+int
+mover_reserve (struct volume *v, char *why, size_t len)
+{
+  return volume_mover_reserve (v, why, len);
+}
+
+void
+mover_unreserve (struct volume *v)
+{
+  volume_mover_unreserve (v);
+}
+
+int
+mover_start (struct mover *mv, char *why, size_t len)
+{
+  int e;
+
+  mv->t_start = now_ns ();
+  /* Published: requests from now on see it; those before are waited for
+   * by the copier before it reads anything.
+   */
+  volume_mover_publish (mv->v, &mv->vm);
+  e = pthread_create (&mv->thread, NULL, copier, mv);
+  if (e != 0) {
+    mover_fail (mv, "cannot start the copier: %s", strerror (e));
+    volume_mover_withdraw (mv->v);
+    mv->job->ended (mv);
+    snprintf (why, len, "cannot start the copier: %s", strerror (e));
+    return -1;
+  }
+  mv->thread_started = true;
+  return 0;
+}
+
+struct mover *
+mover_last (struct volume *v)
+{
+  return of (volume_mover_last (v));
+}
+
+int
+mover_cancel (struct volume *v, char *why, size_t len)
+{
+  struct mover *mv = of (atomic_load (&v->mover));
+
+  if (mv == NULL) {
+    snprintf (why, len, "no replace is running");
+    return -1;
+  }
+  pthread_mutex_lock (&mv->lock);
+  if (mv->state != MOVER_COPYING) {
+    snprintf (why, len, "too late: the replace is %s",
+              state_names[mv->state]);
+    pthread_mutex_unlock (&mv->lock);
+    return -1;
+  }
+  mv->cancel = true;
+  pthread_cond_broadcast (&mv->cond);
+  pthread_mutex_unlock (&mv->lock);
+  return 0;
+}
+
+int
+mover_wait (struct volume *v)
+{
+  struct mover *mv = mover_last (v);
+  enum mover_state s;
+
+  if (mv == NULL || !mv->thread_started)
+    return -1;
+  pthread_join (mv->thread, NULL);
+  mv->thread_started = false;
+  pthread_mutex_lock (&mv->lock);
+  s = mv->state;
+  pthread_mutex_unlock (&mv->lock);
+  return s == MOVER_DONE ? 0 : -1;
+}
+
+struct json_object *
+mover_status (struct volume *v)
+{
+  struct mover *mv = mover_last (v);
+
+  return mv ? status_json (mv) : NULL;
+}
+
+int
+mover_debug_release (struct volume *v, const char *at, char *why, size_t len)
+{
+  struct mover *mv = mover_last (v);
+  int ret = -1;
+
+  if (!mover_debug_gate || mv == NULL) {
+    snprintf (why, len, "no replace held at a phase (-D stripe.replace_gate)");
+    return -1;
+  }
+  pthread_mutex_lock (&mv->lock);
+  if (mv->released_seq >= mv->phase_seq)
+    snprintf (why, len, "the copier is not held (phase %s, %u)",
+              mv->phase ? mv->phase : "none", mv->phase_seq);
+  else if (at && (mv->phase == NULL || strcmp (at, mv->phase) != 0))
+    snprintf (why, len, "the copier is held at %s, not %s",
+              mv->phase ? mv->phase : "none", at);
+  else {
+    mv->released_seq = mv->phase_seq;
+    pthread_cond_broadcast (&mv->cond);
+    ret = 0;
+  }
+  pthread_mutex_unlock (&mv->lock);
+  return ret;
+}
+
+void
+mover_stop (struct volume *v)
+{
+  volume_mover_stop (v);
+}
