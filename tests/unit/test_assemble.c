@@ -9,8 +9,9 @@
  * loaded from text by config_load_text.  Each test checks what assemble
  * returns and the lines it logs (stripe_log_vline is captured): the key
  * phrases a user acts on -- the member named, the generations, the right
- * order to paste -- as the code prints them.  Only the public entry
- * points are used, so that the tests hold across a rewrite of assembly.
+ * order to paste -- as the code prints them (tests/lib/log_capture.h).  Only
+ * the public entry points are used, so that the tests hold across a rewrite of
+ * assembly.
  *
  * Config files cannot name "mem:" members (a member must be an absolute
  * path or an NBD URI), so the config text names them "/mem/NAME" and
@@ -31,6 +32,7 @@
 #include "log.h"
 #include "md_super.h"
 #include "member_mem.h"
+#include "unit_log.h"
 #include "unit_main.h"
 
 #define CONF "/etc/nbdstripe/vol.conf"
@@ -64,100 +66,6 @@ member_uuid (unsigned i, uint8_t out[16])
     out[k] = (uint8_t) ((i + 1) << 4 | k);
 }
 
-/* ---- the log, captured ---- */
-
-struct line {
-  int priority;
-  char *text;
-};
-static struct line lines[256];
-static unsigned nr_lines;
-static void (*saved_vline) (int, const char *, va_list);
-
-static void
-capture_vline (int priority, const char *fmt, va_list args)
-{
-  char *s;
-
-  if (vasprintf (&s, fmt, args) < 0)
-    s = NULL;
-  if (nr_lines < sizeof lines / sizeof lines[0])
-    lines[nr_lines++] = (struct line){ priority, s };
-  else
-    free (s);
-}
-
-static void
-print_log (void)
-{
-  fprintf (stderr, "-- %u line(s) logged:\n", nr_lines);
-  for (unsigned i = 0; i < nr_lines; ++i)
-    fprintf (stderr, "   %s: %s\n", log_priority_name (lines[i].priority),
-             lines[i].text ? lines[i].text : "(null)");
-}
-
-static bool
-logged (const char *needle)
-{
-  for (unsigned i = 0; i < nr_lines; ++i)
-    if (lines[i].text && strstr (lines[i].text, needle))
-      return true;
-  return false;
-}
-
-/* An error line holding every one of the phrases given (NULL-ended). */
-static void
-assert_error_logged_ (const char *first, ...)
-{
-  va_list ap;
-
-  for (unsigned i = 0; i < nr_lines; ++i) {
-    const char *p = first;
-    bool all = lines[i].priority <= LOG_ERR && lines[i].text;
-
-    va_start (ap, first);
-    for (; all && p; p = va_arg (ap, const char *))
-      all = strstr (lines[i].text, p) != NULL;
-    va_end (ap);
-    if (all)
-      return;
-  }
-  print_log ();
-  fprintf (stderr, "-- no error line holds all of:\n");
-  va_start (ap, first);
-  for (const char *p = first; p; p = va_arg (ap, const char *))
-    fprintf (stderr, "   \"%s\"\n", p);
-  va_end (ap);
-  fail ();
-}
-#define assert_error_logged(...) assert_error_logged_ (__VA_ARGS__, NULL)
-
-static void
-assert_not_logged (const char *needle)
-{
-  if (logged (needle)) {
-    print_log ();
-    fail_msg ("logged, but should not be: \"%s\"", needle);
-  }
-}
-
-static void
-assert_nothing_logged (void)
-{
-  if (nr_lines > 0) {
-    print_log ();
-    fail_msg ("expected no line");
-  }
-}
-
-static void
-clear_log (void)
-{
-  for (unsigned i = 0; i < nr_lines; ++i)
-    free (lines[i].text);
-  nr_lines = 0;
-}
-
 /* ---- a volume's members, in memory ---- */
 
 struct vol {
@@ -182,8 +90,7 @@ setup (void **state)
 {
   (void) state;
   mem_register ();
-  saved_vline = stripe_log_vline;
-  stripe_log_vline = capture_vline;
+  log_capture_start ();
   memset (&vol, 0, sizeof vol);
   vol.md_minor = 2;
   vol.md = calloc (MAX, sizeof *vol.md);
@@ -202,8 +109,7 @@ teardown (void **state)
   cfg_loaded = false;
   free (vol.md);
   mem_destroy_all ();
-  clear_log ();
-  stripe_log_vline = saved_vline;
+  log_capture_stop ();
   return 0;
 }
 
