@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the volume's requests split over its members
  * (include/volume.h: volume_open, volume_pread, _pwrite, _trim, _zero,
- * _flush), on members in memory (tests/lib/member_mem.h).
+ * _flush, _extents), on members in memory (tests/lib/member_mem.h).
  *
  * The volumes are the shapes test_layout and test_plan check the layout
  * with (layout_cases.h: one to eight members, equal and mixed sizes,
@@ -12,9 +12,10 @@
  * code with plugin/core/layout.c): the bytes of every write at the
  * member offsets it says, one operation per touched member and request
  * over the member range it says (trim and zero too: one contiguous range,
- * never one per chunk), nothing on a member a request does not touch,
- * and nothing outside the data area.  Members start filled with a
- * pattern of their own, so a stray write shows.
+ * never one per chunk; block status: each touched member asked once),
+ * nothing on a member a request does not touch, and nothing outside the
+ * data area.  Members start filled with a pattern of their own, so a
+ * stray write shows.
  *
  * Failures: a member that fails an operation fails the requests that
  * touch it with EIO and no other; once health says it has failed, a
@@ -460,15 +461,15 @@ volume_zero_sends_one_range_per_touched_member (void **state)
     vt_open (&t, &cases[c], data_offset_of (c));
     for (unsigned k = 0; k < REQUESTS / 2; ++k) {
       uint64_t off, count;
-      bool may_trim = rng_below (&r, 2);
+      bool may_trim = rng_below (&r, 2), fast = rng_below (&r, 2);
 
       pick_request (&r, &t.o, t.o.size, &off, &count);
-      CHECK (volume_zero (t.v, count, off, may_trim, false, false) == 0,
+      CHECK (volume_zero (t.v, count, off, may_trim, fast, false) == 0,
              "%s: zero: %m", describe (&t));
       for (unsigned i = 0; i < t.tc->n; ++i) {
         size_t nr;
         const struct mem_record *rec = mem_records (t.names[i], &nr);
-        CHECK (nr == 0 || (rec[0].may_trim == may_trim && !rec[0].fast),
+        CHECK (nr == 0 || (rec[0].may_trim == may_trim && rec[0].fast == fast),
                "%s: zero: member %u got may_trim %d fast %d", describe (&t), i,
                rec[0].may_trim, rec[0].fast);
       }
@@ -476,6 +477,57 @@ volume_zero_sends_one_range_per_touched_member (void **state)
       memset (t.model + off, 0, count);
     }
     check_members (&t, "zeroes");
+    vt_close (&t);
+  }
+}
+
+/* What volume_extents reported: the runs must follow one another. */
+struct extents_seen {
+  uint64_t next;
+  uint64_t nr_runs;
+  bool bad;
+};
+
+static int
+extent_seen (void *opaque, uint64_t offset, uint64_t length, uint32_t flags)
+{
+  struct extents_seen *e = opaque;
+
+  if (offset != e->next || length == 0 || flags != 0)
+    e->bad = true;
+  e->next = offset + length;
+  e->nr_runs++;
+  return 0;
+}
+
+/* In-memory members are all data: one run per member range, so each
+ * touched member is asked once and the runs cover the request in order.
+ */
+static void
+volume_extents_ask_each_touched_member_once_and_cover_the_request (
+  void **state)
+{
+  (void) state;
+  for (unsigned c = 0; c < nr_cases; ++c) {
+    struct rng r = { 7000 + c };
+    struct vt t;
+
+    vt_open (&t, &cases[c], data_offset_of (c));
+    for (unsigned k = 0; k < REQUESTS / 2; ++k) {
+      struct extents_seen e;
+      uint64_t off, count;
+
+      pick_request (&r, &t.o, t.o.size, &off, &count);
+      e = (struct extents_seen){ .next = off };
+      CHECK (volume_extents (t.v, count, off, false, extent_seen, &e) == 0,
+             "%s: extents %" PRIu64 "+%" PRIu64 ": %m", describe (&t), off,
+             count);
+      CHECK (!e.bad && e.next == off + count,
+             "%s: extents %" PRIu64 "+%" PRIu64 ": runs up to %" PRIu64 "%s",
+             describe (&t), off, count, e.next,
+             e.bad ? ", not following one another or not data" : "");
+      check_one_op_each (&t, MEM_EXTENTS, off, count);
+    }
     vt_close (&t);
   }
 }
@@ -779,6 +831,8 @@ main (int argc, char **argv)
     fixture_test (volume_request_sends_one_read_or_write_per_touched_member),
     fixture_test (volume_trim_sends_one_range_per_touched_member),
     fixture_test (volume_zero_sends_one_range_per_touched_member),
+    fixture_test (
+      volume_extents_ask_each_touched_member_once_and_cover_the_request),
     fixture_test (volume_fua_write_is_fua_on_each_member_it_touches),
     fixture_test (volume_flush_reaches_every_member_written),
     fixture_test (volume_member_error_fails_the_requests_touching_it_with_eio),
