@@ -141,6 +141,20 @@ mem_alias (const char *alias, const char *existing)
 }
 
 void
+mem_rebind (const char *name, const char *existing)
+{
+  struct dev *d;
+
+  pthread_mutex_lock (&lock);
+  d = find_or_die (existing);
+  find_or_die (name);
+  for (size_t i = 0; i < nr_names; ++i)
+    if (strcmp (names[i].name, name) == 0)
+      names[i].dev = d;
+  pthread_mutex_unlock (&lock);
+}
+
+void
 mem_resize (const char *name, uint64_t size)
 {
   struct dev *d;

@@ -80,6 +80,11 @@ extern void mem_create (const char *name, uint64_t size);
  * identity.
  */
 extern void mem_alias (const char *alias, const char *existing);
+/* name, which exists, now names the device of existing: what a path
+ * does when another device takes its place (members open on the old
+ * device keep it).
+ */
+extern void mem_rebind (const char *name, const char *existing);
 /* Cut or extend (with zeroes) the device of name. */
 extern void mem_resize (const char *name, uint64_t size);
 /* Forget every device and name, records and injected errors (a test's

@@ -9,9 +9,14 @@
  * loaded from text by config_load_text.  Each test checks what assemble
  * returns and the lines it logs (stripe_log_vline is captured): the key
  * phrases a user acts on -- the member named, the generations, the right
- * order to paste -- as the code prints them (tests/lib/log_capture.h).  Only
- * the public entry points are used, so that the tests hold across a rewrite of
- * assembly.
+ * order to paste -- as the code prints them (tests/lib/log_capture.h).
+ * Only the public entry points are used, so that the tests hold across a
+ * rewrite of assembly.
+ *
+ * And the generation across a drop-out: what the volume records on the
+ * members when one drops out while it is served (the callbacks of
+ * volume_health_ops, called as health's prober calls them), and what the
+ * next assembly and a re-probe make of it.
  *
  * Config files cannot name "mem:" members (a member must be an absolute
  * path or an NBD URI), so the config text names them "/mem/NAME" and
@@ -32,6 +37,7 @@
 #include "log.h"
 #include "md_super.h"
 #include "member_mem.h"
+#include "volume.h"
 #include "unit_log.h"
 #include "unit_main.h"
 
@@ -602,6 +608,158 @@ header_volume_opens_through_volume_open_config_and_serves (void **state)
   free (v);
 }
 
+/* ---- the generation across a drop-out (the volume's side of health) ----
+ *
+ * What the volume records when a member drops out while it is served,
+ * and what the next assembly makes of it: the volume_health_ops
+ * callbacks called as health's prober calls them.
+ */
+
+/* The generation in member i's header now. */
+static uint64_t
+events_on (unsigned i)
+{
+  uint8_t buf[HEADER_SIZE];
+  struct header h;
+
+  mem_read (vol.names[i], 0, buf, sizeof buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &h, NULL), HEADER_OK);
+  return h.events;
+}
+
+/* The volume of vol, opened as the plugin opens it, with its health
+ * callbacks in ops.
+ */
+static struct volume *
+open_served (struct health_ops *ops)
+{
+  const struct volume_options o = { .claim = true };
+  struct volume *v = calloc (1, sizeof *v);
+
+  assert_non_null (v);
+  load_config (vol.metadata, vol.data_offset, "a b c", NULL);
+  assert_int_equal (volume_open_config (v, &cfg, &o, &asm_), 0);
+  volume_health_ops (v, ops);
+  return v;
+}
+
+static void
+close_served (struct volume *v)
+{
+  volume_close (v);
+  free (v);
+  assembly_free (&asm_);
+  config_free (&cfg);
+  cfg_loaded = false;
+}
+
+static void
+header_member_dropped_out_unreached_is_stale_at_the_next_assembly (
+  void **state)
+{
+  struct health_ops ops;
+  struct volume *v;
+
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  v = open_served (&ops);
+  mem_inject ("b", MEM_PWRITE, 0, 0, EIO, 0); /* its header: unwritable */
+  ops.dropped (ops.opaque, 1);
+  assert_logged_at (LOG_WARNING,
+                    "member 1 (mem:b) dropped out of volume "
+                    "'vol'",
+                    "generation 5 -> 6", "not on it");
+  assert_int_equal (events_on (0), EVENTS + 1);
+  assert_int_equal (events_on (1), EVENTS);
+  assert_int_equal (events_on (2), EVENTS + 1);
+  close_served (v);
+
+  log_capture_clear ();
+  assert_int_equal (assemble_these ("a b c", NULL), -1);
+  assert_error_logged ("member 1 (mem:b)", "stale",
+                       "at generation 5, the volume is at 6");
+}
+
+static void
+header_member_dropped_out_and_reached_assembles_at_the_new_generation (
+  void **state)
+{
+  struct health_ops ops;
+  struct volume *v;
+
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  v = open_served (&ops);
+  ops.dropped (ops.opaque, 1);
+  assert_logged_at (LOG_WARNING,
+                    "member 1 (mem:b) dropped out of volume "
+                    "'vol'",
+                    "generation 5 -> 6", "on it too");
+  for (unsigned i = 0; i < 3; ++i) {
+    assert_int_equal (events_on (i), EVENTS + 1);
+    assert_true (mem_count (vol.names[i], MEM_SYNC) >= 1);
+  }
+  close_served (v);
+
+  log_capture_clear ();
+  assert_int_equal (assemble_these ("a b c", NULL), 0);
+  assert_nothing_logged ();
+  assert_int_equal (asm_.hdr.events, EVENTS + 1);
+}
+
+/* An older copy of a member put where it was (the same name, another
+ * device) is told apart by its generation when health probes it.
+ */
+static void
+header_older_copy_in_a_members_place_is_refused_at_reprobe (void **state)
+{
+  struct health_ops ops;
+  struct volume *v;
+  void *fresh = NULL;
+  char why[512];
+
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  mem_create ("b-old", vol.sizes[1]);
+  mem_write ("b-old", 0, mem_data ("b", NULL), vol.sizes[1]);
+  mem_create ("b-dev", 1); /* keeps b's device named while b-old is in */
+  mem_rebind ("b-dev", "b");
+  v = open_served (&ops);
+  ops.dropped (ops.opaque, 1); /* generation 6, b too */
+
+  mem_rebind ("b", "b-old");
+  assert_int_equal (ops.probe (ops.opaque, 1, &fresh, why, sizeof why), -1);
+  assert_null (fresh);
+  if (strstr (why, "holds a stale copy of member 1: older generation 5 < 6")
+      == NULL)
+    fail_msg ("probe: %s", why);
+
+  /* The member itself, back under its name, is taken back. */
+  mem_rebind ("b", "b-dev");
+  assert_int_equal (ops.probe (ops.opaque, 1, &fresh, why, sizeof why), 0);
+  ops.discard (ops.opaque, 1, fresh);
+  close_served (v);
+}
+
+/* md superblocks have no drop-out record that nbdstripe writes. */
+static void
+md_member_dropped_out_changes_no_superblock (void **state)
+{
+  struct health_ops ops;
+  struct volume *v;
+
+  (void) state;
+  make_volume3 (METADATA_MD);
+  v = open_served (&ops);
+  ops.dropped (ops.opaque, 1);
+  for (unsigned i = 0; i < 3; ++i)
+    assert_int_equal (mem_count (vol.names[i], MEM_PWRITE), 0);
+  close_served (v);
+  assert_int_equal (assemble_these ("a b c", NULL), 0);
+  assert_nothing_logged ();
+  assert_int_equal (asm_.md.events, EVENTS);
+}
+
 /* ---- md v1.x superblocks ---- */
 
 static void
@@ -889,6 +1047,12 @@ main (int argc, char **argv)
     fixture_test (accepting_lets_exactly_the_named_stale_member_through),
     fixture_test (accepting_one_stale_member_still_refuses_a_second),
     fixture_test (header_volume_opens_through_volume_open_config_and_serves),
+    fixture_test (
+      header_member_dropped_out_unreached_is_stale_at_the_next_assembly),
+    fixture_test (
+      header_member_dropped_out_and_reached_assembles_at_the_new_generation),
+    fixture_test (header_older_copy_in_a_members_place_is_refused_at_reprobe),
+    fixture_test (md_member_dropped_out_changes_no_superblock),
     fixture_test (
       md_volume_assembles_with_its_offsets_sizes_layout_and_events),
     fixture_test (md_layout_original_in_the_superblocks_is_the_assemblys),
