@@ -214,6 +214,15 @@ member_is_uri (const char *s)
 extern int member_open (struct member *m, unsigned index, const char *name,
                         const struct member_open_params *p, char *why,
                         size_t len);
+/* A test hook: names starting with prefix are opened with ops (the
+ * in-memory backend of tests/lib/member_mem.c, "mem:NAME"), before the
+ * choice between an NBD URI and a local path.  Nothing in the plugin or
+ * the command registers one.  Call before members are opened (it takes
+ * no lock); prefix must outlive its use.  Registering a prefix again
+ * replaces its ops.  -1 with errno ENOSPC when the (small) table is full.
+ */
+extern int member_register_backend (const char *prefix,
+                                    const struct member_ops *ops);
 /* Safe on a member never opened (zeroed) or already closed. */
 extern void member_close (struct member *m);
 

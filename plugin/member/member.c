@@ -15,6 +15,44 @@
 extern const struct member_ops member_local_ops;
 extern const struct member_ops member_nbd_ops;
 
+/* Backends registered by tests (member_register_backend): few, set once
+ * before any member is opened.
+ */
+#define MAX_TEST_BACKENDS 4
+static struct {
+  const char *prefix;
+  const struct member_ops *ops;
+} test_backends[MAX_TEST_BACKENDS];
+static unsigned nr_test_backends;
+
+int
+member_register_backend (const char *prefix, const struct member_ops *ops)
+{
+  for (unsigned i = 0; i < nr_test_backends; ++i)
+    if (strcmp (test_backends[i].prefix, prefix) == 0) {
+      test_backends[i].ops = ops;
+      return 0;
+    }
+  if (nr_test_backends == MAX_TEST_BACKENDS) {
+    errno = ENOSPC;
+    return -1;
+  }
+  test_backends[nr_test_backends].prefix = prefix;
+  test_backends[nr_test_backends++].ops = ops;
+  return 0;
+}
+
+static const struct member_ops *
+backend_of (const char *name)
+{
+  for (unsigned i = 0; i < nr_test_backends; ++i)
+    if (strncmp (name, test_backends[i].prefix,
+                 strlen (test_backends[i].prefix))
+        == 0)
+      return test_backends[i].ops;
+  return member_is_uri (name) ? &member_nbd_ops : &member_local_ops;
+}
+
 const char *
 member_what (const struct member *m)
 {
@@ -77,7 +115,7 @@ member_open (struct member *m, unsigned index, const char *name,
   m->index = index;
   m->params = *p;
   m->readonly = p->readonly;
-  m->ops = member_is_uri (name) ? &member_nbd_ops : &member_local_ops;
+  m->ops = backend_of (name);
   m->path = strdup (name);
   if (m->path == NULL) {
     snprintf (why, len, "out of memory");

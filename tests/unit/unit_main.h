@@ -11,6 +11,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+/* A test entry with its suite's fixture: the functions setup and
+ * teardown of the test file, around each test.  CMakeLists.txt reads
+ * these entries as it reads cmocka_unit_test ones.
+ */
+#define fixture_test(f) cmocka_unit_test_setup_teardown (f, setup, teardown)
+
 /* Run every test, or with an argument only the test of that exact name (so
  * that CTest can register each test separately).  An unknown name is an
  * error rather than a silent "0 tests run".
