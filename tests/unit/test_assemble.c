@@ -314,11 +314,11 @@ header_volume_assembles_with_its_offsets_sizes_layout_and_generation (
   make_volume (METADATA_HEADER, 3, sizes);
   assert_int_equal (assemble_these ("a b c", NULL), 0);
   assert_nothing_logged ();
-  assert_int_equal (asm_.metadata, METADATA_HEADER);
+  assert_ptr_equal (asm_.meta, &meta_header_ops);
   assert_int_equal (asm_.layout, LAYOUT_MD_ALT);
   assert_int_equal (asm_.size_rule, LAYOUT_SIZE_MD);
-  assert_int_equal (asm_.hdr.events, EVENTS);
-  assert_memory_equal (asm_.hdr.array_uuid, ARRAY_UUID, 16);
+  assert_int_equal (asm_.events, EVENTS);
+  assert_memory_equal (asm_.members[asm_.ref].array_uuid, ARRAY_UUID, 16);
   assert_int_equal (asm_.data_offsets[0], DATA_OFFSET);
   assert_int_equal (asm_.data_offsets[1], DATA_OFFSET);
   assert_int_equal (asm_.data_offsets[2], DATA_OFFSET);
@@ -329,7 +329,7 @@ header_volume_assembles_with_its_offsets_sizes_layout_and_generation (
   for (unsigned i = 0; i < 3; ++i) {
     uint8_t u[16];
     member_uuid (i, u);
-    assert_memory_equal (asm_.member_uuid[i], u, 16);
+    assert_memory_equal (asm_.members[i].member_uuid, u, 16);
   }
 }
 
@@ -557,7 +557,7 @@ accepting_lets_exactly_the_named_stale_member_through (void **state)
   assert_int_equal (assemble_accepting (&cfg, &asm_, 1, &events), 0);
   assert_nothing_logged ();
   assert_int_equal (events, EVENTS - 2);
-  assert_int_equal (asm_.hdr.events, EVENTS);
+  assert_int_equal (asm_.events, EVENTS);
 
   /* Accepting another member lets nothing through. */
   assert_int_equal (assemble_accepting (&cfg, &asm_, 0, &events), -1);
@@ -704,7 +704,7 @@ header_member_dropped_out_and_reached_assembles_at_the_new_generation (
   log_capture_clear ();
   assert_int_equal (assemble_these ("a b c", NULL), 0);
   assert_nothing_logged ();
-  assert_int_equal (asm_.hdr.events, EVENTS + 1);
+  assert_int_equal (asm_.events, EVENTS + 1);
 }
 
 /* An older copy of a member put where it was (the same name, another
@@ -757,7 +757,7 @@ md_member_dropped_out_changes_no_superblock (void **state)
   close_served (v);
   assert_int_equal (assemble_these ("a b c", NULL), 0);
   assert_nothing_logged ();
-  assert_int_equal (asm_.md.events, EVENTS);
+  assert_int_equal (asm_.events, EVENTS);
 }
 
 /* ---- md v1.x superblocks ---- */
@@ -773,22 +773,23 @@ md_volume_assembles_with_its_offsets_sizes_layout_and_events (void **state)
   make_volume (METADATA_MD, 3, sizes);
   assert_int_equal (assemble_these ("a b c", NULL), 0);
   assert_nothing_logged ();
-  assert_int_equal (asm_.metadata, METADATA_MD);
+  assert_ptr_equal (asm_.meta, &meta_md_ops);
   assert_int_equal (asm_.layout, LAYOUT_MD_ALT);
   assert_int_equal (asm_.size_rule, LAYOUT_SIZE_MD);
-  assert_int_equal (asm_.md.events, EVENTS);
-  assert_int_equal (asm_.md.minor, 2);
-  assert_string_equal (asm_.md.name, "vol");
-  assert_memory_equal (asm_.md.uuid, ARRAY_UUID, 16);
+  assert_int_equal (asm_.events, EVENTS);
+  assert_int_equal (((const struct md_super *) asm_.members[0].rec)->minor, 2);
+  assert_string_equal (asm_.members[asm_.ref].name, "vol");
+  assert_memory_equal (asm_.members[asm_.ref].array_uuid, ARRAY_UUID, 16);
   /* md's data size is the whole data area, not whole chunks. */
   for (unsigned i = 0; i < 3; ++i) {
     uint8_t u[16];
     assert_int_equal (asm_.data_offsets[i], DATA_OFFSET);
     assert_int_equal (asm_.data_sizes[i], sizes[i] - DATA_OFFSET);
     member_uuid (i, u);
-    assert_memory_equal (asm_.md.device_uuid[i], u, 16);
-    assert_non_null (asm_.md.sb);
-    assert_int_equal (md_super_role (&asm_.md.sb[i]), i);
+    assert_memory_equal (asm_.members[i].member_uuid, u, 16);
+    assert_non_null (asm_.members[i].rec);
+    assert_int_equal (asm_.members[i].slot, i);
+    assert_int_equal (md_super_role (asm_.members[i].rec), i);
   }
 }
 
@@ -841,7 +842,7 @@ md_superblock_1_0_at_the_end_assembles_with_data_from_byte_0 (void **state)
   assert_int_equal (vol.md_minor, 0);
   assert_int_equal (assemble_these ("a b c", NULL), 0);
   assert_nothing_logged ();
-  assert_int_equal (asm_.md.minor, 0);
+  assert_int_equal (((const struct md_super *) asm_.members[0].rec)->minor, 0);
   for (unsigned i = 0; i < 3; ++i) {
     assert_int_equal (asm_.data_offsets[i], 0);
     assert_int_equal (asm_.data_sizes[i], vol.md[i].super_offset * 512);
@@ -1011,7 +1012,7 @@ metadata_none_takes_offsets_and_layout_from_the_config (void **state)
   load_config (METADATA_NONE, 8 * KIB, "a b", "layout = \"original\";\n");
   assert_int_equal (assemble (&cfg, &asm_), 0);
   assert_nothing_logged ();
-  assert_int_equal (asm_.metadata, METADATA_NONE);
+  assert_ptr_equal (asm_.meta, &meta_none_ops);
   assert_int_equal (asm_.layout, LAYOUT_MD_ORIG);
   assert_int_equal (asm_.data_offsets[0], 8 * KIB);
   assert_int_equal (asm_.data_offsets[1], 8 * KIB);

@@ -151,7 +151,7 @@ vt_open (struct vt *t, const struct tcase *tc, uint64_t data_offset)
   CHECK (oracle_init_as (&t->o, case_layout (tc), tc->chunk, tc->n, usable)
            == 0,
          "oracle_init_as %s", describe_case (tc));
-  t->a.metadata = METADATA_NONE;
+  t->a.meta = &meta_none_ops;
   t->a.layout = case_layout (tc);
   t->a.size_rule = LAYOUT_SIZE_MD;
   for (unsigned i = 0; i < tc->n; ++i) {
