@@ -21,17 +21,29 @@
  *              1 knew only the alternate layout and wrote 1 for it (read
  *              as 2).  Version 1 volumes are sized as all their zones,
  *              version 2 by md's rule (layout.h)
- *   140     4  flags: HEADER_FLAG_REPLACED (version 2); no other is
- *              defined, and a header with another is refused
+ *   140     4  flags (version 2): HEADER_FLAG_REPLACED, _RESHAPE,
+ *              _REMOVED; a header with another is refused
  *   144     8  data offset in bytes (multiple of 4096)
  *   152   512  usable data size of every member, 64 x u64 (unused: 0),
- *              so that the layout can be rebuilt from any one member
+ *              so that the layout can be rebuilt from any one member;
+ *              during a reshape, each member's in the old layout (0:
+ *              joining)
  *   664     8  events (version 2): the volume's generation, at least 1,
  *              the same on every member; bumped on the members still in
  *              the volume when one drops out while it is served, so that
  *              a stale member (an older copy) is told apart.  Version 1:
  *              reserved (read as 0)
- *   672  3420  reserved, zero
+ *   672     4  reshape flags (HEADER_FLAG_RESHAPE, else 0):
+ *              HEADER_RESHAPE_BACKWARD, HEADER_RESHAPE_JOURNAL
+ *   676     4  reserved, zero
+ *   680     8  reshape position: bytes of positions moved (restripe.h)
+ *   688     8  journal: the position of the window it holds
+ *   696     8  journal: the window's length
+ *   704     4  journal: CRC32C of the window's bytes
+ *   708     4  reserved, zero
+ *   712   512  each member's usable data size in the new layout, 64 x
+ *              u64 (0: leaving, or unused)
+ *  1224  2868  reserved, zero
  *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
  */
 #ifndef NBDSTRIPE_HEADER_H
@@ -53,6 +65,19 @@
  * its unknown flag, which is as well.)
  */
 #define HEADER_FLAG_REPLACED 1u
+/* A reshape (grow, shrink) is under way: the reshape fields say where
+ * it is.  Members are then numbered in the union of the old and the new
+ * layout (the config's members, the joining ones last).
+ */
+#define HEADER_FLAG_RESHAPE 2u
+/* The member was removed from the volume (nbdstripe shrink): never
+ * assembled again.
+ */
+#define HEADER_FLAG_REMOVED 4u
+#define HEADER_FLAGS_KNOWN 7u
+
+#define HEADER_RESHAPE_BACKWARD 1u /* positions run down from the end */
+#define HEADER_RESHAPE_JOURNAL 2u  /* the journal holds a window */
 
 struct header {
   uint32_t version;
@@ -68,6 +93,14 @@ struct header {
   uint64_t data_offset;
   uint64_t member_sizes[LAYOUT_MAX_MEMBERS];
   uint64_t events; /* 0 in version 1 */
+  /* With HEADER_FLAG_RESHAPE (else all zero). */
+  struct {
+    uint32_t flags;      /* HEADER_RESHAPE_* */
+    uint64_t position;   /* bytes of positions moved */
+    uint64_t journal_position, journal_length;
+    uint32_t journal_crc;
+    uint64_t new_sizes[LAYOUT_MAX_MEMBERS];
+  } reshape;
 };
 
 enum header_error {

@@ -31,10 +31,18 @@
 #define OFF_MEMBER_SIZES 152
 #define OFF_EVENTS (OFF_MEMBER_SIZES + 8 * LAYOUT_MAX_MEMBERS)
 #define OFF_RESERVED_1 OFF_EVENTS /* version 1: reserved from here */
-#define OFF_RESERVED (OFF_EVENTS + 8)
+#define OFF_RESHAPE_FLAGS (OFF_EVENTS + 8)
+#define OFF_RESHAPE_POSITION (OFF_RESHAPE_FLAGS + 8)
+#define OFF_JOURNAL_POSITION (OFF_RESHAPE_POSITION + 8)
+#define OFF_JOURNAL_LENGTH (OFF_JOURNAL_POSITION + 8)
+#define OFF_JOURNAL_CRC (OFF_JOURNAL_LENGTH + 8)
+#define OFF_NEW_SIZES (OFF_JOURNAL_CRC + 8)
+#define OFF_RESERVED (OFF_NEW_SIZES + 8 * LAYOUT_MAX_MEMBERS)
 #define OFF_CRC (HEADER_SIZE - 4)
 
 _Static_assert(OFF_EVENTS == 664, "member_sizes must end at 664");
+_Static_assert(OFF_NEW_SIZES == 712 && OFF_RESERVED == 1224,
+               "the reshape fields are where header.h says");
 _Static_assert(sizeof HEADER_MAGIC - 1 == 8, "the magic is 8 bytes");
 _Static_assert(sizeof ((struct header *) 0)->name == OFF_CTIME - OFF_NAME,
                "struct header's name is the whole 64-byte field");
@@ -188,6 +196,15 @@ header_encode (const struct header *sb, uint8_t *buf)
     put_le64 (buf + OFF_MEMBER_SIZES + 8 * i, sb->member_sizes[i]);
   if (sb->version != HEADER_VERSION_1)
     put_le64 (buf + OFF_EVENTS, sb->events);
+  if (sb->flags & HEADER_FLAG_RESHAPE) {
+    put_le32 (buf + OFF_RESHAPE_FLAGS, sb->reshape.flags);
+    put_le64 (buf + OFF_RESHAPE_POSITION, sb->reshape.position);
+    put_le64 (buf + OFF_JOURNAL_POSITION, sb->reshape.journal_position);
+    put_le64 (buf + OFF_JOURNAL_LENGTH, sb->reshape.journal_length);
+    put_le32 (buf + OFF_JOURNAL_CRC, sb->reshape.journal_crc);
+    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+      put_le64 (buf + OFF_NEW_SIZES + 8 * i, sb->reshape.new_sizes[i]);
+  }
   put_le32 (buf + OFF_CRC, crc32c (0, buf, OFF_CRC));
 }
 
@@ -229,6 +246,24 @@ all_zero (const uint8_t *p, size_t len)
   for (size_t i = 0; i < len; ++i)
     if (p[i] != 0)
       return false;
+  return true;
+}
+
+/* Member sizes: count sizes of whole chunks (0 allowed when some may be
+ * out of a layout), zeros after.
+ */
+static bool
+sizes_ok (const uint64_t *sizes, uint32_t count, uint64_t chunk,
+          bool zero_ok)
+{
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i) {
+    if (i >= count) {
+      if (sizes[i] != 0)
+        return false;
+    }
+    else if ((sizes[i] == 0 && !zero_ok) || sizes[i] % chunk != 0)
+      return false;
+  }
   return true;
 }
 
@@ -276,6 +311,15 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
     sb->member_sizes[i] = get_le64 (buf + OFF_MEMBER_SIZES + 8 * i);
   if (version != HEADER_VERSION_1)
     sb->events = get_le64 (buf + OFF_EVENTS);
+  if (sb->flags & HEADER_FLAG_RESHAPE) {
+    sb->reshape.flags = get_le32 (buf + OFF_RESHAPE_FLAGS);
+    sb->reshape.position = get_le64 (buf + OFF_RESHAPE_POSITION);
+    sb->reshape.journal_position = get_le64 (buf + OFF_JOURNAL_POSITION);
+    sb->reshape.journal_length = get_le64 (buf + OFF_JOURNAL_LENGTH);
+    sb->reshape.journal_crc = get_le32 (buf + OFF_JOURNAL_CRC);
+    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+      sb->reshape.new_sizes[i] = get_le64 (buf + OFF_NEW_SIZES + 8 * i);
+  }
 
   if (header_size != HEADER_SIZE)
     bad = "header_size";
@@ -292,29 +336,43 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
     bad = "layout";
   else if ((sb->flags & ~(sb->version == HEADER_VERSION_1
                             ? 0u
-                            : HEADER_FLAG_REPLACED))
+                            : HEADER_FLAGS_KNOWN))
            != 0)
     bad = "flags";
   else if (sb->data_offset < HEADER_SIZE || sb->data_offset % HEADER_SIZE != 0)
     bad = "data_offset";
   else {
-    /* Sizes of the members, then zeros in the unused slots. */
-    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS && !bad; ++i) {
-      uint64_t size = sb->member_sizes[i];
+    const bool reshape = sb->flags & HEADER_FLAG_RESHAPE;
 
-      if (i < sb->member_count) {
-        if (size == 0 || size % sb->chunk != 0)
-          bad = "member_sizes";
-      }
-      else if (size != 0)
-        bad = "member_sizes";
-    }
+    /* Sizes of the members (0: not in that layout, while reshaping),
+     * then zeros in the unused slots.
+     */
+    if (!sizes_ok (sb->member_sizes, sb->member_count, sb->chunk, reshape))
+      bad = "member_sizes";
+    else if (reshape
+             && !sizes_ok (sb->reshape.new_sizes, sb->member_count, sb->chunk,
+                           true))
+      bad = "reshape.new_sizes";
+    else if (reshape
+             && (sb->reshape.flags & ~(HEADER_RESHAPE_BACKWARD
+                                       | HEADER_RESHAPE_JOURNAL)) != 0)
+      bad = "reshape.flags";
+    else if (reshape && !(sb->reshape.flags & HEADER_RESHAPE_JOURNAL)
+             && (sb->reshape.journal_position || sb->reshape.journal_length
+                 || sb->reshape.journal_crc))
+      bad = "reshape.journal";
     if (!bad && version != HEADER_VERSION_1 && sb->events == 0)
       bad = "events";
     else if (!bad && version == HEADER_VERSION_1
              && !all_zero (buf + OFF_RESERVED_1, OFF_CRC - OFF_RESERVED_1))
       bad = "reserved";
-    else if (!bad && !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED))
+    else if (!bad && !reshape
+             && !all_zero (buf + OFF_RESHAPE_FLAGS, OFF_CRC - OFF_RESHAPE_FLAGS))
+      bad = "reserved";
+    else if (!bad
+             && (!all_zero (buf + OFF_RESHAPE_FLAGS + 4, 4)
+                 || !all_zero (buf + OFF_JOURNAL_CRC + 4, 4)
+                 || !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED)))
       bad = "reserved";
   }
 

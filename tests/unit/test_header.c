@@ -515,7 +515,7 @@ header_checks_magic_then_version_then_crc_then_fields (void **state)
 
   (void) state;
   plain_header (&sb);
-  sb.flags = 2; /* a bad field ... */
+  sb.flags = 8; /* a bad field ... */
   header_encode (&sb, buf);
   expect_field_error (buf, "flags");
   buf[4092] ^= 1; /* ... a bad CRC ... */
@@ -535,7 +535,7 @@ header_names_the_first_bad_field_in_header_order (void **state)
 
   (void) state;
   plain_header (&sb);
-  sb.flags = 2;
+  sb.flags = 8;
   sb.chunk = 100;
   sb.member_sizes[10] = 4096;
   expect_encoded_field_error (&sb, "chunk");
@@ -559,7 +559,7 @@ header_sets_field_only_on_a_field_error (void **state)
   assert_null (field);
   /* A NULL field pointer is allowed on a field error too. */
   plain_header (&sb);
-  sb.flags = 2;
+  sb.flags = 8;
   header_encode (&sb, buf);
   assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_FIELD);
 }
@@ -745,13 +745,13 @@ header_rejects_layout_other_than_md_original_or_alternate (void **state)
 }
 
 static void
-header_rejects_flags_but_replaced (void **state)
+header_rejects_flags_but_replaced_reshape_and_removed (void **state)
 {
   struct header sb, back;
   uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  for (unsigned bit = 1; bit < 32; ++bit) {
+  for (unsigned bit = 3; bit < 32; ++bit) {
     plain_header (&sb);
     sb.flags = UINT32_C (1) << bit;
     expect_encoded_field_error (&sb, "flags");
@@ -828,6 +828,105 @@ header_rejects_any_nonzero_reserved_byte (void **state)
   (void) state;
   plain_header (&sb);
   for (unsigned i = 672; i < 4092; ++i) {
+    header_encode (&sb, buf);
+    buf[i] = 0x80;
+    reseal (buf);
+    expect_field_error (buf, "reserved");
+  }
+}
+
+/* ---- Reshape ---- */
+
+static void
+reshape_header (struct header *sb)
+{
+  plain_header (sb);
+  sb->flags = HEADER_FLAG_RESHAPE;
+  sb->reshape.flags = HEADER_RESHAPE_BACKWARD | HEADER_RESHAPE_JOURNAL;
+  sb->reshape.position = 123 * 4096;
+  sb->reshape.journal_position = 120 * 4096;
+  sb->reshape.journal_length = 3 * 4096;
+  sb->reshape.journal_crc = 0xdeadbeef;
+  for (unsigned i = 0; i < sb->member_count; ++i)
+    sb->reshape.new_sizes[i] = sb->member_sizes[i] * 2;
+}
+
+static void
+header_reshape_fields_read_back_as_written (void **state)
+{
+  struct header sb, back;
+  uint8_t buf[HEADER_SIZE], again[HEADER_SIZE];
+
+  (void) state;
+  reshape_header (&sb);
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  assert_int_equal (back.flags, HEADER_FLAG_RESHAPE);
+  assert_memory_equal (&back.reshape, &sb.reshape, sizeof sb.reshape);
+  header_encode (&back, again);
+  assert_memory_equal (buf, again, HEADER_SIZE);
+  /* Without the flag the fields are neither written nor read. */
+  sb.flags = 0;
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  assert_int_equal (back.reshape.position, 0);
+  assert_int_equal (back.reshape.new_sizes[0], 0);
+}
+
+static void
+header_reshape_allows_a_member_out_of_one_layout (void **state)
+{
+  struct header sb, back;
+  uint8_t buf[HEADER_SIZE];
+
+  (void) state;
+  reshape_header (&sb);
+  sb.member_sizes[sb.member_count - 1] = 0;  /* joining */
+  sb.reshape.new_sizes[0] = 0;               /* leaving */
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  /* ... but only while reshaping. */
+  plain_header (&sb);
+  sb.member_sizes[0] = 0;
+  expect_encoded_field_error (&sb, "member_sizes");
+  reshape_header (&sb);
+  sb.reshape.new_sizes[1] = 4096 * 3 + 1;
+  expect_encoded_field_error (&sb, "reshape.new_sizes");
+  reshape_header (&sb);
+  sb.reshape.new_sizes[sb.member_count] = sb.chunk;
+  expect_encoded_field_error (&sb, "reshape.new_sizes");
+}
+
+static void
+header_reshape_rejects_a_journal_not_flagged (void **state)
+{
+  struct header sb;
+
+  (void) state;
+  reshape_header (&sb);
+  sb.reshape.flags = 0;
+  expect_encoded_field_error (&sb, "reshape.journal");
+  reshape_header (&sb);
+  sb.reshape.flags |= 4;
+  expect_encoded_field_error (&sb, "reshape.flags");
+}
+
+static void
+header_reshape_rejects_any_nonzero_reserved_byte (void **state)
+{
+  static const unsigned pads[] = { 676, 677, 678, 679, 708, 709, 710, 711 };
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
+
+  (void) state;
+  reshape_header (&sb);
+  for (unsigned k = 0; k < sizeof pads / sizeof pads[0]; ++k) {
+    header_encode (&sb, buf);
+    buf[pads[k]] = 0x80;
+    reseal (buf);
+    expect_field_error (buf, "reserved");
+  }
+  for (unsigned i = 1224; i < 4092; ++i) {
     header_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
@@ -912,7 +1011,11 @@ main (void)
     cmocka_unit_test (header_rejects_layout_other_than_md_original_or_alternate),
     cmocka_unit_test (header_version_1_still_reads_with_its_own_layout_number),
     cmocka_unit_test (header_rejects_events_zero),
-    cmocka_unit_test (header_rejects_flags_but_replaced),
+    cmocka_unit_test (header_rejects_flags_but_replaced_reshape_and_removed),
+    cmocka_unit_test (header_reshape_fields_read_back_as_written),
+    cmocka_unit_test (header_reshape_allows_a_member_out_of_one_layout),
+    cmocka_unit_test (header_reshape_rejects_a_journal_not_flagged),
+    cmocka_unit_test (header_reshape_rejects_any_nonzero_reserved_byte),
     cmocka_unit_test (header_rejects_data_offset_below_4096_or_unaligned),
     cmocka_unit_test (header_rejects_member_size_zero_or_not_whole_chunks),
     cmocka_unit_test (header_rejects_member_size_in_an_unused_slot),
