@@ -61,6 +61,17 @@ struct stripe_config {
   uint64_t chunk;
   unsigned nr_members;
   char *members[LAYOUT_MAX_MEMBERS];
+  /* A reshape under way (nbdstripe grow, shrink): the last nr_joining
+   * members are the config's joining list (being added); with
+   * has_leaving, member leaving is being removed.  The members' headers
+   * number them all, in this order.
+   */
+  unsigned nr_joining;
+  bool has_leaving;
+  unsigned leaving;
+  /* Devices once members, removed (nbdstripe shrink): never served. */
+  unsigned nr_removed;
+  char *removed[LAYOUT_MAX_MEMBERS];
   enum metadata_mode metadata;
   uint64_t data_offset; /* "none": 0 unless given */
   bool data_offset_given; /* in the file (not the default) */
@@ -132,6 +143,29 @@ extern int config_parse_size (const char *s, uint64_t *out);
 extern int config_replace_member (const char *path, unsigned index,
                                   const char *old, const char *new_member,
                                   char *why, size_t len);
+
+/* What a grow or a shrink writes in the config: the members (the
+ * volume's, without the joining ones), the joining ones (being added),
+ * the one leaving (NULL: none), the removed ones.
+ */
+struct config_members {
+  unsigned nr_members;
+  char *const *members;
+  unsigned nr_joining;
+  char *const *joining;
+  const char *leaving;
+  unsigned nr_removed;
+  char *const *removed;
+};
+
+/* Rewrite the members, joining, leaving and removed settings of the
+ * config file at path as m says, atomically as config_replace_member
+ * does: every other setting, comment and line stays; the result is loaded
+ * and checked before it replaces the file.  -1 with why.
+ */
+extern int config_rewrite_members (const char *path,
+                                   const struct config_members *m, char *why,
+                                   size_t len);
 
 /* "header", "none" or "md", as the config's metadata key: -1 for another
  * name.

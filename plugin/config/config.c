@@ -38,6 +38,11 @@ struct loader {
   char *err;
   size_t errlen;
   struct config_text text; /* the file, as libconfig parses it */
+  /* A reshape's keys, until check_reshape puts them in cfg. */
+  char *joining[LAYOUT_MAX_MEMBERS];
+  unsigned nr_joining;
+  char *leaving;
+  int leaving_line;
 };
 
 /* Error reporting.  Every message is one line "FILE:LINE: KEY: what is
@@ -533,11 +538,14 @@ set_chunk (struct loader *ld, const config_setting_t *s)
  * string twice is refused here; the same file under two names is found
  * when the members are opened.
  */
+/* A list of member names (members, joining, removed) into out[],
+ * *nr of them; empty allowed when empty_ok.
+ */
 static int
-set_members (struct loader *ld, const config_setting_t *s)
+set_member_list (struct loader *ld, const config_setting_t *s, char **out,
+                 unsigned *nr, bool empty_ok)
 {
   static const char expected[] = "an absolute path or an NBD URI";
-  struct stripe_config *cfg = ld->cfg;
   int n;
 
   if (config_setting_type (s) != CONFIG_TYPE_ARRAY
@@ -547,7 +555,7 @@ set_members (struct loader *ld, const config_setting_t *s)
                      "[ \"/dev/nvme0n1\", \"nbd://host/export\" ], got %s",
                      expected, TYPE_AND_VALUE (s));
   n = config_setting_length (s);
-  if (n == 0)
+  if (n == 0 && !empty_ok)
     return error_at (ld, s, "empty: a volume needs 1 to %d members",
                      LAYOUT_MAX_MEMBERS);
   if (n > LAYOUT_MAX_MEMBERS)
@@ -581,16 +589,48 @@ set_members (struct loader *ld, const config_setting_t *s)
                        QUOTE (path), expected);
     }
     for (int j = 0; j < i; ++j)
-      if (strcmp (path, cfg->members[j]) == 0)
+      if (strcmp (path, out[j]) == 0)
         return error_at (ld, m,
-                         "%s is the same %s as members[%d]: each "
+                         "%s is the same %s as %s[%d]: each "
                          "member can be used once",
-                         QUOTE (path), path[0] == '/' ? "path" : "URI", j);
-    if (dup_string (ld, m, path, &cfg->members[i]) == -1)
+                         QUOTE (path), path[0] == '/' ? "path" : "URI",
+                         config_setting_name (s), j);
+    if (dup_string (ld, m, path, &out[i]) == -1)
       return -1;
-    cfg->nr_members = i + 1;
+    *nr = i + 1;
   }
   return 0;
+}
+
+static int
+set_members (struct loader *ld, const config_setting_t *s)
+{
+  return set_member_list (ld, s, ld->cfg->members, &ld->cfg->nr_members,
+                          false);
+}
+
+static int
+set_joining (struct loader *ld, const config_setting_t *s)
+{
+  return set_member_list (ld, s, ld->joining, &ld->nr_joining, true);
+}
+
+static int
+set_removed (struct loader *ld, const config_setting_t *s)
+{
+  return set_member_list (ld, s, ld->cfg->removed, &ld->cfg->nr_removed,
+                          true);
+}
+
+static int
+set_leaving (struct loader *ld, const config_setting_t *s)
+{
+  const char *path = get_string (ld, s, "the member leaving (a string)");
+
+  if (path == NULL)
+    return -1;
+  ld->leaving_line = config_setting_source_line (s);
+  return dup_string (ld, s, path, &ld->leaving);
 }
 
 static const char *const metadata_names[] = { "header", "none", "md", NULL };
@@ -930,6 +970,9 @@ static const struct key top_keys[] = { { "name", set_name },
                                        { "serve", set_serve },
                                        { "health", set_health },
                                        { "remote", set_remote },
+                                       { "joining", set_joining },
+                                       { "leaving", set_leaving },
+                                       { "removed", set_removed },
                                        { NULL, NULL } };
 
 /* Edit distance, for "did you mean": typos are the usual unknown keys. */
@@ -1023,6 +1066,57 @@ check_required (struct loader *ld)
                        "members: missing: list the member paths in "
                        "order, e.g. members = [ \"/dev/nvme0n1\", "
                        "\"/dev/nvme1n1\" ];");
+  return 0;
+}
+
+/* A reshape under way: the joining members follow the members (the
+ * union the members' headers number them in); the leaving one is one of
+ * them; none of them was removed.
+ */
+static int
+check_reshape (struct loader *ld)
+{
+  struct stripe_config *cfg = ld->cfg;
+
+  if (ld->nr_joining && ld->leaving)
+    return error_line (ld, ld->leaving_line,
+                       "leaving: a volume is grown (joining) or shrunk "
+                       "(leaving), not both at once");
+  if (cfg->nr_members + ld->nr_joining > LAYOUT_MAX_MEMBERS)
+    return error_line (ld, 0, "joining: %u members with the joining ones: "
+                       "at most %d are supported",
+                       cfg->nr_members + ld->nr_joining, LAYOUT_MAX_MEMBERS);
+  for (unsigned j = 0; j < ld->nr_joining; ++j) {
+    for (unsigned i = 0; i < cfg->nr_members; ++i)
+      if (strcmp (ld->joining[j], cfg->members[i]) == 0)
+        return error_line (ld, 0, "joining: \"%s\" is members[%u] already",
+                           ld->joining[j], i);
+    cfg->members[cfg->nr_members++] = ld->joining[j];
+    ld->joining[j] = NULL;
+  }
+  cfg->nr_joining = ld->nr_joining;
+  if (ld->leaving) {
+    for (unsigned i = 0; i < cfg->nr_members; ++i)
+      if (strcmp (ld->leaving, cfg->members[i]) == 0) {
+        cfg->leaving = i;
+        cfg->has_leaving = true;
+      }
+    if (!cfg->has_leaving)
+      return error_line (ld, ld->leaving_line,
+                         "leaving: \"%s\" is none of the members", ld->leaving);
+    if (cfg->nr_members == 1)
+      return error_line (ld, ld->leaving_line,
+                         "leaving: the only member cannot leave");
+  }
+  for (unsigned r = 0; r < cfg->nr_removed; ++r)
+    for (unsigned i = 0; i < cfg->nr_members; ++i)
+      if (strcmp (cfg->removed[r], cfg->members[i]) == 0)
+        return error_line (ld, 0,
+                           "removed: \"%s\" was removed from the volume and "
+                           "is members[%u] again: a removed member is never "
+                           "served again (drop it from removed to use the "
+                           "device anew, after 'nbdstripe create --force')",
+                           cfg->removed[r], i);
   return 0;
 }
 
@@ -1279,13 +1373,17 @@ load (const char *path, const char *text, struct stripe_config *cfg,
   }
 
   if (walk_group (&ld, config_root_setting (&conf), top_keys) == -1
-      || check_required (&ld) == -1 || check_data_offset (&ld, &conf) == -1
+      || check_required (&ld) == -1 || check_reshape (&ld) == -1
+      || check_data_offset (&ld, &conf) == -1
       || check_serve (&ld, &conf) == -1 || check_tls (&ld, &conf) == -1
       || set_defaults (&ld) == -1)
     goto out;
   r = 0;
 
 out:
+  for (unsigned j = 0; j < ld.nr_joining; ++j)
+    free (ld.joining[j]);
+  free (ld.leaving);
   config_destroy (&conf);
   config_text_free (&ld.text);
   return r;
@@ -1296,8 +1394,10 @@ config_free (struct stripe_config *cfg)
 {
   free (cfg->path);
   free (cfg->name);
-  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i) {
     free (cfg->members[i]);
+    free (cfg->removed[i]);
+  }
   free (cfg->serve.socket);
   free (cfg->serve.address);
   free (cfg->serve.export_name);

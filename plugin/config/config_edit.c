@@ -182,18 +182,45 @@ out:
   return r;
 }
 
+/* text replaces the regular file real (the config's real path),
+ * atomically, keeping owner, group and mode.
+ */
+static int
+commit (const char *real, const char *text, char *why, size_t len)
+{
+  char dir[PATH_MAX], base[PATH_MAX];
+  const char *bn;
+  struct stat st;
+  int dirfd, r = -1;
+
+  snprintf (dir, sizeof dir, "%s", real);
+  snprintf (base, sizeof base, "%s", real);
+  bn = basename (base);
+  dirfd = open (dirname (dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd == -1) {
+    snprintf (why, len, "%s: %s", dir, strerror (errno));
+    return -1;
+  }
+  if (fstatat (dirfd, bn, &st, AT_SYMLINK_NOFOLLOW) == -1)
+    snprintf (why, len, "%s: %s", real, strerror (errno));
+  else if (!S_ISREG (st.st_mode))
+    snprintf (why, len, "%s: not a regular file", real);
+  else
+    r = replace_file (dirfd, dir, bn, text, &st, why, len);
+  close (dirfd);
+  return r;
+}
+
 int
 config_replace_member (const char *path, unsigned index, const char *old,
                        const char *new_member, char *why, size_t len)
 {
   struct stripe_config cfg, after;
   struct config_text text = { 0 };
-  char err[1024], dir[PATH_MAX], base[PATH_MAX];
+  char err[1024];
   char *real = NULL, *qnew = NULL, *out = NULL;
-  const char *bn;
   size_t a, b, lnew;
-  struct stat st;
-  int dirfd = -1, line, r = -1;
+  int line, r = -1;
 
   memset (&cfg, 0, sizeof cfg);
   memset (&after, 0, sizeof after);
@@ -255,32 +282,179 @@ config_replace_member (const char *path, unsigned index, const char *old,
       goto out;
     }
 
-  snprintf (dir, sizeof dir, "%s", real);
-  snprintf (base, sizeof base, "%s", real);
-  bn = basename (base);
-  dirfd = open (dirname (dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd == -1) {
-    snprintf (why, len, "%s: %s", dir, strerror (errno));
-    goto out;
-  }
-  if (fstatat (dirfd, bn, &st, AT_SYMLINK_NOFOLLOW) == -1) {
-    snprintf (why, len, "%s: %s", real, strerror (errno));
-    goto out;
-  }
-  if (!S_ISREG (st.st_mode)) {
-    snprintf (why, len, "%s: not a regular file", real);
-    goto out;
-  }
-  r = replace_file (dirfd, dir, bn, out, &st, why, len);
+  r = commit (real, out, why, len);
 
 out:
-  if (dirfd != -1)
-    close (dirfd);
   config_free (&cfg);
   config_free (&after);
   config_text_free (&text);
   free (real);
   free (qnew);
+  free (out);
+  return r;
+}
+
+/* ---- the members settings as a whole (nbdstripe grow, shrink) ---- */
+
+/* Appends s to the growing text *buf (*len bytes, *cap allocated). */
+static int
+append (char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+  if (*len + n + 1 > *cap) {
+    size_t c = (*len + n + 1) * 2;
+    char *b = realloc (*buf, c);
+    if (b == NULL)
+      return -1;
+    *buf = b;
+    *cap = c;
+  }
+  memcpy (*buf + *len, s, n);
+  *len += n;
+  (*buf)[*len] = '\0';
+  return 0;
+}
+
+/* NAME = [ "a", "b" ]; (a list) or NAME = "a"; (one). */
+static int
+append_setting (char **buf, size_t *len, size_t *cap, const char *name,
+                char *const *v, unsigned n, bool list)
+{
+  int r = append (buf, len, cap, name, strlen (name));
+
+  r |= append (buf, len, cap, list ? " = [ " : " = ", list ? 5 : 3);
+  for (unsigned i = 0; i < n && r == 0; ++i) {
+    char *q = quote (v[i]);
+    if (q == NULL)
+      return -1;
+    r |= append (buf, len, cap, q, strlen (q));
+    if (i + 1 < n)
+      r |= append (buf, len, cap, ", ", 2);
+    free (q);
+  }
+  r |= append (buf, len, cap, list ? " ];" : ";", list ? 3 : 1);
+  return r;
+}
+
+static bool
+same_members (const struct stripe_config *c, const struct config_members *m)
+{
+  if (c->nr_members != m->nr_members + m->nr_joining
+      || c->nr_joining != m->nr_joining || c->nr_removed != m->nr_removed
+      || c->has_leaving != (m->leaving != NULL))
+    return false;
+  for (unsigned i = 0; i < c->nr_members; ++i)
+    if (strcmp (c->members[i], i < m->nr_members
+                                 ? m->members[i]
+                                 : m->joining[i - m->nr_members])
+        != 0)
+      return false;
+  for (unsigned i = 0; i < c->nr_removed; ++i)
+    if (strcmp (c->removed[i], m->removed[i]) != 0)
+      return false;
+  return !c->has_leaving || strcmp (c->members[c->leaving], m->leaving) == 0;
+}
+
+/* The text with the members, joining, leaving and removed settings where
+ * members was, each on its line, and nothing else changed.
+ */
+static char *
+rewritten (const struct config_text *text, const struct config_members *m,
+           char *why, size_t len)
+{
+  static const char *const names[] = { "members", "joining", "leaving",
+                                       "removed" };
+  size_t a[4], b[4], at = 0, olen = 0, cap = 0;
+  bool has[4];
+  char *out = NULL;
+  int r = 0;
+
+  for (unsigned k = 0; k < 4; ++k)
+    has[k] = config_text_setting_span (text, names[k], &a[k], &b[k]) == 0;
+  if (!has[0]) {
+    snprintf (why, len, "no top-level members setting in the text");
+    return NULL;
+  }
+  /* Copy the text in order, each of the four settings left out, the new
+   * ones written where members was.
+   */
+  while (at <= text->len && r == 0) {
+    unsigned next = 4;
+    for (unsigned k = 0; k < 4; ++k)
+      if (has[k] && a[k] >= at && (next == 4 || a[k] < a[next]))
+        next = k;
+    if (next == 4) {
+      r |= append (&out, &olen, &cap, text->text + at, text->len - at);
+      break;
+    }
+    r |= append (&out, &olen, &cap, text->text + at, a[next] - at);
+    if (next == 0) {
+      r |= append_setting (&out, &olen, &cap, "members", m->members,
+                           m->nr_members, true);
+      if (m->nr_joining) {
+        r |= append (&out, &olen, &cap, "\n", 1);
+        r |= append_setting (&out, &olen, &cap, "joining", m->joining,
+                             m->nr_joining, true);
+      }
+      if (m->leaving) {
+        r |= append (&out, &olen, &cap, "\n", 1);
+        r |= append_setting (&out, &olen, &cap, "leaving",
+                             (char *const *) &m->leaving, 1, false);
+      }
+      if (m->nr_removed) {
+        r |= append (&out, &olen, &cap, "\n", 1);
+        r |= append_setting (&out, &olen, &cap, "removed", m->removed,
+                             m->nr_removed, true);
+      }
+    }
+    at = b[next];
+  }
+  if (r != 0 || out == NULL) {
+    snprintf (why, len, "out of memory");
+    free (out);
+    return NULL;
+  }
+  return out;
+}
+
+int
+config_rewrite_members (const char *path, const struct config_members *m,
+                        char *why, size_t len)
+{
+  struct stripe_config after;
+  struct config_text text = { 0 };
+  char err[1024], *real, *out = NULL;
+  int line, r = -1;
+
+  memset (&after, 0, sizeof after);
+  real = realpath (path, NULL);
+  if (real == NULL) {
+    snprintf (why, len, "%s: %s", path, strerror (errno));
+    return -1;
+  }
+  if (config_text_read (real, &text, &line, err, sizeof err) == -1) {
+    snprintf (why, len, "%s: %s", real, err);
+    goto out;
+  }
+  out = rewritten (&text, m, err, sizeof err);
+  if (out == NULL) {
+    snprintf (why, len, "%s: %s", path, err);
+    goto out;
+  }
+  if (config_load_text (path, out, &after, err, sizeof err) == -1) {
+    snprintf (why, len, "the rewritten config does not load: %s", err);
+    goto out;
+  }
+  if (!same_members (&after, m)) {
+    snprintf (why, len, "the rewritten config does not list the members "
+              "asked for");
+    goto out;
+  }
+  r = commit (real, out, why, len);
+
+out:
+  config_free (&after);
+  config_text_free (&text);
+  free (real);
   free (out);
   return r;
 }

@@ -333,6 +333,79 @@ config_text_element_span (const struct config_text *text, const char *name,
   }
 }
 
+int
+config_text_setting_span (const struct config_text *text, const char *name,
+                          size_t *start, size_t *end)
+{
+  size_t len = strlen (name);
+  struct lexer lx;
+  struct token t, prev = { .type = TOKEN_END };
+  int depth = 0;
+
+  if (text->text == NULL)
+    return -1;
+  lexer_init (&lx, text);
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return -1;
+    if (t.type == TOKEN_OTHER) {
+      if (*t.start == '{' || *t.start == '[' || *t.start == '(')
+        depth++;
+      else if ((*t.start == '}' || *t.start == ']' || *t.start == ')')
+               && depth > 0)
+        depth--;
+      else if ((*t.start == '=' || *t.start == ':') && depth == 0
+               && prev.type == TOKEN_NAME
+               && (size_t) (prev.end - prev.start) == len
+               && memcmp (prev.start, name, len) == 0)
+        break;
+    }
+    prev = t;
+  }
+  *start = prev.start - text->text;
+  /* The value: up to the ; or , that ends it at depth 0, or to the next
+   * setting (libconfig does not require the terminator), or the end.
+   */
+  const char *value_end = t.end; /* of the token before prev */
+  depth = 0;
+  prev = t;
+  for (;;) {
+    const char *here = lx.p;
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END) {
+      *end = here - text->text;
+      return 0;
+    }
+    if (t.type != TOKEN_OTHER) {
+      value_end = prev.end;
+      prev = t;
+      continue;
+    }
+    if (*t.start == '{' || *t.start == '[' || *t.start == '(')
+      depth++;
+    else if (*t.start == '}' || *t.start == ']' || *t.start == ')') {
+      if (depth == 0) { /* the end of the file's group: not ours */
+        *end = t.start - text->text;
+        return 0;
+      }
+      depth--;
+    }
+    else if ((*t.start == ';' || *t.start == ',') && depth == 0) {
+      *end = t.end - text->text;
+      return 0;
+    }
+    else if (depth == 0 && (*t.start == '=' || *t.start == ':')) {
+      if (prev.type != TOKEN_NAME)
+        return -1;
+      *end = value_end - text->text; /* the value, before the next name */
+      return 0;
+    }
+    value_end = prev.end;
+    prev = t;
+  }
+}
+
 /* One pass, before libconfig: the loader refuses @include before libconfig
  * would open the included file, and reports a truncated integer only once
  * libconfig has had its say on the syntax.

@@ -69,4 +69,12 @@ extern int config_text_element_span (const struct config_text *t,
                                      const char *name, int idx,
                                      size_t *start, size_t *end);
 
+/* Where the top-level setting named name is in the text, [*start, *end)
+ * from its name to the ; or , that ends it (or to the end of the text):
+ * -1 when there is none at the top level.
+ */
+extern int config_text_setting_span (const struct config_text *t,
+                                     const char *name, size_t *start,
+                                     size_t *end);
+
 #endif /* NBDSTRIPE_CONFIG_TEXT_H */

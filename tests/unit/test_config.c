@@ -832,6 +832,76 @@ nbd_uris_are_members_as_given_and_may_mix_with_paths (void **state)
  * that CTest can register each one); an unknown name is an error rather
  * than a silent "0 tests run".
  */
+/* ---- a reshape under way: joining, leaving, removed ---- */
+
+static void
+joining_members_follow_the_members (void **state)
+{
+  struct fixture *f = *state;
+  const struct stripe_config *c = &f->cfg;
+
+  assert_loads (f, load (f, "joining = [ \"/dev/vdc\", \"/dev/vdd\" ];\n"
+                            "name = \"n\";\n" MEMBERS));
+  assert_int_equal (c->nr_members, 4);
+  assert_int_equal (c->nr_joining, 2);
+  assert_string_equal (c->members[2], "/dev/vdc");
+  assert_string_equal (c->members[3], "/dev/vdd");
+  assert_false (c->has_leaving);
+}
+
+static void
+leaving_names_one_of_the_members (void **state)
+{
+  struct fixture *f = *state;
+  const struct stripe_config *c = &f->cfg;
+
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS
+                            "leaving = \"/dev/vdb\";\n"));
+  assert_true (c->has_leaving);
+  assert_int_equal (c->leaving, 1);
+  assert_int_equal (c->nr_members, 2);
+  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
+                                     "leaving = \"/dev/vdx\";\n"),
+                         ":3: leaving: \"/dev/vdx\" is none of the members");
+}
+
+static void
+joining_and_leaving_at_once_are_refused (void **state)
+{
+  struct fixture *f = *state;
+
+  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
+                                     "leaving = \"/dev/vdb\";\n"
+                                     "joining = [ \"/dev/vdc\" ];\n"),
+                         "grown (joining) or shrunk (leaving), not both");
+}
+
+static void
+joining_a_member_twice_is_refused (void **state)
+{
+  struct fixture *f = *state;
+
+  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
+                                     "joining = [ \"/dev/vda\" ];\n"),
+                         "joining: \"/dev/vda\" is members[0] already");
+}
+
+static void
+removed_member_listed_again_is_refused (void **state)
+{
+  struct fixture *f = *state;
+  const struct stripe_config *c = &f->cfg;
+
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS
+                            "removed = [ \"/dev/vdz\" ];\n"));
+  assert_int_equal (c->nr_removed, 1);
+  assert_string_equal (c->removed[0], "/dev/vdz");
+  assert_error_contains (f, load (f, "name = \"n\";\n" MEMBERS
+                                     "removed = [ \"/dev/vdb\" ];\n"),
+                         "removed: \"/dev/vdb\" was removed from the volume "
+                         "and is members[1] again");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -843,6 +913,11 @@ main (int argc, char **argv)
     config_test (
       parse_size_rejects_empty_negative_junk_decimal_units_and_overflow),
     config_test (minimal_config_gets_every_default),
+    config_test (joining_members_follow_the_members),
+    config_test (leaving_names_one_of_the_members),
+    config_test (joining_and_leaving_at_once_are_refused),
+    config_test (joining_a_member_twice_is_refused),
+    config_test (removed_member_listed_again_is_refused),
     config_test (full_config_sets_every_key),
     config_test (example_conf_loads_and_shows_the_defaults),
     config_test (tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket),

@@ -267,6 +267,100 @@ a_failed_directory_sync_is_an_error (void **state)
   assert_int_equal (others_in_dir (f->dir, NULL), 0);
 }
 
+/* ---- config_rewrite_members: nbdstripe grow and shrink ---- */
+
+#define RESHAPE_CONFIG                                                        \
+  "# v: members = [ \"/dev/zzz\" ] was the first try\n"                      \
+  "name = \"v\";\n"                                                           \
+  "members = [ \"/m/0\",\n            \"/m/1\" ]  # the two SSDs\n"           \
+  "chunk = \"64K\";\n"                                                        \
+  "health = { interval = 7; };\n"
+
+static void
+a_grow_lists_the_joining_members_then_all_of_them (void **state)
+{
+  struct fixture *f = *state;
+  char *const members[] = { "/m/0", "/m/1" };
+  char *const joining[] = { "/m/2" };
+  char *const all[] = { "/m/0", "/m/1", "/m/2" };
+  struct config_members m = { 2, members, 1, joining, NULL, 0, NULL };
+  struct stripe_config c;
+  char err[1024];
+  const char *text;
+
+  put (f->path, RESHAPE_CONFIG);
+  assert_int_equal (config_rewrite_members (f->path, &m, f->why,
+                                            sizeof f->why), 0);
+  text = get (f->path);
+  assert_non_null (strstr (text, "members = [ \"/m/0\", \"/m/1\" ];\n"
+                                 "joining = [ \"/m/2\" ];"));
+  assert_non_null (strstr (text, "# v: members = [ \"/dev/zzz\" ] was the "
+                                 "first try\n"));
+  assert_non_null (strstr (text, "  # the two SSDs\nchunk = \"64K\";\n"
+                                 "health = { interval = 7; };\n"));
+  assert_int_equal (config_load (f->path, &c, err, sizeof err), 0);
+  assert_int_equal (c.nr_members, 3);
+  assert_int_equal (c.nr_joining, 1);
+  assert_int_equal (c.chunk, 64 * 1024);
+  assert_int_equal (c.health.set.interval, 7);
+  config_free (&c);
+
+  m = (struct config_members){ 3, all, 0, NULL, NULL, 0, NULL };
+  assert_int_equal (config_rewrite_members (f->path, &m, f->why,
+                                            sizeof f->why), 0);
+  text = get (f->path);
+  assert_non_null (strstr (text, "members = [ \"/m/0\", \"/m/1\", "
+                                 "\"/m/2\" ];"));
+  assert_null (strstr (text, "joining"));
+  assert_int_equal (others_in_dir (f->dir, NULL), 0);
+}
+
+static void
+a_shrink_names_the_leaving_member_then_lists_it_removed (void **state)
+{
+  struct fixture *f = *state;
+  char *const members[] = { "/m/0", "/m/1" };
+  char *const rest[] = { "/m/0" };
+  char *const removed[] = { "/m/1" };
+  struct config_members m = { 2, members, 0, NULL, "/m/1", 0, NULL };
+  struct stripe_config c;
+  char err[1024];
+
+  put (f->path, RESHAPE_CONFIG);
+  assert_int_equal (config_rewrite_members (f->path, &m, f->why,
+                                            sizeof f->why), 0);
+  assert_int_equal (config_load (f->path, &c, err, sizeof err), 0);
+  assert_true (c.has_leaving);
+  assert_int_equal (c.leaving, 1);
+  config_free (&c);
+
+  m = (struct config_members){ 1, rest, 0, NULL, NULL, 1, removed };
+  assert_int_equal (config_rewrite_members (f->path, &m, f->why,
+                                            sizeof f->why), 0);
+  assert_null (strstr (get (f->path), "leaving"));
+  assert_int_equal (config_load (f->path, &c, err, sizeof err), 0);
+  assert_int_equal (c.nr_members, 1);
+  assert_false (c.has_leaving);
+  assert_int_equal (c.nr_removed, 1);
+  assert_string_equal (c.removed[0], "/m/1");
+  config_free (&c);
+}
+
+static void
+members_that_do_not_load_leave_the_file_as_it_was (void **state)
+{
+  struct fixture *f = *state;
+  char *const members[] = { "/m/0", "relative/m1" };
+  struct config_members m = { 2, members, 0, NULL, NULL, 0, NULL };
+
+  put (f->path, RESHAPE_CONFIG);
+  assert_int_equal (config_rewrite_members (f->path, &m, f->why,
+                                            sizeof f->why), -1);
+  assert_non_null (strstr (f->why, "does not load"));
+  assert_string_equal (get (f->path), RESHAPE_CONFIG);
+  assert_int_equal (others_in_dir (f->dir, NULL), 0);
+}
+
 int
 main (void)
 {
@@ -280,6 +374,9 @@ main (void)
     edit_test (owner_group_and_mode_are_kept),
     edit_test (a_temporary_left_by_a_crash_is_removed_and_none_is_left),
     edit_test (a_failed_directory_sync_is_an_error),
+    edit_test (a_grow_lists_the_joining_members_then_all_of_them),
+    edit_test (a_shrink_names_the_leaving_member_then_lists_it_removed),
+    edit_test (members_that_do_not_load_leave_the_file_as_it_was),
   };
 #undef edit_test
   return cmocka_run_group_tests_name ("config_edit", tests, NULL, NULL);
