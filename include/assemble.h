@@ -41,6 +41,8 @@ struct assembly {
   unsigned ref;    /* the member whose record speaks for the array */
   /* Each member's record (heap); NULL with metadata "none". */
   struct meta_member *members;
+  /* A reshape under way (members: the union of both layouts). */
+  struct meta_reshape reshape;
 };
 
 /* Free what an assembly holds (the members' records); a zeroed or freed

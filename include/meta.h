@@ -60,6 +60,20 @@ struct meta_member {
   void *rec;                  /* the format's decoded record (heap) */
 };
 
+/* A reshape (grow, shrink) as the members' metadata records it.  Members
+ * are numbered in the union of both layouts (restripe.h).
+ */
+struct meta_reshape {
+  bool active;
+  bool backward;
+  uint64_t position; /* positions moved */
+  bool journal;      /* the journal holds the window below */
+  uint64_t journal_position, journal_length;
+  uint32_t journal_crc;
+  uint64_t old_sizes[LAYOUT_MAX_MEMBERS]; /* 0: joining */
+  uint64_t new_sizes[LAYOUT_MAX_MEMBERS]; /* 0: leaving */
+};
+
 /* A format's verdict on one member while assembling. */
 enum meta_verdict {
   META_OK,
@@ -95,6 +109,8 @@ struct meta_ops {
    * re-probe then adopts another file that proves to be it).
    */
   bool proves_identity;
+  /* Why the format cannot record a reshape (NULL: it can). */
+  const char *no_reshape;
 
   /* ---- assembly (assemble.c); NULL load: nothing on the members ---- */
 
@@ -152,8 +168,10 @@ struct meta_ops {
    * to write in.
    */
   int (*write) (struct meta *m, unsigned i, struct member *d,
-                const uint8_t uuid[16], uint64_t events, bool replaced,
+                const uint8_t uuid[16], uint64_t events, unsigned mark,
                 char *why, size_t len);
+  /* The end of a reshape: the records' layout from now on. */
+  void (*end_reshape) (struct meta *m, unsigned count, const uint64_t *sizes);
   /* Erase a record write() put on d (a NEW not switched to). */
   int (*clear) (struct meta *m, unsigned i, struct member *d, char *why,
                 size_t len);
@@ -179,6 +197,10 @@ extern const struct meta_ops meta_none_ops;
 
 extern const struct meta_ops *meta_ops_for (enum metadata_mode mode);
 
+/* What write() marks a record with. */
+#define META_MARK_REPLACED 1u
+#define META_MARK_REMOVED 2u
+
 /* The generation and identity a member's record had (a replace keeps
  * old's to mark it).
  */
@@ -191,7 +213,12 @@ struct meta {
   const struct meta_ops *ops;
   bool writable; /* the volume is served writable */
   pthread_mutex_t lock;
-  unsigned nr;
+  unsigned nr;   /* members (the union, while reshaping) */
+  /* Each member's place in its layout, as its record says it (the
+   * volume's member index but after a shrink).
+   */
+  uint8_t slot[LAYOUT_MAX_MEMBERS];
+  struct meta_reshape reshape; /* under lock */
   uint64_t events; /* the volume's generation */
   uint8_t uuid[16];
   char name[META_NAME_SHOWN];
@@ -209,6 +236,22 @@ meta_format (const struct meta *m)
 {
   return m->ops->name;
 }
+
+/* A reshape's state from now on (records written by meta_record_all). */
+extern void meta_set_reshape (struct meta *m, const struct meta_reshape *r);
+/* Every member's record, durably, devs[i] member i's device (NULL:
+ * skipped).  -1 with why at the first that fails.
+ */
+extern int meta_record_all (struct meta *m, struct member *const *devs,
+                            char *why, size_t len);
+/* The reshape is over: the records describe the new layout, member i
+ * its slot[i] in it (count members), sizes by slot.
+ */
+extern void meta_end_reshape (struct meta *m, unsigned count,
+                              const uint64_t *sizes, const uint8_t *slot);
+/* d, member i, was removed from the volume: say so on it. */
+extern int meta_mark_removed (struct meta *m, unsigned i, struct member *d,
+                              char *why, size_t len);
 
 /* Whether anything on the members says which device is a member (else
  * only the config does).

@@ -91,6 +91,10 @@ struct mover_job {
   unsigned (*write_ops) (struct mover *mv, uint8_t *buf, uint64_t pos,
                          uint64_t len, struct member_op *ops,
                          struct iovec *iov);
+  /* Optional: the window at pos (default MOVER_WINDOW), and whether it
+   * is exclusive (client reads of it wait too).
+   */
+  uint64_t (*window_size) (struct mover *mv, uint64_t pos, bool *exclusive);
   /* Optional: before [pos, pos + len) is written -- a checkpoint, a
    * journal.  -1 stops the move (the job has failed it).
    */
@@ -120,6 +124,7 @@ struct mover_window {
   uint64_t a, b;
   unsigned id;
   bool used;
+  bool exclusive; /* reads wait for it too (its old bytes are overwritten) */
 };
 
 struct mover_lost {
@@ -141,6 +146,8 @@ struct mover {
   /* Under lock. */
   enum mover_state state;
   uint64_t watermark;          /* copied up to here */
+  uint64_t recorded;           /* durably recorded as moved up to here
+                                * (a restripe's checkpoints) */
   struct mover_window win[2];  /* the pipeline: the one written, the one read */
   unsigned next_win;           /* the next window's id */
   struct mover_flight *flights;
@@ -164,7 +171,17 @@ struct mover_flight {
   bool write;    /* write, trim or zero */
   bool waiting;  /* held by a window announced before it */
   unsigned seen; /* the windows announced before it: ids below this */
+  uint64_t old_a; /* it may use the old places of positions from here
+                   * (the recorded position when it went on; UINT64_MAX
+                   * while it waits) */
   struct mover_flight *next;
+};
+
+/* Where the move was when a request went on (mover_enter). */
+struct mover_at {
+  enum mover_state state;
+  uint64_t watermark;
+  uint64_t recorded;
 };
 
 /* Test hooks, set from the plugin's -D flags (stripe.replace_*): hold
@@ -204,13 +221,19 @@ extern int mover_start (struct mover *mv, char *why, size_t len);
 extern struct mover *mover_last (struct volume *v);
 
 /* The request [a, b) (write: a write, trim or zero) begins: registered,
- * and held while a window announced before it overlaps it (writes).
- * Returns the state, and *watermark.
+ * and held while a window announced before it overlaps it (writes; reads
+ * too for an exclusive window).  Returns where the move is.
  */
-extern enum mover_state mover_enter (struct mover *mv, struct mover_flight *f,
-                                     uint64_t a, uint64_t b, bool write,
-                                     uint64_t *watermark);
+extern struct mover_at mover_enter (struct mover *mv, struct mover_flight *f,
+                                    uint64_t a, uint64_t b, bool write);
 extern void mover_leave (struct mover *mv, struct mover_flight *f);
+/* Positions below recorded are now durably in their new place: from now
+ * on requests use only the new one there.  Returns once every request
+ * that may still use an old place below it has ended (none of them waits
+ * for the copier).
+ */
+extern void mover_record (struct mover *mv, uint64_t recorded);
+
 /* Whether [a, b) is below the watermark while the copy goes on. */
 extern bool mover_copied (struct mover *mv, uint64_t a, uint64_t b);
 

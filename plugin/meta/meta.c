@@ -38,6 +38,8 @@ meta_init (struct meta *m, const struct assembly *a, unsigned nr,
   m->ops = a ? a->meta : &meta_none_ops;
   m->writable = writable;
   m->nr = nr;
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    m->slot[i] = i;
   if (a == NULL || a->members == NULL)
     return 0;
   m->events = a->events;
@@ -47,6 +49,7 @@ meta_init (struct meta *m, const struct assembly *a, unsigned nr,
     memcpy (m->members[i].uuid, a->members[i].member_uuid, 16);
     m->members[i].events = a->events;
   }
+  m->reshape = a->reshape;
   return m->ops->init ? m->ops->init (m, a) : 0;
 }
 
@@ -117,7 +120,7 @@ meta_write_generation (struct meta *m, unsigned i, struct member *d,
 
   if (m->ops->write == NULL)
     return 0;
-  if (m->ops->write (m, i, d, s.uuid, events, false, why, len) == -1)
+  if (m->ops->write (m, i, d, s.uuid, events, 0, why, len) == -1)
     return -1;
   meta_member_at (m, i, events);
   return 0;
@@ -140,7 +143,7 @@ meta_write_new (struct meta *m, unsigned i, struct member *d, uint8_t uuid[16],
   meta_random_uuid (uuid);
   if (m->ops->write == NULL)
     return member_sync (d, why, len); /* no metadata: data only */
-  return m->ops->write (m, i, d, uuid, meta_generation (m), false, why, len);
+  return m->ops->write (m, i, d, uuid, meta_generation (m), 0, why, len);
 }
 
 void
@@ -164,7 +167,63 @@ meta_mark_replaced (struct meta *m, unsigned i, struct member *d,
               "it is", m->ops->name);
     return -1;
   }
-  return m->ops->write (m, i, d, old->uuid, old->events, true, why, len);
+  return m->ops->write (m, i, d, old->uuid, old->events, META_MARK_REPLACED,
+                       why, len);
+}
+
+int
+meta_mark_removed (struct meta *m, unsigned i, struct member *d, char *why,
+                   size_t len)
+{
+  struct meta_slot s = meta_member_slot (m, i);
+
+  if (m->ops->write == NULL) {
+    snprintf (why, len, "metadata \"%s\": nothing on the member says what "
+              "it is", m->ops->name);
+    return -1;
+  }
+  return m->ops->write (m, i, d, s.uuid, s.events, META_MARK_REMOVED, why,
+                        len);
+}
+
+void
+meta_set_reshape (struct meta *m, const struct meta_reshape *r)
+{
+  pthread_mutex_lock (&m->lock);
+  m->reshape = *r;
+  pthread_mutex_unlock (&m->lock);
+}
+
+int
+meta_record_all (struct meta *m, struct member *const *devs, char *why,
+                 size_t len)
+{
+  for (unsigned i = 0; i < m->nr; ++i) {
+    struct meta_slot s = meta_member_slot (m, i);
+    char reason[256];
+
+    if (devs[i] == NULL)
+      continue;
+    if (m->ops->write (m, i, devs[i], s.uuid, s.events, 0, reason,
+                       sizeof reason)
+        == -1) {
+      snprintf (why, len, "member %u (%s): %s", i, devs[i]->path, reason);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void
+meta_end_reshape (struct meta *m, unsigned count, const uint64_t *sizes,
+                  const uint8_t *slot)
+{
+  pthread_mutex_lock (&m->lock);
+  memcpy (m->slot, slot, sizeof m->slot);
+  m->reshape.active = false;
+  if (m->ops->end_reshape)
+    m->ops->end_reshape (m, count, sizes);
+  pthread_mutex_unlock (&m->lock);
 }
 
 void

@@ -26,6 +26,57 @@ rec (const struct meta_member *mm)
   return mm->rec;
 }
 
+/* The layout of one side of a reshape: the members with a size in it. */
+static bool
+side (const struct header *h, const uint64_t *sizes, struct layout *l,
+      uint8_t *map)
+{
+  uint64_t s[LAYOUT_MAX_MEMBERS];
+  unsigned n = 0, bad;
+
+  for (unsigned u = 0; u < h->member_count; ++u)
+    if (sizes[u]) {
+      map[n] = u;
+      s[n++] = sizes[u];
+    }
+  return n > 0
+         && layout_init_as (l, h->layout, LAYOUT_SIZE_MD, h->chunk, n, s, &bad)
+              == LAYOUT_OK;
+}
+
+/* A reshape whose position reached the end is done: the header reads as
+ * the one written at the end (the new layout, the member's place in it,
+ * a leaving member removed), so that headers written before and after a
+ * crash at the end agree.
+ */
+static void
+reshape_done (struct header *h)
+{
+  struct layout from, to;
+  uint8_t fmap[LAYOUT_MAX_MEMBERS], tmap[LAYOUT_MAX_MEMBERS];
+  uint64_t sizes[LAYOUT_MAX_MEMBERS] = { 0 };
+  unsigned n = 0, slot = UINT32_MAX;
+
+  if (!side (h, h->member_sizes, &from, fmap)
+      || !side (h, h->reshape.new_sizes, &to, tmap)
+      || h->reshape.position < (from.size < to.size ? from.size : to.size))
+    return;
+  for (unsigned u = 0; u < h->member_count; ++u)
+    if (h->reshape.new_sizes[u]) {
+      if (u == h->member_index)
+        slot = n;
+      sizes[n++] = h->reshape.new_sizes[u];
+    }
+  h->flags &= ~HEADER_FLAG_RESHAPE;
+  if (slot == UINT32_MAX)
+    h->flags |= HEADER_FLAG_REMOVED;
+  else
+    h->member_index = slot;
+  h->member_count = n;
+  memcpy (h->member_sizes, sizes, sizeof sizes);
+  memset (&h->reshape, 0, sizeof h->reshape);
+}
+
 static int
 header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
 {
@@ -62,6 +113,8 @@ header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
     snprintf (why, len, "%s", header_strerror (e));
     goto err;
   }
+  if (hdr->flags & HEADER_FLAG_RESHAPE)
+    reshape_done (hdr);
   memcpy (mm->array_uuid, hdr->array_uuid, 16);
   memcpy (mm->member_uuid, hdr->member_uuid, 16);
   snprintf (mm->name, sizeof mm->name, "%s", hdr->name);
@@ -72,6 +125,9 @@ header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
   mm->data_size = hdr->member_index < LAYOUT_MAX_MEMBERS
                     ? hdr->member_sizes[hdr->member_index]
                     : 0;
+  if ((hdr->flags & HEADER_FLAG_RESHAPE)
+      && hdr->reshape.new_sizes[hdr->member_index] > mm->data_size)
+    mm->data_size = hdr->reshape.new_sizes[hdr->member_index];
   mm->rec = hdr;
   return 0;
 
@@ -174,7 +230,13 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
       || hdr->data_offset != a->data_offset
       || hdr->member_count != a->member_count
       || memcmp (hdr->member_sizes, a->member_sizes, sizeof hdr->member_sizes)
-           != 0) {
+           != 0
+      || (hdr->flags & HEADER_FLAG_RESHAPE) != (a->flags & HEADER_FLAG_RESHAPE)
+      || memcmp (hdr->reshape.new_sizes, a->reshape.new_sizes,
+                 sizeof hdr->reshape.new_sizes)
+           != 0
+      || (hdr->reshape.flags & HEADER_RESHAPE_BACKWARD)
+           != (a->reshape.flags & HEADER_RESHAPE_BACKWARD)) {
     stripe_error ("member %u (%s): header disagrees with the other "
                   "members (chunk, layout, data offset or sizes)",
                   i, cfg->members[i]);
@@ -184,6 +246,12 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
     stripe_error ("member %u (%s): was replaced by another device "
                   "(nbdstripe replace) and is no longer a member of '%s': "
                   "name the device that replaced it in the config",
+                  i, cfg->members[i], a->name);
+    return META_DROP;
+  }
+  if (hdr->flags & HEADER_FLAG_REMOVED) {
+    stripe_error ("member %u (%s): was removed from the volume (nbdstripe "
+                  "shrink) and is no longer a member of '%s'",
                   i, cfg->members[i], a->name);
     return META_DROP;
   }
@@ -210,6 +278,40 @@ header_log_stale (const struct stripe_config *cfg, unsigned i,
                 i, cfg->members[i], mm->events, newest, cfg->path, i);
 }
 
+/* The reshape the headers record: the furthest position any member has
+ * (a checkpoint interrupted half-way: both are right, see reshape.c),
+ * and a journal that holds a window beyond it.
+ */
+static void
+finish_reshape (const struct stripe_config *cfg, struct assembly *a)
+{
+  const struct header *h = rec (&a->members[a->ref]);
+  struct meta_reshape *r = &a->reshape;
+
+  r->active = true;
+  r->backward = h->reshape.flags & HEADER_RESHAPE_BACKWARD;
+  for (unsigned u = 0; u < cfg->nr_members; ++u) {
+    r->old_sizes[u] = h->member_sizes[u];
+    r->new_sizes[u] = h->reshape.new_sizes[u];
+  }
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    const struct header *m = rec (&a->members[i]);
+    if (m->reshape.position > r->position)
+      r->position = m->reshape.position;
+  }
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    const struct header *m = rec (&a->members[i]);
+    if ((m->reshape.flags & HEADER_RESHAPE_JOURNAL)
+        && m->reshape.journal_position + m->reshape.journal_length
+             > r->position) {
+      r->journal = true;
+      r->journal_position = m->reshape.journal_position;
+      r->journal_length = m->reshape.journal_length;
+      r->journal_crc = m->reshape.journal_crc;
+    }
+  }
+}
+
 static int
 header_finish (const struct stripe_config *cfg, struct assembly *a)
 {
@@ -225,6 +327,8 @@ header_finish (const struct stripe_config *cfg, struct assembly *a)
     a->data_offsets[i] = h->data_offset;
     a->data_sizes[i] = h->member_sizes[i];
   }
+  if (h->flags & HEADER_FLAG_RESHAPE)
+    finish_reshape (cfg, a);
   return 0;
 }
 
@@ -311,19 +415,53 @@ header_init (struct meta *m, const struct assembly *a)
   return 0;
 }
 
+/* While reshaping, member i's header numbers the members in the union
+ * of both layouts and carries the reshape (see header.h).
+ */
+static void
+reshape_fields (struct meta *m, unsigned i, struct header *hdr)
+{
+  const struct meta_reshape *r = &m->reshape;
+
+  hdr->flags |= HEADER_FLAG_RESHAPE;
+  hdr->member_index = i;
+  hdr->member_count = m->nr;
+  memset (hdr->member_sizes, 0, sizeof hdr->member_sizes);
+  memset (&hdr->reshape, 0, sizeof hdr->reshape);
+  for (unsigned u = 0; u < m->nr; ++u) {
+    hdr->member_sizes[u] = r->old_sizes[u];
+    hdr->reshape.new_sizes[u] = r->new_sizes[u];
+  }
+  hdr->reshape.flags = (r->backward ? HEADER_RESHAPE_BACKWARD : 0)
+                       | (r->journal ? HEADER_RESHAPE_JOURNAL : 0);
+  hdr->reshape.position = r->position;
+  if (r->journal) {
+    hdr->reshape.journal_position = r->journal_position;
+    hdr->reshape.journal_length = r->journal_length;
+    hdr->reshape.journal_crc = r->journal_crc;
+  }
+}
+
 static int
 header_write (struct meta *m, unsigned i, struct member *d,
-              const uint8_t uuid[16], uint64_t events, bool replaced,
+              const uint8_t uuid[16], uint64_t events, unsigned mark,
               char *why, size_t len)
 {
-  struct header hdr = *(const struct header *) m->state;
+  struct header hdr;
   uint8_t buf[HEADER_SIZE];
 
+  pthread_mutex_lock (&m->lock);
+  hdr = *(const struct header *) m->state;
   hdr.version = HEADER_VERSION;
-  hdr.member_index = i;
+  hdr.member_index = m->slot[i];
   memcpy (hdr.member_uuid, uuid, 16);
   hdr.events = events;
-  hdr.flags = replaced ? HEADER_FLAG_REPLACED : 0;
+  hdr.flags = (mark & META_MARK_REPLACED ? HEADER_FLAG_REPLACED : 0)
+              | (mark & META_MARK_REMOVED ? HEADER_FLAG_REMOVED : 0);
+  memset (&hdr.reshape, 0, sizeof hdr.reshape);
+  if (m->reshape.active)
+    reshape_fields (m, i, &hdr);
+  pthread_mutex_unlock (&m->lock);
   header_encode (&hdr, buf);
   if (member_pwrite (d, buf, HEADER_SIZE, 0, why, len) == -1
       || member_sync (d, why, len) == -1)
@@ -369,7 +507,8 @@ header_check_probed (struct meta *m, unsigned i, const char *path,
               path);
     return -1;
   }
-  if (memcmp (hdr.array_uuid, m->uuid, 16) != 0 || hdr.member_index != i) {
+  if (memcmp (hdr.array_uuid, m->uuid, 16) != 0
+      || hdr.member_index != (m->reshape.active ? i : m->slot[i])) {
     snprintf (why, len,
               "%s now holds member %u of volume '%s' (%s), not this one",
               path, hdr.member_index, hdr.name, uuid);
@@ -399,6 +538,19 @@ header_check_probed (struct meta *m, unsigned i, const char *path,
   }
   *events = hdr.events;
   return 0;
+}
+
+/* The template describes the new layout from now on (m->lock held). */
+static void
+header_end_reshape (struct meta *m, unsigned count, const uint64_t *sizes)
+{
+  struct header *t = m->state;
+
+  t->flags &= ~HEADER_FLAG_RESHAPE;
+  memset (&t->reshape, 0, sizeof t->reshape);
+  t->member_count = count;
+  memset (t->member_sizes, 0, sizeof t->member_sizes);
+  memcpy (t->member_sizes, sizes, count * sizeof t->member_sizes[0]);
 }
 
 /* The gap between the header and the data holds nothing. */
@@ -444,4 +596,5 @@ const struct meta_ops meta_header_ops = {
   .clear             = header_clear,
   .check_probed      = header_check_probed,
   .scratch           = header_scratch,
+  .end_reshape       = header_end_reshape,
 };

@@ -480,7 +480,7 @@ md_where (const struct md_super *sb, const struct member *d, uint64_t *at,
  */
 static int
 md_write (struct meta *m, unsigned i, struct member *d, const uint8_t uuid[16],
-          uint64_t events, bool replaced, char *why, size_t len)
+          uint64_t events, unsigned mark, char *why, size_t len)
 {
   const struct md_super *state = m->state;
   struct md_super *sb = malloc (sizeof *sb);
@@ -495,7 +495,7 @@ md_write (struct meta *m, unsigned i, struct member *d, const uint8_t uuid[16],
   }
   *sb = state[i];
   sb->utime = (uint64_t) time (NULL);
-  if (replaced) {
+  if (mark) { /* replaced (removed: md's shrink is refused) */
     at = sb->super_offset * 512;
     if (sb->dev_number < sb->max_dev)
       sb->dev_roles[sb->dev_number] = MD_ROLE_FAULTY;
@@ -565,6 +565,11 @@ const struct meta_ops meta_md_ops = {
   .dropouts_why      = "md's event counts are md's: mdadm --assemble brings "
                        "a member one event behind up to date",
   .proves_identity   = false,
+  .no_reshape        = "md raid0 has no reshape of its own (md grows a raid0 "
+                       "only through a RAID-4 takeover and cannot remove a "
+                       "member): a half-done nbdstripe reshape would leave md "
+                       "superblocks md assembles into wrong data; copy the "
+                       "data to a new volume instead",
   .load              = md_load,
   .uuid_shown        = md_uuid_shown,
   .check_array       = md_check_array,

@@ -173,23 +173,25 @@ held_by_window (const struct mover *mv, const struct mover_flight *f)
 {
   for (unsigned w = 0; w < 2; ++w)
     if (mv->win[w].used && mv->win[w].id < f->seen
+        && (f->write || mv->win[w].exclusive)
         && overlaps (f->a, f->b, mv->win[w].a, mv->win[w].b))
       return true;
   return false;
 }
 
-enum mover_state
+struct mover_at
 mover_enter (struct mover *mv, struct mover_flight *f, uint64_t a, uint64_t b,
-             bool write, uint64_t *watermark)
+             bool write)
 {
-  enum mover_state s;
+  struct mover_at at;
 
   f->a = a;
   f->b = b;
   f->write = write;
+  f->old_a = UINT64_MAX;
   pthread_mutex_lock (&mv->lock);
   f->seen = mv->next_win;
-  f->waiting = write && held_by_window (mv, f);
+  f->waiting = held_by_window (mv, f);
   f->next = mv->flights;
   mv->flights = f;
   if (f->waiting) {
@@ -204,10 +206,30 @@ mover_enter (struct mover *mv, struct mover_flight *f, uint64_t a, uint64_t b,
       mv->max_wait_ns = waited;
     pthread_cond_broadcast (&mv->cond); /* a copier waiting on it */
   }
-  s = mv->state;
-  *watermark = mv->watermark;
+  at.state = mv->state;
+  at.watermark = mv->watermark;
+  at.recorded = mv->recorded;
+  f->old_a = a > mv->recorded ? a : mv->recorded;
   pthread_mutex_unlock (&mv->lock);
-  return s;
+  return at;
+}
+
+void
+mover_record (struct mover *mv, uint64_t recorded)
+{
+  bool busy;
+
+  pthread_mutex_lock (&mv->lock);
+  mv->recorded = recorded;
+  do {
+    busy = false;
+    for (struct mover_flight *f = mv->flights; f; f = f->next)
+      if (f->old_a < recorded && f->old_a < f->b)
+        busy = true;
+    if (busy)
+      pthread_cond_wait (&mv->cond, &mv->lock);
+  } while (busy);
+  pthread_mutex_unlock (&mv->lock);
 }
 
 void
@@ -263,7 +285,8 @@ enum lock_result { LOCKED, BUSY, STOPPED };
  * failed).
  */
 static enum lock_result
-lock_window (struct mover *mv, uint64_t a, uint64_t b, bool try, unsigned *id)
+lock_window (struct mover *mv, uint64_t a, uint64_t b, bool exclusive,
+             bool try, unsigned *id)
 {
   enum lock_result res = LOCKED;
   unsigned slot;
@@ -276,12 +299,14 @@ lock_window (struct mover *mv, uint64_t a, uint64_t b, bool try, unsigned *id)
   }
   *id = mv->next_win++;
   mv->win[slot] = (struct mover_window){ .a = a, .b = b, .id = *id,
-                                         .used = true };
+                                         .used = true,
+                                         .exclusive = exclusive };
   for (;;) {
     bool busy = false, blocked = false;
 
     for (struct mover_flight *f = mv->flights; f; f = f->next)
-      if (f->write && f->seen <= *id && overlaps (f->a, f->b, a, b)) {
+      if ((f->write || exclusive) && f->seen <= *id
+          && overlaps (f->a, f->b, a, b)) {
         busy = true;
         blocked |= f->waiting;
       }
@@ -424,9 +449,16 @@ throttle (struct mover *mv, uint64_t copied)
 }
 
 static uint64_t
-window_at (const struct mover *mv, uint64_t pos)
+window_at (struct mover *mv, uint64_t pos, bool *exclusive)
 {
-  return mv->end - pos < MOVER_WINDOW ? mv->end - pos : MOVER_WINDOW;
+  uint64_t w = MOVER_WINDOW;
+
+  *exclusive = false;
+  if (pos >= mv->end)
+    return 0;
+  if (mv->job->window_size)
+    w = mv->job->window_size (mv, pos, exclusive);
+  return mv->end - pos < w ? mv->end - pos : w;
 }
 
 /* Write window [pos, pos + w) from wbuf while [next, next + nw) is read
@@ -464,23 +496,25 @@ write_and_read (struct mover *mv, uint8_t *wbuf, uint64_t pos, uint64_t w,
 static bool
 copy (struct mover *mv, uint8_t *buf[2])
 {
-  uint64_t pos = mv->start, w = window_at (mv, pos);
+  bool excl, next_excl;
+  uint64_t pos = mv->start, w = window_at (mv, pos, &excl);
   unsigned k = 0, id = 0, next_id = 0;
   bool read_ok;
 
   if (w == 0)
     return true;
-  if (lock_window (mv, pos, pos + w, false, &id) != LOCKED)
+  if (lock_window (mv, pos, pos + w, excl, false, &id) != LOCKED)
     return false;
   mover_phase (mv, "locked");
   if (!settle_read (mv, buf[0], pos, w, read_range (mv, buf[0], pos, w)))
     return false;
   for (;;) {
-    uint64_t next = pos + w, nw = window_at (mv, next);
+    uint64_t next = pos + w, nw = window_at (mv, next, &next_excl);
     bool ahead = false;
 
     if (nw > 0 && mv->rate == 0) {
-      enum lock_result l = lock_window (mv, next, next + nw, true, &next_id);
+      enum lock_result l =
+        lock_window (mv, next, next + nw, next_excl, true, &next_id);
       if (l == STOPPED)
         return false;
       ahead = l == LOCKED;
@@ -500,13 +534,16 @@ copy (struct mover *mv, uint8_t *buf[2])
     mover_phase (mv, "advanced");
     pos = next;
     w = nw;
+    excl = next_excl;
     k ^= 1;
     id = next_id;
     if (w == 0)
       return true;
     if (!ahead) {
       throttle (mv, pos - mv->start);
-      if (lock_window (mv, pos, pos + w, false, &id) != LOCKED)
+      /* Decided again: what is safe may have changed since. */
+      w = window_at (mv, pos, &excl);
+      if (lock_window (mv, pos, pos + w, excl, false, &id) != LOCKED)
         return false;
       mover_phase (mv, "locked");
       read_ok = read_range (mv, buf[k], pos, w);

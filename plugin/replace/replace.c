@@ -133,7 +133,7 @@ replace_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,
 {
   struct replace *r = of (mv);
   struct mover_flight fl;
-  uint64_t watermark;
+  struct mover_at at;
   unsigned k = nr;
   bool dual;
   int ret, err;
@@ -144,10 +144,10 @@ replace_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,
   if (k == nr)
     return plain (v, ops, nr);
 
-  dual = mover_enter (mv, &fl, ops[k].offset, ops[k].offset + ops[k].length,
-                      is_write (ops[k].kind), &watermark)
-           == MOVER_COPYING
-         && (ops[k].kind == OP_FLUSH || (fl.write && fl.a < watermark));
+  at = mover_enter (mv, &fl, ops[k].offset, ops[k].offset + ops[k].length,
+                    is_write (ops[k].kind));
+  dual = at.state == MOVER_COPYING
+         && (ops[k].kind == OP_FLUSH || (fl.write && fl.a < at.watermark));
   ret = dual ? run_dual (r, v, ops, nr, k, plain) : plain (v, ops, nr);
   err = errno;
 
