@@ -3,7 +3,10 @@
  *
  * Turns one request into per-member work (one operation per touched
  * member: reads and writes through plan.h, trim, zero and block status one
- * range per member, flush to each), runs it concurrently through ioexec,
+ * range per member; a flush syncs the members that hold writes, trims or
+ * zeroes completed since their last sync, none when no member does --
+ * dirty.h says why that covers every write completed on any connection
+ * before the flush), runs it concurrently through ioexec,
  * records each member's outcome with health and gathers the result: errno
  * of the first failure goes back to the caller.  Knows members only
  * through member.h and nothing of nbdkit; the plugin translates callbacks
@@ -45,6 +48,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dirty.h"
 #include "header.h"
 #include "health.h"
 #include "layout.h"
@@ -149,6 +153,10 @@ struct volume {
    */
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
+  /* Which members hold writes not yet synced (dirty.h), by index: a
+   * member switched in by a replace takes over its index's state.
+   */
+  struct dirty dirty[LAYOUT_MAX_MEMBERS];
 };
 
 /* Wait until every request that started before this call has ended

@@ -52,6 +52,8 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
   pthread_mutex_init (&v->gate.drain_lock, NULL);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    dirty_init (&v->dirty[i]);
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
@@ -213,6 +215,8 @@ volume_close (struct volume *v)
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);
   pthread_mutex_destroy (&v->gate.drain_lock);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    dirty_destroy (&v->dirty[i]);
 }
 
 /* ---- the gate (struct volume_gate) ----
@@ -509,6 +513,17 @@ rw_op (struct member_op *op, struct member *m, enum op_kind kind,
   op->busy = NULL;
 }
 
+/* The members in mask hold what a request wrote, trimmed or zeroed, now
+ * completed and about to be answered: the next flush syncs them
+ * (dirty.h).  Not for what is durable already (FUA, writethrough).
+ */
+static inline void
+mark_dirty (struct volume *v, uint64_t mask)
+{
+  for (; mask; mask &= mask - 1)
+    dirty_mark (&v->dirty[__builtin_ctzll (mask)]);
+}
+
 /* The reads or writes of one request, on the members in mask. */
 static int
 run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
@@ -527,6 +542,11 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
   if (guard_sizes (v, mask, seen) == -1)
     return -1;
   r = run_ops (v, ops, nr);
+  /* Marked whatever the outcome: a write that failed on one member may
+   * have landed on another, or in part.
+   */
+  if (!ops[0].fua)
+    mark_dirty (v, mask);
   if (recheck_sizes (v, mask, seen) == -1)
     r = -1;
   return r;
@@ -592,13 +612,13 @@ spans_mask (const struct volume *v, const struct layout_span *spans)
 {
   uint64_t mask = 0;
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans == NULL || spans[i].touched)
+    if (spans[i].touched)
       mask |= UINT64_C (1) << i;
   return mask;
 }
 
-/* Flush the members marked in spans (all of them if spans is NULL),
- * concurrently.
+/* Flush the members marked in spans, concurrently: FUA for a trim or a
+ * zero, whatever else the members hold.
  */
 static int
 flush_members (struct volume *v, const struct layout_span *spans)
@@ -607,17 +627,75 @@ flush_members (struct volume *v, const struct layout_span *spans)
   unsigned nr = 0;
 
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans == NULL || spans[i].touched)
+    if (spans[i].touched)
       ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
   return run_ops (v, ops, nr);
 }
 
+/* FLUSH: every write, trim and zero completed (on any connection) before
+ * this call is durable when it returns 0.  Syncs only the members that
+ * hold such writes, concurrently, or relies on a sync of theirs that
+ * another flush started late enough (dirty.h); returns at once when no
+ * member holds any.  A member that holds some and has failed fails the
+ * flush at once (EIO); one that holds none is not asked.
+ */
 static int
 flush_ (struct volume *v)
 {
-  if (refuse_failed (v, spans_mask (v, NULL)) == -1)
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  uint64_t need[LAYOUT_MAX_MEMBERS], gen[LAYOUT_MAX_MEMBERS], todo = 0;
+  unsigned idx[LAYOUT_MAX_MEMBERS];
+  int err = 0;
+
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (dirty_claim (&v->dirty[i], &need[i]))
+      todo |= UINT64_C (1) << i;
+  if (todo == 0)
+    return 0;
+  if (refuse_failed (v, todo) == -1)
     return -1;
-  return flush_members (v, NULL);
+  while (todo) {
+    unsigned nr = 0;
+    int busy = -1;
+
+    for (uint64_t t = todo; t; t &= t - 1) {
+      unsigned i = __builtin_ctzll (t);
+      int e = 0;
+
+      switch (dirty_next (&v->dirty[i], need[i], &gen[i], &e)) {
+      case DIRTY_DONE: todo &= ~(UINT64_C (1) << i); break;
+      case DIRTY_FAILED:
+        todo &= ~(UINT64_C (1) << i);
+        if (err == 0)
+          err = e;
+        break;
+      case DIRTY_START:
+        idx[nr] = i;
+        ops[nr++] = (struct member_op){ .m = &v->members[i],
+                                        .kind = OP_FLUSH };
+        break;
+      case DIRTY_BUSY:
+        if (busy < 0)
+          busy = (int) i;
+        break;
+      }
+    }
+    /* The syncs this flush started, all at once; they end (and wake
+     * whoever waits on them) before this flush waits on anyone else's.
+     */
+    if (nr > 0) {
+      run_ops (v, ops, nr);
+      for (unsigned k = 0; k < nr; ++k)
+        dirty_end (&v->dirty[idx[k]], gen[idx[k]], ops[k].err);
+    }
+    else if (busy >= 0)
+      dirty_wait (&v->dirty[busy]);
+  }
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  return 0;
 }
 
 int
@@ -661,8 +739,9 @@ trim_ (struct volume *v, uint64_t count, uint64_t offset, bool fua)
   if (refuse_failed (v, spans_mask (v, spans)) == -1)
     return -1;
   r = run_ops (v, ops, span_ops (v, spans, OP_TRIM, ops));
-  if ((fua || v->cache == CACHE_WRITETHROUGH) && flush_members (v, spans) == -1
-      && r == 0)
+  if (!fua && v->cache != CACHE_WRITETHROUGH)
+    mark_dirty (v, spans_mask (v, spans));
+  else if (flush_members (v, spans) == -1 && r == 0)
     r = -1;
   return r;
 }
@@ -680,6 +759,8 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
   unsigned nr;
+  bool durable;
+  int r;
 
   if (check_request (v, count, offset) == -1)
     return -1;
@@ -711,19 +792,26 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
    * advertised fast zero can still refuse it, so those go first, one at a
    * time, and the rest (known to manage) only when they all did.
    */
+  durable = fua || v->cache == CACHE_WRITETHROUGH;
   if (fast) {
     unsigned rest = 0;
     for (unsigned k = 0; k < nr; ++k) {
       if (!ops[k].m->ops->async)
         ops[rest++] = ops[k];
-      else if (run_ops (v, &ops[k], 1) == -1)
+      else if (run_ops (v, &ops[k], 1) == -1) {
+        if (!durable)
+          mark_dirty (v, spans_mask (v, spans));
         return -1;
+      }
     }
     nr = rest;
   }
-  if (nr > 0 && run_ops (v, ops, nr) == -1)
+  r = nr > 0 ? run_ops (v, ops, nr) : 0;
+  if (!durable)
+    mark_dirty (v, spans_mask (v, spans));
+  if (r == -1)
     return -1;
-  if (fua || v->cache == CACHE_WRITETHROUGH)
+  if (durable)
     return flush_members (v, spans);
   return 0;
 }

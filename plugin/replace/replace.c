@@ -722,6 +722,13 @@ finish (struct replace *r)
   memcpy (v->member_uuid[r->index], new_uuid, 16);
   v->member_events[r->index] = v->hdr.events;
   pthread_mutex_unlock (&v->header_lock);
+  /* NEW takes over the index's dirty state (dirty.h), and is marked: it
+   * was synced above with nothing in flight, so every write answered so
+   * far is durable on it already, but one sync more after a replace costs
+   * nothing and keeps the switch right even if NEW ever stops being
+   * synced under the hold.
+   */
+  dirty_mark (&v->dirty[r->index]);
   r->hold_ns = volume_resume (v);
   pthread_mutex_unlock (&v->swap_lock);
   health_member_replaced (v->health, r->index, old->path);
