@@ -7,7 +7,7 @@
  * its members once it has completed on them (dirty_mark, before the
  * request is answered); a flush asks each member what it needs
  * (dirty_claim), then starts a sync of it or waits for one another flush
- * started (dirty_next, dirty_wait), and reports how the syncs it started
+ * started (dirty_wait, dirty_next), and reports how the syncs it started
  * ended (dirty_end).  At most one sync runs per member: a flush that
  * finds one running relies on it when it started late enough to cover
  * its writes, else waits for it to end and starts the next one, which
@@ -99,24 +99,27 @@ dirty_clean (struct dirty *d)
   return atomic_load (&d->state) == 0;
 }
 
-/* A flush starting now: false if it has nothing to do on the member;
- * else true and *need, the number of the sync it needs to succeed (or
- * any later one).
- */
-extern bool dirty_claim (struct dirty *d, uint64_t *need);
-
 enum dirty_next {
-  DIRTY_DONE,   /* sync need (or a later one) succeeded */
+  DIRTY_DONE,   /* sync need (or a later one) succeeded: nothing to do */
   DIRTY_FAILED, /* it failed (*err): the member stays marked */
   DIRTY_START,  /* the caller starts sync *gen now, then dirty_end */
-  DIRTY_BUSY,   /* a sync runs: dirty_wait, then ask again */
+  DIRTY_BUSY,   /* a sync runs: dirty_wait, then dirty_next */
 };
 
-/* What a flush needing sync need does next. */
+/* A flush starting now: *need is the number of the sync it needs to
+ * succeed (or any later one), and what it does first.  DIRTY_DONE: the
+ * member holds nothing for it.
+ */
+extern enum dirty_next dirty_claim (struct dirty *d, uint64_t *need,
+                                    uint64_t *gen);
+
+/* What a flush needing sync need does next (after DIRTY_BUSY). */
 extern enum dirty_next dirty_next (struct dirty *d, uint64_t need,
                                    uint64_t *gen, int *err);
 
-/* Sync gen (DIRTY_START) ended with err (0: success). */
+/* Sync gen (DIRTY_START) ended with err (0: success).  It covers the
+ * flush that started it, and every flush needing gen or less.
+ */
 extern void dirty_end (struct dirty *d, uint64_t gen, int err);
 
 /* Wait until the sync running now (if any) has ended. */

@@ -24,13 +24,35 @@ dirty_destroy (struct dirty *d)
   pthread_cond_destroy (&d->cond);
 }
 
-bool
-dirty_claim (struct dirty *d, uint64_t *need)
+/* dirty_next with the lock held. */
+static enum dirty_next
+next_locked (struct dirty *d, uint64_t need, uint64_t *gen, int *err)
 {
+  if (d->ok >= need)
+    return DIRTY_DONE;
+  if (d->ended >= need) {
+    *err = d->err;
+    return DIRTY_FAILED;
+  }
+  if (atomic_load (&d->state) & DIRTY_SYNCING)
+    return DIRTY_BUSY;
+  /* Cleared as the sync starts, before it is issued: a write that
+   * completes from now on marks the member again.
+   */
+  *gen = ++d->started;
+  atomic_store (&d->state, DIRTY_SYNCING);
+  return DIRTY_START;
+}
+
+enum dirty_next
+dirty_claim (struct dirty *d, uint64_t *need, uint64_t *gen)
+{
+  enum dirty_next r = DIRTY_DONE;
   unsigned s;
+  int err;
 
   if (dirty_clean (d))
-    return false;
+    return DIRTY_DONE;
   pthread_mutex_lock (&d->lock);
   /* SYNCING and started change together, under the lock; only MARKED
    * is set without it (by writes, which may come at any time: those
@@ -38,8 +60,10 @@ dirty_claim (struct dirty *d, uint64_t *need)
    */
   s = atomic_load (&d->state);
   *need = d->started + (s & DIRTY_MARKED ? 1 : 0);
+  if (s != 0)
+    r = next_locked (d, *need, gen, &err);
   pthread_mutex_unlock (&d->lock);
-  return s != 0;
+  return r;
 }
 
 enum dirty_next
@@ -48,22 +72,7 @@ dirty_next (struct dirty *d, uint64_t need, uint64_t *gen, int *err)
   enum dirty_next r;
 
   pthread_mutex_lock (&d->lock);
-  if (d->ok >= need)
-    r = DIRTY_DONE;
-  else if (d->ended >= need) {
-    *err = d->err;
-    r = DIRTY_FAILED;
-  }
-  else if (atomic_load (&d->state) & DIRTY_SYNCING)
-    r = DIRTY_BUSY;
-  else {
-    /* Cleared as the sync starts, before it is issued: a write that
-     * completes from now on marks the member again.
-     */
-    *gen = ++d->started;
-    atomic_store (&d->state, DIRTY_SYNCING);
-    r = DIRTY_START;
-  }
+  r = next_locked (d, need, gen, err);
   pthread_mutex_unlock (&d->lock);
   return r;
 }

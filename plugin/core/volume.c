@@ -643,29 +643,35 @@ static int
 flush_ (struct volume *v)
 {
   struct member_op ops[LAYOUT_MAX_MEMBERS];
-  uint64_t need[LAYOUT_MAX_MEMBERS], gen[LAYOUT_MAX_MEMBERS], todo = 0;
-  unsigned idx[LAYOUT_MAX_MEMBERS];
+  uint64_t need[LAYOUT_MAX_MEMBERS], gen[LAYOUT_MAX_MEMBERS], busy = 0;
+  uint64_t held = 0;
+  unsigned idx[LAYOUT_MAX_MEMBERS], nr;
   int err = 0;
 
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if (dirty_claim (&v->dirty[i], &need[i]))
-      todo |= UINT64_C (1) << i;
-  if (todo == 0)
+    if (!dirty_clean (&v->dirty[i]))
+      held |= UINT64_C (1) << i;
+  if (held == 0)
     return 0;
-  if (refuse_failed (v, todo) == -1)
+  if (refuse_failed (v, held) == -1)
     return -1;
-  while (todo) {
-    unsigned nr = 0;
-    int busy = -1;
-
-    for (uint64_t t = todo; t; t &= t - 1) {
+  for (;;) {
+    /* The syncs this flush starts, all at once. */
+    nr = 0;
+    for (uint64_t t = held; t; t &= t - 1) {
       unsigned i = __builtin_ctzll (t);
+      enum dirty_next r;
       int e = 0;
 
-      switch (dirty_next (&v->dirty[i], need[i], &gen[i], &e)) {
-      case DIRTY_DONE: todo &= ~(UINT64_C (1) << i); break;
+      if (busy >> i & 1)
+        r = dirty_next (&v->dirty[i], need[i], &gen[i], &e);
+      else
+        r = dirty_claim (&v->dirty[i], &need[i], &gen[i]);
+      busy &= ~(UINT64_C (1) << i);
+      held &= ~(UINT64_C (1) << i);
+      switch (r) {
+      case DIRTY_DONE: break;
       case DIRTY_FAILED:
-        todo &= ~(UINT64_C (1) << i);
         if (err == 0)
           err = e;
         break;
@@ -675,21 +681,25 @@ flush_ (struct volume *v)
                                         .kind = OP_FLUSH };
         break;
       case DIRTY_BUSY:
-        if (busy < 0)
-          busy = (int) i;
+        busy |= UINT64_C (1) << i;
         break;
       }
     }
-    /* The syncs this flush started, all at once; they end (and wake
-     * whoever waits on them) before this flush waits on anyone else's.
+    /* ... end (and wake whoever relies on them) before this flush waits
+     * for anyone else's: a sync one started covers it.
      */
     if (nr > 0) {
       run_ops (v, ops, nr);
-      for (unsigned k = 0; k < nr; ++k)
+      for (unsigned k = 0; k < nr; ++k) {
         dirty_end (&v->dirty[idx[k]], gen[idx[k]], ops[k].err);
+        if (ops[k].err && err == 0)
+          err = ops[k].err;
+      }
     }
-    else if (busy >= 0)
-      dirty_wait (&v->dirty[busy]);
+    if (busy == 0)
+      break;
+    dirty_wait (&v->dirty[__builtin_ctzll (busy)]);
+    held = busy;
   }
   if (err) {
     errno = err;
