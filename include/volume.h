@@ -36,10 +36,15 @@
  * refused ("older generation 41 < 42"), at re-probe and at the next
  * assembly.  A member adopted again gets the current generation.
  *
- * A write never extends a member file: before a write, each regular-file
- * member it touches must still be as large as the volume needs, and its
- * size must not have changed by the time the write is done; a member
- * found truncated is failed (named) and the write fails with EIO.
+ * A write never makes a truncated member file look whole again: a write
+ * that reaches a regular-file member's end (the last bytes the volume
+ * needs: the only writes that can bring a cut file back to its size)
+ * checks before it that the member is still as large as the volume
+ * needs, and after it that its size has not changed meanwhile; other
+ * writes cost no check, and a member cut short under them is found by
+ * health's prober, which checks every member's size every second
+ * (member_ops.check).  A member found truncated is failed (named), and a
+ * write that found it fails with EIO.
  */
 #ifndef NBDSTRIPE_VOLUME_H
 #define NBDSTRIPE_VOLUME_H

@@ -428,10 +428,20 @@ member_gone (struct volume *v, unsigned i, const char *reason)
   health_member_gone (v->health, i, reason);
 }
 
-/* A write must never extend a member file: one truncated under us would
- * be re-extended with holes where its data was, and the loss would go
- * unseen.  Before a write, every regular-file member it touches must
- * still hold what the volume needs; seen[] keeps the sizes found.
+/* A write must never make a truncated member file look whole: one cut
+ * short under us and written up to its end would have its old size again,
+ * with holes where its data was, and the loss would go unseen -- by
+ * health's prober too, which checks sizes.  Only a write that reaches the
+ * member's end (m->need: no write goes past it) can do that, so only
+ * those are checked, before and after (tail_writes).  Other writes cost
+ * nothing here: one that lands past a cut extends the file to less than
+ * the volume needs, and the prober fails the member within a second
+ * (member_ops.check, every member every tick).  The kernel has no way to
+ * refuse a write past end of file that applies to one file (file seals
+ * are for memfd and tmpfs, RLIMIT_FSIZE is the process's), and a size
+ * check before every write was two fstat calls per request.  Before such
+ * a write, every regular-file member in mask must still hold what the
+ * volume needs; seen[] keeps the sizes found.
  */
 static int
 guard_sizes (struct volume *v, uint64_t mask, uint64_t *seen)
@@ -524,12 +534,25 @@ mark_dirty (struct volume *v, uint64_t mask)
     dirty_mark (&v->dirty[__builtin_ctzll (mask)]);
 }
 
+/* The regular-file members that ops write up to their end (guard_sizes). */
+static inline uint64_t
+tail_writes (const struct member_op *ops, unsigned nr)
+{
+  uint64_t mask = 0;
+
+  for (unsigned k = 0; k < nr; ++k)
+    if (ops[k].offset + ops[k].length == ops[k].m->need
+        && ops[k].m->kind == MEMBER_FILE)
+      mask |= UINT64_C (1) << ops[k].m->index;
+  return mask;
+}
+
 /* The reads or writes of one request, on the members in mask. */
 static int
 run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
         unsigned nr, uint64_t mask)
 {
-  uint64_t seen[LAYOUT_MAX_MEMBERS];
+  uint64_t seen[LAYOUT_MAX_MEMBERS], tail;
   int r;
 
   if (refuse_failed (v, mask) == -1)
@@ -539,7 +562,8 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
   /* A replace switches members only with no request in flight
    * (volume_quiesce): the sizes seen are those of the members written.
    */
-  if (guard_sizes (v, mask, seen) == -1)
+  tail = tail_writes (ops, nr);
+  if (tail && guard_sizes (v, tail, seen) == -1)
     return -1;
   r = run_ops (v, ops, nr);
   /* Marked whatever the outcome: a write that failed on one member may
@@ -547,7 +571,7 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
    */
   if (!ops[0].fua)
     mark_dirty (v, mask);
-  if (recheck_sizes (v, mask, seen) == -1)
+  if (tail && recheck_sizes (v, tail, seen) == -1)
     r = -1;
   return r;
 }
