@@ -6,12 +6,11 @@
  * One struct dirty per member of a volume.  A write, trim or zero marks
  * its members once it has completed on them (dirty_mark, before the
  * request is answered); a flush asks each member what it needs
- * (dirty_claim), then starts a sync of it or waits for one another flush
- * started (dirty_wait, dirty_next), and reports how the syncs it started
- * ended (dirty_end).  At most one sync runs per member: a flush that
- * finds one running relies on it when it started late enough to cover
- * its writes, else waits for it to end and starts the next one, which
- * then covers every flush that was waiting (group commit).
+ * (dirty_claim): nothing; a sync of its own, started at once, which
+ * clears the mark (dirty_end when it is done); or one that another flush
+ * started late enough, which it waits for (dirty_wait).  Syncs of one
+ * member may run at once, as concurrent fsyncs of a file do: a flush
+ * never waits for a sync that does not cover it.
  *
  * The promise (NBD multi-conn): a flush covers every write completed, on
  * any connection, before the flush started.  Why it holds:
@@ -26,7 +25,7 @@
  *    unmarked.
  *
  *  - The mark is cleared when a sync STARTS, in the same atomic step that
- *    says "syncing", and before the sync call is issued: a write that
+ *    counts it running, and before the sync call is issued: a write that
  *    completes while the sync runs marks the member again, so that the
  *    next flush syncs it again (cleared at the END, the mark of such a
  *    write would be lost, and a later flush would find the member clean
@@ -34,20 +33,20 @@
  *
  *  - A flush that finds the member neither marked nor syncing has nothing
  *    to do there: the mark its writes left was cleared by a sync that
- *    started after them, that sync has ended (else "syncing"), and it
- *    succeeded -- the last sync to start did (else it would have marked
- *    the member again, below), and it started after the clear.
+ *    started after them; the last sync to start (that one or a later one)
+ *    has ended (none runs) and succeeded (else it would have marked the
+ *    member again, below).
  *
- *  - A flush that finds a sync running and no mark relies on that sync:
- *    the mark its writes left was cleared by a sync that started after
- *    them, and the running sync is that one or a later one.  Marked, it
- *    needs the next sync (one that starts after it looked).  Syncs are
- *    numbered as they start; a flush needs number N to have succeeded,
- *    or any later one (which started later still).
+ *  - A flush that finds syncs running and no mark relies on the last one
+ *    to have started: the mark its writes left was cleared by a sync that
+ *    started after them, and the last one is that one or a later one.
+ *    Marked, it starts a sync of its own.  Syncs are numbered as they
+ *    start; a flush relying on number N is covered when N, or any later
+ *    one (which started later still), has succeeded.
  *
- *  - A sync that fails marks the member again before it ends: the mark
- *    stays until a sync succeeds, and a flush relying on the failed sync
- *    fails with its errno.
+ *  - A sync that fails marks the member again as it ends (in the same
+ *    atomic step that counts it ended): the mark stays until a sync
+ *    succeeds, and a flush relying on the failed sync fails too.
  *
  * Writes made durable by themselves (FUA, cache=writethrough) need no
  * mark.  Every cache mode that leaves data volatile needs one: buffered
@@ -63,17 +62,23 @@
 #include <stdint.h>
 
 #define DIRTY_MARKED 1u  /* writes completed since the last sync started */
-#define DIRTY_SYNCING 2u /* a sync runs (number 'started') */
+#define DIRTY_SYNC 2u    /* state / DIRTY_SYNC: syncs running */
+
+/* One sync of the member, on the stack of the flush that starts it. */
+struct dirty_sync {
+  uint64_t gen; /* its number */
+  struct dirty_sync *next;
+};
 
 struct dirty {
   /* Alone on its cache line: every write to the member reads it. */
   _Alignas (64) _Atomic unsigned state;
-  pthread_mutex_t lock; /* the counters; syncs start and end under it */
-  pthread_cond_t cond;  /* a sync ended */
-  uint64_t started;     /* syncs started: the running one's number */
-  uint64_t ok;          /* the last one that succeeded (0: none) */
-  uint64_t ended;       /* the last one that ended */
-  int err;              /* how the last failed one failed */
+  pthread_mutex_t lock;       /* what follows; syncs start and end under it */
+  pthread_cond_t cond;        /* a sync ended */
+  uint64_t started;           /* syncs started: the last one's number */
+  uint64_t ok;                /* the highest-numbered one that succeeded */
+  int err;                    /* how the last failed one failed */
+  struct dirty_sync *running; /* the syncs running */
 };
 
 extern void dirty_init (struct dirty *d);
@@ -99,30 +104,25 @@ dirty_clean (struct dirty *d)
   return atomic_load (&d->state) == 0;
 }
 
-enum dirty_next {
-  DIRTY_DONE,   /* sync need (or a later one) succeeded: nothing to do */
-  DIRTY_FAILED, /* it failed (*err): the member stays marked */
-  DIRTY_START,  /* the caller starts sync *gen now, then dirty_end */
-  DIRTY_BUSY,   /* a sync runs: dirty_wait, then dirty_next */
+enum dirty_claim {
+  DIRTY_CLEAN, /* nothing to do on the member */
+  DIRTY_START, /* s is a new sync: start it now, then dirty_end */
+  DIRTY_WAIT,  /* rely on sync *need: dirty_wait */
 };
 
-/* A flush starting now: *need is the number of the sync it needs to
- * succeed (or any later one), and what it does first.  DIRTY_DONE: the
- * member holds nothing for it.
+/* A flush starting now: what it does on the member. */
+extern enum dirty_claim dirty_claim (struct dirty *d, struct dirty_sync *s,
+                                     uint64_t *need);
+
+/* Sync s (DIRTY_START) ended with err (0: success). */
+extern void dirty_end (struct dirty *d, struct dirty_sync *s, int err);
+
+/* Whether what a flush relying on sync need waits for is over: 1 that or
+ * a later sync succeeded, -1 (*err) it failed, 0 not yet.
  */
-extern enum dirty_next dirty_claim (struct dirty *d, uint64_t *need,
-                                    uint64_t *gen);
+extern int dirty_check (struct dirty *d, uint64_t need, int *err);
 
-/* What a flush needing sync need does next (after DIRTY_BUSY). */
-extern enum dirty_next dirty_next (struct dirty *d, uint64_t need,
-                                   uint64_t *gen, int *err);
-
-/* Sync gen (DIRTY_START) ended with err (0: success).  It covers the
- * flush that started it, and every flush needing gen or less.
- */
-extern void dirty_end (struct dirty *d, uint64_t gen, int err);
-
-/* Wait until the sync running now (if any) has ended. */
-extern void dirty_wait (struct dirty *d);
+/* Wait for it: 0, or -1 with errno the failed sync's. */
+extern int dirty_wait (struct dirty *d, uint64_t need);
 
 #endif /* NBDSTRIPE_DIRTY_H */

@@ -3,7 +3,9 @@
  * for why a flush may rely on what it does.
  */
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "dirty.h"
 
@@ -13,8 +15,9 @@ dirty_init (struct dirty *d)
   atomic_init (&d->state, 0);
   pthread_mutex_init (&d->lock, NULL);
   pthread_cond_init (&d->cond, NULL);
-  d->started = d->ok = d->ended = 0;
+  d->started = d->ok = 0;
   d->err = 0;
+  d->running = NULL;
 }
 
 void
@@ -24,90 +27,104 @@ dirty_destroy (struct dirty *d)
   pthread_cond_destroy (&d->cond);
 }
 
-/* dirty_next with the lock held. */
-static enum dirty_next
-next_locked (struct dirty *d, uint64_t need, uint64_t *gen, int *err)
+enum dirty_claim
+dirty_claim (struct dirty *d, struct dirty_sync *s, uint64_t *need)
 {
-  if (d->ok >= need)
-    return DIRTY_DONE;
-  if (d->ended >= need) {
-    *err = d->err;
-    return DIRTY_FAILED;
-  }
-  if (atomic_load (&d->state) & DIRTY_SYNCING)
-    return DIRTY_BUSY;
-  /* Cleared as the sync starts, before it is issued: a write that
-   * completes from now on marks the member again.
-   */
-  *gen = ++d->started;
-  atomic_store (&d->state, DIRTY_SYNCING);
-  return DIRTY_START;
-}
-
-enum dirty_next
-dirty_claim (struct dirty *d, uint64_t *need, uint64_t *gen)
-{
-  enum dirty_next r = DIRTY_DONE;
-  unsigned s;
-  int err;
+  enum dirty_claim r = DIRTY_CLEAN;
+  unsigned st;
 
   if (dirty_clean (d))
-    return DIRTY_DONE;
+    return DIRTY_CLEAN;
   pthread_mutex_lock (&d->lock);
-  /* SYNCING and started change together, under the lock; only MARKED
-   * is set without it (by writes, which may come at any time: those
+  /* The count of syncs and the numbers change under the lock; only the
+   * mark is set without it (by writes, which may come at any time: those
    * completed before this flush started have set it by now).
    */
-  s = atomic_load (&d->state);
-  *need = d->started + (s & DIRTY_MARKED ? 1 : 0);
-  if (s != 0)
-    r = next_locked (d, *need, gen, &err);
-  pthread_mutex_unlock (&d->lock);
-  return r;
-}
-
-enum dirty_next
-dirty_next (struct dirty *d, uint64_t need, uint64_t *gen, int *err)
-{
-  enum dirty_next r;
-
-  pthread_mutex_lock (&d->lock);
-  r = next_locked (d, need, gen, err);
+  st = atomic_load (&d->state);
+  if (st & DIRTY_MARKED) {
+    /* One more running and the mark cleared, in one step, before the
+     * sync is issued: a write that completes from now on marks again.
+     */
+    while (!atomic_compare_exchange_weak (&d->state, &st,
+                                          (st & ~DIRTY_MARKED) + DIRTY_SYNC))
+      ;
+    s->gen = *need = ++d->started;
+    s->next = d->running;
+    d->running = s;
+    r = DIRTY_START;
+  }
+  else if (st != 0) {
+    *need = d->started;
+    r = DIRTY_WAIT;
+  }
   pthread_mutex_unlock (&d->lock);
   return r;
 }
 
 void
-dirty_end (struct dirty *d, uint64_t gen, int err)
+dirty_end (struct dirty *d, struct dirty_sync *s, int err)
 {
-  unsigned s, to;
+  unsigned st;
 
   pthread_mutex_lock (&d->lock);
-  d->ended = gen;
-  if (err == 0)
-    d->ok = gen;
-  else
+  for (struct dirty_sync **p = &d->running; *p; p = &(*p)->next)
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  if (err == 0 && s->gen > d->ok)
+    d->ok = s->gen;
+  if (err)
     d->err = err;
-  /* Not syncing any more, and (failed) marked again, in one step: a
-   * flush that looks without the lock must never find the member clean
-   * after a failed sync.
+  /* One fewer running, and (failed) marked again, in one step: a flush
+   * that looks without the lock never finds the member clean after a
+   * failed sync.
    */
-  s = atomic_load (&d->state);
-  do
-    to = (s & ~DIRTY_SYNCING) | (err ? DIRTY_MARKED : 0);
-  while (!atomic_compare_exchange_weak (&d->state, &s, to));
+  st = atomic_load (&d->state);
+  while (!atomic_compare_exchange_weak (
+    &d->state, &st, (st - DIRTY_SYNC) | (err ? DIRTY_MARKED : 0)))
+    ;
   pthread_cond_broadcast (&d->cond);
   pthread_mutex_unlock (&d->lock);
 }
 
-void
-dirty_wait (struct dirty *d)
+/* dirty_check with the lock held. */
+static int
+check_locked (struct dirty *d, uint64_t need, int *err)
 {
-  uint64_t running;
+  if (d->ok >= need)
+    return 1;
+  for (struct dirty_sync *s = d->running; s; s = s->next)
+    if (s->gen == need)
+      return 0;
+  /* Ended, and neither it nor a later one succeeded. */
+  *err = d->err ? d->err : EIO;
+  return -1;
+}
+
+int
+dirty_check (struct dirty *d, uint64_t need, int *err)
+{
+  int r;
 
   pthread_mutex_lock (&d->lock);
-  running = d->started;
-  while ((atomic_load (&d->state) & DIRTY_SYNCING) && d->started == running)
+  r = check_locked (d, need, err);
+  pthread_mutex_unlock (&d->lock);
+  return r;
+}
+
+int
+dirty_wait (struct dirty *d, uint64_t need)
+{
+  int r, err = 0;
+
+  pthread_mutex_lock (&d->lock);
+  while ((r = check_locked (d, need, &err)) == 0)
     pthread_cond_wait (&d->cond, &d->lock);
   pthread_mutex_unlock (&d->lock);
+  if (r < 0) {
+    errno = err;
+    return -1;
+  }
+  return 0;
 }

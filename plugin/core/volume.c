@@ -667,9 +667,9 @@ static int
 flush_ (struct volume *v)
 {
   struct member_op ops[LAYOUT_MAX_MEMBERS];
-  uint64_t need[LAYOUT_MAX_MEMBERS], gen[LAYOUT_MAX_MEMBERS], busy = 0;
-  uint64_t held = 0;
-  unsigned idx[LAYOUT_MAX_MEMBERS], nr;
+  struct dirty_sync syncs[LAYOUT_MAX_MEMBERS];
+  uint64_t need[LAYOUT_MAX_MEMBERS], held = 0, wait = 0;
+  unsigned idx[LAYOUT_MAX_MEMBERS], nr = 0;
   int err = 0;
 
   for (unsigned i = 0; i < v->nr_members; ++i)
@@ -679,51 +679,33 @@ flush_ (struct volume *v)
     return 0;
   if (refuse_failed (v, held) == -1)
     return -1;
-  for (;;) {
-    /* The syncs this flush starts, all at once. */
-    nr = 0;
-    for (uint64_t t = held; t; t &= t - 1) {
-      unsigned i = __builtin_ctzll (t);
-      enum dirty_next r;
-      int e = 0;
+  for (; held; held &= held - 1) {
+    unsigned i = __builtin_ctzll (held);
 
-      if (busy >> i & 1)
-        r = dirty_next (&v->dirty[i], need[i], &gen[i], &e);
-      else
-        r = dirty_claim (&v->dirty[i], &need[i], &gen[i]);
-      busy &= ~(UINT64_C (1) << i);
-      held &= ~(UINT64_C (1) << i);
-      switch (r) {
-      case DIRTY_DONE: break;
-      case DIRTY_FAILED:
-        if (err == 0)
-          err = e;
-        break;
-      case DIRTY_START:
-        idx[nr] = i;
-        ops[nr++] = (struct member_op){ .m = &v->members[i],
-                                        .kind = OP_FLUSH };
-        break;
-      case DIRTY_BUSY:
-        busy |= UINT64_C (1) << i;
-        break;
-      }
-    }
-    /* ... end (and wake whoever relies on them) before this flush waits
-     * for anyone else's: a sync one started covers it.
-     */
-    if (nr > 0) {
-      run_ops (v, ops, nr);
-      for (unsigned k = 0; k < nr; ++k) {
-        dirty_end (&v->dirty[idx[k]], gen[idx[k]], ops[k].err);
-        if (ops[k].err && err == 0)
-          err = ops[k].err;
-      }
-    }
-    if (busy == 0)
+    switch (dirty_claim (&v->dirty[i], &syncs[nr], &need[i])) {
+    case DIRTY_CLEAN: break;
+    case DIRTY_START:
+      idx[nr] = i;
+      ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
       break;
-    dirty_wait (&v->dirty[__builtin_ctzll (busy)]);
-    held = busy;
+    case DIRTY_WAIT: wait |= UINT64_C (1) << i; break;
+    }
+  }
+  /* This flush's own syncs, all at once, ended (waking whoever relies on
+   * them) before it waits for anyone else's.
+   */
+  if (nr > 0) {
+    run_ops (v, ops, nr);
+    for (unsigned k = 0; k < nr; ++k) {
+      dirty_end (&v->dirty[idx[k]], &syncs[k], ops[k].err);
+      if (ops[k].err && err == 0)
+        err = ops[k].err;
+    }
+  }
+  for (; wait; wait &= wait - 1) {
+    unsigned i = __builtin_ctzll (wait);
+    if (dirty_wait (&v->dirty[i], need[i]) == -1 && err == 0)
+      err = errno;
   }
   if (err) {
     errno = err;

@@ -87,14 +87,12 @@ def write_line(lines, off):
 
 def synced_after(lines, i):
     """Whether a sync started after line i and ended (successfully)."""
-    for j in range(i + 1, len(lines)):
-        if lines[j][0] == "flush-start":
-            for l in lines[j + 1:]:
-                if l[0] == "flush-end":
-                    return True
-                if l[0] in ("flush-fail", "flush-start"):
-                    break
-    return False
+    started = {l[1] for l in lines[i + 1:] if l[0] == "flush-start"}
+    return any(l[0] == "flush-end" and l[1] in started for l in lines[i + 1:])
+
+
+def ended(lines, what="flush-end"):
+    return any(l[0] == what for l in lines)
 
 
 def wait_flush_started(k, count):
@@ -160,7 +158,7 @@ s = since(b)
 check(flushed(s) == {1},
       "a flush after a write on member 1 (another connection) syncs member 1 "
       "only (synced: %s)" % sorted(flushed(s)))
-check(["flush-end"] in s[1], "member 1's sync ended before the flush returned")
+check(ended(s[1]), "member 1's sync ended before the flush returned")
 
 # (b) Nothing written since: no member.
 b = logs()
@@ -194,8 +192,9 @@ check(flushed(since(b)) == {1, 2},
       "(synced: %s)" % sorted(flushed(since(b))))
 
 # (c) A write completing while member 1's sync is held: a flush started
-# after it must not rely on that sync, but on one started after the
-# write landed; it cannot end before that one has.
+# after it must not rely on that sync, but start one of its own (or rely
+# on one started after the write landed); it cannot end before that one
+# has.
 touch(1, "hold")
 A.pwrite(data("1"), offset(1, 3))
 n0 = starts(1)
@@ -214,7 +213,7 @@ i = write_line(lines, 4 * CHUNK)
 check(r is True and i is not None and synced_after(lines, i),
       "a flush started after a write that landed during a sync returns only "
       "after a sync of member 1 that started after that write ended")
-check(i is not None and lines[:i].count(["flush-start"]) == n0 + 1,
+check(i is not None and sum(1 for l in lines[:i] if l[0] == "flush-start") == n0 + 1,
       "(the write did land while the first sync was held)")
 
 # ... and, with no flush racing, the next flush syncs the member again:
@@ -282,7 +281,7 @@ try:
     bad("a flush whose sync of member 0 fails succeeded")
 except nbd.Error as e:
     check(e.errno == "EIO", "a flush whose sync of member 0 fails fails (%s)" % e.errno)
-check(flushed(since(b)) == {0} and ["flush-fail"] in since(b)[0],
+check(flushed(since(b)) == {0} and ended(since(b)[0], "flush-fail"),
       "only member 0 was synced, and its sync failed")
 b = logs()
 try:
@@ -294,7 +293,7 @@ except nbd.Error as e:
 remove(0, "fail")
 b = logs()
 D.flush()
-check(flushed(since(b)) == {0} and ["flush-end"] in since(b)[0],
+check(flushed(since(b)) == {0} and ended(since(b)[0]),
       "once member 0 syncs again, the next flush syncs it and succeeds")
 b = logs()
 A.flush()
@@ -314,7 +313,7 @@ check(r7 is not True and r8 is not True,
 remove(0, "fail")
 b = logs()
 D.flush()
-check(flushed(since(b)) == {0} and ["flush-end"] in since(b)[0],
+check(flushed(since(b)) == {0} and ended(since(b)[0]),
       "member 0 is still dirty, and synced by the next flush")
 
 # Racing: 4 connections, each writing to members at random and flushing.

@@ -13,8 +13,9 @@
 #     across members mark the members they touched;
 #   - a write that lands while a member's sync is held: a flush started
 #     after it returns only after a sync that started after the write
-#     (not the held one), and with no flush racing, the next flush syncs
-#     the member again (the mark is cleared before a sync, not after);
+#     (not the held one) has ended, and with no flush racing, the next
+#     flush syncs the member again (the mark is cleared before a sync,
+#     not after);
 #     a flush with nothing written since a running sync relies on it;
 #     a write held at the member while a flush syncs it is synced by the
 #     next flush (the mark is set once the write has completed);

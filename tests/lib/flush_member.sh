@@ -15,9 +15,9 @@
 #   write OFFSET COUNT FLAGS     the data is in DIR/data
 #   zero OFFSET COUNT FLAGS
 #   trim OFFSET COUNT FLAGS
-#   flush-start                  the sync has begun
-#   flush-end                    ... and succeeded
-#   flush-fail                   ... and failed (EIO)
+#   flush-start ID               a sync has begun (ID: its own)
+#   flush-end ID                 ... and succeeded
+#   flush-fail ID                ... and failed (EIO)
 #
 # While DIR/hold exists, a flush that has started waits (after its
 # flush-start line); while DIR/fail exists, a flush fails with EIO.
@@ -62,13 +62,13 @@ case "$1" in
     log zero "$4" "$3" "${5:--}" ;;
   trim) log trim "$4" "$3" "${5:--}" ;;
   flush)
-    log flush-start
+    log flush-start $$
     while [[ -e $d/hold ]]; do sleep 0.01; done
     if [[ -e $d/fail ]]; then
-      log flush-fail
+      log flush-fail $$
       echo "EIO flush refused (DIR/fail exists)" >&2
       exit 1
     fi
-    log flush-end ;;
+    log flush-end $$ ;;
   *) exit 2 ;;
 esac

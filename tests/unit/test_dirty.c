@@ -3,13 +3,14 @@
  * (plugin/core/dirty.c, include/dirty.h).
  *
  * The named cases walk one member through the orders that matter, step by
- * step (dirty.h's API has no blocking call but dirty_wait).  The last one
- * checks the promise itself on every interleaving of three writes and three
- * flushes (each sync succeeding or failing), followed by a flush after
- * all of them: a flush that succeeds has made durable every write
- * answered before it started, and a write's mark is never lost.  The
- * oracle is a model of what a sync covers -- the writes that had landed
- * on the member when it started -- kept apart from the code under test.
+ * step (dirty.h's only blocking call is dirty_wait; dirty_check is its
+ * look).  The last one checks the promise itself on every interleaving of
+ * three writes and three flushes (each sync succeeding or failing),
+ * followed by a flush after all of them: a flush that succeeds has made
+ * durable every write answered before it started, and a write's mark is
+ * never lost.  The oracle is a model of what a sync covers -- the writes
+ * that had landed on the member when it started -- kept apart from the
+ * code under test.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,45 +21,36 @@
 #include "dirty.h"
 #include "unit_main.h"
 
-/* A flush starting now must start a sync: its number (*need its need). */
+/* A flush starting now must start a sync (s): its number. */
 static uint64_t
-claim_starts (struct dirty *d, uint64_t *need)
+claim_starts (struct dirty *d, struct dirty_sync *s)
 {
-  uint64_t gen = 0;
+  uint64_t need = 0;
 
-  assert_int_equal (dirty_claim (d, need, &gen), DIRTY_START);
-  assert_true (gen >= *need);
-  return gen;
+  assert_int_equal (dirty_claim (d, s, &need), DIRTY_START);
+  assert_int_equal (s->gen, need);
+  return need;
 }
 
-/* A flush starting now must wait for the running sync. */
-static void
-claim_waits (struct dirty *d, uint64_t *need)
+/* A flush starting now must rely on a running sync: its number. */
+static uint64_t
+claim_waits (struct dirty *d)
 {
-  uint64_t gen = 0;
+  struct dirty_sync s;
+  uint64_t need = 0;
 
-  assert_int_equal (dirty_claim (d, need, &gen), DIRTY_BUSY);
+  assert_int_equal (dirty_claim (d, &s, &need), DIRTY_WAIT);
+  return need;
 }
 
 /* A flush starting now has nothing to do on the member. */
 static void
 claim_nothing (struct dirty *d)
 {
-  uint64_t need, gen;
+  struct dirty_sync s;
+  uint64_t need;
 
-  assert_int_equal (dirty_claim (d, &need, &gen), DIRTY_DONE);
-}
-
-/* After a wait: the flush needing need must start a sync now. */
-static uint64_t
-next_starts (struct dirty *d, uint64_t need)
-{
-  uint64_t gen = 0;
-  int err = 0;
-
-  assert_int_equal (dirty_next (d, need, &gen, &err), DIRTY_START);
-  assert_true (gen >= need);
-  return gen;
+  assert_int_equal (dirty_claim (d, &s, &need), DIRTY_CLEAN);
 }
 
 static void
@@ -77,14 +69,17 @@ static void
 marked_member_is_synced_then_clean (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need, gen;
+  struct dirty_sync s;
+  int err = 0;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
   assert_false (dirty_clean (d));
-  gen = claim_starts (d, &need);
-  dirty_end (d, gen, 0);
+  claim_starts (d, &s);
+  assert_false (dirty_clean (d)); /* syncing */
+  dirty_end (d, &s, 0);
+  assert_int_equal (dirty_check (d, s.gen, &err), 1);
   assert_true (dirty_clean (d));
   claim_nothing (d);
   dirty_destroy (d);
@@ -97,96 +92,101 @@ static void
 write_completed_during_a_sync_keeps_the_member_dirty (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need, need2, gen, gen2;
+  struct dirty_sync s, s2;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
-  gen = claim_starts (d, &need);
+  claim_starts (d, &s);
   dirty_mark (d); /* completed while the sync runs */
-  dirty_end (d, gen, 0);
+  dirty_end (d, &s, 0);
   assert_false (dirty_clean (d));
-  gen2 = claim_starts (d, &need2);
-  assert_true (need2 > gen);
-  dirty_end (d, gen2, 0);
+  assert_true (claim_starts (d, &s2) > s.gen);
+  dirty_end (d, &s2, 0);
   assert_true (dirty_clean (d));
   dirty_destroy (d);
 }
 
 /* No write since the running sync started: a flush relies on that sync
- * (it started after whatever the flush must cover), starting none.
+ * (it started after whatever the flush must cover), starting none, and
+ * is covered once it has succeeded.
  */
 static void
 flush_during_a_sync_without_new_writes_relies_on_it (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need1, need2, gen, g2 = 0;
+  struct dirty_sync s;
+  uint64_t need;
   int err = 0;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
-  gen = claim_starts (d, &need1);
-  claim_waits (d, &need2);
-  assert_int_equal (need2, gen);
-  assert_int_equal (dirty_next (d, need2, &g2, &err), DIRTY_BUSY);
-  dirty_end (d, gen, 0);
-  assert_int_equal (dirty_next (d, need2, &g2, &err), DIRTY_DONE);
+  claim_starts (d, &s);
+  need = claim_waits (d);
+  assert_int_equal (need, s.gen);
+  assert_int_equal (dirty_check (d, need, &err), 0);
+  dirty_end (d, &s, 0);
+  assert_int_equal (dirty_check (d, need, &err), 1);
+  assert_int_equal (dirty_wait (d, need), 0);
   assert_int_equal (d->started, 1);
   dirty_destroy (d);
 }
 
-/* A write since the running sync started: the flush needs the next one,
- * waits for the running one to end, then starts it.
+/* A write since the running sync started: the flush starts a sync of
+ * its own at once (the running one need not cover the write), without
+ * waiting for the running one.
  */
 static void
-flush_after_a_write_during_a_sync_needs_the_next_sync (void **state)
+flush_after_a_write_during_a_sync_starts_its_own (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need1, need2, gen, g2 = 0;
-  int err = 0;
+  struct dirty_sync s1, s2;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
-  gen = claim_starts (d, &need1);
+  claim_starts (d, &s1);
   dirty_mark (d);
-  claim_waits (d, &need2);
-  assert_int_equal (need2, gen + 1);
-  dirty_end (d, gen, 0);
-  /* Not covered by the sync that just ended. */
-  g2 = next_starts (d, need2);
-  assert_int_equal (g2, need2);
-  dirty_end (d, g2, 0);
-  assert_int_equal (dirty_next (d, need2, &g2, &err), DIRTY_DONE);
+  assert_int_equal (claim_starts (d, &s2), s1.gen + 1);
+  /* Both run; the later one may end first. */
+  dirty_end (d, &s2, 0);
+  assert_false (dirty_clean (d)); /* s1 runs */
+  dirty_end (d, &s1, 0);
   assert_true (dirty_clean (d));
   dirty_destroy (d);
 }
 
-/* Flushes needing the same next sync share it: one starts it, the
- * other finds it done.
+/* A flush relying on the last sync to start waits for that one, not
+ * for earlier ones still running; and a later sync that succeeded
+ * covers it too.
  */
 static void
-flushes_needing_the_next_sync_share_it (void **state)
+flush_relies_on_the_last_sync_started (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need1, a, b, gen, g = 0;
+  struct dirty_sync s1, s2, s3;
+  uint64_t need;
   int err = 0;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
-  gen = claim_starts (d, &need1);
+  claim_starts (d, &s1);
   dirty_mark (d);
-  claim_waits (d, &a);
-  claim_waits (d, &b);
-  assert_int_equal (a, b);
-  dirty_end (d, gen, 0);
-  g = next_starts (d, a);
-  assert_int_equal (dirty_next (d, b, &g, &err), DIRTY_BUSY);
-  dirty_end (d, a, 0);
-  assert_int_equal (dirty_next (d, b, &g, &err), DIRTY_DONE);
-  assert_int_equal (d->started, 2);
+  claim_starts (d, &s2);
+  need = claim_waits (d);
+  assert_int_equal (need, s2.gen);
+  dirty_end (d, &s2, 0);
+  assert_int_equal (dirty_check (d, need, &err), 1); /* s1 still runs */
+  dirty_mark (d);
+  claim_starts (d, &s3);
+  need = claim_waits (d);
+  assert_int_equal (need, s3.gen);
+  dirty_end (d, &s1, 0);
+  assert_int_equal (dirty_check (d, need, &err), 0);
+  dirty_end (d, &s3, 0);
+  assert_int_equal (dirty_check (d, need, &err), 1);
   dirty_destroy (d);
 }
 
@@ -198,57 +198,49 @@ static void
 failed_sync_keeps_the_mark_and_fails_who_relied_on_it (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need1, need2, need3, gen, g = 0;
+  struct dirty_sync s, s2;
+  uint64_t need;
   int err = 0;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
-  gen = claim_starts (d, &need1);
-  claim_waits (d, &need2); /* relies on gen */
-  dirty_end (d, gen, EIO);
-  assert_int_equal (dirty_next (d, need2, &g, &err), DIRTY_FAILED);
+  claim_starts (d, &s);
+  need = claim_waits (d);
+  dirty_end (d, &s, EIO);
+  assert_int_equal (dirty_check (d, need, &err), -1);
   assert_int_equal (err, EIO);
+  assert_int_equal (dirty_wait (d, need), -1);
+  assert_int_equal (errno, EIO);
   assert_false (dirty_clean (d));
-  g = claim_starts (d, &need3);
-  assert_true (need3 > gen);
-  dirty_end (d, g, 0);
+  assert_true (claim_starts (d, &s2) > s.gen);
+  dirty_end (d, &s2, 0);
   assert_true (dirty_clean (d));
   dirty_destroy (d);
 }
 
-/* A later sync that succeeded covers a flush whose own sync failed
- * meanwhile: it started later still.
+/* A later sync that succeeded covers a flush whose sync failed: it
+ * started later still.
  */
 static void
 later_sync_that_succeeded_covers_an_earlier_need (void **state)
 {
   struct dirty d_, *d = &d_;
-  uint64_t need, need2, g1, g2, g = 0;
+  struct dirty_sync s1, s2;
+  uint64_t need;
   int err = 0;
 
   (void) state;
   dirty_init (d);
   dirty_mark (d);
-  g1 = claim_starts (d, &need);
-  dirty_end (d, g1, EIO);
-  g2 = claim_starts (d, &need2);
-  dirty_end (d, g2, 0);
-  assert_int_equal (dirty_next (d, need, &g, &err), DIRTY_DONE);
-  dirty_destroy (d);
-}
-
-/* dirty_wait returns at once when no sync runs. */
-static void
-wait_without_a_running_sync_returns (void **state)
-{
-  struct dirty d_, *d = &d_;
-
-  (void) state;
-  dirty_init (d);
-  dirty_wait (d);
+  claim_starts (d, &s1);
+  need = claim_waits (d);
   dirty_mark (d);
-  dirty_wait (d);
+  claim_starts (d, &s2);
+  dirty_end (d, &s2, 0);
+  dirty_end (d, &s1, EIO);
+  assert_int_equal (dirty_check (d, need, &err), 1);
+  assert_false (dirty_clean (d)); /* s1's failure marked it */
   dirty_destroy (d);
 }
 
@@ -257,14 +249,21 @@ wait_without_a_running_sync_returns (void **state)
 #define NW 3 /* writes */
 #define NF 3 /* flushes */
 
-enum { W_LAND, W_MARK, W_DONE };               /* a write's steps */
-enum { F_CLAIM, F_NEXT, F_SYNCING, F_DONE };   /* a flush's */
+enum { W_LAND, W_MARK, W_DONE };                /* a write's steps */
+enum { F_CLAIM, F_SYNCING, F_WAITING, F_DONE }; /* a flush's */
 
-/* What of struct dirty changes (the lock and condition stay put). */
+static struct dirty md;              /* the member under test */
+static struct dirty_sync node[NF];   /* each flush's own sync */
+static unsigned long paths, bad;
+
+/* What of md and the nodes changes (the lock and condition stay put). */
 struct snap {
   unsigned state;
-  uint64_t started, ok, ended;
+  uint64_t started, ok;
   int err;
+  int running;             /* index in node[] of the list's head, or -1 */
+  uint64_t gen[NF];
+  int next[NF];
 };
 
 struct world {
@@ -272,17 +271,20 @@ struct world {
   unsigned landed;   /* writes whose data is on the member */
   unsigned answered; /* writes marked and answered */
   unsigned durable;  /* covered by a sync that succeeded */
-  unsigned covers;   /* what the running sync covers (landed at start) */
   int w[NW];
   struct {
     int pc;
-    unsigned must; /* answered when it started */
-    uint64_t need, gen;
+    unsigned must;   /* answered when it started */
+    unsigned covers; /* what its sync covers (landed when it started) */
+    uint64_t need;
   } f[NF];
 };
 
-static struct dirty md; /* the member under test */
-static unsigned long paths, bad;
+static int
+node_index (const struct dirty_sync *s)
+{
+  return s ? (int) (s - node) : -1;
+}
 
 static void
 save (struct snap *s)
@@ -290,8 +292,12 @@ save (struct snap *s)
   s->state = atomic_load (&md.state);
   s->started = md.started;
   s->ok = md.ok;
-  s->ended = md.ended;
   s->err = md.err;
+  s->running = node_index (md.running);
+  for (int i = 0; i < NF; ++i) {
+    s->gen[i] = node[i].gen;
+    s->next[i] = node_index (node[i].next);
+  }
 }
 
 static void
@@ -300,8 +306,12 @@ restore (const struct snap *s)
   atomic_store (&md.state, s->state);
   md.started = s->started;
   md.ok = s->ok;
-  md.ended = s->ended;
   md.err = s->err;
+  md.running = s->running < 0 ? NULL : &node[s->running];
+  for (int i = 0; i < NF; ++i) {
+    node[i].gen = s->gen[i];
+    node[i].next = s->next[i] < 0 ? NULL : &node[s->next[i]];
+  }
 }
 
 static void
@@ -315,24 +325,26 @@ check_covered (const struct world *w, unsigned must, const char *who)
   }
 }
 
-/* After everything: a flush run alone, its syncs succeeding, must leave
+/* After everything: a flush run alone, its sync succeeding, must leave
  * every answered write durable (a lost mark would skip the member).
  */
 static void
 final_flush (struct world w)
 {
-  uint64_t need, gen;
+  struct dirty_sync s;
+  uint64_t need;
   int err;
 
-  (void) err;
-  switch (dirty_claim (&md, &need, &gen)) {
-  case DIRTY_DONE: break;
+  switch (dirty_claim (&md, &s, &need)) {
+  case DIRTY_CLEAN: break;
   case DIRTY_START:
-    w.covers = w.landed;
-    dirty_end (&md, gen, 0);
-    w.durable |= w.covers;
+    dirty_end (&md, &s, 0);
+    w.durable |= w.landed;
     break;
-  default: fail_msg ("a flush alone must not wait"); /* nothing runs */
+  case DIRTY_WAIT:
+    if (dirty_check (&md, need, &err) != 1)
+      fail_msg ("a flush alone must not wait"); /* nothing runs */
+    break;
   }
   check_covered (&w, w.answered, "a flush after everything");
 }
@@ -367,46 +379,39 @@ explore (struct world *w)
       continue;
     for (int fail = 0; fail < (w->f[i].pc == F_SYNCING ? 2 : 1); ++fail) {
       struct world n = *w;
-      int err = 0;
+      int err = 0, r;
 
       restore (&w->d);
       switch (n.f[i].pc) {
       case F_CLAIM:
         n.f[i].must = n.answered;
-        switch (dirty_claim (&md, &n.f[i].need, &n.f[i].gen)) {
-        case DIRTY_DONE:
+        switch (dirty_claim (&md, &node[i], &n.f[i].need)) {
+        case DIRTY_CLEAN:
           check_covered (&n, n.f[i].must, who);
           n.f[i].pc = F_DONE;
           break;
         case DIRTY_START:
-          n.covers = n.landed; /* the sync is issued now */
+          n.f[i].covers = n.landed; /* the sync is issued now */
           n.f[i].pc = F_SYNCING;
           break;
-        case DIRTY_BUSY: n.f[i].pc = F_NEXT; break;
-        case DIRTY_FAILED: fail_msg ("dirty_claim said FAILED"); break;
-        }
-        break;
-      case F_NEXT:
-        switch (dirty_next (&md, n.f[i].need, &n.f[i].gen, &err)) {
-        case DIRTY_DONE:
-          check_covered (&n, n.f[i].must, who);
-          n.f[i].pc = F_DONE;
-          break;
-        case DIRTY_FAILED: n.f[i].pc = F_DONE; break;
-        case DIRTY_START:
-          n.covers = n.landed; /* the sync is issued now */
-          n.f[i].pc = F_SYNCING;
-          break;
-        case DIRTY_BUSY: continue; /* waits: not a step */
+        case DIRTY_WAIT: n.f[i].pc = F_WAITING; break;
         }
         break;
       case F_SYNCING:
         /* Its own sync covers the flush that started it. */
-        dirty_end (&md, n.f[i].gen, fail ? EIO : 0);
+        dirty_end (&md, &node[i], fail ? EIO : 0);
         if (!fail) {
-          n.durable |= n.covers;
+          n.durable |= n.f[i].covers;
           check_covered (&n, n.f[i].must, who);
         }
+        n.f[i].pc = F_DONE;
+        break;
+      case F_WAITING:
+        r = dirty_check (&md, n.f[i].need, &err);
+        if (r == 0)
+          continue; /* still waits: not a step */
+        if (r == 1)
+          check_covered (&n, n.f[i].must, who);
         n.f[i].pc = F_DONE;
         break;
       }
@@ -451,11 +456,10 @@ main (int argc, char **argv)
     cmocka_unit_test (marked_member_is_synced_then_clean),
     cmocka_unit_test (write_completed_during_a_sync_keeps_the_member_dirty),
     cmocka_unit_test (flush_during_a_sync_without_new_writes_relies_on_it),
-    cmocka_unit_test (flush_after_a_write_during_a_sync_needs_the_next_sync),
-    cmocka_unit_test (flushes_needing_the_next_sync_share_it),
+    cmocka_unit_test (flush_after_a_write_during_a_sync_starts_its_own),
+    cmocka_unit_test (flush_relies_on_the_last_sync_started),
     cmocka_unit_test (failed_sync_keeps_the_mark_and_fails_who_relied_on_it),
     cmocka_unit_test (later_sync_that_succeeded_covers_an_earlier_need),
-    cmocka_unit_test (wait_without_a_running_sync_returns),
     cmocka_unit_test (
       every_interleaving_of_writes_and_flushes_keeps_the_promise),
   };
