@@ -25,7 +25,10 @@
  *   a hot region at any queue depth cannot keep the copier out, and a
  *   trim over the whole member waits for at most the two windows of the
  *   pipeline, not for the copy to pass it.
- * - Flushes (and FUA) cover both.
+ * - Flushes (and FUA) cover both: a write mirrored onto NEW marks its
+ *   member dirty (dirty.h) as any write does, and the flush that syncs
+ *   the member syncs NEW too.  At the switch NEW is synced with nothing
+ *   in flight, and marked dirty all the same (one sync more).
  * - An operation on NEW that fails aborts the replace; the client's
  *   request is answered by old alone, and the volume goes on with it.
  *

@@ -3,7 +3,10 @@
  *
  * Turns one request into per-member work (one operation per touched
  * member: reads and writes through plan.h, trim, zero and block status one
- * range per member, flush to each), runs it concurrently through ioexec,
+ * range per member; a flush syncs the members that hold writes, trims or
+ * zeroes completed since their last sync, none when no member does --
+ * dirty.h says why that covers every write completed on any connection
+ * before the flush), runs it concurrently through ioexec,
  * records each member's outcome with health and gathers the result: errno
  * of the first failure goes back to the caller.  Knows members only
  * through member.h and nothing of nbdkit; the plugin translates callbacks
@@ -33,10 +36,15 @@
  * refused ("older generation 41 < 42"), at re-probe and at the next
  * assembly.  A member adopted again gets the current generation.
  *
- * A write never extends a member file: before a write, each regular-file
- * member it touches must still be as large as the volume needs, and its
- * size must not have changed by the time the write is done; a member
- * found truncated is failed (named) and the write fails with EIO.
+ * A write never makes a truncated member file look whole again: a write
+ * that reaches a regular-file member's end (the last bytes the volume
+ * needs: the only writes that can bring a cut file back to its size)
+ * checks before it that the member is still as large as the volume
+ * needs, and after it that its size has not changed meanwhile; other
+ * writes cost no check, and a member cut short under them is found by
+ * health's prober, which checks every member's size every second
+ * (member_ops.check).  A member found truncated is failed (named), and a
+ * write that found it fails with EIO.
  */
 #ifndef NBDSTRIPE_VOLUME_H
 #define NBDSTRIPE_VOLUME_H
@@ -46,6 +54,7 @@
 #include <stdint.h>
 
 #include "cache_mode.h"
+#include "dirty.h"
 #include "health.h"
 #include "layout.h"
 #include "member.h"
@@ -151,6 +160,10 @@ struct volume {
    */
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
+  /* Which members hold writes not yet synced (dirty.h), by index: a
+   * member switched in by a replace takes over its index's state.
+   */
+  struct dirty dirty[LAYOUT_MAX_MEMBERS];
 };
 
 /* Wait until every request that started before this call has ended

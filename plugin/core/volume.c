@@ -53,6 +53,8 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
   pthread_mutex_init (&v->gate.drain_lock, NULL);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    dirty_init (&v->dirty[i]);
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
@@ -212,6 +214,8 @@ volume_close (struct volume *v)
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);
   pthread_mutex_destroy (&v->gate.drain_lock);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    dirty_destroy (&v->dirty[i]);
 }
 
 /* ---- the gate (struct volume_gate) ----
@@ -422,6 +426,13 @@ volume_switch_member (struct volume *v, unsigned i, struct member *m)
   m->need = old->need;
   *old = *m;
   *m = tmp;
+  /* The new device takes over the index's dirty state (dirty.h), and is
+   * marked: it was synced with nothing in flight, so every write answered
+   * so far is durable on it already, but one sync more after a switch
+   * costs nothing and keeps it right even if it ever stops being synced
+   * under the hold.
+   */
+  dirty_mark (&v->dirty[i]);
 }
 
 bool
@@ -560,10 +571,20 @@ member_gone (struct volume *v, unsigned i, const char *reason)
   health_member_gone (v->health, i, reason);
 }
 
-/* A write must never extend a member file: one truncated under us would
- * be re-extended with holes where its data was, and the loss would go
- * unseen.  Before a write, every regular-file member it touches must
- * still hold what the volume needs; seen[] keeps the sizes found.
+/* A write must never make a truncated member file look whole: one cut
+ * short under us and written up to its end would have its old size again,
+ * with holes where its data was, and the loss would go unseen -- by
+ * health's prober too, which checks sizes.  Only a write that reaches the
+ * member's end (m->need: no write goes past it) can do that, so only
+ * those are checked, before and after (tail_writes).  Other writes cost
+ * nothing here: one that lands past a cut extends the file to less than
+ * the volume needs, and the prober fails the member within a second
+ * (member_ops.check, every member every tick).  The kernel has no way to
+ * refuse a write past end of file that applies to one file (file seals
+ * are for memfd and tmpfs, RLIMIT_FSIZE is the process's), and a size
+ * check before every write was two fstat calls per request.  Before such
+ * a write, every regular-file member in mask must still hold what the
+ * volume needs; seen[] keeps the sizes found.
  */
 static int
 guard_sizes (struct volume *v, uint64_t mask, uint64_t *seen)
@@ -645,12 +666,36 @@ rw_op (struct member_op *op, struct member *m, enum op_kind kind,
   op->busy = NULL;
 }
 
+/* The members in mask hold what a request wrote, trimmed or zeroed, now
+ * completed and about to be answered: the next flush syncs them
+ * (dirty.h).  Not for what is durable already (FUA, writethrough).
+ */
+static inline void
+mark_dirty (struct volume *v, uint64_t mask)
+{
+  for (; mask; mask &= mask - 1)
+    dirty_mark (&v->dirty[__builtin_ctzll (mask)]);
+}
+
+/* The regular-file members that ops write up to their end (guard_sizes). */
+static inline uint64_t
+tail_writes (const struct member_op *ops, unsigned nr)
+{
+  uint64_t mask = 0;
+
+  for (unsigned k = 0; k < nr; ++k)
+    if (ops[k].offset + ops[k].length == ops[k].m->need
+        && member_may_shrink (ops[k].m))
+      mask |= UINT64_C (1) << ops[k].m->index;
+  return mask;
+}
+
 /* The reads or writes of one request, on the members in mask. */
 static int
 run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
         unsigned nr, uint64_t mask)
 {
-  uint64_t seen[LAYOUT_MAX_MEMBERS];
+  uint64_t seen[LAYOUT_MAX_MEMBERS], tail;
   int r;
 
   if (refuse_failed (v, mask) == -1)
@@ -660,10 +705,16 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
   /* A member is switched only with no request in flight
    * (volume_quiesce): the sizes seen are those of the members written.
    */
-  if (guard_sizes (v, mask, seen) == -1)
+  tail = tail_writes (ops, nr);
+  if (tail && guard_sizes (v, tail, seen) == -1)
     return -1;
   r = run_ops (v, ops, nr);
-  if (recheck_sizes (v, mask, seen) == -1)
+  /* Marked whatever the outcome: a write that failed on one member may
+   * have landed on another, or in part.
+   */
+  if (!ops[0].fua)
+    mark_dirty (v, mask);
+  if (tail && recheck_sizes (v, tail, seen) == -1)
     r = -1;
   return r;
 }
@@ -728,13 +779,13 @@ spans_mask (const struct volume *v, const struct layout_span *spans)
 {
   uint64_t mask = 0;
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans == NULL || spans[i].touched)
+    if (spans[i].touched)
       mask |= UINT64_C (1) << i;
   return mask;
 }
 
-/* Flush the members marked in spans (all of them if spans is NULL),
- * concurrently.
+/* Flush the members marked in spans, concurrently: FUA for a trim or a
+ * zero, whatever else the members hold.
  */
 static int
 flush_members (struct volume *v, const struct layout_span *spans)
@@ -743,17 +794,67 @@ flush_members (struct volume *v, const struct layout_span *spans)
   unsigned nr = 0;
 
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans == NULL || spans[i].touched)
+    if (spans[i].touched)
       ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
   return run_ops (v, ops, nr);
 }
 
+/* FLUSH: every write, trim and zero completed (on any connection) before
+ * this call is durable when it returns 0.  Syncs only the members that
+ * hold such writes, concurrently, or relies on a sync of theirs that
+ * another flush started late enough (dirty.h); returns at once when no
+ * member holds any.  A member that holds some and has failed fails the
+ * flush at once (EIO); one that holds none is not asked.
+ */
 static int
 flush_ (struct volume *v)
 {
-  if (refuse_failed (v, spans_mask (v, NULL)) == -1)
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  struct dirty_sync syncs[LAYOUT_MAX_MEMBERS];
+  uint64_t need[LAYOUT_MAX_MEMBERS], held = 0, wait = 0;
+  unsigned idx[LAYOUT_MAX_MEMBERS], nr = 0;
+  int err = 0;
+
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (!dirty_clean (&v->dirty[i]))
+      held |= UINT64_C (1) << i;
+  if (held == 0)
+    return 0;
+  if (refuse_failed (v, held) == -1)
     return -1;
-  return flush_members (v, NULL);
+  for (; held; held &= held - 1) {
+    unsigned i = __builtin_ctzll (held);
+
+    switch (dirty_claim (&v->dirty[i], &syncs[nr], &need[i])) {
+    case DIRTY_CLEAN: break;
+    case DIRTY_START:
+      idx[nr] = i;
+      ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
+      break;
+    case DIRTY_WAIT: wait |= UINT64_C (1) << i; break;
+    }
+  }
+  /* This flush's own syncs, all at once, ended (waking whoever relies on
+   * them) before it waits for anyone else's.
+   */
+  if (nr > 0) {
+    run_ops (v, ops, nr);
+    for (unsigned k = 0; k < nr; ++k) {
+      dirty_end (&v->dirty[idx[k]], &syncs[k], ops[k].err);
+      if (ops[k].err && err == 0)
+        err = ops[k].err;
+    }
+  }
+  for (; wait; wait &= wait - 1) {
+    unsigned i = __builtin_ctzll (wait);
+    if (dirty_wait (&v->dirty[i], need[i]) == -1 && err == 0)
+      err = errno;
+  }
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  return 0;
 }
 
 int
@@ -797,8 +898,9 @@ trim_ (struct volume *v, uint64_t count, uint64_t offset, bool fua)
   if (refuse_failed (v, spans_mask (v, spans)) == -1)
     return -1;
   r = run_ops (v, ops, span_ops (v, spans, OP_TRIM, ops));
-  if ((fua || v->cache == CACHE_WRITETHROUGH) && flush_members (v, spans) == -1
-      && r == 0)
+  if (!fua && v->cache != CACHE_WRITETHROUGH)
+    mark_dirty (v, spans_mask (v, spans));
+  else if (flush_members (v, spans) == -1 && r == 0)
     r = -1;
   return r;
 }
@@ -816,6 +918,8 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
   unsigned nr;
+  bool durable;
+  int r;
 
   if (check_request (v, count, offset) == -1)
     return -1;
@@ -847,19 +951,26 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
    * advertised fast zero can still refuse it, so those go first, one at a
    * time, and the rest (known to manage) only when they all did.
    */
+  durable = fua || v->cache == CACHE_WRITETHROUGH;
   if (fast) {
     unsigned rest = 0;
     for (unsigned k = 0; k < nr; ++k) {
       if (!ops[k].m->ops->async)
         ops[rest++] = ops[k];
-      else if (run_ops (v, &ops[k], 1) == -1)
+      else if (run_ops (v, &ops[k], 1) == -1) {
+        if (!durable)
+          mark_dirty (v, spans_mask (v, spans));
         return -1;
+      }
     }
     nr = rest;
   }
-  if (nr > 0 && run_ops (v, ops, nr) == -1)
+  r = nr > 0 ? run_ops (v, ops, nr) : 0;
+  if (!durable)
+    mark_dirty (v, spans_mask (v, spans));
+  if (r == -1)
     return -1;
-  if (fua || v->cache == CACHE_WRITETHROUGH)
+  if (durable)
     return flush_members (v, spans);
   return 0;
 }

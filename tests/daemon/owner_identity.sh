@@ -23,10 +23,16 @@
 #              `nbdstripe accept` takes the member back when the operator
 #              says so: then the volume serves again.
 #   truncated  headers: member 2 is truncated under the running server and
-#              at once written through the volume past its new end (one
-#              Python process, microseconds apart).  The write fails, the
-#              file is NOT re-extended, and the member is failed with a
-#              reason that says truncated.
+#              at once written through the volume at its end, past its new
+#              end (one Python process, microseconds apart).  The write
+#              fails, the file is NOT re-extended, and the member is failed
+#              with a reason that says truncated.
+#   cut        headers: member 2 is truncated, then written through the
+#              volume past the cut but short of its end (a write that is
+#              not checked: the write may land).  The prober fails the
+#              member within seconds, naming the size; the file stays
+#              shorter than the volume needs; a write at its end then
+#              fails with EIO and does not bring it back to its size.
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo cmp truncate
 PY=/usr/bin/python3
@@ -196,6 +202,44 @@ got=$(stat -c %s "$D_TMP/t2")
   d_bad "truncated: member 2 is $got bytes after the write, it was cut to $cut"
 wait_status "truncated: member 2 failed, the reason says truncated" \
   'j["members"][2]["state"] == "failed" and "truncated to '"$cut"' bytes" in j["members"][2]["reason"]'
+d_stop "$D_SERVER_PID"
+
+# --- cut, then written short of its end --------------------------------------
+d_log "cut: member 2 cut short, then written past the cut, short of its end"
+for i in 0 1 2 3; do truncate -s "$msize" "$D_TMP/c$i"; done
+conf c.conf "" "$D_TMP"/c{0,1,2,3}
+d_run c.create d_ns create c.conf
+[[ $D_RC -eq 0 ]] || d_fail "create c.conf"
+d_serve c.serve c.conf "$pidfile" || d_fail "serve c.conf"
+wait_status "cut: served, all ok" \
+  'j["running"] and all(m["state"] == "ok" for m in j["members"])'
+# Member 2's chunk 40 (member offset 1M + 40 * 64K), logical chunk 40*4+2:
+# after the write the file ends there, short of msize.
+mid=$(( (40 * 4 + 2) * chunk ))
+grown=$(( M + 41 * chunk ))
+out=$(py "
+os.truncate('$D_TMP/c2', $cut)
+try:
+    h.pwrite(b'y' * $chunk, $mid)
+    print('write succeeded')
+except nbd.Error as e:
+    print('write failed:', e.errno)
+" 2>&1)
+d_log "cut: the write past the cut: $out"
+wait_status "cut: member 2 failed by the prober, the reason names its size" \
+  'j["members"][2]["state"] == "failed" and "truncated to " in j["members"][2]["reason"] and "the volume needs '"$msize"'" in j["members"][2]["reason"]'
+out=$(py "
+try:
+    h.pwrite(b'x' * $chunk, $off, nbd.CMD_FLAG_FUA)
+    print('write succeeded')
+except nbd.Error as e:
+    print('write failed:', e.errno)
+" 2>&1)
+[[ $out == "write failed: EIO" ]] && d_ok "cut: a write at its end fails with EIO" ||
+  d_bad "cut: a write at member 2's end: $out (expected EIO)"
+got=$(stat -c %s "$D_TMP/c2")
+[[ $got -le $grown ]] && d_ok "cut: the file stays short ($got bytes, the volume needs $msize)" ||
+  d_bad "cut: member 2 is $got bytes, more than the write past the cut made it ($grown)"
 d_stop "$D_SERVER_PID"
 
 d_done
