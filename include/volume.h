@@ -69,6 +69,29 @@ struct volume;
 typedef int (*volume_run_fn) (struct volume *v, struct member_op *ops,
                               unsigned nr);
 
+/* Block status runs, in order, through add (see volume_extents). */
+typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
+                                 uint64_t length, uint32_t flags);
+
+/* The members seen as one layout: the layout's member j is the volume's
+ * member map[j].  The volume's own (v->view), or a restripe's old and new.
+ */
+struct volume_view {
+  const struct layout *layout;
+  const uint8_t *map;
+};
+
+/* One client request, as the volume's entry points take it. */
+struct volume_request {
+  enum op_kind kind; /* OP_READ, _WRITE, _TRIM, _ZERO, _EXTENTS */
+  void *buf;         /* read, write */
+  uint64_t count, offset;
+  bool fua, may_trim, fast;
+  bool req_one;            /* extents */
+  volume_extent_fn add;
+  void *opaque;
+};
+
 /* A job moving data while the volume is served (mover.h), as the volume
  * sees it: a hook on every request while it is published, and what the
  * volume needs to report it and to shut it down.
@@ -76,6 +99,11 @@ typedef int (*volume_run_fn) (struct volume *v, struct member_op *ops,
 struct volume_mover {
   int (*run_ops) (struct volume_mover *vm, struct volume *v,
                   struct member_op *ops, unsigned nr, volume_run_fn plain);
+  /* Optional: takes every request whole instead (checked, counted),
+   * running it through volume_request_view.
+   */
+  int (*request) (struct volume_mover *vm, struct volume *v,
+                  const struct volume_request *rq);
   bool (*ended) (struct volume_mover *vm); /* its state is final */
   void (*status) (struct volume_mover *vm, struct json_object *root);
   void (*stop) (struct volume_mover *vm);  /* ask it to stop, wait */
@@ -131,6 +159,8 @@ struct volume_options {
 
 struct volume {
   struct layout layout;
+  uint8_t map[LAYOUT_MAX_MEMBERS]; /* the layout's member j is members[map[j]] */
+  struct volume_view view;         /* { &layout, map } */
   unsigned nr_members;
   struct member members[LAYOUT_MAX_MEMBERS];
   bool readonly;
@@ -240,6 +270,12 @@ extern int volume_trim (struct volume *v, uint64_t count, uint64_t offset,
 extern int volume_zero (struct volume *v, uint64_t count, uint64_t offset,
                         bool may_trim, bool fast, bool fua);
 
+/* Run request rq (checked) through view vw, none of the job's hooks:
+ * for the job that moves data (a restripe), on its old or new layout.
+ */
+extern int volume_request_view (struct volume *v, const struct volume_view *vw,
+                                const struct volume_request *rq);
+
 /* Whether a fast zero can ever work (every member advertises it or can
  * learn it): what the plugin advertises.
  */
@@ -252,8 +288,6 @@ extern bool volume_can_fast_zero (const struct volume *v);
  * where the member says so.  Each touched member is asked once, all at
  * once (more only when its range has more runs than were sent).
  */
-typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
-                                 uint64_t length, uint32_t flags);
 extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
                            bool req_one, volume_extent_fn add, void *opaque);
 

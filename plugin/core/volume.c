@@ -47,6 +47,9 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   char why[512];
 
   memset (v, 0, sizeof *v);
+  for (unsigned j = 0; j < LAYOUT_MAX_MEMBERS; ++j)
+    v->map[j] = j;
+  v->view = (struct volume_view){ &v->layout, v->map };
   meta_init (&v->meta, NULL, 0, false);
   pthread_mutex_init (&v->mover_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
@@ -720,8 +723,8 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
 }
 
 static int
-rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
-    uint64_t offset, bool fua)
+rw (struct volume *v, const struct volume_view *vw, enum op_kind kind,
+    void *buf, uint64_t count, uint64_t offset, bool fua)
 {
   struct layout_piece p;
   struct io_plan plan;
@@ -729,26 +732,24 @@ rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
   uint64_t mask = 0;
   int r = -1;
 
-  if (check_request (v, count, offset) == -1)
-    return -1;
-
   /* Most requests lie inside one chunk: one member, one op, no plan. */
-  layout_map (&v->layout, offset, count, &p);
+  layout_map (vw->layout, offset, count, &p);
   if (p.length == count) {
     struct iovec iov = { buf, count };
-    rw_op (&ops[0], &v->members[p.member], kind,
-           v->members[p.member].data_offset + p.member_offset, count, &iov, 1, fua);
-    return run_rw (v, kind, ops, 1, UINT64_C (1) << p.member);
+    struct member *m = &v->members[vw->map[p.member]];
+    rw_op (&ops[0], m, kind, m->data_offset + p.member_offset, count, &iov, 1,
+           fua);
+    return run_rw (v, kind, ops, 1, UINT64_C (1) << vw->map[p.member]);
   }
 
-  if (plan_rw (&plan, &v->layout, buf, count, offset) == -1)
+  if (plan_rw (&plan, vw->layout, buf, count, offset) == -1)
     goto out;
   for (unsigned i = 0; i < plan.nr_ios; ++i) {
     const struct member_io *io = &plan.ios[i];
-    mask |= UINT64_C (1) << io->member;
-    rw_op (&ops[i], &v->members[io->member], kind,
-           v->members[io->member].data_offset + io->member_offset, io->length, io->iov,
-           io->nr_iov, fua);
+    struct member *m = &v->members[vw->map[io->member]];
+    mask |= UINT64_C (1) << vw->map[io->member];
+    rw_op (&ops[i], m, kind, m->data_offset + io->member_offset, io->length,
+           io->iov, io->nr_iov, fua);
   }
   r = run_rw (v, kind, ops, plan.nr_ios, mask);
 out : {
@@ -759,10 +760,29 @@ out : {
   return r;
 }
 
+/* A request through the volume's own view, or through the job moving
+ * data when it sees requests whole (a restripe).
+ */
+static int
+request (struct volume *v, const struct volume_request *rq)
+{
+  struct volume_mover *vm;
+
+  if (check_request (v, rq->count, rq->offset) == -1)
+    return -1;
+  /* Read after the request was counted (gate_enter): see the gate. */
+  vm = atomic_load (&v->mover);
+  if (vm != NULL && vm->request != NULL)
+    return vm->request (vm, v, rq);
+  return volume_request_view (v, &v->view, rq);
+}
+
 int
 volume_pread (struct volume *v, void *buf, uint64_t count, uint64_t offset)
 {
-  GATED (v, rw (v, OP_READ, buf, count, offset, false));
+  const struct volume_request rq = { .kind = OP_READ, .buf = buf,
+                                     .count = count, .offset = offset };
+  GATED (v, request (v, &rq));
 }
 
 int
@@ -770,17 +790,23 @@ volume_pwrite (struct volume *v, const void *buf, uint64_t count,
                uint64_t offset, bool fua)
 {
   /* The iovec is not const, but writes only read from it. */
-  GATED (v, rw (v, OP_WRITE, (void *) buf, count, offset,
-                fua || v->cache == CACHE_WRITETHROUGH));
+  const struct volume_request rq = {
+    .kind = OP_WRITE, .buf = (void *) buf, .count = count, .offset = offset,
+    .fua = fua || v->cache == CACHE_WRITETHROUGH,
+  };
+  GATED (v, request (v, &rq));
 }
 
+/* The volume's members that spans (one per member of vw's layout)
+ * touch.
+ */
 static uint64_t
-spans_mask (const struct volume *v, const struct layout_span *spans)
+spans_mask (const struct volume_view *vw, const struct layout_span *spans)
 {
   uint64_t mask = 0;
-  for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans[i].touched)
-      mask |= UINT64_C (1) << i;
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched)
+      mask |= UINT64_C (1) << vw->map[j];
   return mask;
 }
 
@@ -788,14 +814,16 @@ spans_mask (const struct volume *v, const struct layout_span *spans)
  * zero, whatever else the members hold.
  */
 static int
-flush_members (struct volume *v, const struct layout_span *spans)
+flush_members (struct volume *v, const struct volume_view *vw,
+               const struct layout_span *spans)
 {
   struct member_op ops[LAYOUT_MAX_MEMBERS];
   unsigned nr = 0;
 
-  for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans[i].touched)
-      ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched)
+      ops[nr++] = (struct member_op){ .m = &v->members[vw->map[j]],
+                                      .kind = OP_FLUSH };
   return run_ops (v, ops, nr);
 }
 
@@ -865,19 +893,22 @@ volume_flush (struct volume *v)
 
 /* One op per touched member over its one contiguous range. */
 static unsigned
-span_ops (struct volume *v, const struct layout_span *spans,
-          enum op_kind kind, struct member_op *ops)
+span_ops (struct volume *v, const struct volume_view *vw,
+          const struct layout_span *spans, enum op_kind kind,
+          struct member_op *ops)
 {
   unsigned nr = 0;
 
-  for (unsigned i = 0; i < v->nr_members; ++i)
-    if (spans[i].touched)
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched) {
+      struct member *m = &v->members[vw->map[j]];
       ops[nr++] = (struct member_op){
-        .m = &v->members[i],
+        .m = m,
         .kind = kind,
-        .offset = v->members[i].data_offset + spans[i].member_offset,
-        .length = spans[i].length,
+        .offset = m->data_offset + spans[j].member_offset,
+        .length = spans[j].length,
       };
+    }
   return nr;
 }
 
@@ -886,21 +917,20 @@ span_ops (struct volume *v, const struct layout_span *spans,
  * members at once.
  */
 static int
-trim_ (struct volume *v, uint64_t count, uint64_t offset, bool fua)
+trim_ (struct volume *v, const struct volume_view *vw, uint64_t count,
+       uint64_t offset, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
   int r;
 
-  if (check_request (v, count, offset) == -1)
+  layout_spans (vw->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
     return -1;
-  layout_spans (&v->layout, offset, count, spans);
-  if (refuse_failed (v, spans_mask (v, spans)) == -1)
-    return -1;
-  r = run_ops (v, ops, span_ops (v, spans, OP_TRIM, ops));
+  r = run_ops (v, ops, span_ops (v, vw, spans, OP_TRIM, ops));
   if (!fua && v->cache != CACHE_WRITETHROUGH)
-    mark_dirty (v, spans_mask (v, spans));
-  else if (flush_members (v, spans) == -1 && r == 0)
+    mark_dirty (v, spans_mask (vw, spans));
+  else if (flush_members (v, vw, spans) == -1 && r == 0)
     r = -1;
   return r;
 }
@@ -908,12 +938,14 @@ trim_ (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 int
 volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 {
-  GATED (v, trim_ (v, count, offset, fua));
+  const struct volume_request rq = { .kind = OP_TRIM, .count = count,
+                                     .offset = offset, .fua = fua };
+  GATED (v, request (v, &rq));
 }
 
 static int
-zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
-       bool fast, bool fua)
+zero_ (struct volume *v, const struct volume_view *vw, uint64_t count,
+       uint64_t offset, bool may_trim, bool fast, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
@@ -921,10 +953,8 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   bool durable;
   int r;
 
-  if (check_request (v, count, offset) == -1)
-    return -1;
-  layout_spans (&v->layout, offset, count, spans);
-  if (refuse_failed (v, spans_mask (v, spans)) == -1)
+  layout_spans (vw->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
     return -1;
 
   /* Refuse up front what some member is known not to do, so that a slow
@@ -932,7 +962,7 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
    * every member it touches is known to manage one: a fast zero that
    * fails must have changed nothing.
    */
-  nr = span_ops (v, spans, OP_ZERO, ops);
+  nr = span_ops (v, vw, spans, OP_ZERO, ops);
   for (unsigned k = 0; k < nr; ++k) {
     const struct member *m = ops[k].m;
 
@@ -959,7 +989,7 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
         ops[rest++] = ops[k];
       else if (run_ops (v, &ops[k], 1) == -1) {
         if (!durable)
-          mark_dirty (v, spans_mask (v, spans));
+          mark_dirty (v, spans_mask (vw, spans));
         return -1;
       }
     }
@@ -967,11 +997,11 @@ zero_ (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   }
   r = nr > 0 ? run_ops (v, ops, nr) : 0;
   if (!durable)
-    mark_dirty (v, spans_mask (v, spans));
+    mark_dirty (v, spans_mask (vw, spans));
   if (r == -1)
     return -1;
   if (durable)
-    return flush_members (v, spans);
+    return flush_members (v, vw, spans);
   return 0;
 }
 
@@ -979,7 +1009,10 @@ int
 volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
              bool fast, bool fua)
 {
-  GATED (v, zero_ (v, count, offset, may_trim, fast, fua));
+  const struct volume_request rq = { .kind = OP_ZERO, .count = count,
+                                     .offset = offset, .may_trim = may_trim,
+                                     .fast = fast, .fua = fua };
+  GATED (v, request (v, &rq));
 }
 
 /* A member's block status from 'from' on: what was asked so far. */
@@ -992,20 +1025,21 @@ struct runs {
  * at most max runs each, all at once.
  */
 static int
-fetch_runs (struct volume *v, struct runs *r, const uint64_t *from,
-            const uint64_t *end, const bool *want, unsigned max)
+fetch_runs (struct volume *v, const struct volume_view *vw, struct runs *r,
+            const uint64_t *from, const uint64_t *end, const bool *want,
+            unsigned max)
 {
   struct member_op ops[LAYOUT_MAX_MEMBERS];
   unsigned nr = 0;
   int ret;
 
-  for (unsigned i = 0; i < v->nr_members; ++i) {
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i) {
     if (!want[i])
       continue;
     r[i].l.nr = 0;
     r[i].from = r[i].to = from[i];
     ops[nr++] = (struct member_op){
-      .m = &v->members[i],
+      .m = &v->members[vw->map[i]],
       .kind = OP_EXTENTS,
       .offset = from[i],
       .length = end[i] - from[i],
@@ -1014,7 +1048,7 @@ fetch_runs (struct volume *v, struct runs *r, const uint64_t *from,
     };
   }
   ret = ioexec_run (ops, nr, v->uring);
-  for (unsigned i = 0; i < v->nr_members; ++i)
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i)
     if (want[i])
       for (unsigned k = 0; k < r[i].l.nr; ++k)
         r[i].to += r[i].l.runs[k].length;
@@ -1022,8 +1056,8 @@ fetch_runs (struct volume *v, struct runs *r, const uint64_t *from,
 }
 
 static int
-extents_ (struct volume *v, uint64_t count, uint64_t offset, bool req_one,
-          volume_extent_fn add, void *opaque)
+extents_ (struct volume *v, const struct volume_view *vw, uint64_t count,
+          uint64_t offset, bool req_one, volume_extent_fn add, void *opaque)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct runs r[LAYOUT_MAX_MEMBERS];
@@ -1035,27 +1069,27 @@ extents_ (struct volume *v, uint64_t count, uint64_t offset, bool req_one,
   uint32_t first_flags = 0;
   int ret = -1;
 
-  if (check_request (v, count, offset) == -1)
-    return -1;
-  layout_spans (&v->layout, offset, count, spans);
-  if (refuse_failed (v, spans_mask (v, spans)) == -1)
+  layout_spans (vw->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
     return -1;
   memset (r, 0, sizeof r);
-  for (unsigned i = 0; i < v->nr_members; ++i) {
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i) {
     want[i] = spans[i].touched;
-    from[i] = v->members[i].data_offset + spans[i].member_offset;
+    from[i] = v->members[vw->map[i]].data_offset + spans[i].member_offset;
     end[i] = from[i] + spans[i].length;
   }
   /* Every touched member at once; a client wanting one run needs only
    * the first of each.
    */
-  if (fetch_runs (v, r, from, end, want, req_one ? 1 : EXTENTS_BATCH) == -1)
+  if (fetch_runs (v, vw, r, from, end, want, req_one ? 1 : EXTENTS_BATCH)
+      == -1)
     goto out;
 
-  layout_iter_init (&it, &v->layout, offset, count);
+  layout_iter_init (&it, vw->layout, offset, count);
   while (layout_iter_next (&it, &p)) {
     struct runs *c = &r[p.member];
-    uint64_t base = v->members[p.member].data_offset + p.member_offset;
+    uint64_t base =
+      v->members[vw->map[p.member]].data_offset + p.member_offset;
     uint64_t pos = base, pend = base + p.length;
 
     while (pos < pend) {
@@ -1069,7 +1103,7 @@ extents_ (struct volume *v, uint64_t count, uint64_t offset, bool req_one,
         one[p.member] = true;
         f[p.member] = pos;
         e[p.member] = end[p.member];
-        if (fetch_runs (v, r, f, e, one, EXTENTS_BATCH) == -1)
+        if (fetch_runs (v, vw, r, f, e, one, EXTENTS_BATCH) == -1)
           goto out;
         if (c->to <= pos) {
           errno = EIO; /* a member that reports nothing */
@@ -1100,16 +1134,40 @@ extents_ (struct volume *v, uint64_t count, uint64_t offset, bool req_one,
   }
   ret = 0;
 out:
-  for (unsigned i = 0; i < v->nr_members; ++i)
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i)
     free (r[i].l.runs);
   return ret;
+}
+
+int
+volume_request_view (struct volume *v, const struct volume_view *vw,
+                     const struct volume_request *rq)
+{
+  switch (rq->kind) {
+  case OP_READ:
+  case OP_WRITE:
+    return rw (v, vw, rq->kind, rq->buf, rq->count, rq->offset, rq->fua);
+  case OP_TRIM: return trim_ (v, vw, rq->count, rq->offset, rq->fua);
+  case OP_ZERO:
+    return zero_ (v, vw, rq->count, rq->offset, rq->may_trim, rq->fast,
+                  rq->fua);
+  case OP_EXTENTS:
+    return extents_ (v, vw, rq->count, rq->offset, rq->req_one, rq->add,
+                     rq->opaque);
+  case OP_FLUSH: break;
+  }
+  errno = EINVAL;
+  return -1;
 }
 
 int
 volume_extents (struct volume *v, uint64_t count, uint64_t offset,
                 bool req_one, volume_extent_fn add, void *opaque)
 {
-  GATED (v, extents_ (v, count, offset, req_one, add, opaque));
+  const struct volume_request rq = { .kind = OP_EXTENTS, .count = count,
+                                     .offset = offset, .req_one = req_one,
+                                     .add = add, .opaque = opaque };
+  GATED (v, request (v, &rq));
 }
 
 /* Health's side: from its prober thread. */
