@@ -209,6 +209,57 @@ const struct command commands[] = {
             "stderr\n",
     .usage_status = 2,
   },
+  {
+    .name = "grow",
+    .run = cmd_grow,
+    .synopsis = "[--rate RATE] [--wait] [--force] [--offline] [--dry-run]\n"
+                "        [--json] VOLUME NEW... | --size max VOLUME",
+    .summary = "add members, restriped while served",
+    .help = "Add NEW (files, block devices or NBD URIs) as members and "
+            "restripe the\n"
+            "data over all of them while clients go on; the volume's size "
+            "grows at\n"
+            "the end (clients see it when they connect again).  --size max: "
+            "take the\n"
+            "room of members replaced by bigger ones.  Crash-safe: served "
+            "again, it\n"
+            "goes on where it was.  'nbdstripe status' shows the progress.\n"
+            "      --rate RATE   move at most RATE bytes a second (200M)\n"
+            "  -w, --wait        follow it to its end\n"
+            "  -f, --force       NEW may hold data (a filesystem, a "
+            "header...)\n"
+            "      --offline     the volume is not served: move here "
+            "(implies --wait)\n"
+            "  -n, --dry-run     say what it would do, do nothing\n"
+            "  -j, --json        say what was done, as JSON\n",
+    .usage_status = 2,
+  },
+  {
+    .name = "shrink",
+    .run = cmd_shrink,
+    .synopsis = "[--rate RATE] [--wait] [--force] [--offline] [--dry-run]\n"
+                "        [--json] VOLUME INDEX --size BYTES",
+    .summary = "remove a member, restriped while served",
+    .help = "Move the data off member INDEX onto the others while clients "
+            "go on, then\n"
+            "remove it (its header says so, the config lists it removed).  "
+            "The volume\n"
+            "gets smaller: shrink its file system first, to the size "
+            "--dry-run gives,\n"
+            "and give that size as --size; refused while the volume holds "
+            "data beyond\n"
+            "it (fstrim the file system first).\n"
+            "      --size BYTES  the size the volume will have\n"
+            "      --rate RATE   move at most RATE bytes a second (200M)\n"
+            "  -w, --wait        follow it to its end\n"
+            "  -f, --force       members that cannot tell data from free "
+            "space\n"
+            "      --offline     the volume is not served: move here "
+            "(implies --wait)\n"
+            "  -n, --dry-run     say the size it would have, do nothing\n"
+            "  -j, --json        say what was done, as JSON\n",
+    .usage_status = 2,
+  },
   { .name = NULL },
 };
 

@@ -40,6 +40,8 @@ extern int cmd_import (const struct command *, int argc, char **argv);
 extern int cmd_list (const struct command *, int argc, char **argv);
 extern int cmd_stop (const struct command *, int argc, char **argv);
 extern int cmd_replace (const struct command *, int argc, char **argv);
+extern int cmd_grow (const struct command *, int argc, char **argv);
+extern int cmd_shrink (const struct command *, int argc, char **argv);
 
 /* nbdstripe --help. */
 extern void usage (FILE *fp);

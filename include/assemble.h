@@ -32,6 +32,11 @@ struct assembly {
   uint32_t layout;                 /* LAYOUT_MD_* */
   enum layout_size_rule size_rule; /* LAYOUT_SIZE_ZONES: header v1 */
   unsigned nr;
+  /* The members assembled: the config's, but joining ones a grow never
+   * started on and a leaving one a shrink finished with (config_note).
+   */
+  const char *paths[LAYOUT_MAX_MEMBERS];
+  char config_note[256];
   uint64_t data_offsets[LAYOUT_MAX_MEMBERS]; /* bytes, per member */
   /* Bytes of data each member holds; 0: all of it from its data offset
    * on (metadata "none").

@@ -57,6 +57,8 @@ struct meta_member {
   uint64_t events;            /* generation (md: event count) */
   uint64_t data_offset;       /* bytes */
   uint64_t data_size;         /* bytes */
+  bool reshape;               /* a reshape is under way (count: the union) */
+  bool removed;               /* removed from the volume (a shrink) */
   void *rec;                  /* the format's decoded record (heap) */
 };
 
@@ -207,6 +209,7 @@ extern const struct meta_ops *meta_ops_for (enum metadata_mode mode);
 struct meta_slot {
   uint8_t uuid[16];
   uint64_t events;
+  bool removed; /* no longer a member (a shrink): its record is left be */
 };
 
 struct meta {
@@ -239,6 +242,10 @@ meta_format (const struct meta *m)
 
 /* A reshape's state from now on (records written by meta_record_all). */
 extern void meta_set_reshape (struct meta *m, const struct meta_reshape *r);
+/* Member i joins (a grow): a member UUID of its own, the volume's
+ * generation.
+ */
+extern void meta_add_member (struct meta *m, unsigned i);
 /* Every member's record, durably, devs[i] member i's device (NULL:
  * skipped).  -1 with why at the first that fails.
  */

@@ -79,9 +79,13 @@ struct mover;
  */
 struct mover_job {
   const char *status_key; /* the status object's key: "replace", "reshape" */
-  /* The volume's hook, on every request while the job is published. */
+  /* The volume's hook, on every request while the job is published:
+   * its member operations, or (request, optional) each request whole.
+   */
   int (*run_ops) (struct mover *mv, struct volume *v, struct member_op *ops,
                   unsigned nr, volume_run_fn plain);
+  int (*request) (struct volume_mover *vm, struct volume *v,
+                  const struct volume_request *rq);
   /* Read (from where the data is) and write (to where it goes) of
    * [pos, pos + len), from or into buf.
    */
@@ -95,10 +99,13 @@ struct mover_job {
    * is exclusive (client reads of it wait too).
    */
   uint64_t (*window_size) (struct mover *mv, uint64_t pos, bool *exclusive);
-  /* Optional: before [pos, pos + len) is written -- a checkpoint, a
-   * journal.  -1 stops the move (the job has failed it).
+  /* Optional: before [pos, pos + len) (its bytes in buf) is written --
+   * a checkpoint, a journal -- and after, before clients may write it.
+   * -1 stops the move (the job has failed it).
    */
-  int (*before_write) (struct mover *mv, uint64_t pos, uint64_t len);
+  int (*before_write) (struct mover *mv, const uint8_t *buf, uint64_t pos,
+                       uint64_t len);
+  int (*after_write) (struct mover *mv, uint64_t pos, uint64_t len);
   /* Where position pos is in the volume's logical bytes (false: it is
    * not in the volume), for unreadable blocks.
    */
@@ -111,7 +118,14 @@ struct mover_job {
    * CANCELLED) through mover_* before it returns.
    */
   void (*finish) (struct mover *mv);
-  /* After the move has ended and no request can reach the job. */
+  /* Optional: whether the job stops seeing requests once the move has
+   * ended (default: yes; a restripe stopped half-way must go on serving
+   * through both layouts).
+   */
+  bool (*withdraw) (struct mover *mv);
+  /* After the move has ended (and, if withdrawn, no request reaches the
+   * job any more).
+   */
   void (*ended) (struct mover *mv);
   /* The job's fields of the status (mv->lock held). */
   void (*status) (struct mover *mv, struct json_object *o);
@@ -236,6 +250,9 @@ extern void mover_record (struct mover *mv, uint64_t recorded);
 
 /* Whether [a, b) is below the watermark while the copy goes on. */
 extern bool mover_copied (struct mover *mv, uint64_t a, uint64_t b);
+
+/* The state now. */
+extern enum mover_state mover_state (struct mover *mv);
 
 /* Fail the move (the first reason wins); _locked with mv->lock held. */
 extern void mover_fail (struct mover *mv, const char *fmt, ...)

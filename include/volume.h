@@ -243,6 +243,18 @@ extern uint64_t volume_switch_end (struct volume *v);
  */
 extern void volume_switch_member (struct volume *v, unsigned i,
                                   struct member *m);
+/* Between the two as well: m (opened, claimed, its data offset set)
+ * becomes member nr_members, watched by health (a grow); m is emptied.
+ * -1 with why.
+ */
+extern int volume_add_member (struct volume *v, struct member *m, char *why,
+                              size_t len);
+/* ... and the volume is layout l from now on, its member j members[map[j]]
+ * (the end of a grow or a shrink).
+ */
+extern void volume_switch_layout (struct volume *v, const struct layout *l,
+                                  const uint8_t *map);
+
 /* Whether m is (or overlaps) a member of the volume: the first such in
  * *j, how in how.  Member identities are read under swap_lock.
  */

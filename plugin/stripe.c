@@ -27,6 +27,7 @@
 #include "notify.h"
 #include "mover.h"
 #include "replace.h"
+#include "reshape.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
@@ -328,6 +329,13 @@ stripe_get_ready (void)
   else if (volume_open_config (&volume, &cfg, &o, &assembly) == -1)
     return -1;
   volume_opened = true;
+  if (assembly.reshape.active && volume.readonly) {
+    stripe_error ("%s: a reshape is under way on the members: serve the "
+                  "volume writable, so that it can go on (its data is in "
+                  "two layouts until it ends)",
+                  config_file);
+    return -1;
+  }
   if (start_health () == -1)
     return -1;
   /* The control socket, beside the status file (replace, live status):
@@ -369,6 +377,15 @@ stripe_after_fork (void)
    * held when it was left.
    */
   volume_bump_generation (&volume, -1, "served");
+  if (assembly.reshape.active) {
+    char why[1024];
+    if (reshape_resume (&volume, &assembly, config_file, why, sizeof why)
+        == -1) {
+      stripe_error ("%s: the reshape under way cannot go on: %s",
+                    config_file, why);
+      return -1;
+    }
+  }
   if (control && control_serve (control) == -1) {
     stripe_error ("control socket: %m");
     return -1;

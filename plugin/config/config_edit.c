@@ -387,6 +387,10 @@ rewritten (const struct config_text *text, const struct config_members *m,
       break;
     }
     r |= append (&out, &olen, &cap, text->text + at, a[next] - at);
+    /* A setting left out on a line of its own takes its line with it. */
+    if (next != 0 && b[next] < text->len && text->text[b[next]] == '\n'
+        && (a[next] == 0 || text->text[a[next] - 1] == '\n'))
+      b[next]++;
     if (next == 0) {
       r |= append_setting (&out, &olen, &cap, "members", m->members,
                            m->nr_members, true);

@@ -22,8 +22,10 @@
 #include "health.h"
 #include "json.h"
 #include "log.h"
+#include "layout.h"
 #include "mover.h"
 #include "replace.h"
+#include "reshape.h"
 #include "util.h"
 #include "volume.h"
 
@@ -175,6 +177,92 @@ replace_request (struct control *c, struct json_object *req,
   return 0;
 }
 
+/* A reshape request: kind "grow" (new: the devices), "shrink" (member,
+ * size) or "size" (grow --size max); force, dry_run, rate.
+ */
+static int
+reshape_request (struct control *c, struct json_object *req,
+                 struct reshape_params *p, const char **paths, char *why,
+                 size_t len)
+{
+  static const char *const keys[] = { "op", "kind", "new", "member", "size",
+                                      "force", "dry_run", "rate", NULL };
+  struct json_object *x;
+  const char *bad = unknown_key (req, keys), *kind;
+  int64_t v;
+
+  if (bad) {
+    snprintf (why, len, "reshape: unknown field \"%.100s\"", bad);
+    return -1;
+  }
+  if (!json_object_object_get_ex (req, "kind", &x)
+      || !json_object_is_type (x, json_type_string)) {
+    snprintf (why, len, "reshape: \"kind\" must be grow, shrink or size");
+    return -1;
+  }
+  kind = json_object_get_string (x);
+  if (strcmp (kind, "grow") == 0)
+    p->kind = RESHAPE_GROW;
+  else if (strcmp (kind, "shrink") == 0)
+    p->kind = RESHAPE_SHRINK;
+  else if (strcmp (kind, "size") == 0)
+    p->kind = RESHAPE_SIZE;
+  else {
+    snprintf (why, len, "reshape: \"kind\" must be grow, shrink or size");
+    return -1;
+  }
+  if (p->kind == RESHAPE_GROW) {
+    if (!json_object_object_get_ex (req, "new", &x)
+        || !json_object_is_type (x, json_type_array)
+        || json_object_array_length (x) == 0
+        || json_object_array_length (x) > LAYOUT_MAX_MEMBERS) {
+      snprintf (why, len, "reshape: \"new\" must list the devices to add");
+      return -1;
+    }
+    p->nr_new = json_object_array_length (x);
+    for (unsigned k = 0; k < p->nr_new; ++k) {
+      struct json_object *e = json_object_array_get_idx (x, k);
+      if (!json_object_is_type (e, json_type_string)
+          || json_object_get_string_len (e) == 0) {
+        snprintf (why, len, "reshape: \"new\" must list device names");
+        return -1;
+      }
+      paths[k] = json_object_get_string (e);
+    }
+    p->new_paths = paths;
+  }
+  if (p->kind == RESHAPE_SHRINK) {
+    if (!json_object_object_get_ex (req, "member", &x)
+        || !json_object_is_type (x, json_type_int)
+        || (v = json_object_get_int64 (x)) < 0 || v >= c->v->nr_members) {
+      snprintf (why, len, "reshape: \"member\" must be the member's index, "
+                "0 to %u", c->v->nr_members - 1);
+      return -1;
+    }
+    p->index = (unsigned) v;
+    if (json_object_object_get_ex (req, "size", &x)) {
+      if (!json_object_is_type (x, json_type_int)
+          || (v = json_object_get_int64 (x)) < 0) {
+        snprintf (why, len, "reshape: \"size\" must be bytes");
+        return -1;
+      }
+      p->size = (uint64_t) v;
+    }
+  }
+  if (json_object_object_get_ex (req, "rate", &x)) {
+    if (!json_object_is_type (x, json_type_int)
+        || (v = json_object_get_int64 (x)) < 0 || v == INT64_MAX) {
+      snprintf (why, len, "reshape: \"rate\" must be bytes a second");
+      return -1;
+    }
+    p->rate = (uint64_t) v;
+  }
+  if (get_bool (req, "force", &p->force, why, len) == -1
+      || get_bool (req, "dry_run", &p->dry_run, why, len) == -1)
+    return -1;
+  return 0;
+}
+
 static struct json_object *
 handle (struct control *c, struct json_object *req)
 {
@@ -196,9 +284,9 @@ handle (struct control *c, struct json_object *req)
     if (st)
       json_put (o, "status", st);
     else {
-      struct json_object *r = mover_status (c->v);
-      if (r)
-        json_put (o, "replace", r);
+      struct volume_mover *vm = volume_mover_last (c->v);
+      if (vm)
+        vm->status (vm, o);
     }
     return o;
   }
@@ -208,6 +296,19 @@ handle (struct control *c, struct json_object *req)
         || replace_start (c->v, &p, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
+  }
+  if (strcmp (name, "reshape") == 0) {
+    struct reshape_params p = { .config = c->config };
+    const char *paths[LAYOUT_MAX_MEMBERS];
+    struct json_object *plan = NULL;
+    if (reshape_request (c, req, &p, paths, why, sizeof why) == -1
+        || reshape_start (c->v, &p, &plan, why, sizeof why) == -1) {
+      json_object_put (plan);
+      return refusal (why);
+    }
+    o = ok_answer ();
+    json_put (o, "plan", plan);
+    return o;
   }
   if (strcmp (name, "cancel") == 0) {
     if (mover_cancel (c->v, why, sizeof why) == -1)
@@ -224,7 +325,7 @@ handle (struct control *c, struct json_object *req)
     return ok_answer ();
   }
   snprintf (why, sizeof why, "unknown op \"%.100s\" (status, replace, "
-            "cancel)", name);
+            "reshape, cancel)", name);
   return refusal (why);
 }
 

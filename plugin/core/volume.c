@@ -43,7 +43,7 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   };
   enum layout_error lerr;
   uint64_t scratch, slen;
-  unsigned bad = 0;
+  unsigned bad = 0, nr_layout;
   char why[512];
 
   memset (v, 0, sizeof *v);
@@ -143,9 +143,22 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   if (v->preferred_block < 4096)
     v->preferred_block = 4096;
 
+  /* Mid-reshape the volume is the old layout, over the members that have
+   * a size in it (reshape.h); the job takes the new one.
+   */
+  nr_layout = nr_members;
+  if (a && a->reshape.active) {
+    nr_layout = 0;
+    for (unsigned i = 0; i < nr_members; ++i)
+      if (a->reshape.old_sizes[i]) {
+        v->map[nr_layout] = i;
+        sizes[nr_layout++] = a->reshape.old_sizes[i];
+      }
+  }
   lerr = layout_init_as (&v->layout, a ? a->layout : LAYOUT_MD_ALT,
-                         a ? a->size_rule : LAYOUT_SIZE_MD, chunk, nr_members,
+                         a ? a->size_rule : LAYOUT_SIZE_MD, chunk, nr_layout,
                          sizes, &bad);
+  bad = v->map[bad];
   if (lerr == LAYOUT_ERR_MEMBER_TOO_SMALL) {
     stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
                   "one chunk (chunk=%" PRIu64 ")",
@@ -166,14 +179,29 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     errno = EFBIG;
     goto err;
   }
-  for (unsigned i = 0; i < nr_members; ++i) {
-    v->members[i].need = v->members[i].data_offset + v->layout.member_size[i];
-    if ((a == NULL || a->data_sizes[i] == 0)
-        && v->layout.member_size[i] != sizes[i])
+  for (unsigned j = 0; j < nr_layout; ++j) {
+    struct member *m = &v->members[v->map[j]];
+    m->need = m->data_offset + v->layout.member_size[j];
+    if ((a == NULL || a->data_sizes[j] == 0)
+        && v->layout.member_size[j] != sizes[j])
       stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
                     "(not a whole chunk)",
-                    i, paths[i], sizes[i] - v->layout.member_size[i]);
+                    j, paths[j], sizes[j] - v->layout.member_size[j]);
   }
+  if (a && a->reshape.active)
+    for (unsigned i = 0; i < nr_members; ++i) {
+      struct member *m = &v->members[i];
+      uint64_t n = a->reshape.new_sizes[i];
+      if (m->data_offset + n > m->need)
+        m->need = m->data_offset + n;
+      if (m->size < m->need) {
+        stripe_error ("member %u (%s): size %" PRIu64 " bytes, the reshape "
+                      "under way needs %" PRIu64,
+                      i, paths[i], m->size, m->need);
+        errno = EINVAL;
+        goto err;
+      }
+    }
   meta_free (&v->meta);
   if (meta_init (&v->meta, a, nr_members, !o->readonly) == -1) {
     stripe_error ("malloc: %m");
@@ -436,6 +464,42 @@ volume_switch_member (struct volume *v, unsigned i, struct member *m)
    * under the hold.
    */
   dirty_mark (&v->dirty[i]);
+}
+
+int
+volume_add_member (struct volume *v, struct member *m, char *why, size_t len)
+{
+  unsigned i = v->nr_members;
+
+  if (i >= LAYOUT_MAX_MEMBERS) {
+    snprintf (why, len, "the volume has %u members already, the most there "
+              "can be", i);
+    return -1;
+  }
+  if (health_member_add (v->health, m->path, member_remote (m)) == -1) {
+    snprintf (why, len, "health: %s", strerror (errno));
+    return -1;
+  }
+  m->index = i;
+  v->members[i] = *m;
+  memset (m, 0, sizeof *m);
+  dirty_init (&v->dirty[i]);
+  if (v->members[i].min_io > v->min_block)
+    v->min_block = v->members[i].min_io;
+  v->nr_members = i + 1;
+  return 0;
+}
+
+void
+volume_switch_layout (struct volume *v, const struct layout *l,
+                      const uint8_t *map)
+{
+  v->layout = *l;
+  memcpy (v->map, map, l->nr_members);
+  for (unsigned j = 0; j < l->nr_members; ++j) {
+    struct member *m = &v->members[map[j]];
+    m->need = m->data_offset + l->member_size[j];
+  }
 }
 
 bool

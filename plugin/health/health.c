@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "health_impl.h"
+#include "layout.h"
 #include "log.h"
 #include "util.h"
 
@@ -475,6 +476,47 @@ dup_or_null (const char *s)
   return s ? strdup (s) : NULL;
 }
 
+static int
+member_init (struct health *h, struct member_health *m, const char *path,
+             unsigned class)
+{
+  m->path = strdup (path);
+  m->class = class;
+  m->snaps = calloc (h->nsnaps, sizeof *m->snaps);
+  m->win = calloc (1, sizeof *m->win);
+  if (!m->path || !m->snaps || !m->win)
+    return -1;
+  m->since = now_unix ();
+  return 0;
+}
+
+int
+health_member_add (struct health *h, const char *path, unsigned class)
+{
+  struct member_health *m;
+
+  if (h == NULL)
+    return 0;
+  if (h->n >= LAYOUT_MAX_MEMBERS) {
+    errno = E2BIG;
+    return -1;
+  }
+  m = &h->m[h->n];
+  if (member_init (h, m, path, class) == -1) {
+    free (m->path);
+    free (m->snaps);
+    free (m->win);
+    memset (m, 0, sizeof *m);
+    errno = ENOMEM;
+    return -1;
+  }
+  pthread_mutex_lock (&h->lock);
+  h->n++;
+  h->dirty = true;
+  pthread_mutex_unlock (&h->lock);
+  return 0;
+}
+
 struct health *
 health_new (const struct health_params *p, unsigned nr_members,
             const char *const *paths, const struct health_ops *ops)
@@ -523,19 +565,15 @@ health_new (const struct health_params *p, unsigned nr_members,
   h->snap_period = (window + MAX_SNAPS - 1) / MAX_SNAPS;
   h->nsnaps = (window + h->snap_period - 1) / h->snap_period;
 
-  h->m = calloc (nr_members, sizeof *h->m);
+  /* Room for every member a grow may add (health_member_add). */
+  h->m = calloc (LAYOUT_MAX_MEMBERS, sizeof *h->m);
   if (h->m == NULL || (p->name && !h->p.name))
     goto err;
-  for (unsigned i = 0; i < nr_members; ++i) {
-    struct member_health *m = &h->m[i];
-    m->path = strdup (paths[i]);
-    m->class = p->member_class ? p->member_class[i] : 0;
-    m->snaps = calloc (h->nsnaps, sizeof *m->snaps);
-    m->win = calloc (1, sizeof *m->win);
-    if (!m->path || !m->snaps || !m->win)
+  for (unsigned i = 0; i < nr_members; ++i)
+    if (member_init (h, &h->m[i], paths[i],
+                     p->member_class ? p->member_class[i] : 0)
+        == -1)
       goto err;
-    m->since = now_unix ();
-  }
   h->started_unix = now_unix ();
   h->started_mono = health_now_ns ();
   return h;

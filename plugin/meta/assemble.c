@@ -284,10 +284,83 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
   return r.ops->finish (cfg, a);
 }
 
+/* Member i's record alone (a reshape's config check); false when it has
+ * none that loads.
+ */
+static bool
+peek (const struct stripe_config *cfg, unsigned i, struct meta_member *mm)
+{
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  const struct meta_ops *ops = meta_ops_for (cfg->metadata);
+  struct member d;
+  char why[512];
+  bool ok;
+
+  memset (mm, 0, sizeof *mm);
+  if (ops->load == NULL
+      || member_open (&d, i, cfg->members[i], &params, why, sizeof why) == -1)
+    return false;
+  ok = ops->load (&d, mm, why, sizeof why) == 0;
+  member_close (&d);
+  return ok;
+}
+
+/* A config naming a reshape (joining, leaving) that the members say
+ * never started, or finished: *use is the config without those members,
+ * note says why.  Between the config's rewrite and the members' headers
+ * at either end of a reshape, a crash leaves exactly that.
+ */
+static void
+reshape_config (const struct stripe_config *cfg, struct stripe_config *use,
+                char *note, size_t len)
+{
+  struct meta_member mm;
+  unsigned keep = cfg->nr_members, drop = UINT_MAX;
+
+  *use = *cfg;
+  if (cfg->nr_joining && peek (cfg, 0, &mm)) {
+    if (!mm.reshape && mm.count == cfg->nr_members - cfg->nr_joining) {
+      keep = mm.count;
+      snprintf (note, len, "the %u joining member(s) the config names were "
+                "never added (the grow did not start): served without them",
+                cfg->nr_joining);
+    }
+    free (mm.rec);
+  }
+  if (cfg->has_leaving && peek (cfg, cfg->leaving, &mm)) {
+    if (mm.removed) {
+      drop = cfg->leaving;
+      snprintf (note, len, "the shrink of member %u (%s) is done: served "
+                "without it",
+                cfg->leaving, cfg->members[cfg->leaving]);
+    }
+    else if (!mm.reshape)
+      snprintf (note, len, "the config names member %u as leaving, but no "
+                "shrink started on it", cfg->leaving);
+    free (mm.rec);
+  }
+  use->nr_members = 0;
+  for (unsigned i = 0; i < keep; ++i)
+    if (i != drop)
+      use->members[use->nr_members++] = cfg->members[i];
+}
+
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
-  return assemble_ (cfg, a, UINT_MAX, NULL);
+  struct stripe_config use;
+  char note[256] = "";
+  int r;
+
+  reshape_config (cfg, &use, note, sizeof note);
+  r = assemble_ (&use, a, UINT_MAX, NULL);
+  for (unsigned i = 0; i < use.nr_members; ++i)
+    a->paths[i] = use.members[i];
+  snprintf (a->config_note, sizeof a->config_note, "%s", note);
+  if (note[0])
+    stripe_warning ("%s: %s (the config is rewritten at the next grow or "
+                    "shrink)", cfg->path, note);
+  return r;
 }
 
 int
@@ -310,6 +383,5 @@ volume_open_config (struct volume *v, const struct stripe_config *cfg,
   if (assemble (cfg, a) == -1)
     return -1;
   o.assembly = a;
-  return volume_open (v, cfg->nr_members, (const char *const *) cfg->members,
-                      &o);
+  return volume_open (v, a->nr, a->paths, &o);
 }

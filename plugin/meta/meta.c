@@ -118,7 +118,7 @@ meta_write_generation (struct meta *m, unsigned i, struct member *d,
 {
   struct meta_slot s = meta_member_slot (m, i);
 
-  if (m->ops->write == NULL)
+  if (m->ops->write == NULL || s.removed)
     return 0;
   if (m->ops->write (m, i, d, s.uuid, events, 0, why, len) == -1)
     return -1;
@@ -182,8 +182,13 @@ meta_mark_removed (struct meta *m, unsigned i, struct member *d, char *why,
               "it is", m->ops->name);
     return -1;
   }
-  return m->ops->write (m, i, d, s.uuid, s.events, META_MARK_REMOVED, why,
-                        len);
+  if (m->ops->write (m, i, d, s.uuid, s.events, META_MARK_REMOVED, why, len)
+      == -1)
+    return -1;
+  pthread_mutex_lock (&m->lock);
+  m->members[i].removed = true;
+  pthread_mutex_unlock (&m->lock);
+  return 0;
 }
 
 void
@@ -191,6 +196,20 @@ meta_set_reshape (struct meta *m, const struct meta_reshape *r)
 {
   pthread_mutex_lock (&m->lock);
   m->reshape = *r;
+  pthread_mutex_unlock (&m->lock);
+}
+
+void
+meta_add_member (struct meta *m, unsigned i)
+{
+  uint8_t uuid[16];
+
+  meta_random_uuid (uuid);
+  pthread_mutex_lock (&m->lock);
+  memcpy (m->members[i].uuid, uuid, 16);
+  m->members[i].events = m->events;
+  if (i >= m->nr)
+    m->nr = i + 1;
   pthread_mutex_unlock (&m->lock);
 }
 
@@ -202,7 +221,7 @@ meta_record_all (struct meta *m, struct member *const *devs, char *why,
     struct meta_slot s = meta_member_slot (m, i);
     char reason[256];
 
-    if (devs[i] == NULL)
+    if (devs[i] == NULL || s.removed)
       continue;
     if (m->ops->write (m, i, devs[i], s.uuid, s.events, 0, reason,
                        sizeof reason)

@@ -120,6 +120,8 @@ header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
   snprintf (mm->name, sizeof mm->name, "%s", hdr->name);
   mm->slot = hdr->member_index;
   mm->count = hdr->member_count;
+  mm->reshape = hdr->flags & HEADER_FLAG_RESHAPE;
+  mm->removed = hdr->flags & HEADER_FLAG_REMOVED;
   mm->events = hdr->events;
   mm->data_offset = hdr->data_offset;
   mm->data_size = hdr->member_index < LAYOUT_MAX_MEMBERS

@@ -94,6 +94,17 @@ mover_stopped_locked (struct mover *mv)
   return mv->state != MOVER_COPYING;
 }
 
+enum mover_state
+mover_state (struct mover *mv)
+{
+  enum mover_state s;
+
+  pthread_mutex_lock (&mv->lock);
+  s = mv->state;
+  pthread_mutex_unlock (&mv->lock);
+  return s;
+}
+
 bool
 mover_switching (struct mover *mv)
 {
@@ -473,7 +484,8 @@ write_and_read (struct mover *mv, uint8_t *wbuf, uint64_t pos, uint64_t w,
   struct iovec iov[2 * MOVER_MAX_OPS];
   unsigned nwr, nrd = 0;
 
-  if (mv->job->before_write && mv->job->before_write (mv, pos, w) == -1)
+  if (mv->job->before_write
+      && mv->job->before_write (mv, wbuf, pos, w) == -1)
     return false;
   nwr = mv->job->write_ops (mv, wbuf, pos, w, ops, iov);
   if (nw > 0)
@@ -487,7 +499,8 @@ write_and_read (struct mover *mv, uint8_t *wbuf, uint64_t pos, uint64_t w,
       pthread_mutex_unlock (&mv->lock);
       return false;
     }
-  return true;
+  return mv->job->after_write == NULL
+         || mv->job->after_write (mv, pos, w) == 0;
 }
 
 /* The copy, window by window: see mover.h.  Returns whether it reached
@@ -594,7 +607,8 @@ end:
   /* No client reaches the job any more once the requests that may have
    * seen it have ended.
    */
-  volume_mover_withdraw (mv->v);
+  if (mv->job->withdraw == NULL || mv->job->withdraw (mv))
+    volume_mover_withdraw (mv->v);
   mv->job->ended (mv);
   return NULL;
 }
@@ -708,6 +722,7 @@ void
 mover_init (struct mover *mv)
 {
   mv->vm.run_ops = vm_run_ops;
+  mv->vm.request = mv->job->request;
   mv->vm.ended = vm_ended;
   mv->vm.status = vm_status;
   mv->vm.stop = vm_stop;

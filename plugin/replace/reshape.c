@@ -1,0 +1,1115 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: growing and shrinking a served volume, a job of the mover.
+ * See include/reshape.h; the arithmetic is restripe.c's.
+ *
+ * The mover's positions are restripe.h's: forward for a grow, backward
+ * for a shrink.  Below rs->mv.recorded the data is in the new layout and
+ * every member's header says so; between it and the watermark it is in
+ * both (copied, client writes go to both); above, in the old layout.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assemble.h"
+#include "config.h"
+#include "header.h"
+#include "health.h"
+#include "ioexec.h"
+#include "json.h"
+#include "layout.h"
+#include "log.h"
+#include "member.h"
+#include "meta.h"
+#include "mover.h"
+#include "plan.h"
+#include "reshape.h"
+#include "restripe.h"
+#include "util.h"
+#include "volume.h"
+
+static const char *const kind_names[] = { "grow", "shrink", "grow --size" };
+
+struct reshape {
+  struct mover mv; /* first */
+  enum reshape_kind kind;
+  struct layout from, to;
+  uint8_t from_map[LAYOUT_MAX_MEMBERS], to_map[LAYOUT_MAX_MEMBERS];
+  struct volume_view old_view, new_view;
+  struct restripe rs;
+  unsigned nr_union;
+  bool has_leaving;
+  unsigned leaving;
+  uint64_t journal_cap;        /* bytes the journal holds */
+  struct meta_reshape rec;     /* what the headers say (copier's) */
+  struct io_plan rplan, wplan; /* the copy's reads and writes in flight */
+  bool rplan_set, wplan_set;
+  char *config;
+  unsigned nr_joining;         /* the last members of the union */
+  unsigned checkpoints, journaled;
+};
+
+static struct reshape *
+of (struct mover *mv)
+{
+  return (struct reshape *) mv;
+}
+
+static struct reshape *
+of_vm (struct volume_mover *vm)
+{
+  return (struct reshape *) vm;
+}
+
+/* ---- clients ---- */
+
+static bool
+is_write (enum op_kind k)
+{
+  return k == OP_WRITE || k == OP_TRIM || k == OP_ZERO;
+}
+
+/* rq's bytes [lo, hi) of the volume, through view vw. */
+static int
+part (struct volume *v, const struct volume_view *vw,
+      const struct volume_request *rq, uint64_t lo, uint64_t hi)
+{
+  struct volume_request sub = *rq;
+
+  if (lo >= hi)
+    return 0;
+  sub.offset = lo;
+  sub.count = hi - lo;
+  if (sub.buf)
+    sub.buf = (uint8_t *) rq->buf + (lo - rq->offset);
+  return volume_request_view (v, vw, &sub);
+}
+
+/* A client's bytes between recorded and the watermark: read from the new
+ * layout, written to both (the headers may still say the old is right).
+ */
+static int
+mixed (struct reshape *rs, struct volume *v, const struct volume_request *rq,
+       uint64_t lo, uint64_t hi)
+{
+  int r;
+
+  if (lo >= hi)
+    return 0;
+  r = part (v, &rs->new_view, rq, lo, hi);
+  if (r == 0 && is_write (rq->kind))
+    r = part (v, &rs->old_view, rq, lo, hi);
+  return r;
+}
+
+static int
+reshape_request (struct volume_mover *vm, struct volume *v,
+                 const struct volume_request *rq)
+{
+  struct reshape *rs = of_vm (vm);
+  uint64_t lo = rq->offset, hi = rq->offset + rq->count, p, w, size;
+  uint64_t a, b;
+  struct mover_flight fl;
+  struct mover_at at;
+  int r, err;
+
+  size = rs->rs.size;
+  if (hi > size) {
+    if (mover_state (&rs->mv) == MOVER_DONE) /* the new layout's room */
+      return volume_request_view (v, &v->view, rq);
+    /* A shrink: nothing past the size it shrinks to is kept. */
+    stripe_debug ("%s: request at %" PRIu64 "+%" PRIu64 " beyond the size "
+                  "the volume is shrinking to (%" PRIu64 "): refused",
+                  kind_names[rs->kind], rq->offset, rq->count, size);
+    errno = EIO;
+    return -1;
+  }
+  restripe_position (&rs->rs, lo, hi, &p, &w);
+  at = mover_enter (&rs->mv, &fl, p, p + w,
+                    is_write (rq->kind) && rq->kind != OP_EXTENTS);
+  if (at.state == MOVER_DONE) {
+    r = volume_request_view (v, &v->view, rq);
+    goto out;
+  }
+  /* Logical bytes [a, b) are in both; below a (forward: above b) new. */
+  if (rs->rs.backward) {
+    a = size - at.watermark;
+    b = size - at.recorded;
+    r = part (v, &rs->old_view, rq, lo, hi < a ? hi : a);
+    if (r == 0)
+      r = mixed (rs, v, rq, lo > a ? lo : a, hi < b ? hi : b);
+    if (r == 0)
+      r = part (v, &rs->new_view, rq, lo > b ? lo : b, hi);
+  }
+  else {
+    a = at.recorded;
+    b = at.watermark;
+    r = part (v, &rs->new_view, rq, lo, hi < a ? hi : a);
+    if (r == 0)
+      r = mixed (rs, v, rq, lo > a ? lo : a, hi < b ? hi : b);
+    if (r == 0)
+      r = part (v, &rs->old_view, rq, lo > b ? lo : b, hi);
+  }
+out:
+  err = errno;
+  mover_leave (&rs->mv, &fl);
+  errno = err;
+  return r;
+}
+
+/* Member operations come only from volume_request_view above. */
+static int
+reshape_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,
+                 unsigned nr, volume_run_fn plain)
+{
+  (void) mv;
+  return plain (v, ops, nr);
+}
+
+/* ---- the copy ---- */
+
+/* The ops reading or writing logical [lo, hi) of layout l (map) from or
+ * into buf, as planned in plan (kept until the next call).
+ */
+static unsigned
+plan_ops (struct reshape *rs, struct io_plan *plan, bool *set,
+          const struct layout *l, const uint8_t *map, enum op_kind kind,
+          uint8_t *buf, uint64_t lo, uint64_t hi, struct member_op *ops)
+{
+  struct volume *v = rs->mv.v;
+
+  if (*set)
+    plan_free (plan);
+  *set = false;
+  if (plan_rw (plan, l, buf, hi - lo, lo) == -1) {
+    mover_fail (&rs->mv, "out of memory");
+    return 0;
+  }
+  *set = true;
+  for (unsigned i = 0; i < plan->nr_ios; ++i) {
+    const struct member_io *io = &plan->ios[i];
+    struct member *m = &v->members[map[io->member]];
+    ops[i] = (struct member_op){ .m = m, .kind = kind,
+                                 .offset = m->data_offset + io->member_offset,
+                                 .length = io->length, .iov = io->iov,
+                                 .nr_iov = io->nr_iov, .shadow = true };
+  }
+  return plan->nr_ios;
+}
+
+static unsigned
+reshape_read_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
+                  struct member_op *ops, struct iovec *iov)
+{
+  struct reshape *rs = of (mv);
+  uint64_t lo, hi;
+
+  (void) iov;
+  restripe_logical (&rs->rs, pos, len, &lo, &hi);
+  return plan_ops (rs, &rs->rplan, &rs->rplan_set, &rs->from, rs->from_map,
+                   OP_READ, buf, lo, hi, ops);
+}
+
+static unsigned
+reshape_write_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
+                   struct member_op *ops, struct iovec *iov)
+{
+  struct reshape *rs = of (mv);
+  uint64_t lo, hi;
+
+  (void) iov;
+  restripe_logical (&rs->rs, pos, len, &lo, &hi);
+  return plan_ops (rs, &rs->wplan, &rs->wplan_set, &rs->to, rs->to_map,
+                   OP_WRITE, buf, lo, hi, ops);
+}
+
+static uint64_t
+reshape_window_size (struct mover *mv, uint64_t pos, bool *exclusive)
+{
+  struct reshape *rs = of (mv);
+  uint64_t w;
+
+  switch (restripe_window (&rs->rs, pos, MOVER_WINDOW, rs->journal_cap, &w)) {
+  case RESTRIPE_IN_PLACE: *exclusive = false; return w;
+  case RESTRIPE_JOURNAL: *exclusive = true; return w;
+  case RESTRIPE_CANNOT: break;
+  }
+  *exclusive = true; /* checked feasible at the start: not reached */
+  return MOVER_BLOCK;
+}
+
+/* Every member of the union: their data durable. */
+static int
+sync_all (struct reshape *rs)
+{
+  struct volume *v = rs->mv.v;
+
+  for (unsigned u = 0; u < rs->nr_union; ++u)
+    if (mover_io (&rs->mv, &v->members[u], OP_FLUSH, NULL, 0, 0) == -1) {
+      mover_fail (&rs->mv, "member %u (%s): sync: %m", u, v->members[u].path);
+      return -1;
+    }
+  return 0;
+}
+
+/* The reshape's state on every member, durably: the data first. */
+static int
+record (struct reshape *rs)
+{
+  struct volume *v = rs->mv.v;
+  struct member *devs[LAYOUT_MAX_MEMBERS];
+  char why[512];
+
+  if (sync_all (rs) == -1)
+    return -1;
+  for (unsigned u = 0; u < rs->nr_union; ++u)
+    devs[u] = &v->members[u];
+  meta_set_reshape (&v->meta, &rs->rec);
+  if (meta_record_all (&v->meta, devs, why, sizeof why) == -1) {
+    mover_fail (&rs->mv, "recording the %s's position: %s",
+                kind_names[rs->kind], why);
+    return -1;
+  }
+  rs->checkpoints++;
+  return 0;
+}
+
+/* Positions below pos are moved: recorded, and no request uses an old
+ * place below it any more.
+ */
+static int
+checkpoint (struct reshape *rs, uint64_t pos)
+{
+  rs->rec.position = pos;
+  rs->rec.journal = false;
+  rs->rec.journal_position = rs->rec.journal_length = 0;
+  rs->rec.journal_crc = 0;
+  if (record (rs) == -1)
+    return -1;
+  mover_record (&rs->mv, pos);
+  mover_phase (&rs->mv, "recorded");
+  return 0;
+}
+
+/* Where the journal keeps its bytes: after each member's metadata area,
+ * up to its data, member after member.
+ */
+static int
+journal_io (struct reshape *rs, enum op_kind kind, uint8_t *buf, uint64_t len)
+{
+  struct volume *v = rs->mv.v;
+  uint64_t done = 0;
+
+  for (unsigned u = 0; u < rs->nr_union && done < len; ++u) {
+    struct member *m = &v->members[u];
+    uint64_t room = m->data_offset > META_AREA
+                      ? (m->data_offset - META_AREA) / 4096 * 4096
+                      : 0;
+    uint64_t n = len - done < room ? len - done : room;
+    if (n && mover_io (&rs->mv, m, kind, buf + done, n, META_AREA) == -1)
+      return -1;
+    done += n;
+  }
+  return done == len ? 0 : -1;
+}
+
+static uint64_t
+journal_room (const struct volume *v, unsigned nr_union)
+{
+  uint64_t room = 0;
+
+  for (unsigned u = 0; u < nr_union; ++u) {
+    const struct member *m = &v->members[u];
+    if (m->data_offset > META_AREA)
+      room += (m->data_offset - META_AREA) / 4096 * 4096;
+  }
+  return room < MOVER_WINDOW ? room : MOVER_WINDOW;
+}
+
+/* Before window [pos, pos + len) (its old bytes in buf) is written in
+ * its new place: what it overwrites must be recorded as moved, or be the
+ * window itself, kept in the journal first.
+ */
+static int
+reshape_before_write (struct mover *mv, const uint8_t *buf, uint64_t pos,
+                      uint64_t len)
+{
+  struct reshape *rs = of (mv);
+  uint64_t clobber = restripe_clobber_end (&rs->rs, pos, len);
+
+  if (clobber <= mv->recorded)
+    return 0;
+  if (clobber <= pos) /* in place once the positions below are recorded */
+    return checkpoint (rs, pos);
+  if (mv->recorded < pos && checkpoint (rs, pos) == -1)
+    return -1;
+  if (journal_io (rs, OP_WRITE, (uint8_t *) buf, len) == -1) {
+    mover_fail (mv, "writing the journal: %m");
+    return -1;
+  }
+  rs->rec.journal = true;
+  rs->rec.journal_position = pos;
+  rs->rec.journal_length = len;
+  rs->rec.journal_crc = crc32c (0, buf, len);
+  if (record (rs) == -1)
+    return -1;
+  rs->journaled++;
+  mover_phase (mv, "journaled");
+  if (mover_debug_crash == 3)
+    raise (SIGKILL);
+  return 0;
+}
+
+/* A journaled window is written: recorded as moved before any client
+ * can write its new place (a replay of the journal would undo them).
+ */
+static int
+reshape_after_write (struct mover *mv, uint64_t pos, uint64_t len)
+{
+  struct reshape *rs = of (mv);
+
+  if (!rs->rec.journal || rs->rec.journal_position != pos)
+    return 0;
+  return checkpoint (rs, pos + len);
+}
+
+static bool
+reshape_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
+{
+  uint64_t hi;
+
+  restripe_logical (&of (mv)->rs, pos, MOVER_BLOCK, logical, &hi);
+  return true;
+}
+
+static void
+reshape_write_failed (struct mover *mv, const struct member_op *op)
+{
+  mover_fail_locked (mv, "member %u (%s) failed: write at offset %" PRIu64
+                     ": %s",
+                     op->m->index, op->m->path, op->offset,
+                     strerror (op->err));
+}
+
+static const char *
+reshape_unreadable (struct mover *mv, char *why, size_t len)
+{
+  snprintf (why, len, "unreadable blocks: the %s stopped (the volume is "
+            "served as it is, part moved; --skip-unreadable moves the rest "
+            "and lists what is lost)",
+            kind_names[of (mv)->kind]);
+  return why;
+}
+
+/* ---- the end ---- */
+
+/* What the config says once the reshape is done. */
+static int
+rewrite_config_end (struct reshape *rs, char *why, size_t len)
+{
+  struct volume *v = rs->mv.v;
+  struct stripe_config cfg;
+  char *members[LAYOUT_MAX_MEMBERS], *removed[LAYOUT_MAX_MEMBERS];
+  unsigned n = 0, nr_removed = 0;
+  char err[512];
+  int r;
+
+  if (config_load (rs->config, &cfg, err, sizeof err) == -1) {
+    snprintf (why, len, "%s", err);
+    return -1;
+  }
+  for (unsigned j = 0; j < rs->to.nr_members; ++j)
+    members[n++] = v->members[rs->to_map[j]].path;
+  for (unsigned k = 0; k < cfg.nr_removed; ++k)
+    removed[nr_removed++] = cfg.removed[k];
+  if (rs->has_leaving && nr_removed < LAYOUT_MAX_MEMBERS)
+    removed[nr_removed++] = v->members[rs->leaving].path;
+  r = config_rewrite_members (rs->config,
+                              &(struct config_members){ n, members, 0, NULL,
+                                                        NULL, nr_removed,
+                                                        removed },
+                              why, len);
+  config_free (&cfg);
+  return r;
+}
+
+/* The room a grow adds holds what the old layout left there: zeroed
+ * (trimmed where the members can) before anyone can address it, so that
+ * it reads as zeros and a later shrink sees it free.
+ */
+static int
+zero_room (struct reshape *rs)
+{
+  const uint64_t step = UINT64_C (1) << 30;
+
+  for (uint64_t at = rs->rs.size; at < rs->to.size; at += step) {
+    struct volume_request rq = { .kind = OP_ZERO, .offset = at,
+                                 .count = rs->to.size - at < step
+                                            ? rs->to.size - at
+                                            : step,
+                                 .may_trim = true };
+    if (volume_request_view (rs->mv.v, &rs->new_view, &rq) == -1) {
+      mover_fail (&rs->mv, "zeroing the new room at %" PRIu64 ": %m", at);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Everything is moved: the headers say the new layout, the volume is
+ * the new layout, the config names its members.  Each step leaves a
+ * volume that assembles: headers at the end position read as the new
+ * layout (meta_header.c), and a config still naming joining or leaving
+ * members is taken as done (assemble.c).
+ */
+static void
+reshape_finish (struct mover *mv)
+{
+  struct reshape *rs = of (mv);
+  struct volume *v = mv->v;
+  struct member *devs[LAYOUT_MAX_MEMBERS] = { NULL };
+  uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  uint8_t slot[LAYOUT_MAX_MEMBERS];
+  char why[512];
+
+  if (mv->recorded < rs->rs.size && checkpoint (rs, rs->rs.size) == -1)
+    return;
+  if (zero_room (rs) == -1)
+    return;
+  mover_phase (mv, "copied");
+  volume_switch_begin (v);
+  if (!mover_switching (mv))
+    goto release;
+  mover_phase (mv, "quiesced");
+  for (unsigned u = 0; u < LAYOUT_MAX_MEMBERS; ++u)
+    slot[u] = u;
+  for (unsigned j = 0; j < rs->to.nr_members; ++j) {
+    slot[rs->to_map[j]] = j;
+    sizes[j] = rs->to.member_size[j];
+    devs[rs->to_map[j]] = &v->members[rs->to_map[j]];
+  }
+  meta_end_reshape (&v->meta, rs->to.nr_members, sizes, slot);
+  if (meta_record_all (&v->meta, devs, why, sizeof why) == -1)
+    /* The headers at the end position say the same: not lost. */
+    stripe_error ("%s: the final headers: %s (the members read as the new "
+                  "layout all the same)",
+                  kind_names[rs->kind], why);
+  if (rs->has_leaving
+      && meta_mark_removed (&v->meta, rs->leaving, &v->members[rs->leaving],
+                            why, sizeof why)
+           == -1)
+    stripe_error ("shrink: member %u (%s): could not mark it removed: %s "
+                  "(its header is at the end of the shrink, which reads as "
+                  "removed)",
+                  rs->leaving, v->members[rs->leaving].path, why);
+  mover_phase (mv, "metadata");
+  volume_switch_layout (v, &rs->to, rs->to_map);
+  mv->hold_ns = volume_switch_end (v);
+  if (rewrite_config_end (rs, why, sizeof why) == -1)
+    stripe_error ("%s: %s not rewritten (%s): the volume assembles from it "
+                  "all the same; edit it to list the members as the status "
+                  "shows them",
+                  kind_names[rs->kind], rs->config, why);
+  mover_phase (mv, "config");
+  volume_bump_generation (v, -1, "a reshape ended");
+  mover_done (mv);
+  stripe_notice ("%s: done: %" PRIu64 " bytes moved in %.1f s (%u "
+                 "checkpoints, %u windows through the journal); the volume "
+                 "is %" PRIu64 " bytes on %u members (clients see it when "
+                 "they connect again)",
+                 kind_names[rs->kind], mv->end - mv->start,
+                 (mv->t_end - mv->t_start) / 1e9, rs->checkpoints,
+                 rs->journaled, rs->to.size, rs->to.nr_members);
+  return;
+
+release:
+  mv->hold_ns = volume_switch_end (v);
+}
+
+/* A reshape that stopped before its end stays: the volume goes on through
+ * both layouts, and goes on moving when it is served again.
+ */
+static bool
+reshape_withdraw (struct mover *mv)
+{
+  return mv->state == MOVER_DONE;
+}
+
+static void
+reshape_ended (struct mover *mv)
+{
+  struct reshape *rs = of (mv);
+
+  if (mv->state != MOVER_DONE)
+    stripe_error ("%s: stopped at %" PRIu64 " of %" PRIu64 " bytes: %s (the "
+                  "volume is served as it is; the %s goes on when it is "
+                  "served again)",
+                  kind_names[rs->kind], mv->watermark - mv->start,
+                  mv->end - mv->start, mv->error, kind_names[rs->kind]);
+  if (rs->rplan_set)
+    plan_free (&rs->rplan);
+  if (rs->wplan_set)
+    plan_free (&rs->wplan);
+  rs->rplan_set = rs->wplan_set = false;
+}
+
+static void
+reshape_status (struct mover *mv, struct json_object *o)
+{
+  struct reshape *rs = of (mv);
+
+  json_put (o, "kind", json_text (kind_names[rs->kind]));
+  json_put (o, "members_from", json_object_new_int64 (rs->from.nr_members));
+  json_put (o, "members_to", json_object_new_int64 (rs->to.nr_members));
+  json_put (o, "size_from", json_u64 (rs->from.size));
+  json_put (o, "size_to", json_u64 (rs->to.size));
+  json_put (o, "position_recorded", json_u64 (mv->recorded));
+  json_put (o, "checkpoints", json_object_new_int64 (rs->checkpoints));
+  json_put (o, "journaled_windows", json_object_new_int64 (rs->journaled));
+  json_put (o, "direction",
+            json_text (rs->rs.backward ? "backward" : "forward"));
+}
+
+static void
+reshape_free (struct mover *mv)
+{
+  struct reshape *rs = of (mv);
+
+  free (rs->config);
+  free (rs);
+}
+
+static const struct mover_job reshape_job = {
+  .status_key   = "reshape",
+  .run_ops      = reshape_run_ops,
+  .request      = reshape_request,
+  .read_ops     = reshape_read_ops,
+  .write_ops    = reshape_write_ops,
+  .window_size  = reshape_window_size,
+  .before_write = reshape_before_write,
+  .after_write  = reshape_after_write,
+  .logical      = reshape_logical,
+  .write_failed = reshape_write_failed,
+  .unreadable   = reshape_unreadable,
+  .finish       = reshape_finish,
+  .withdraw     = reshape_withdraw,
+  .ended        = reshape_ended,
+  .status       = reshape_status,
+  .free         = reshape_free,
+};
+
+/* ---- the start ---- */
+
+/* Usable bytes of a member from data_offset on: whole chunks. */
+static uint64_t
+usable (const struct member *m, uint64_t data_offset, uint64_t chunk)
+{
+  return m->size > data_offset ? (m->size - data_offset) / chunk * chunk : 0;
+}
+
+/* Open and check the devices a grow adds (nothing written to them). */
+static int
+open_new (struct volume *v, const struct reshape_params *p, struct member *nm,
+          unsigned *opened, char *why, size_t len)
+{
+  const struct member *m0 = &v->members[0];
+  char reason[512], how[512];
+  unsigned j;
+
+  for (unsigned k = 0; k < p->nr_new; ++k) {
+    struct member *m = &nm[k];
+    const char *path = p->new_paths[k];
+    uint8_t first[META_AREA];
+    ssize_t n;
+
+    if (member_open (m, v->nr_members + k, path, &m0->params, reason,
+                     sizeof reason)
+        == -1) {
+      snprintf (why, len, "%s: %s", path, reason);
+      return -1;
+    }
+    *opened = k + 1;
+    if (volume_alias_of (v, m, &j, how, sizeof how)) {
+      snprintf (why, len, "%s and member %u (%s) are %s", path, j,
+                v->members[j].path, how);
+      return -1;
+    }
+    for (unsigned i = 0; i < k; ++i)
+      if (identity_alias (&nm[i].id, &m->id, how, sizeof how)) {
+        snprintf (why, len, "%s and %s are %s: a device is added once",
+                  p->new_paths[i], path, how);
+        return -1;
+      }
+    if (usable (m, m0->data_offset, v->layout.chunk) == 0) {
+      snprintf (why, len, "%s: %" PRIu64 " bytes: it needs the data offset "
+                "(%" PRIu64 ") and at least one chunk (%" PRIu64 ")",
+                path, m->size, m0->data_offset, v->layout.chunk);
+      return -1;
+    }
+    if (m->min_io > v->min_block) {
+      snprintf (why, len, "%s takes requests of %" PRIu32 " bytes at least, "
+                "but the volume's clients were promised %" PRIu32,
+                path, m->min_io, v->min_block);
+      return -1;
+    }
+    n = member_pread (m, first, sizeof first, 0, false, reason, sizeof reason);
+    if (!p->force && n > 0 && meta_recognise (first, n, how, sizeof how)) {
+      snprintf (why, len, "%s %s: refusing to overwrite it (--force)", path,
+                how);
+      return -1;
+    }
+    if (member_claim (m, reason, sizeof reason) == -1) {
+      snprintf (why, len, "%s: %s", path, reason);
+      return -1;
+    }
+    if (member_start (m) == -1) {
+      snprintf (why, len, "%s: cannot start: %m", path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Data the volume holds at or beyond offset: a shrink would lose it. */
+struct beyond {
+  uint64_t first; /* where the first data run starts */
+  bool found;
+};
+
+static int
+note_data (void *opaque, uint64_t offset, uint64_t length, uint32_t flags)
+{
+  struct beyond *b = opaque;
+
+  (void) length;
+  if (!(flags & (MEMBER_EXTENT_HOLE | MEMBER_EXTENT_ZERO)) && !b->found) {
+    b->found = true;
+    b->first = offset;
+  }
+  return 0;
+}
+
+static int
+check_shrink (struct volume *v, const struct reshape_params *p,
+              const struct layout *to, char *why, size_t len)
+{
+  struct beyond b = { 0 };
+
+  if (p->size != to->size) {
+    snprintf (why, len, "--size: the volume will have %" PRIu64 " bytes "
+              "without member %u: give --size %" PRIu64 " once its file "
+              "system is shrunk to fit (shrink --dry-run says it)",
+              to->size, p->index, to->size);
+    return -1;
+  }
+  for (uint64_t at = to->size; at < v->layout.size && !b.found;) {
+    uint64_t n = v->layout.size - at < (UINT64_C (1) << 30)
+                   ? v->layout.size - at
+                   : UINT64_C (1) << 30;
+    if (volume_extents (v, n, at, false, note_data, &b) == -1) {
+      snprintf (why, len, "the volume's block status beyond %" PRIu64
+                ": %m", to->size);
+      return -1;
+    }
+    at += n;
+  }
+  if (b.found && !p->force) {
+    snprintf (why, len, "the volume holds data at %" PRIu64 ", beyond the "
+              "size it would have (%" PRIu64 "): shrink the file system "
+              "first and run fstrim (or, on members that cannot tell data "
+              "from free space, --force)",
+              b.first, to->size);
+    return -1;
+  }
+  return 0;
+}
+
+/* The new layout, its members' union indices and the reshape's record. */
+static int
+plan_layout (struct reshape *rs, struct volume *v,
+             const struct reshape_params *p, const struct member *nm,
+             char *why, size_t len)
+{
+  uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  const uint64_t off = v->members[0].data_offset, chunk = v->layout.chunk;
+  unsigned n = 0, bad;
+
+  rs->from = v->layout;
+  memcpy (rs->from_map, v->map, sizeof rs->from_map);
+  rs->nr_union = v->nr_members + (p->kind == RESHAPE_GROW ? p->nr_new : 0);
+  for (unsigned j = 0; j < rs->from.nr_members; ++j)
+    rs->rec.old_sizes[rs->from_map[j]] = rs->from.member_size[j];
+  for (unsigned u = 0; u < rs->nr_union; ++u) {
+    const struct member *m = u < v->nr_members ? &v->members[u]
+                                               : &nm[u - v->nr_members];
+    uint64_t s = rs->rec.old_sizes[u];
+    if (p->kind == RESHAPE_SHRINK && u == p->index)
+      continue;
+    if (p->kind == RESHAPE_SIZE || u >= v->nr_members)
+      s = usable (m, off, chunk);
+    rs->to_map[n] = u;
+    sizes[n++] = s;
+    rs->rec.new_sizes[u] = s;
+  }
+  if (layout_init_as (&rs->to, rs->from.id, LAYOUT_SIZE_MD, chunk, n, sizes,
+                      &bad)
+      != LAYOUT_OK) {
+    snprintf (why, len, "the new layout: a member smaller than a chunk");
+    return -1;
+  }
+  if (rs->to.size > INT64_MAX) {
+    snprintf (why, len, "the volume would be %" PRIu64 " bytes: more than "
+              "NBD's 2^63 - 1", rs->to.size);
+    return -1;
+  }
+  rs->rec.active = true;
+  rs->rec.backward = p->kind == RESHAPE_SHRINK;
+  restripe_init (&rs->rs, &rs->from, rs->from_map, &rs->to, rs->to_map,
+                 rs->nr_union, rs->rec.backward);
+  return 0;
+}
+
+static struct json_object *
+plan_json (const struct reshape *rs, const struct volume *v, bool moves)
+{
+  struct json_object *o = json_object_new_object (), *m;
+
+  json_put (o, "kind", json_text (kind_names[rs->kind]));
+  json_put (o, "size_from", json_u64 (rs->from.size));
+  json_put (o, "size_to", json_u64 (rs->to.size));
+  json_put (o, "bytes_to_move", json_u64 (moves ? rs->rs.size : 0));
+  json_put (o, "direction", json_text (rs->rs.backward ? "backward"
+                                                        : "forward"));
+  m = json_object_new_array ();
+  for (unsigned j = 0; j < rs->to.nr_members; ++j)
+    json_object_array_add (m, json_object_new_int64 (rs->to_map[j]));
+  json_put (o, "members_to", m);
+  (void) v;
+  return o;
+}
+
+/* The config names what is under way: the joining members, or the one
+ * leaving.
+ */
+static int
+rewrite_config_start (struct reshape *rs, struct volume *v,
+                      const struct reshape_params *p, char *why, size_t len)
+{
+  struct stripe_config cfg;
+  char *members[LAYOUT_MAX_MEMBERS];
+  char err[512];
+  int r;
+
+  if (config_load (rs->config, &cfg, err, sizeof err) == -1) {
+    snprintf (why, len, "%s", err);
+    return -1;
+  }
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    members[i] = v->members[i].path;
+  r = config_rewrite_members (
+    rs->config,
+    &(struct config_members){ v->nr_members, members,
+                              p->kind == RESHAPE_GROW ? p->nr_new : 0,
+                              (char *const *) p->new_paths,
+                              p->kind == RESHAPE_SHRINK
+                                ? v->members[p->index].path
+                                : NULL,
+                              cfg.nr_removed, cfg.removed },
+    why, len);
+  config_free (&cfg);
+  return r;
+}
+
+/* Nothing of an older header must be left on a joining device. */
+static int
+clear_new (struct member *nm, unsigned n, char *why, size_t len)
+{
+  static const uint8_t zeros[META_AREA];
+
+  for (unsigned k = 0; k < n; ++k)
+    if (member_pwrite (&nm[k], zeros, sizeof zeros, 0, why, len) == -1
+        || member_sync (&nm[k], why, len) == -1)
+      return -1;
+  return 0;
+}
+
+/* The joining members join the volume (no layout uses them yet), each
+ * with a member UUID of its own.
+ */
+static int
+add_members (struct volume *v, struct member *nm, unsigned n, char *why,
+             size_t len)
+{
+  int r = 0;
+
+  volume_switch_begin (v);
+  for (unsigned k = 0; k < n && r == 0; ++k) {
+    nm[k].data_offset = v->members[0].data_offset;
+    r = volume_add_member (v, &nm[k], why, len);
+    if (r == 0)
+      meta_add_member (&v->meta, v->nr_members - 1);
+  }
+  volume_switch_end (v);
+  return r;
+}
+
+static int
+go (struct reshape *rs, struct volume *v, uint64_t position, uint64_t rate,
+    char *why, size_t len)
+{
+  rs->mv.job = &reshape_job;
+  rs->mv.v = v;
+  rs->mv.rate = rate;
+  rs->mv.start = position;
+  rs->mv.end = rs->rs.size;
+  rs->old_view = (struct volume_view){ &rs->from, rs->from_map };
+  rs->new_view = (struct volume_view){ &rs->to, rs->to_map };
+  snprintf (rs->mv.vm.what, sizeof rs->mv.vm.what, "a %s",
+            kind_names[rs->kind]);
+  mover_init (&rs->mv);
+  rs->mv.recorded = position;
+  return mover_start (&rs->mv, why, len);
+}
+
+/* Checks a reshape of any kind must pass. */
+static int
+check_can (struct volume *v, const struct reshape_params *p, char *why,
+           size_t len)
+{
+  if (v->meta.ops->no_reshape) {
+    snprintf (why, len, "metadata \"%s\": %s", meta_format (&v->meta),
+              v->meta.ops->no_reshape);
+    return -1;
+  }
+  if (p->config == NULL) {
+    snprintf (why, len, "the volume is served without a config file: the "
+              "config must name the members a reshape changes");
+    return -1;
+  }
+  if (v->meta.reshape.active) {
+    snprintf (why, len, "a reshape is under way already");
+    return -1;
+  }
+  if (p->kind == RESHAPE_SHRINK
+      && (p->index >= v->nr_members || v->nr_members < 2)) {
+    snprintf (why, len, "no member %u to remove: the volume has %u", p->index,
+              v->nr_members);
+    return -1;
+  }
+  if (p->kind == RESHAPE_GROW
+      && (p->nr_new == 0 || v->nr_members + p->nr_new > LAYOUT_MAX_MEMBERS)) {
+    snprintf (why, len, "%u members to add: the volume has %u, at most %d",
+              p->nr_new, v->nr_members, LAYOUT_MAX_MEMBERS);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
+        struct member *nm, unsigned *opened, struct json_object **result,
+        char *why, size_t len)
+{
+  uint64_t bad, need;
+  bool moves;
+
+  if (p->kind == RESHAPE_GROW && open_new (v, p, nm, opened, why, len) == -1)
+    return -1;
+  if (plan_layout (rs, v, p, nm, why, len) == -1)
+    return -1;
+  if (p->kind == RESHAPE_SHRINK && !p->dry_run
+      && check_shrink (v, p, &rs->to, why, len) == -1)
+    return -1;
+  if (p->kind == RESHAPE_SIZE && rs->to.size <= rs->from.size) {
+    snprintf (why, len, "the members have no more room than the volume uses "
+              "(%" PRIu64 " bytes): replace them by bigger ones first",
+              rs->from.size);
+    return -1;
+  }
+  moves = !restripe_nothing_moves (&rs->rs);
+  rs->journal_cap = (uint64_t) rs->nr_union
+                    * ((v->members[0].data_offset > META_AREA
+                          ? v->members[0].data_offset - META_AREA
+                          : 0) / 4096 * 4096);
+  if (rs->journal_cap > MOVER_WINDOW)
+    rs->journal_cap = MOVER_WINDOW;
+  if (moves && !restripe_feasible (&rs->rs, MOVER_WINDOW, rs->journal_cap,
+                                   &bad, &need)) {
+    snprintf (why, len, "the data cannot be moved in place from position "
+              "%" PRIu64 " on with a journal of %" PRIu64 " bytes (the room "
+              "between each member's header and its data_offset)",
+              bad, rs->journal_cap);
+    return -1;
+  }
+  if (result)
+    *result = plan_json (rs, v, moves);
+  if (p->dry_run)
+    return 0;
+  if (p->kind == RESHAPE_GROW && clear_new (nm, p->nr_new, why, len) == -1)
+    return -1;
+  if (p->kind != RESHAPE_SIZE && rewrite_config_start (rs, v, p, why, len) == -1)
+    return -1;
+  if (p->kind == RESHAPE_GROW && add_members (v, nm, p->nr_new, why, len) == -1)
+    return -1;
+  *opened = 0; /* the volume's now */
+  rs->has_leaving = p->kind == RESHAPE_SHRINK;
+  rs->leaving = p->index;
+  meta_set_reshape (&v->meta, &rs->rec);
+  return go (rs, v, 0, p->rate, why, len);
+}
+
+int
+reshape_start (struct volume *v, const struct reshape_params *p,
+               struct json_object **result, char *why, size_t len)
+{
+  struct member nm[LAYOUT_MAX_MEMBERS];
+  struct reshape *rs;
+  unsigned opened = 0;
+  int r;
+
+  if (result)
+    *result = NULL;
+  if (check_can (v, p, why, len) == -1 || mover_reserve (v, why, len) == -1)
+    return -1;
+  rs = calloc (1, sizeof *rs);
+  if (rs == NULL || (rs->config = strdup (p->config)) == NULL) {
+    free (rs);
+    snprintf (why, len, "out of memory");
+    mover_unreserve (v);
+    return -1;
+  }
+  rs->kind = p->kind;
+  memset (nm, 0, sizeof nm);
+  r = start_ (rs, v, p, nm, &opened, result, why, len);
+  for (unsigned k = 0; k < opened; ++k)
+    member_close (&nm[k]);
+  if (r == -1 || p->dry_run) {
+    if (!rs->mv.thread_started)
+      reshape_free (&rs->mv);
+    mover_unreserve (v);
+  }
+  else
+    stripe_info ("%s: %u -> %u members, %" PRIu64 " -> %" PRIu64 " bytes, "
+                 "%" PRIu64 " bytes to move",
+                 kind_names[rs->kind], rs->from.nr_members, rs->to.nr_members,
+                 rs->from.size, rs->to.size, rs->rs.size);
+  return r;
+}
+
+/* ---- served again mid-way ---- */
+
+/* A journal holding a window beyond the recorded position: the window's
+ * old bytes, written to their new place again.
+ */
+static int
+replay (struct reshape *rs, char *why, size_t len)
+{
+  const struct meta_reshape *r = &rs->rec;
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  uint8_t *buf;
+  unsigned n;
+  int ret = -1;
+
+  if (posix_memalign ((void **) &buf, 4096, r->journal_length) != 0) {
+    snprintf (why, len, "out of memory");
+    return -1;
+  }
+  if (journal_io (rs, OP_READ, buf, r->journal_length) == -1) {
+    snprintf (why, len, "reading the journal: %m");
+    goto out;
+  }
+  if (crc32c (0, buf, r->journal_length) != r->journal_crc) {
+    snprintf (why, len, "the journal's checksum does not match its bytes: "
+              "the window at position %" PRIu64 " cannot be restored",
+              r->journal_position);
+    goto out;
+  }
+  n = reshape_write_ops (&rs->mv, buf, r->journal_position, r->journal_length,
+                         ops, NULL);
+  if (ioexec_run (ops, n, rs->mv.v->uring) == -1) {
+    snprintf (why, len, "writing the journal's window back: %m");
+    goto out;
+  }
+  stripe_notice ("%s: the journal's window (%" PRIu64 " bytes at position "
+                 "%" PRIu64 ") written back",
+                 kind_names[rs->kind], r->journal_length,
+                 r->journal_position);
+  rs->rec.position = r->journal_position + r->journal_length;
+  rs->rec.journal = false;
+  rs->rec.journal_position = rs->rec.journal_length = 0;
+  rs->rec.journal_crc = 0;
+  ret = record (rs);
+  if (ret == -1)
+    snprintf (why, len, "%s", rs->mv.error);
+out:
+  free (buf);
+  return ret;
+}
+
+int
+reshape_resume (struct volume *v, const struct assembly *a, const char *config,
+                char *why, size_t len)
+{
+  struct reshape *rs;
+  uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  unsigned n = 0, bad;
+
+  if (config == NULL) {
+    snprintf (why, len, "a reshape is under way: serve the volume from its "
+              "config file");
+    return -1;
+  }
+  if (mover_reserve (v, why, len) == -1)
+    return -1;
+  rs = calloc (1, sizeof *rs);
+  if (rs == NULL || (rs->config = strdup (config)) == NULL) {
+    free (rs);
+    mover_unreserve (v);
+    snprintf (why, len, "out of memory");
+    return -1;
+  }
+  rs->rec = a->reshape;
+  rs->nr_union = v->nr_members;
+  rs->from = v->layout;
+  memcpy (rs->from_map, v->map, sizeof rs->from_map);
+  rs->kind = RESHAPE_SIZE;
+  for (unsigned u = 0; u < rs->nr_union; ++u) {
+    if (rs->rec.old_sizes[u] == 0)
+      rs->kind = RESHAPE_GROW;
+    if (rs->rec.new_sizes[u] == 0) {
+      rs->kind = RESHAPE_SHRINK;
+      rs->has_leaving = true;
+      rs->leaving = u;
+      continue;
+    }
+    rs->to_map[n] = u;
+    sizes[n++] = rs->rec.new_sizes[u];
+  }
+  if (layout_init_as (&rs->to, rs->from.id, LAYOUT_SIZE_MD, rs->from.chunk,
+                      n, sizes, &bad)
+      != LAYOUT_OK) {
+    snprintf (why, len, "the new layout the headers record is not valid");
+    goto err;
+  }
+  restripe_init (&rs->rs, &rs->from, rs->from_map, &rs->to, rs->to_map,
+                 rs->nr_union, rs->rec.backward);
+  rs->journal_cap = journal_room (v, rs->nr_union);
+  rs->mv.v = v;
+  if (rs->rec.journal && replay (rs, why, len) == -1)
+    goto err;
+  stripe_notice ("%s under way: going on from %" PRIu64 " of %" PRIu64
+                 " bytes",
+                 kind_names[rs->kind], rs->rec.position, rs->rs.size);
+  if (go (rs, v, rs->rec.position, 0, why, len) == -1)
+    return -1;
+  return 0;
+
+err:
+  reshape_free (&rs->mv);
+  mover_unreserve (v);
+  return -1;
+}
