@@ -36,6 +36,11 @@ struct assembly {
    * started on and a leaving one a shrink finished with (config_note).
    */
   const char *paths[LAYOUT_MAX_MEMBERS];
+  /* The config names a reshape its members say is not under way: it is
+   * to be rewritten (paths; left: a member a finished shrink removed).
+   */
+  bool config_stale;
+  const char *left;
   char config_note[256];
   uint64_t data_offsets[LAYOUT_MAX_MEMBERS]; /* bytes, per member */
   /* Bytes of data each member holds; 0: all of it from its data offset

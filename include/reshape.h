@@ -78,4 +78,11 @@ extern int reshape_start (struct volume *v, const struct reshape_params *p,
 extern int reshape_resume (struct volume *v, const struct assembly *a,
                            const char *config, char *why, size_t len);
 
+/* The config of a volume assembled from it names a reshape its members
+ * say is not under way (a->config_stale: a crash between the config's
+ * rewrite and the headers' at either end): written as the members say.
+ */
+extern int reshape_fix_config (const char *config, const struct assembly *a,
+                               char *why, size_t len);
+
 #endif /* NBDSTRIPE_RESHAPE_H */

@@ -377,6 +377,13 @@ stripe_after_fork (void)
    * held when it was left.
    */
   volume_bump_generation (&volume, -1, "served");
+  if (assembly.config_stale && !volume.readonly) {
+    char why[1024];
+    if (reshape_fix_config (config_file, &assembly, why, sizeof why) == -1)
+      stripe_error ("%s: not rewritten as its members say (%s): it is served "
+                    "as they say all the same",
+                    config_file, why);
+  }
   if (assembly.reshape.active) {
     char why[1024];
     if (reshape_resume (&volume, &assembly, config_file, why, sizeof why)

@@ -310,56 +310,72 @@ peek (const struct stripe_config *cfg, unsigned i, struct meta_member *mm)
  * note says why.  Between the config's rewrite and the members' headers
  * at either end of a reshape, a crash leaves exactly that.
  */
-static void
+static bool
 reshape_config (const struct stripe_config *cfg, struct stripe_config *use,
-                char *note, size_t len)
+                const char **left, char *note, size_t len)
 {
   struct meta_member mm;
   unsigned keep = cfg->nr_members, drop = UINT_MAX;
+  bool stale = false;
 
   *use = *cfg;
+  *left = NULL;
   if (cfg->nr_joining && peek (cfg, 0, &mm)) {
     if (!mm.reshape && mm.count == cfg->nr_members - cfg->nr_joining) {
       keep = mm.count;
+      stale = true;
       snprintf (note, len, "the %u joining member(s) the config names were "
                 "never added (the grow did not start): served without them",
                 cfg->nr_joining);
+    }
+    else if (!mm.reshape && mm.count == cfg->nr_members) {
+      stale = true;
+      snprintf (note, len, "the grow is done: its joining members are "
+                "members");
     }
     free (mm.rec);
   }
   if (cfg->has_leaving && peek (cfg, cfg->leaving, &mm)) {
     if (mm.removed) {
       drop = cfg->leaving;
+      *left = cfg->members[cfg->leaving];
+      stale = true;
       snprintf (note, len, "the shrink of member %u (%s) is done: served "
                 "without it",
                 cfg->leaving, cfg->members[cfg->leaving]);
     }
-    else if (!mm.reshape)
+    else if (!mm.reshape) {
+      stale = true;
       snprintf (note, len, "the config names member %u as leaving, but no "
                 "shrink started on it", cfg->leaving);
+    }
     free (mm.rec);
   }
   use->nr_members = 0;
   for (unsigned i = 0; i < keep; ++i)
     if (i != drop)
       use->members[use->nr_members++] = cfg->members[i];
+  return stale;
 }
 
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
   struct stripe_config use;
+  const char *left;
   char note[256] = "";
+  bool stale;
   int r;
 
-  reshape_config (cfg, &use, note, sizeof note);
+  stale = reshape_config (cfg, &use, &left, note, sizeof note);
   r = assemble_ (&use, a, UINT_MAX, NULL);
   for (unsigned i = 0; i < use.nr_members; ++i)
     a->paths[i] = use.members[i];
+  a->config_stale = stale;
+  a->left = left;
   snprintf (a->config_note, sizeof a->config_note, "%s", note);
   if (note[0])
-    stripe_warning ("%s: %s (the config is rewritten at the next grow or "
-                    "shrink)", cfg->path, note);
+    stripe_warning ("%s: %s", cfg->path, note);
   return r;
 }
 

@@ -1113,3 +1113,36 @@ err:
   mover_unreserve (v);
   return -1;
 }
+
+int
+reshape_fix_config (const char *config, const struct assembly *a, char *why,
+                    size_t len)
+{
+  struct stripe_config cfg;
+  char *members[LAYOUT_MAX_MEMBERS], *removed[LAYOUT_MAX_MEMBERS];
+  unsigned nr_removed = 0;
+  char err[512];
+  int r;
+
+  if (!a->config_stale || config == NULL)
+    return 0;
+  if (config_load (config, &cfg, err, sizeof err) == -1) {
+    snprintf (why, len, "%s", err);
+    return -1;
+  }
+  for (unsigned i = 0; i < a->nr; ++i)
+    members[i] = (char *) a->paths[i];
+  for (unsigned k = 0; k < cfg.nr_removed; ++k)
+    removed[nr_removed++] = cfg.removed[k];
+  if (a->left && nr_removed < LAYOUT_MAX_MEMBERS)
+    removed[nr_removed++] = (char *) a->left;
+  r = config_rewrite_members (config,
+                              &(struct config_members){ a->nr, members, 0,
+                                                        NULL, NULL,
+                                                        nr_removed, removed },
+                              why, len);
+  config_free (&cfg);
+  if (r == 0)
+    stripe_notice ("%s: rewritten (%s)", config, a->config_note);
+  return r;
+}

@@ -1,0 +1,369 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+# tests/reshape/phases.sh's client: client requests in flight across every
+# phase boundary of a grow or a shrink, made to happen, not hoped for.
+# Run with /usr/bin/python3 (Debian's python3-libnbd).
+#
+#   phases.py run URI CTL STATE [--kill PHASE:NTH --server-pid PID]
+#       The server holds the reshape's copier at each phase
+#       (-D stripe.replace_gate=1: published, drained, locked, recorded,
+#       journaled, advanced, copied, quiesced, metadata, config).  At each
+#       one a batch of requests is sent, each on a connection of its own:
+#       writes, FUA writes, write-zeroes and trims just below, in and just
+#       above where the copy is (the windows being moved, the critical
+#       section at the start of a grow or the end of a shrink), and
+#       elsewhere; reads of ranges no request in flight touches (checked
+#       against the model when they complete); a flush.  The phase is let
+#       go only once every request sent so far has completed or is held by
+#       the plugin (the status's clients_held), so that each one is in
+#       flight across the boundary that follows.
+#
+#       --kill PHASE:NTH: the NTH time the copier is held at PHASE, a batch
+#       is sent and waited for (completed or held), a second one sent, and
+#       the server killed (SIGKILL).  Requests not completed are uncertain:
+#       each 4 KiB block holds what it held before or after them.
+#
+#       STATE.model and STATE.json (the uncertain blocks) are written.
+#
+#   phases.py verify URI CTL STATE OUT
+#       The volume served again (the reshape goes on from where the
+#       members say): waited for to its end, then every byte read holds
+#       the model, every uncertain block one of its candidates; the image
+#       read is written to OUT (for the member files' check).
+#
+# Output: a JSON summary on stdout; problems on stderr; exit status 1 if
+# any.
+
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                "..", "lib"))
+sys.dont_write_bytecode = True          # no __pycache__ in the source tree
+from replace_ctl import ask as ask_ctl  # noqa: E402
+
+BLOCK = 4096
+KINDS = ("write", "fua", "zero", "trim")
+DEADLINE = 60
+
+
+def reshape_of(ans):
+    st = ans.get("status")
+    if isinstance(st, dict) and "reshape" in st:
+        return st["reshape"]
+    return ans.get("reshape", {})
+
+
+def status(ctl):
+    return reshape_of(ask_ctl(ctl, {"op": "status"}))
+
+
+class Request:
+    def __init__(self, kind, lo, length, data, before):
+        self.kind, self.lo, self.length = kind, lo, length
+        self.data, self.before = data, before
+        self.done = False
+        self.error = None
+        self.got = None
+
+
+class Run:
+    def __init__(self, uri, ctl):
+        import nbd
+        self.nbd = nbd
+        self.uri, self.ctl = uri, ctl
+        self.rng = random.Random(20261204)
+        self.lock = threading.Lock()
+        self.pending = []
+        self.all = []
+        self.problems = []
+        self.phases = []
+        # A shrink refuses what lies beyond the size it shrinks to.
+        self.limit = status(ctl).get("size_to") \
+            if status(ctl).get("kind") == "shrink" else None
+        self.model = bytearray(self.volume_read())
+
+    def handle(self):
+        h = self.nbd.NBD()
+        h.connect_uri(self.uri)
+        return h
+
+    def volume_read(self):
+        h = self.handle()
+        size = h.get_size()
+        if self.limit is not None:
+            size = min(size, self.limit)
+        buf = bytearray()
+        for off in range(0, size, 4 << 20):
+            buf += h.pread(min(4 << 20, size - off), off)
+        h.shutdown()
+        return buf
+
+    def busy(self, lo, hi):
+        return any(r.lo < hi and lo < r.lo + r.length for r in self.pending)
+
+    def pick(self, lo, hi, length):
+        """A free range of length in [lo, hi) of the volume."""
+        lo = max(0, lo)
+        hi = min(len(self.model), hi)
+        for _ in range(100):
+            if hi - lo < length:
+                return None
+            off = lo + self.rng.randrange(0, (hi - lo - length) // BLOCK + 1) \
+                * BLOCK
+            if not self.busy(off, off + length):
+                return off
+        return None
+
+    def start(self, kind, lo, length):
+        data = os.urandom(length) if kind in ("write", "fua") else None
+        r = Request(kind, lo, length, data, bytes(self.model[lo:lo + length]))
+        if kind in ("write", "fua"):
+            self.model[lo:lo + length] = data
+        elif kind in ("zero", "trim"):
+            self.model[lo:lo + length] = bytes(length)
+        with self.lock:
+            if kind != "flush":
+                self.pending.append(r)
+            self.all.append(r)
+        threading.Thread(target=self.run_one, args=(r,), daemon=True).start()
+        return r
+
+    def run_one(self, r):
+        nbd = self.nbd
+        try:
+            h = self.handle()
+            if r.kind == "write":
+                h.pwrite(r.data, r.lo)
+            elif r.kind == "fua":
+                h.pwrite(r.data, r.lo, nbd.CMD_FLAG_FUA)
+            elif r.kind == "zero":
+                h.zero(r.length, r.lo)
+            elif r.kind == "trim":
+                h.trim(r.length, r.lo)
+            elif r.kind == "read":
+                r.got = h.pread(r.length, r.lo)
+            elif r.kind == "flush":
+                h.flush()
+            h.shutdown()
+        except Exception as e:      # noqa: BLE001 - reported below
+            r.error = str(e)
+        with self.lock:
+            r.done = True
+            if r in self.pending:
+                self.pending.remove(r)
+
+    # ---- a batch of requests ----
+
+    def boundary(self, st):
+        """Where the copy is, in the volume's logical bytes."""
+        copied = st.get("bytes_copied", 0)
+        size = len(self.model)
+        if st.get("direction") == "backward":
+            return max(0, st.get("size_to", size) - copied)
+        return min(size, copied)
+
+    def batch(self, st):
+        size = len(self.model)
+        b = self.boundary(st)
+        # Where the copy is (below, in and above the windows), then
+        # anywhere.
+        spots = [(b - (1 << 20), b), (b, b + (4 << 20)),
+                 (b + (4 << 20), b + (12 << 20)), (0, size)]
+        if st.get("direction") == "backward":
+            spots = [(b, b + (1 << 20)), (b - (4 << 20), b),
+                     (b - (12 << 20), b - (4 << 20)), (0, size)]
+        if st.get("kind") == "shrink":
+            lim = st.get("size_to", size)
+            spots = [(lo, min(hi, lim)) for lo, hi in spots]
+        sent = 0
+        for lo, hi in spots:
+            for kind in KINDS:
+                length = self.rng.choice((1, 2, 4, 16)) * BLOCK
+                off = self.pick(lo, hi, length)
+                if off is not None:
+                    self.start(kind, off, length)
+                    sent += 1
+        for lo, hi in spots:
+            length = 4 * BLOCK
+            off = self.pick(lo, hi, length)
+            if off is not None:
+                r = self.start("read", off, length)
+                r.want = bytes(self.model[off:off + length])
+        self.start("flush", 0, 0)
+        return sent
+
+    def settle(self, st_held):
+        """Until every request sent has completed or is held."""
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            with self.lock:
+                left = [r for r in self.all if not r.done]
+            if not left:
+                return True
+            st = status(self.ctl)
+            if st.get("clients_held", 0) >= len(left):
+                return True
+            time.sleep(0.01)
+        self.problems.append("requests neither completed nor held after "
+                             "%d s" % DEADLINE)
+        return False
+
+    def check_reads(self):
+        for r in self.all:
+            if r.kind == "read" and r.done and r.error is None \
+                    and r.got != r.want:
+                self.problems.append("read at %d+%d returned other bytes "
+                                     "than the model" % (r.lo, r.length))
+            if r.done and r.error is not None:
+                self.problems.append("%s at %d+%d failed: %s"
+                                     % (r.kind, r.lo, r.length, r.error))
+
+    # ---- the run ----
+
+    def run(self, kill, server_pid):
+        seen = 0
+        kills = 0
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            st = status(self.ctl)
+            if st.get("state") in ("done", "failed", "cancelled"):
+                break
+            if not st.get("phase_held") or st.get("phase_seq", 0) == seen:
+                time.sleep(0.005)
+                continue
+            seen = st["phase_seq"]
+            phase = st.get("phase")
+            self.phases.append(phase)
+            self.batch(st)
+            self.settle(st)
+            if kill and phase == kill[0]:
+                kills += 1
+                if kills == kill[1]:
+                    self.batch(st)
+                    os.kill(server_pid, signal.SIGKILL)
+                    return st, True
+            try:
+                ask_ctl(self.ctl, {"op": "step", "at": phase})
+            except OSError:
+                pass
+        st = status(self.ctl)
+        for _ in range(DEADLINE * 100):
+            with self.lock:
+                if all(r.done for r in self.all):
+                    break
+            time.sleep(0.01)
+        self.check_reads()
+        return st, False
+
+    def save(self, path):
+        with open(path + ".model", "wb") as f:
+            f.write(self.model)
+        # In flight at the kill: not answered, or answered with the error
+        # of the connection going away.
+        uncertain = [{"lo": r.lo, "before": r.before.hex(),
+                      "after": self.after_of(r).hex()}
+                     for r in self.all
+                     if (not r.done or r.error is not None)
+                     and r.kind not in ("read", "flush")]
+        with open(path + ".json", "w") as f:
+            json.dump({"uncertain": uncertain}, f)
+
+    @staticmethod
+    def after_of(r):
+        return r.data if r.data is not None else bytes(r.length)
+
+
+def verify(uri, ctl, state, out):
+    import nbd
+    problems = []
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        st = status(ctl)
+        if st.get("state") in ("done", "failed", "cancelled") or not st:
+            break
+        time.sleep(0.02)
+    if st and st.get("state") != "done":
+        problems.append("the reshape did not go on to its end: %s" % st)
+    with open(state + ".model", "rb") as f:
+        model = f.read()
+    with open(state + ".json") as f:
+        unc = json.load(f)["uncertain"]
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    size = h.get_size()
+    got = bytearray()
+    for off in range(0, size, 4 << 20):
+        got += h.pread(min(4 << 20, size - off), off)
+    h.shutdown()
+    with open(out, "wb") as f:
+        f.write(got)
+    covered = {}
+    for u in unc:
+        before, after = bytes.fromhex(u["before"]), bytes.fromhex(u["after"])
+        for k in range(0, len(before), BLOCK):
+            covered[u["lo"] + k] = (before[k:k + BLOCK], after[k:k + BLOCK])
+    n = min(len(model), len(got))
+    bad = 0
+    for off in range(0, n, BLOCK):
+        g = bytes(got[off:off + BLOCK])
+        if off in covered:
+            if g not in covered[off]:
+                bad += 1
+                if bad <= 5:
+                    problems.append("block at %d (in flight at the kill) "
+                                    "holds neither its bytes before nor "
+                                    "after" % off)
+        elif g != model[off:off + BLOCK]:
+            bad += 1
+            if bad <= 5:
+                problems.append("block at %d differs from the model" % off)
+    if bad > 5:
+        problems.append("%d blocks differ in all" % bad)
+    return {"size": size, "state": st.get("state") if st else None,
+            "uncertain_requests": len(unc)}, problems
+
+
+def main(argv):
+    if len(argv) >= 5 and argv[1] == "run":
+        uri, ctl, state = argv[2:5]
+        kill = None
+        pid = None
+        rest = argv[5:]
+        if "--kill" in rest:
+            p, nth = rest[rest.index("--kill") + 1].split(":")
+            kill = (p, int(nth))
+            pid = int(rest[rest.index("--server-pid") + 1])
+        r = Run(uri, ctl)
+        st, killed = r.run(kill, pid)
+        r.save(state)
+        if not killed and st.get("state") != "done":
+            r.problems.append("the reshape ended %s: %s"
+                              % (st.get("state"), st.get("error")))
+        if not killed:
+            got = r.volume_read()
+            if bytes(got[:len(r.model)]) != bytes(r.model[:len(got)]):
+                r.problems.append("the volume differs from the model")
+        print(json.dumps({"phases": r.phases, "killed": killed,
+                          "requests": len(r.all), "state": st}))
+        for p in r.problems:
+            print("phases.py: " + p, file=sys.stderr)
+        return 1 if r.problems else 0
+    if len(argv) == 6 and argv[1] == "verify":
+        summary, problems = verify(*argv[2:6])
+        print(json.dumps(summary))
+        for p in problems:
+            print("phases.py: " + p, file=sys.stderr)
+        return 1 if problems else 0
+    print(__doc__ if __doc__ else "usage: see the top of phases.py",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# A grow (2 -> 3 members) and a shrink (3 -> 2, member 1 out) of a served
+# volume, every kind of client request in flight across every phase
+# boundary -- made to happen, not left to chance: the server holds the
+# reshape's copier at each phase (-D stripe.replace_gate=1) and
+# tests/reshape/phases.py sends requests at each one (below, in and above
+# where the copy is: the critical section through the journal, windows in
+# place, the switch) and lets it go only once every request has completed
+# or is held by the plugin.  Then every byte is checked against the model
+# (the volume, and again served afresh from the config as it now is), and
+# the member files against an independent model of the layout
+# (tests/lib/md_raid0_model.py): every byte where the new layout puts it.
+#
+#   phases.sh grow|shrink          the whole reshape
+#   phases.sh grow|shrink --kill P:N ...
+#                                  for each: SIGKILL the server the Nth
+#                                  time the copier is held at phase P, a
+#                                  batch of requests acknowledged and one in
+#                                  flight; served again, the reshape goes on
+#                                  from where the members say (the journal
+#                                  replayed); acknowledged requests hold,
+#                                  those in flight hold their bytes before or
+#                                  after
+HERE=$(dirname "$(realpath "$0")")
+source "$HERE/../lib/replace.sh" || exit 1
+rp_init libnbd
+
+kind=$1
+shift
+data=$((12 * M))         # 3 windows of data a member
+size=$((M + data))       # the default 1 MiB data offset: the journal's room
+
+setup ()
+{
+  local n=$1
+  rm -f "$D_TMP"/m[0-2]
+  for f in m0 m1 m2; do truncate -s "$size" "$D_TMP/$f"; done
+  if [[ $kind == grow ]]; then
+    rp_volume "vol$n" 64K "" "$D_TMP/m0" "$D_TMP/m1"
+  else
+    rp_volume "vol$n" 64K "" "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2"
+  fi
+  rp_create
+  rp_start "fill$n"
+  # A shrink keeps two members' worth: the rest of the volume never
+  # written (holes), as a file system shrunk and trimmed leaves it.
+  d_random "$D_TMP/pattern" $((2 * data))
+  nbdcopy "$D_TMP/pattern" "$RP_URI" || d_fail "nbdcopy into the volume"
+  rp_stop
+}
+
+# members_check LABEL IMAGE: the member files hold the image where the
+# new layout puts it, member by member in the config's order.
+members_check ()
+{
+  local label=$1 image=$2 args=() m
+  while read -r m; do
+    args+=("$m:$M:$data")
+  done < <(sed -n 's/^members = \[ \(.*\) \];/\1/p' "$RP_CONF" |
+             tr ',' '\n' | tr -d ' "')
+  if "$RP_PY" "$RP_LIB/md_raid0_model.py" check --chunk 65536 --layout 2 \
+       --pattern "$image" --size "$(stat -c %s "$image")" "${args[@]}" \
+       >"$D_TMP/$label.model.out" 2>&1; then
+    d_ok "$label: the member files (${#args[@]}) hold every byte where the new layout puts it"
+  else
+    cat "$D_TMP/$label.model.out"
+    d_bad "$label: the member files do not hold the volume where the layout says"
+  fi
+}
+
+# one LABEL [--kill P:N]: the reshape with phases.py run, then served
+# again and verified.
+one ()
+{
+  local label=$1 rc=0
+  shift
+  rp_start "$label" -D stripe.replace_gate=1
+  if [[ $kind == grow ]]; then
+    d_run "$label.grow" d_ns grow "$RP_CONF" "$D_TMP/m2"
+  else
+    d_run "$label.shrink" d_ns shrink "$RP_CONF" 1 --size $((2 * data))
+  fi
+  [[ $D_RC -eq 0 ]] || d_fail "$label: nbdstripe $kind refused (above)"
+  "$RP_PY" "$HERE/phases.py" run "$RP_URI" "$RP_CTL" "$D_TMP/$label.state" \
+    "$@" --server-pid "$RP_PID" >"$D_TMP/$label.json" || rc=$?
+  cat "$D_TMP/$label.json"
+  if [[ $rc -eq 0 ]]; then
+    d_ok "$label: every request where the model says"
+  else
+    d_bad "$label: phases.py found lost, stale or failed requests (above)"
+  fi
+  if [[ $(jq -r .killed "$D_TMP/$label.json") == true ]]; then
+    d_wait_gone "$RP_PID" 30 || d_fail "$label: the server did not die"
+    rp_forget "$RP_PID"
+  else
+    rp_stop
+  fi
+  rp_start "$label-again"
+  rc=0
+  "$RP_PY" "$HERE/phases.py" verify "$RP_URI" "$RP_CTL" \
+    "$D_TMP/$label.state" "$D_TMP/$label.image" || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    d_ok "$label: served again, the reshape at its end: every acknowledged byte"
+  else
+    d_bad "$label: served again, the volume lost or changed bytes (above)"
+  fi
+  rp_stop
+  members_check "$label" "$D_TMP/$label.image"
+}
+
+if [[ ${1:-} == --kill ]]; then
+  shift
+  n=0
+  for k in "$@"; do
+    n=$((n + 1))
+    d_log "$kind: kill -9 at $k"
+    setup "$n"
+    one "kill$n" --kill "$k"
+  done
+else
+  setup 0
+  one whole
+  jq -e '.phases | length >= 10' "$D_TMP/whole.json" >/dev/null ||
+    d_bad "the copier was not held at every phase"
+  for p in journaled recorded quiesced metadata config; do
+    jq -e --arg p "$p" '.phases | index($p)' "$D_TMP/whole.json" >/dev/null ||
+      d_bad "the copier was never held at $p"
+  done
+fi
+d_done
