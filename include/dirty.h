@@ -61,8 +61,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define DIRTY_MARKED 1u  /* writes completed since the last sync started */
-#define DIRTY_SYNC 2u    /* state / DIRTY_SYNC: syncs running */
+#define DIRTY_MARKED 1u /* writes completed since the last sync started */
+#define DIRTY_SYNC 2u   /* state / DIRTY_SYNC: syncs running */
 
 /* One sync of the member, on the stack of the flush that starts it. */
 struct dirty_sync {
@@ -72,7 +72,7 @@ struct dirty_sync {
 
 struct dirty {
   /* Alone on its cache line: every write to the member reads it. */
-  _Alignas (64) _Atomic unsigned state;
+  _Alignas(64) _Atomic unsigned state;
   pthread_mutex_t lock;       /* what follows; syncs start and end under it */
   pthread_cond_t cond;        /* a sync ended */
   uint64_t started;           /* syncs started: the last one's number */

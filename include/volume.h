@@ -191,9 +191,11 @@ struct volume {
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
   /* Which members hold writes not yet synced (dirty.h), by index: a
-   * member switched in by a replace takes over its index's state.
+   * member switched in by a replace takes over its index's state.  An
+   * array of LAYOUT_MAX_MEMBERS of its own, cache-line aligned (the
+   * volume itself may be malloc'd).
    */
-  struct dirty dirty[LAYOUT_MAX_MEMBERS];
+  struct dirty *dirty;
 };
 
 /* Wait until every request that started before this call has ended

@@ -8,7 +8,7 @@ the minimum and maximum over the repetitions, the point their median."""
 import os
 import shutil
 
-from .profiles import PROFILE_NAMES, small_block
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, small_block
 from .util import fmt_size, log, run
 
 # colour-blind safe (Okabe-Ito); one colour and one marker per member
@@ -33,6 +33,9 @@ def members_label(doc):
         if m["throttle"] is None:
             return "emulated members, NOT throttled (scaling not meaningful)"
         return "emulated members: %d MB/s, %d IOPS per member (each way)" % (m["mbps"], m["iops"])
+    if m["mode"] == "files":
+        return "members: files on this machine's disk, the volume %s at every N, not throttled" % (
+            fmt_size(doc["parameters"]["volume_size"]))
     if m["mode"] == "remote":
         r = m["remote"]
         return "emulated remote members (NBD servers): %d MB/s%s per member" % (
@@ -150,6 +153,49 @@ def scaling_chart(doc, cdir, profile, rows):
     return png
 
 
+def fsync_chart(doc, cdir, rows):
+    """The fsync profile: write+flush pairs per second vs N (log scale),
+    the stripe plugin's median with its range, nbdkit's file plugin on one
+    file (a level: it has no N) and the targets: 0.97 x the file plugin
+    for N = 1, 0.95 x N = 1 for the others.  Flat is the goal."""
+    prof = FSYNC_PROFILE[0]
+    datf = os.path.join(cdir, "fsync-%s.dat" % prof)
+    pr = sorted([r for r in rows if r["config"] == "plugin"], key=lambda r: r["n"])
+    fp = next((r for r in rows if r["config"] == "file"), None)
+    one = next((r["iops"] for r in pr if r["n"] == 1), None)
+    with open(datf, "w") as f:
+        f.write("# N median min max (IOPS: writes, each followed by a flush)\n")
+        for r in pr:
+            f.write("%d %.3f %.3f %.3f\n" % (r["n"], r["iops"], r["iops_min"], r["iops_max"]))
+    ns = [r["n"] for r in pr]
+    s = ["set title %s" % q(
+        "%s: %d jobs, each 4K random write + flush at QD1, through the stripe plugin vs N (chunk %s)\n%s; %s"
+        % (prof, doc["parameters"].get("jobs", FSYNC_JOBS), fmt_size(doc["parameters"]["chunk"]),
+           members_label(doc), runs_label(doc)))]
+    s.append("set grid\nset key outside right top box\nset xlabel 'members (N)'\n"
+             "set ylabel 'writes (+ flush) per second'\nset logscale x 2\nset yrange [0:*]\n"
+             "set offsets 0,0,graph 0.1,0")
+    s.append("set xtics (%s)\nset xrange [%g:%g]" % (",".join(str(n) for n in ns),
+                                                     min(ns) / 1.5, max(ns) * 1.5))
+    plots = []
+    if fp:
+        s.append("set object 1 rect from graph 0, first %.3f to graph 1, first %.3f fc rgb '%s' "
+                 "fs transparent solid 0.15 noborder behind" % (fp["iops_min"], fp["iops_max"], REFERENCE))
+        plots.append("%.3f with lines dt (8,4) lw 3 lc rgb '%s' title %s" % (
+            fp["iops"], REFERENCE, q("nbdkit file plugin, one file (band: min-max)")))
+        plots.append("%.3f with lines dt 3 lw 2 lc rgb '%s' title %s" % (
+            0.97 * fp["iops"], REFERENCE, q("target N=1: 0.97 x file plugin")))
+    if one:
+        plots.append("%.3f with lines dt 3 lw 2 lc rgb '%s' title %s" % (
+            0.95 * one, MEASURED, q("target N>1: 0.95 x stripe N=1")))
+    plots.append("%s using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 1.3 lc rgb '%s' title 'stripe plugin, measured'"
+                 % (q(datf), MEASURED))
+    s.append("plot " + ", \\\n  ".join(plots))
+    png = os.path.join(cdir, "fsync-%s.png" % prof)
+    gnuplot(png, "\n".join(s) + "\n")
+    return png
+
+
 def chunks_chart(doc, cdir, sweep):
     """One panel per profile, absolute units (MB/s, or IOPS for 4K),
     read and write vs chunk size, the default chunk marked."""
@@ -262,6 +308,9 @@ def make_charts(doc, out):
         rows = [r for r in main if r["profile"] == p]
         if rows:
             made.append(scaling_chart(doc, cdir, p, rows))
+    rows = [r for r in main if r["profile"] == FSYNC_PROFILE[0]]
+    if rows:
+        made.append(fsync_chart(doc, cdir, rows))
     sweep = [r for r in doc["results"] if r["phase"] == "chunks"]
     if sweep:
         made.append(chunks_chart(doc, cdir, sweep))

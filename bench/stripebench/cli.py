@@ -11,7 +11,7 @@ import shutil
 import signal
 
 from . import charts, results
-from .profiles import PROFILE_NAMES
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES
 from .runner import Bench
 from .util import BenchError, log, parse_size
 
@@ -45,6 +45,9 @@ examples:
   # real drives: read-only unless --destroy-data is given
   bench/stripe-bench --members /dev/nvme0n1,/dev/nvme1n1
   bench/stripe-bench --members /dev/sdb,/dev/sdc --destroy-data --cache-size 20G
+  # the fsync profile: 4 jobs x 4K random write + flush, member files on
+  # the machine's disk, a 256M volume at N = 1, 4, 16, 64 beside the file plugin
+  bench/stripe-bench --fsync --repeat 3
   # redraw the charts of a run from its results.json, running nothing
   bench/stripe-bench --replot bench/results/local/results.json
   bench/stripe-bench --replot            # every published run in bench/results/
@@ -70,10 +73,11 @@ def parse_args(argv):
     ap.add_argument("--plugin", default=default_plugin(),
                     help="nbdkit-stripe-plugin.so (default: $NBDSTRIPE_PLUGIN, else build/plugin/)")
     ap.add_argument("--out", help="output directory (default: bench/out/YYYYmmdd-HHMMSS)")
-    ap.add_argument("--counts", default="1,2,4",
-                    help="member counts N to measure, must include 1 (default 1,2,4; add 8 when wanted)")
-    ap.add_argument("--chunk", type=parse_size, default=128 << 10,
-                    help="chunk of the main runs (default 128K)")
+    ap.add_argument("--counts",
+                    help="member counts N to measure, must include 1 (default 1,2,4; add 8 when wanted; "
+                         "--fsync: 1,4,16,64)")
+    ap.add_argument("--chunk", type=parse_size,
+                    help="chunk of the main runs (default 128K; --fsync: 64K)")
     ap.add_argument("--chunks", help="chunk-size sweep at the largest N, e.g. 64K,128K,256K,512K,1M")
     ap.add_argument("--profiles", default=",".join(PROFILE_NAMES),
                     help="comma list of profiles (default: all: %s)" % ",".join(PROFILE_NAMES))
@@ -106,6 +110,16 @@ def parse_args(argv):
     g.add_argument("--loop-stack", type=int, choices=(1, 2), default=2,
                    help="2 (default): member = loop over loop over file, throttled at the inner one "
                         "(so the throttle never sees split bios); 1: a single loop device")
+    g = ap.add_argument_group("the fsync profile (--fsync; root not needed)")
+    g.add_argument("--fsync", action="store_true",
+                   help="run the fsync profile %s instead: %d fio jobs (connections), each 4K random "
+                        "writes at QD1 with a flush after every write (fio --fsync=1); members are "
+                        "files on the machine's disk in --workdir (not RAM, not throttled), the "
+                        "volume the same size (--volume-size) whatever N; the reference is nbdkit's "
+                        "file plugin on one file of that size; plugin cache=writeback unless --cache"
+                        % (FSYNC_PROFILE[0], FSYNC_JOBS))
+    g.add_argument("--volume-size", type=parse_size, default=256 << 20,
+                   help="--fsync: the volume's size, each of N members a 1/N of it (default 256M)")
     g = ap.add_argument_group("remote members (--remote; root not needed)")
     g.add_argument("--remote", action="store_true",
                    help="members are NBD servers: nbdkit memory plugin behind the rate filter "
@@ -131,14 +145,29 @@ def parse_args(argv):
     g.add_argument("--slow-mbps", type=int, help="emulated write MB/s after the cache is full (default mbps/3)")
     g.add_argument("--sustained-factor", type=int, default=3,
                    help="write this many times the cache size per member (default 3)")
-    ap.add_argument("--cache", default="direct", choices=("direct", "writethrough", "writeback"),
-                    help="plugin cache= mode when the plugin supports it (default direct = O_DIRECT)")
+    ap.add_argument("--cache", choices=("direct", "writethrough", "writeback"),
+                    help="plugin cache= mode when the plugin supports it (default direct = O_DIRECT; "
+                         "--fsync: writeback, like the file plugin's default)")
     a = ap.parse_args(argv)
     if a.replot is not None:
         return a
 
     def fail(msg):
         ap.error(msg)
+    if a.fsync:
+        if a.remote or a.members:
+            fail("--fsync makes its own members (files on the disk): not with --remote or --members")
+        a.counts = a.counts or "1,4,16,64"
+        a.chunk = a.chunk or (64 << 10)
+        a.cache = a.cache or "writeback"
+        a.profiles = FSYNC_PROFILE[0]
+        a.rw = "write"
+        a.sustained = False
+        if a.volume_size % (4 << 10):
+            fail("--volume-size must be a multiple of 4K")
+    a.counts = a.counts or "1,2,4"
+    a.chunk = a.chunk or (128 << 10)
+    a.cache = a.cache or "direct"
     try:
         a.counts = sorted({int(x) for x in a.counts.split(",")})
     except ValueError:
@@ -151,8 +180,13 @@ def parse_args(argv):
             fail("chunk %d is not a multiple of 4K" % c)
     a.profiles = [p.strip() for p in a.profiles.split(",")]
     for p in a.profiles:
-        if p not in PROFILE_NAMES:
+        if p not in PROFILE_NAMES and not (a.fsync and p == FSYNC_PROFILE[0]):
             fail("unknown profile %s" % p)
+    if a.fsync:
+        for n in a.counts:
+            if a.volume_size // n < a.chunk:
+                fail("--fsync: at N=%d a member (%d bytes) is smaller than a chunk"
+                     % (n, a.volume_size // n))
     a.rw = [x.strip() for x in a.rw.split(",")]
     if any(x not in ("read", "write") for x in a.rw):
         fail("--rw: read and/or write")
@@ -236,7 +270,7 @@ def main(argv):
         if not shutil.which(tool):
             log("stripe-bench: %s not found" % tool)
             return 1
-    if not a.members and not a.remote and os.geteuid() != 0:
+    if not a.members and not a.remote and not a.fsync and os.geteuid() != 0:
         log("stripe-bench: emulated members need root (loop devices, cgroup throttling); "
             "cannot throttle, so scaling cannot be measured. Use --members for real drives.")
         return 1

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE
 from .util import GIB, MB, BenchError, fmt_size, proc_cpu, procs_cpu, sys_cpu
 
 
@@ -17,13 +18,16 @@ class FioMixin:
     """fio runs and measured rows; mixed into runner.Bench."""
 
     def fio(self, uri, name, rw, bs, qd, ramp, runtime, extra=(), server_pid=None,
-            member_pids=()):
-        """Run one fio job; returns (fio json job, window measurements).
+            member_pids=(), jobs=1):
+        """Run one fio job (jobs > 1: that many, a connection each, reported
+        as one); returns (fio json job, window measurements).
         member_pids: the remote members' servers, whose CPU is part of the
         setup (not "other" load); it is reported as members_cpu_s."""
         cmd = ["fio", "--thread", "--name=" + name, "--ioengine=nbd", "--uri=" + uri,
-               "--rw=" + rw, "--bs=%d" % bs, "--iodepth=%d" % qd, "--numjobs=1",
+               "--rw=" + rw, "--bs=%d" % bs, "--iodepth=%d" % qd, "--numjobs=%d" % jobs,
                "--lat_percentiles=1", "--output-format=json"]
+        if jobs > 1:
+            cmd.append("--group_reporting")
         if runtime:
             # in ms: fio truncates "1.5s" to 1 s and "0.5s" to no ramp at all
             cmd += ["--time_based", "--runtime=%dms" % round(runtime * 1000)]
@@ -86,13 +90,16 @@ class FioMixin:
         name, bs, qd, seq = prof
         key = self.ensure_server(config, n, chunk)   # servers start when first needed
         p, uri, _ = self.servers[key]
-        if config == "file":
+        fsync = name == FSYNC_PROFILE[0]
+        if config == "file" and not fsync:
             self.flushbufs(self.members[:1])
         fio_rw = ("" if seq else "rand") + rw
         job, w = self.fio(uri, "%s-%s" % (name, rw), fio_rw,
                           bs, qd, a.ramp, a.runtime, server_pid=p.pid,
-                          member_pids=self.member_pids())
-        if config == "file" and rw == "write":
+                          member_pids=self.member_pids(),
+                          extra=["--fsync=1"] if fsync else (),
+                          jobs=FSYNC_JOBS if fsync else 1)
+        if config == "file" and rw == "write" and not fsync:
             self.flushbufs(self.members[:1])    # its writeback must not spill into the next run
         d = job[rw]
         lat = d.get("lat_ns", {})

@@ -152,6 +152,40 @@ class MembersMixin:
                 % (i, outer, (" -> %s" % inner) if outer != inner else "", inner, a.mbps, a.iops)
                 if self.throttle else "  member %d: %s (unthrottled)" % (i, outer))
 
+    def setup_files(self, counts):
+        """--fsync: members are plain files on the machine's disk (in
+        --workdir), written once so that writes land on allocated blocks
+        (no extent allocation, no size change for fdatasync to journal).
+        The volume has the same size at every N: N files of a 1/N each,
+        a set per N; the reference (nbdkit's file plugin) gets one file of
+        the whole size."""
+        a = self.a
+        os.makedirs(a.workdir, exist_ok=True)
+
+        def make(path, size):
+            self.files.append(path)
+            run(["dd", "if=/dev/zero", "of=" + path, "bs=64K", "count=%d" % (size // (64 << 10)),
+                 "status=none"])
+            if size % (64 << 10):
+                with open(path, "ab") as f:
+                    f.write(bytes(size % (64 << 10)))
+            os.sync()
+
+        log("  creating the reference file and %s member files of %s in %s (written once)"
+            % ("+".join(str(n) for n in counts), "+".join(fmt_size(a.volume_size // n) for n in counts),
+               a.workdir))
+        self.ref_file = os.path.join(a.workdir, "reference.img")
+        make(self.ref_file, a.volume_size)
+        self.member_sets = {}
+        for n in counts:
+            ms = []
+            for i in range(n):
+                path = os.path.join(a.workdir, "n%d-member%d.img" % (n, i))
+                make(path, a.volume_size // n)
+                ms.append({"index": i, "dev": path, "tdev": None, "file": path, "majmin": None})
+            self.member_sets[n] = ms
+        self.members = self.member_sets[max(counts)]
+
     def setup_real(self):
         for i, dev in enumerate(self.a.members):
             if not os.path.exists(dev):

@@ -9,7 +9,7 @@ import os
 import statistics
 
 from . import charts
-from .profiles import PROFILE_NAMES
+from .profiles import ALL_PROFILE_NAMES, PROFILE_NAMES
 from .util import fmt_size
 
 
@@ -50,7 +50,7 @@ def aggregate(runs, chunk, ref, scaling_refused):
             f = idx.get((ph, ref, 1, None, r["profile"], r["rw"]))
             if f and f["mbps"]:
                 r["vs_file_plugin"] = r["mbps"] / f["mbps"]
-    order = {p: i for i, p in enumerate(PROFILE_NAMES)}
+    order = {p: i for i, p in enumerate(ALL_PROFILE_NAMES)}
     res.sort(key=lambda r: (r["phase"], order[r["profile"]], r["rw"],
                             r["config"] == "plugin", r["n"], r["chunk"] or 0))
     return res, idx
@@ -94,7 +94,9 @@ def write_summary(doc, out):
         doc["date"], doc["machine"]["hostname"], doc["machine"]["kernel"],
         doc["machine"]["cpus"], doc["machine"]["loadavg_before"]))
     e = doc["members"]
-    if e["mode"] == "remote":
+    if e["mode"] == "files":
+        L.append("Members: %s; %d jobs  " % (e["method"], doc["parameters"].get("jobs", 1)))
+    elif e["mode"] == "remote":
         L.append("Members: %d remote (%s), %s MB/s each way and %d ms per request per member, %s each; "
                  "reference: nbdkit's nbd plugin on member 0  " % (
                      e["count"], e["method"], e["mbps"], e["remote"]["delay_ms"], fmt_size(e["size"])))

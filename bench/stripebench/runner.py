@@ -18,7 +18,7 @@ import time
 from . import results
 from .fio import FioMixin
 from .members import MembersMixin
-from .profiles import PROFILES, targets
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILES, fsync_targets, targets
 from .util import MB, BenchError, dev_sectors, fmt_size, free_tcp_port, log, run
 
 SCHEMA_VERSION = 2
@@ -46,6 +46,8 @@ class Bench(MembersMixin, FioMixin):
         self.ref = "nbd" if a.remote else "file"     # the N=1 reference config
         self.allocator = None
         self.limited = True
+        self.member_sets = None  # --fsync: N -> that volume's member files
+        self.ref_file = None     # --fsync: the file plugin's file
 
     # ------------------------------------------------------------ servers
     def start_server(self, key, argv, readonly, tcp=False):
@@ -103,7 +105,8 @@ class Bench(MembersMixin, FioMixin):
         if self.plugin_cache:
             argv.append("cache=" + self.plugin_cache)
         argv.append("chunk=" + fmt_size(chunk))
-        argv += ["file=" + m["dev"] for m in self.members[:n]]   # a path or an NBD URI
+        members = self.member_sets[n] if self.member_sets else self.members[:n]
+        argv += ["file=" + m["dev"] for m in members]   # a path or an NBD URI
         return argv
 
     def stop_volumes(self):
@@ -129,7 +132,11 @@ class Bench(MembersMixin, FioMixin):
     def ensure_server(self, config, n, chunk):
         key = self.server_key(config, n, chunk)
         if key not in self.servers:
-            if config == "file":
+            if config == "file" and self.ref_file:
+                # --fsync: its defaults (page cache, flush = fdatasync), as
+                # a user would run it
+                argv = ["file", "file=" + self.ref_file]
+            elif config == "file":
                 argv = ["file", "file=" + self.members[0]["dev"], "cache=none"]
             elif config == "nbd":
                 # what a user would otherwise do: nbdkit's own nbd plugin
@@ -333,7 +340,7 @@ class Bench(MembersMixin, FioMixin):
         self.readonly = bool(a.members) and not a.destroy_data
         self.rws = ["read"] if self.readonly else a.rw
         self.counts = a.counts
-        self.profiles = [p for p in PROFILES if p[0] in a.profiles]
+        self.profiles = [p for p in PROFILES + [FSYNC_PROFILE] if p[0] in a.profiles]
         load_before = open("/proc/loadavg").read().split()[:3]
         src = run(["git", "-C", REPO, "describe", "--always", "--dirty", "--abbrev=12"], check=False)
         if src.returncode == 0 and src.stdout.strip():
@@ -355,6 +362,14 @@ class Bench(MembersMixin, FioMixin):
             if nmax > len(self.members):
                 raise BenchError("--counts needs %d members, --members gives %d" % (nmax, len(self.members)))
             method = "real drives"
+        elif a.fsync:
+            log("== setting up member files for N = %s" % ",".join(map(str, a.counts)))
+            self.setup_files(a.counts)
+            fs = run(["findmnt", "-n", "-o", "FSTYPE,SOURCE", "--target", a.workdir],
+                     check=False).stdout.strip()
+            method = ("files on the machine's disk in %s (%s), written once; the volume %s at every N "
+                      "(N files of 1/N each); nbdkit's file plugin on one file of %s with its defaults"
+                      % (a.workdir, fs or "?", fmt_size(a.volume_size), fmt_size(a.volume_size)))
         elif a.remote:
             log("== starting %d remote member servers (%s)" % (nmax, a.transport))
             self.setup_remote(nmax)
@@ -376,7 +391,8 @@ class Bench(MembersMixin, FioMixin):
                       % (self.throttle.kind if self.throttle else "NONE")) if a.loop_stack == 2 else \
                      "loop device (--direct-io=on) over its own file; cgroup %s block throttling" % (
                          self.throttle.kind if self.throttle else "NONE")
-        cal = self.calibrate_remote() if a.remote else (self.calibrate() if not a.members else None)
+        cal = self.calibrate_remote() if a.remote else (
+            self.calibrate() if not (a.members or a.fsync) else None)
         sweep_chunks = [c for c in (a.chunks or []) if c != a.chunk] if nmax > 1 else []
         per = len(self.profiles) * len(self.rws) * a.repeat
         self.total = per * (1 + len(a.counts)) + per * len(sweep_chunks + ([a.chunk] if sweep_chunks else []))
@@ -413,15 +429,19 @@ class Bench(MembersMixin, FioMixin):
                            "ramp_s": a.ramp, "runtime_s": a.runtime, "repeat": a.repeat,
                            "noise_threshold_cores": a.noise_threshold,
                            "plugin": a.plugin, "plugin_cache": self.plugin_cache,
-                           "readonly": self.readonly, "reference": self.ref},
-            "members": {"mode": "real" if a.members else ("remote" if a.remote else "emulated"),
+                           "readonly": self.readonly, "reference": self.ref,
+                           "volume_size": a.volume_size if a.fsync else None,
+                           "jobs": FSYNC_JOBS if a.fsync else 1},
+            "members": {"mode": "real" if a.members else ("remote" if a.remote else (
+                            "files" if a.fsync else "emulated")),
                         "count": len(self.members), "method": method,
                         "devices": [m["dev"] for m in self.members],
-                        "mbps": None if a.members else a.mbps,
-                        "iops": None if (a.members or a.remote) else a.iops,
-                        "size": None if a.members else a.member_size,
+                        "mbps": None if (a.members or a.fsync) else a.mbps,
+                        "iops": None if (a.members or a.remote or a.fsync) else a.iops,
+                        "size": None if a.members else (
+                            a.volume_size // nmax if a.fsync else a.member_size),
                         "throttle": (self.throttle.kind if self.throttle else None)
-                        if not (a.members or a.remote) else None,
+                        if not (a.members or a.remote or a.fsync) else None,
                         "remote": {"transport": a.transport, "server": "memory",
                                    "allocator": self.allocator,
                                    "rate_bits_per_s": a.mbps * MB * 8,
@@ -434,7 +454,8 @@ class Bench(MembersMixin, FioMixin):
             "notes": self.notes,
             "results": self.results,
             "runs": self.runs,
-            "targets": targets(idx, a.remote, a.chunk, self.counts, self.rws),
+            "targets": fsync_targets(idx, a.chunk, self.counts) if a.fsync else
+                       targets(idx, a.remote, a.chunk, self.counts, self.rws),
             "sustained": sustained,
             "charts": [],
         }

@@ -56,8 +56,6 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
   pthread_mutex_init (&v->gate.drain_lock, NULL);
-  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
-    dirty_init (&v->dirty[i]);
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
@@ -77,6 +75,19 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
                   layout_strerror (LAYOUT_ERR_CHUNK));
     errno = EINVAL;
     goto err;
+  }
+  {
+    void *p;
+    int e = posix_memalign (&p, _Alignof (struct dirty),
+                            LAYOUT_MAX_MEMBERS * sizeof (struct dirty));
+    if (e != 0) {
+      errno = e;
+      stripe_error ("cannot allocate the volume's state: %m");
+      goto err;
+    }
+    v->dirty = p;
+    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+      dirty_init (&v->dirty[i]);
   }
 
   for (unsigned i = 0; i < nr_members; ++i) {
@@ -245,8 +256,12 @@ volume_close (struct volume *v)
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);
   pthread_mutex_destroy (&v->gate.drain_lock);
-  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
-    dirty_destroy (&v->dirty[i]);
+  if (v->dirty) {
+    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+      dirty_destroy (&v->dirty[i]);
+    free (v->dirty);
+    v->dirty = NULL;
+  }
 }
 
 /* ---- the gate (struct volume_gate) ----

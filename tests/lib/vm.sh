@@ -436,7 +436,8 @@ v_initramfs_extra ()
 
 # v_vm_boot PHASE APPEND [QEMU_ARG...]: boot $VM_VMLINUZ with $VM_INITRD
 # (or $VM_BOOT_INITRD when set), "vm.phase=PHASE APPEND" on the kernel
-# command line and QEMU_ARGs (devices) on qemu's: TCG, 2 CPUs, 512 MiB,
+# command line and QEMU_ARGs (devices) on qemu's: TCG, 2 CPUs, 512 MiB
+# (VM_ACCEL, VM_CPU, VM_MEM change them: bench/guest-fsync uses KVM),
 # the serial console in $V_TMP/console.PHASE.log (its "vm: " lines are
 # shown), isa-debug-exit.  Fails the test, with the reason and the end of
 # the console log, on a missing PASS marker, a kernel panic, a guest
@@ -450,7 +451,7 @@ v_vm_boot ()
   (( left > 0 )) || v_fail "no time left for boot $phase (VM_TIMEOUT=${VM_TIMEOUT:-?})"
   v_log "boot $phase (time limit ${left} s)"
   setsid timeout -k 5 "$left" qemu-system-x86_64 \
-      -accel tcg -cpu max -smp 2 -m 512M \
+      -accel "${VM_ACCEL:-tcg}" -cpu "${VM_CPU:-max}" -smp 2 -m "${VM_MEM:-512M}" \
       -nodefaults -nographic -serial stdio -no-reboot \
       -kernel "$VM_VMLINUZ" -initrd "${VM_BOOT_INITRD:-$VM_INITRD}" \
       -append "console=ttyS0 panic=-1 oops=panic loglevel=4 vm.phase=$phase $append" \

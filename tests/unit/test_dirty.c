@@ -252,8 +252,8 @@ later_sync_that_succeeded_covers_an_earlier_need (void **state)
 enum { W_LAND, W_MARK, W_DONE };                /* a write's steps */
 enum { F_CLAIM, F_SYNCING, F_WAITING, F_DONE }; /* a flush's */
 
-static struct dirty md;              /* the member under test */
-static struct dirty_sync node[NF];   /* each flush's own sync */
+static struct dirty md;            /* the member under test */
+static struct dirty_sync node[NF]; /* each flush's own sync */
 static unsigned long paths, bad;
 
 /* What of md and the nodes changes (the lock and condition stay put). */
@@ -261,7 +261,7 @@ struct snap {
   unsigned state;
   uint64_t started, ok;
   int err;
-  int running;             /* index in node[] of the list's head, or -1 */
+  int running; /* index in node[] of the list's head, or -1 */
   uint64_t gen[NF];
   int next[NF];
 };
@@ -319,7 +319,8 @@ check_covered (const struct world *w, unsigned must, const char *who)
 {
   if (must & ~w->durable) {
     if (bad++ < 5)
-      fprintf (stderr, "%s returned success but writes %#x are not durable "
+      fprintf (stderr,
+               "%s returned success but writes %#x are not durable "
                "(durable %#x)\n",
                who, must & ~w->durable, w->durable);
   }
