@@ -40,9 +40,9 @@ const struct meta_ops meta_none_ops = {
   .records_dropouts  = false,
   .dropouts_why      = "",
   .proves_identity   = false,
-  .no_reshape        = "metadata \"none\": nothing on the members could "
-                       "record how far a reshape has got, and a crash "
-                       "half-way would leave data nobody can find",
+  .no_reshape        = "nothing on the members could record how far a "
+                       "reshape has got, and a crash half-way would leave "
+                       "data nobody can find",
   .finish            = none_finish,
   .create_check      = none_create_check,
 };
