@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: the volume's gate (drain, quiesce) and the slot of the job
+ * moving data (mover.h).  See include/volume.h.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+#include "volume.h"
+#include "volume_impl.h"
+
+/* ---- the gate (struct volume_gate) ----
+ *
+ * Why it is enough, in C11's terms: every access below is sequentially
+ * consistent, so all of them fall into one total order.  A request that
+ * read v->mover as NULL did so after it counted itself (fetch_add) and
+ * saw the epoch unchanged; a job stores v->mover, then flips the epoch,
+ * then reads the old counter.  The request's load of v->mover precedes the
+ * store (it saw NULL), so its fetch_add precedes the drainer's read of
+ * the counter, which therefore sees it until the request has ended.  A
+ * request that saw the new epoch reads v->mover after the flip, which
+ * follows the store: it sees the job.
+ */
+
+static void
+gate_flip_and_wait (struct volume *v, bool close)
+{
+  struct volume_gate *g = &v->gate;
+  unsigned e, old;
+
+  pthread_mutex_lock (&g->lock);
+  e = atomic_load (&g->epoch);
+  old = e & 1;
+  atomic_store (&g->draining, true);
+  atomic_store (&g->epoch, (e ^ 1) | (close ? GATE_CLOSED : 0));
+  while (atomic_load (&g->count[old]) != 0)
+    pthread_cond_wait (&g->cond, &g->lock);
+  atomic_store (&g->draining, false);
+  pthread_mutex_unlock (&g->lock);
+}
+
+void
+volume_drain (struct volume *v)
+{
+  pthread_mutex_lock (&v->gate.drain_lock);
+  gate_flip_and_wait (v, false);
+  pthread_mutex_unlock (&v->gate.drain_lock);
+}
+
+void
+volume_quiesce (struct volume *v)
+{
+  pthread_mutex_lock (&v->gate.drain_lock);
+  v->gate.closed_ns = now_ns ();
+  gate_flip_and_wait (v, true);
+}
+
+unsigned
+volume_clients_held (struct volume *v)
+{
+  return atomic_load (&v->gate.waiters);
+}
+
+uint64_t
+volume_resume (struct volume *v)
+{
+  struct volume_gate *g = &v->gate;
+  uint64_t held = now_ns () - g->closed_ns;
+
+  pthread_mutex_lock (&g->lock);
+  atomic_store (&g->epoch, atomic_load (&g->epoch) & ~GATE_CLOSED);
+  pthread_cond_broadcast (&g->cond);
+  pthread_mutex_unlock (&g->lock);
+  pthread_mutex_unlock (&g->drain_lock);
+  return held;
+}
+
+/* ---- the job slot and the switch (mover.h) ---- */
+
+static bool
+mover_ended (struct volume *v)
+{
+  struct volume_mover *vm = atomic_load (&v->mover);
+
+  return vm != NULL && vm->ended (vm);
+}
+
+int
+volume_mover_reserve (struct volume *v, char *why, size_t len)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  /* A job that has ended is not running: once the status says so (and
+   * the command's --wait has returned), a new one is not refused.  Wait
+   * (10 s at most) for its copier to let go of the volume.
+   */
+  for (int i = 0; i < 1000 && mover_ended (v); ++i) {
+    struct timespec ts = { 0, 10 * 1000000L };
+    pthread_mutex_unlock (&v->mover_lock);
+    nanosleep (&ts, NULL);
+    pthread_mutex_lock (&v->mover_lock);
+  }
+  if (v->mover_starting)
+    snprintf (why, len, "a replace is being started already");
+  else if (atomic_load (&v->mover) != NULL)
+    snprintf (why, len, "%s is running already",
+              atomic_load (&v->mover)->what);
+  else if (v->readonly)
+    snprintf (why, len, "the volume is served read-only");
+  else {
+    v->mover_starting = true;
+    pthread_mutex_unlock (&v->mover_lock);
+    return 0;
+  }
+  pthread_mutex_unlock (&v->mover_lock);
+  return -1;
+}
+
+void
+volume_mover_unreserve (struct volume *v)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  v->mover_starting = false;
+  pthread_mutex_unlock (&v->mover_lock);
+}
+
+void
+volume_mover_publish (struct volume *v, struct volume_mover *vm)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  v->mover_starting = false;
+  vm->next = v->movers;
+  v->movers = vm;
+  atomic_store (&v->mover, vm);
+  pthread_mutex_unlock (&v->mover_lock);
+}
+
+void
+volume_mover_withdraw (struct volume *v)
+{
+  atomic_store (&v->mover, NULL);
+  volume_drain (v);
+}
+
+struct volume_mover *
+volume_mover_last (struct volume *v)
+{
+  struct volume_mover *vm;
+
+  pthread_mutex_lock (&v->mover_lock);
+  vm = v->movers;
+  pthread_mutex_unlock (&v->mover_lock);
+  return vm;
+}
+
+void
+volume_mover_stop (struct volume *v)
+{
+  pthread_mutex_lock (&v->mover_lock);
+  struct volume_mover *vm = v->movers;
+  pthread_mutex_unlock (&v->mover_lock);
+  for (; vm; vm = vm->next)
+    vm->stop (vm);
+}
+

@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: a volume's requests: one request into per-member work,
+ * through a view (the volume's own, or a restripe's).  See
+ * include/volume.h.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "health.h"
+#include "ioexec.h"
+#include "log.h"
+#include "plan.h"
+#include "util.h"
+#include "volume.h"
+#include "volume_impl.h"
+
+/* Stop an extents walk after this many runs: the client asks again for
+ * the rest, and one request must not do unbounded work.
+ */
+#define EXTENTS_MAX_RUNS 65536
+/* Runs asked of a member at once. */
+#define EXTENTS_BATCH 64
+
+/* Fail fast: a request touching a failed member fails at once with EIO,
+ * before any member is touched.
+ */
+static int
+refuse_failed (struct volume *v, uint64_t mask)
+{
+  uint64_t failed = health_failed_mask (v->health) & mask;
+
+  if (failed == 0)
+    return 0;
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (failed >> i & 1) {
+      health_rejected (v->health, i);
+      stripe_debug ("member %u (%s) has failed: request refused (EIO)", i,
+                    v->members[i].path);
+      errno = EIO;
+      return -1;
+    }
+  return 0;
+}
+
+/* A request the members cannot take is the client's error: refused with
+ * EINVAL to that client alone, before it reaches a member, and no
+ * member's health.
+ */
+static inline int
+check_request (const struct volume *v, uint64_t count, uint64_t offset)
+{
+  if (((offset | count) & (v->min_block - 1)) != 0 || offset > v->layout.size
+      || count > v->layout.size - offset) {
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Run ops, recording each one with health. */
+static int
+run_ops_plain (struct volume *v, struct member_op *ops, unsigned nr)
+{
+  _Atomic uint64_t *busy = health_io_begin (v->health);
+  int r, err;
+
+  for (unsigned i = 0; i < nr; ++i)
+    ops[i].busy = ops[i].shadow ? NULL : busy;
+  r = ioexec_run (ops, nr, v->uring);
+  err = errno;
+  health_io_end (v->health);
+  if (v->health)
+    for (unsigned i = 0; i < nr; ++i)
+      if (ops[i].kind < OP_NR_TRACKED && !ops[i].shadow)
+        health_record (v->health, ops[i].m->index, ops[i].kind,
+                       ops[i].kind == OP_FLUSH ? 0 : ops[i].length, ops[i].ns,
+                       ops[i].err, ops[i].offset);
+  errno = err;
+  return r;
+}
+
+/* ... or, while data moves, through the job moving it (mover.h). */
+static inline int
+run_ops (struct volume *v, struct member_op *ops, unsigned nr)
+{
+  /* Read after the request was counted (gate_enter): see the gate. */
+  struct volume_mover *vm = atomic_load (&v->mover);
+
+  if (vm != NULL)
+    return vm->run_ops (vm, v, ops, nr, run_ops_plain);
+  return run_ops_plain (v, ops, nr);
+}
+
+/* A member found unusable outside of an I/O error: failed at once, named. */
+static void
+member_gone (struct volume *v, unsigned i, const char *reason)
+{
+  stripe_error ("member %u (%s): %s", i, v->members[i].path, reason);
+  health_member_gone (v->health, i, reason);
+}
+
+/* A write must never make a truncated member file look whole: one cut
+ * short under us and written up to its end would have its old size again,
+ * with holes where its data was, and the loss would go unseen -- by
+ * health's prober too, which checks sizes.  Only a write that reaches the
+ * member's end (m->need: no write goes past it) can do that, so only
+ * those are checked, before and after (tail_writes).  Other writes cost
+ * nothing here: one that lands past a cut extends the file to less than
+ * the volume needs, and the prober fails the member within a second
+ * (member_ops.check, every member every tick).  The kernel has no way to
+ * refuse a write past end of file that applies to one file (file seals
+ * are for memfd and tmpfs, RLIMIT_FSIZE is the process's), and a size
+ * check before every write was two fstat calls per request.  Before such
+ * a write, every regular-file member in mask must still hold what the
+ * volume needs; seen[] keeps the sizes found.
+ */
+static int
+guard_sizes (struct volume *v, uint64_t mask, uint64_t *seen)
+{
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    struct member *m = &v->members[i];
+    char reason[256];
+
+    if (!(mask >> i & 1) || !member_may_shrink (m))
+      continue;
+    if (member_current_size (m, &seen[i]) == -1) {
+      snprintf (reason, sizeof reason, "device gone: size: %s",
+                strerror (errno));
+      member_gone (v, i, reason);
+      errno = EIO;
+      return -1;
+    }
+    if (seen[i] < m->need) {
+      snprintf (reason, sizeof reason,
+                "device gone: truncated to %" PRIu64 " bytes, the volume "
+                "needs %" PRIu64 " (nothing written to it)",
+                seen[i], m->need);
+      member_gone (v, i, reason);
+      errno = EIO;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* After the write: a size that changed meanwhile means the file was cut
+ * (and perhaps re-extended by this very write).
+ */
+static int
+recheck_sizes (struct volume *v, uint64_t mask, const uint64_t *seen)
+{
+  int r = 0;
+
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    struct member *m = &v->members[i];
+    uint64_t now;
+    char reason[256];
+
+    if (!(mask >> i & 1) || !member_may_shrink (m))
+      continue;
+    if (member_current_size (m, &now) == 0 && now == seen[i])
+      continue;
+    snprintf (reason, sizeof reason,
+              "device gone: its size changed during a write (%" PRIu64
+              " -> %" PRIu64 " bytes): truncated under the volume?",
+              seen[i], now);
+    member_gone (v, i, reason);
+    r = -1;
+  }
+  if (r == -1)
+    errno = EIO;
+  return r;
+}
+
+/* One read or write op, its fields but the executor's and the backend's
+ * (which need no initialising): cheaper than a compound literal that
+ * clears all of it, on the path of every request.
+ */
+static inline void
+rw_op (struct member_op *op, struct member *m, enum op_kind kind,
+       uint64_t offset, uint64_t length, const struct iovec *iov,
+       unsigned nr_iov, bool fua)
+{
+  op->m = m;
+  op->kind = kind;
+  op->offset = offset;
+  op->length = length;
+  op->iov = iov;
+  op->nr_iov = nr_iov;
+  op->fua = fua;
+  op->may_trim = op->fast = op->shadow = false;
+  op->max_runs = 0;
+  op->extents = NULL;
+  op->busy = NULL;
+}
+
+/* The members in mask hold what a request wrote, trimmed or zeroed, now
+ * completed and about to be answered: the next flush syncs them
+ * (dirty.h).  Not for what is durable already (FUA, writethrough).
+ */
+static inline void
+mark_dirty (struct volume *v, uint64_t mask)
+{
+  for (; mask; mask &= mask - 1)
+    dirty_mark (&v->dirty[__builtin_ctzll (mask)]);
+}
+
+/* The regular-file members that ops write up to their end (guard_sizes). */
+static inline uint64_t
+tail_writes (const struct member_op *ops, unsigned nr)
+{
+  uint64_t mask = 0;
+
+  for (unsigned k = 0; k < nr; ++k)
+    if (ops[k].offset + ops[k].length == ops[k].m->need
+        && member_may_shrink (ops[k].m))
+      mask |= UINT64_C (1) << ops[k].m->index;
+  return mask;
+}
+
+/* The reads or writes of one request, on the members in mask. */
+static int
+run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
+        unsigned nr, uint64_t mask)
+{
+  uint64_t seen[LAYOUT_MAX_MEMBERS], tail;
+  int r;
+
+  if (refuse_failed (v, mask) == -1)
+    return -1;
+  if (kind != OP_WRITE)
+    return run_ops (v, ops, nr);
+  /* A member is switched only with no request in flight
+   * (volume_quiesce): the sizes seen are those of the members written.
+   */
+  tail = tail_writes (ops, nr);
+  if (tail && guard_sizes (v, tail, seen) == -1)
+    return -1;
+  r = run_ops (v, ops, nr);
+  /* Marked whatever the outcome: a write that failed on one member may
+   * have landed on another, or in part.
+   */
+  if (!ops[0].fua)
+    mark_dirty (v, mask);
+  if (tail && recheck_sizes (v, tail, seen) == -1)
+    r = -1;
+  return r;
+}
+
+static int
+rw (struct volume *v, const struct volume_view *vw, enum op_kind kind,
+    void *buf, uint64_t count, uint64_t offset, bool fua)
+{
+  struct layout_piece p;
+  struct io_plan plan;
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  uint64_t mask = 0;
+  int r = -1;
+
+  /* Most requests lie inside one chunk: one member, one op, no plan. */
+  layout_map (vw->layout, offset, count, &p);
+  if (p.length == count) {
+    struct iovec iov = { buf, count };
+    struct member *m = &v->members[vw->map[p.member]];
+    rw_op (&ops[0], m, kind, m->data_offset + p.member_offset, count, &iov, 1,
+           fua);
+    return run_rw (v, kind, ops, 1, UINT64_C (1) << vw->map[p.member]);
+  }
+
+  if (plan_rw (&plan, vw->layout, buf, count, offset) == -1)
+    goto out;
+  for (unsigned i = 0; i < plan.nr_ios; ++i) {
+    const struct member_io *io = &plan.ios[i];
+    struct member *m = &v->members[vw->map[io->member]];
+    mask |= UINT64_C (1) << vw->map[io->member];
+    rw_op (&ops[i], m, kind, m->data_offset + io->member_offset, io->length,
+           io->iov, io->nr_iov, fua);
+  }
+  r = run_rw (v, kind, ops, plan.nr_ios, mask);
+out : {
+  int err = errno;
+  plan_free (&plan);
+  errno = err;
+}
+  return r;
+}
+
+/* A request through the volume's own view, or through the job moving
+ * data when it sees requests whole (a restripe).
+ */
+static int
+request (struct volume *v, const struct volume_request *rq)
+{
+  struct volume_mover *vm;
+
+  if (check_request (v, rq->count, rq->offset) == -1)
+    return -1;
+  /* Read after the request was counted (gate_enter): see the gate. */
+  vm = atomic_load (&v->mover);
+  if (vm != NULL && vm->request != NULL)
+    return vm->request (vm, v, rq);
+  return volume_request_view (v, &v->view, rq);
+}
+
+int
+volume_pread (struct volume *v, void *buf, uint64_t count, uint64_t offset)
+{
+  const struct volume_request rq = { .kind = OP_READ, .buf = buf,
+                                     .count = count, .offset = offset };
+  GATED (v, request (v, &rq));
+}
+
+int
+volume_pwrite (struct volume *v, const void *buf, uint64_t count,
+               uint64_t offset, bool fua)
+{
+  /* The iovec is not const, but writes only read from it. */
+  const struct volume_request rq = {
+    .kind = OP_WRITE, .buf = (void *) buf, .count = count, .offset = offset,
+    .fua = fua || v->cache == CACHE_WRITETHROUGH,
+  };
+  GATED (v, request (v, &rq));
+}
+
+/* The volume's members that spans (one per member of vw's layout)
+ * touch.
+ */
+static uint64_t
+spans_mask (const struct volume_view *vw, const struct layout_span *spans)
+{
+  uint64_t mask = 0;
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched)
+      mask |= UINT64_C (1) << vw->map[j];
+  return mask;
+}
+
+/* Flush the members marked in spans, concurrently: FUA for a trim or a
+ * zero, whatever else the members hold.
+ */
+static int
+flush_members (struct volume *v, const struct volume_view *vw,
+               const struct layout_span *spans)
+{
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  unsigned nr = 0;
+
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched)
+      ops[nr++] = (struct member_op){ .m = &v->members[vw->map[j]],
+                                      .kind = OP_FLUSH };
+  return run_ops (v, ops, nr);
+}
+
+/* FLUSH: every write, trim and zero completed (on any connection) before
+ * this call is durable when it returns 0.  Syncs only the members that
+ * hold such writes, concurrently, or relies on a sync of theirs that
+ * another flush started late enough (dirty.h); returns at once when no
+ * member holds any.  A member that holds some and has failed fails the
+ * flush at once (EIO); one that holds none is not asked.
+ */
+static int
+flush_ (struct volume *v)
+{
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  struct dirty_sync syncs[LAYOUT_MAX_MEMBERS];
+  uint64_t need[LAYOUT_MAX_MEMBERS], held = 0, wait = 0;
+  unsigned idx[LAYOUT_MAX_MEMBERS], nr = 0;
+  int err = 0;
+
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (!dirty_clean (&v->dirty[i]))
+      held |= UINT64_C (1) << i;
+  if (held == 0)
+    return 0;
+  if (refuse_failed (v, held) == -1)
+    return -1;
+  for (; held; held &= held - 1) {
+    unsigned i = __builtin_ctzll (held);
+
+    switch (dirty_claim (&v->dirty[i], &syncs[nr], &need[i])) {
+    case DIRTY_CLEAN: break;
+    case DIRTY_START:
+      idx[nr] = i;
+      ops[nr++] = (struct member_op){ .m = &v->members[i], .kind = OP_FLUSH };
+      break;
+    case DIRTY_WAIT: wait |= UINT64_C (1) << i; break;
+    }
+  }
+  /* This flush's own syncs, all at once, ended (waking whoever relies on
+   * them) before it waits for anyone else's.
+   */
+  if (nr > 0) {
+    run_ops (v, ops, nr);
+    for (unsigned k = 0; k < nr; ++k) {
+      dirty_end (&v->dirty[idx[k]], &syncs[k], ops[k].err);
+      if (ops[k].err && err == 0)
+        err = ops[k].err;
+    }
+  }
+  for (; wait; wait &= wait - 1) {
+    unsigned i = __builtin_ctzll (wait);
+    if (dirty_wait (&v->dirty[i], need[i]) == -1 && err == 0)
+      err = errno;
+  }
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  return 0;
+}
+
+int
+volume_flush (struct volume *v)
+{
+  GATED (v, flush_ (v));
+}
+
+/* One op per touched member over its one contiguous range. */
+static unsigned
+span_ops (struct volume *v, const struct volume_view *vw,
+          const struct layout_span *spans, enum op_kind kind,
+          struct member_op *ops)
+{
+  unsigned nr = 0;
+
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched) {
+      struct member *m = &v->members[vw->map[j]];
+      ops[nr++] = (struct member_op){
+        .m = m,
+        .kind = kind,
+        .offset = m->data_offset + spans[j].member_offset,
+        .length = spans[j].length,
+      };
+    }
+  return nr;
+}
+
+/* Each touched member gets ONE contiguous range for the whole request, as
+ * Linux md raid0 does since 4.12, never one discard per chunk; all the
+ * members at once.
+ */
+static int
+trim_ (struct volume *v, const struct volume_view *vw, uint64_t count,
+       uint64_t offset, bool fua)
+{
+  struct layout_span spans[LAYOUT_MAX_MEMBERS];
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  int r;
+
+  layout_spans (vw->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
+    return -1;
+  r = run_ops (v, ops, span_ops (v, vw, spans, OP_TRIM, ops));
+  if (!fua && v->cache != CACHE_WRITETHROUGH)
+    mark_dirty (v, spans_mask (vw, spans));
+  else if (flush_members (v, vw, spans) == -1 && r == 0)
+    r = -1;
+  return r;
+}
+
+int
+volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
+{
+  const struct volume_request rq = { .kind = OP_TRIM, .count = count,
+                                     .offset = offset, .fua = fua };
+  GATED (v, request (v, &rq));
+}
+
+static int
+zero_ (struct volume *v, const struct volume_view *vw, uint64_t count,
+       uint64_t offset, bool may_trim, bool fast, bool fua)
+{
+  struct layout_span spans[LAYOUT_MAX_MEMBERS];
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  unsigned nr;
+  bool durable;
+  int r;
+
+  layout_spans (vw->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
+    return -1;
+
+  /* Refuse up front what some member is known not to do, so that a slow
+   * zero goes straight to nbdkit writing zeroes; and a fast zero unless
+   * every member it touches is known to manage one: a fast zero that
+   * fails must have changed nothing.
+   */
+  nr = span_ops (v, vw, spans, OP_ZERO, ops);
+  for (unsigned k = 0; k < nr; ++k) {
+    const struct member *m = ops[k].m;
+
+    ops[k].may_trim = may_trim;
+    ops[k].fast = fast;
+    if (m->ops->zero_known_unsupported (m, ops[k].offset, ops[k].length,
+                                        may_trim, fast)
+        || (fast
+            && !m->ops->fast_zero_known (m, ops[k].offset, ops[k].length,
+                                         may_trim))) {
+      errno = EOPNOTSUPP;
+      return -1;
+    }
+  }
+  /* A fast zero that fails must change nothing: an NBD server that
+   * advertised fast zero can still refuse it, so those go first, one at a
+   * time, and the rest (known to manage) only when they all did.
+   */
+  durable = fua || v->cache == CACHE_WRITETHROUGH;
+  if (fast) {
+    unsigned rest = 0;
+    for (unsigned k = 0; k < nr; ++k) {
+      if (!ops[k].m->ops->async)
+        ops[rest++] = ops[k];
+      else if (run_ops (v, &ops[k], 1) == -1) {
+        if (!durable)
+          mark_dirty (v, spans_mask (vw, spans));
+        return -1;
+      }
+    }
+    nr = rest;
+  }
+  r = nr > 0 ? run_ops (v, ops, nr) : 0;
+  if (!durable)
+    mark_dirty (v, spans_mask (vw, spans));
+  if (r == -1)
+    return -1;
+  if (durable)
+    return flush_members (v, vw, spans);
+  return 0;
+}
+
+int
+volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
+             bool fast, bool fua)
+{
+  const struct volume_request rq = { .kind = OP_ZERO, .count = count,
+                                     .offset = offset, .may_trim = may_trim,
+                                     .fast = fast, .fua = fua };
+  GATED (v, request (v, &rq));
+}
+
+/* A member's block status from 'from' on: what was asked so far. */
+struct runs {
+  struct extent_list l;
+  uint64_t from, to; /* member offsets covered by l */
+};
+
+/* Ask each member in want[] for the block status of [from[i], end[i]),
+ * at most max runs each, all at once.
+ */
+static int
+fetch_runs (struct volume *v, const struct volume_view *vw, struct runs *r,
+            const uint64_t *from, const uint64_t *end, const bool *want,
+            unsigned max)
+{
+  struct member_op ops[LAYOUT_MAX_MEMBERS];
+  unsigned nr = 0;
+  int ret;
+
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i) {
+    if (!want[i])
+      continue;
+    r[i].l.nr = 0;
+    r[i].from = r[i].to = from[i];
+    ops[nr++] = (struct member_op){
+      .m = &v->members[vw->map[i]],
+      .kind = OP_EXTENTS,
+      .offset = from[i],
+      .length = end[i] - from[i],
+      .max_runs = max,
+      .extents = &r[i].l,
+    };
+  }
+  ret = ioexec_run (ops, nr, v->uring);
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i)
+    if (want[i])
+      for (unsigned k = 0; k < r[i].l.nr; ++k)
+        r[i].to += r[i].l.runs[k].length;
+  return ret;
+}
+
+static int
+extents_ (struct volume *v, const struct volume_view *vw, uint64_t count,
+          uint64_t offset, bool req_one, volume_extent_fn add, void *opaque)
+{
+  struct layout_span spans[LAYOUT_MAX_MEMBERS];
+  struct runs r[LAYOUT_MAX_MEMBERS];
+  uint64_t from[LAYOUT_MAX_MEMBERS], end[LAYOUT_MAX_MEMBERS];
+  bool want[LAYOUT_MAX_MEMBERS];
+  struct layout_iter it;
+  struct layout_piece p;
+  unsigned runs = 0;
+  uint32_t first_flags = 0;
+  int ret = -1;
+
+  layout_spans (vw->layout, offset, count, spans);
+  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
+    return -1;
+  memset (r, 0, sizeof r);
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i) {
+    want[i] = spans[i].touched;
+    from[i] = v->members[vw->map[i]].data_offset + spans[i].member_offset;
+    end[i] = from[i] + spans[i].length;
+  }
+  /* Every touched member at once; a client wanting one run needs only
+   * the first of each.
+   */
+  if (fetch_runs (v, vw, r, from, end, want, req_one ? 1 : EXTENTS_BATCH)
+      == -1)
+    goto out;
+
+  layout_iter_init (&it, vw->layout, offset, count);
+  while (layout_iter_next (&it, &p)) {
+    struct runs *c = &r[p.member];
+    uint64_t base =
+      v->members[vw->map[p.member]].data_offset + p.member_offset;
+    uint64_t pos = base, pend = base + p.length;
+
+    while (pos < pend) {
+      uint64_t at = c->from;
+      unsigned k = 0;
+
+      if (pos >= c->to) {
+        /* This member has more runs than it sent: ask again, alone. */
+        bool one[LAYOUT_MAX_MEMBERS] = { 0 };
+        uint64_t f[LAYOUT_MAX_MEMBERS], e[LAYOUT_MAX_MEMBERS];
+        one[p.member] = true;
+        f[p.member] = pos;
+        e[p.member] = end[p.member];
+        if (fetch_runs (v, vw, r, f, e, one, EXTENTS_BATCH) == -1)
+          goto out;
+        if (c->to <= pos) {
+          errno = EIO; /* a member that reports nothing */
+          goto out;
+        }
+        continue;
+      }
+      while (at + c->l.runs[k].length <= pos)
+        at += c->l.runs[k++].length;
+      uint64_t run_end = at + c->l.runs[k].length;
+      uint64_t len = (run_end < pend ? run_end : pend) - pos;
+      uint32_t flags = c->l.runs[k].flags;
+
+      if (runs == 0)
+        first_flags = flags;
+      else if (req_one && flags != first_flags) {
+        ret = 0;
+        goto out;
+      }
+      if (add (opaque, p.offset + (pos - base), len, flags) == -1)
+        goto out;
+      if (++runs >= EXTENTS_MAX_RUNS) {
+        ret = 0;
+        goto out;
+      }
+      pos += len;
+    }
+  }
+  ret = 0;
+out:
+  for (unsigned i = 0; i < vw->layout->nr_members; ++i)
+    free (r[i].l.runs);
+  return ret;
+}
+
+int
+volume_request_view (struct volume *v, const struct volume_view *vw,
+                     const struct volume_request *rq)
+{
+  switch (rq->kind) {
+  case OP_READ:
+  case OP_WRITE:
+    return rw (v, vw, rq->kind, rq->buf, rq->count, rq->offset, rq->fua);
+  case OP_TRIM: return trim_ (v, vw, rq->count, rq->offset, rq->fua);
+  case OP_ZERO:
+    return zero_ (v, vw, rq->count, rq->offset, rq->may_trim, rq->fast,
+                  rq->fua);
+  case OP_EXTENTS:
+    return extents_ (v, vw, rq->count, rq->offset, rq->req_one, rq->add,
+                     rq->opaque);
+  case OP_FLUSH: break;
+  }
+  errno = EINVAL;
+  return -1;
+}
+
+int
+volume_extents (struct volume *v, uint64_t count, uint64_t offset,
+                bool req_one, volume_extent_fn add, void *opaque)
+{
+  const struct volume_request rq = { .kind = OP_EXTENTS, .count = count,
+                                     .offset = offset, .req_one = req_one,
+                                     .add = add, .opaque = opaque };
+  GATED (v, request (v, &rq));
+}
+
