@@ -20,24 +20,14 @@
 #include "util.h"
 #include "volume.h"
 
-int
-volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
-             const struct volume_options *o)
+/* The volume's own state, before any member: nothing to undo but
+ * volume_close.
+ */
+static int
+init_state (struct volume *v, const struct volume_options *o)
 {
-  const struct assembly *a = o->assembly;
-  uint64_t sizes[LAYOUT_MAX_MEMBERS];
-  uint64_t chunk = o->chunk;
-  struct member_open_params p = {
-    .readonly = o->readonly,
-    .direct = o->cache == CACHE_DIRECT,
-    .raw = o->raw,
-    .connections = o->connections,
-    .timeout = o->timeout,
-  };
-  enum layout_error lerr;
-  uint64_t scratch, slen;
-  unsigned bad = 0, nr_layout;
-  char why[512];
+  void *d;
+  int e;
 
   memset (v, 0, sizeof *v);
   for (unsigned j = 0; j < LAYOUT_MAX_MEMBERS; ++j)
@@ -52,6 +42,187 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   v->readonly = o->readonly;
   v->uring = o->uring;
   v->cache = o->cache;
+  e = posix_memalign (&d, _Alignof (struct dirty),
+                      LAYOUT_MAX_MEMBERS * sizeof (struct dirty));
+  if (e != 0) {
+    errno = e;
+    stripe_error ("cannot allocate the volume's state: %m");
+    return -1;
+  }
+  v->dirty = d;
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    dirty_init (&v->dirty[i]);
+  return 0;
+}
+
+/* Member i: opened, no alias of one before it, claimed, its data offset
+ * and (*size) the bytes of data it holds.
+ */
+static int
+open_member (struct volume *v, unsigned i, const char *const *paths,
+             const struct member_open_params *p,
+             const struct volume_options *o, uint64_t *size)
+{
+  const struct assembly *a = o->assembly;
+  struct member *m = &v->members[i];
+  char why[512];
+
+  v->nr_members = i + 1; /* member_open leaves it closable */
+  if (member_open (m, i, paths[i], p, why, sizeof why) == -1) {
+    int err = errno;
+    if (!o->readonly && (err == EROFS || err == EACCES || err == EPERM))
+      stripe_error ("member %u (%s): cannot be opened for writing: %s "
+                    "(serve the volume read-only with nbdkit -r)",
+                    i, paths[i], why);
+    else
+      stripe_error ("member %u (%s): %s", i, paths[i], why);
+    errno = err;
+    return -1;
+  }
+  for (unsigned j = 0; j < i; ++j) {
+    char how[512];
+    if (identity_alias (&v->members[j].id, &m->id, how, sizeof how)) {
+      stripe_error ("member %u (%s) and member %u (%s) are %s: a member "
+                    "may be given only once, and members must not "
+                    "overlap",
+                    j, paths[j], i, paths[i], how);
+      errno = EINVAL;
+      return -1;
+    }
+  }
+  /* Only now: a second name for a member is an alias, not "in use". */
+  if (o->claim && member_claim (m, why, sizeof why) == -1) {
+    int err = errno;
+    stripe_error ("member %u (%s): %s", i, paths[i], why);
+    errno = err;
+    return -1;
+  }
+  m->data_offset = a ? a->data_offsets[i] : 0;
+  if (m->size < m->data_offset) {
+    stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
+                  "the data offset (%" PRIu64 ")",
+                  i, paths[i], m->size, m->data_offset);
+    errno = EINVAL;
+    return -1;
+  }
+  *size = m->size - m->data_offset;
+  if (a && a->data_sizes[i] != 0) {
+    /* The metadata says how much data the member holds: a member that
+     * shrank (or was replaced by a smaller one) would lose data.
+     */
+    if (a->data_sizes[i] > *size) {
+      stripe_error ("member %u (%s): holds %" PRIu64 " bytes of data "
+                    "but the volume expects %" PRIu64 ": truncated or "
+                    "replaced by a smaller member?",
+                    i, paths[i], *size, a->data_sizes[i]);
+      errno = EINVAL;
+      return -1;
+    }
+    *size = a->data_sizes[i];
+  }
+  if (m->min_io > v->min_block)
+    v->min_block = m->min_io;
+  if (m->physical_block > v->preferred_block)
+    v->preferred_block = m->physical_block;
+  return 0;
+}
+
+/* The layout over the members (sizes[i]: member i's data).  Mid-reshape
+ * the volume is the old layout, over the members that have a size in it
+ * (reshape.h); the job takes the new one.
+ */
+static int
+init_layout (struct volume *v, const char *const *paths,
+             const struct volume_options *o, uint64_t *sizes)
+{
+  const struct assembly *a = o->assembly;
+  unsigned bad = 0, nr = v->nr_members;
+  enum layout_error lerr;
+
+  if (a && a->reshape.active) {
+    nr = 0;
+    for (unsigned i = 0; i < v->nr_members; ++i)
+      if (a->reshape.old_sizes[i]) {
+        v->map[nr] = i;
+        sizes[nr++] = a->reshape.old_sizes[i];
+      }
+  }
+  lerr = layout_init_as (&v->layout, a ? a->layout : LAYOUT_MD_ALT,
+                         a ? a->size_rule : LAYOUT_SIZE_MD, o->chunk, nr,
+                         sizes, &bad);
+  if (lerr == LAYOUT_ERR_MEMBER_TOO_SMALL) {
+    stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
+                  "one chunk (chunk=%" PRIu64 ")",
+                  v->map[bad], paths[v->map[bad]], sizes[bad], o->chunk);
+    errno = EINVAL;
+    return -1;
+  }
+  if (lerr != LAYOUT_OK) {
+    stripe_error ("%s", layout_strerror (lerr));
+    errno = EINVAL;
+    return -1;
+  }
+  /* NBD sizes and offsets are signed 64-bit in nbdkit and most clients. */
+  if (v->layout.size > INT64_MAX) {
+    stripe_error ("the members add up to %" PRIu64 " bytes: a volume can "
+                  "be at most %" PRId64 " bytes (2^63 - 1, NBD's limit)",
+                  v->layout.size, INT64_MAX);
+    errno = EFBIG;
+    return -1;
+  }
+  return 0;
+}
+
+/* What each member must hold: its data offset and its data in the
+ * layout, and mid-reshape in the new one too.
+ */
+static int
+set_needs (struct volume *v, const char *const *paths,
+           const struct assembly *a, const uint64_t *sizes)
+{
+  for (unsigned j = 0; j < v->layout.nr_members; ++j) {
+    struct member *m = &v->members[v->map[j]];
+    m->need = m->data_offset + v->layout.member_size[j];
+    if ((a == NULL || a->data_sizes[j] == 0)
+        && v->layout.member_size[j] != sizes[j])
+      stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
+                    "(not a whole chunk)",
+                    j, paths[j], sizes[j] - v->layout.member_size[j]);
+  }
+  if (a && a->reshape.active)
+    for (unsigned i = 0; i < v->nr_members; ++i) {
+      struct member *m = &v->members[i];
+      uint64_t n = a->reshape.new_sizes[i];
+      if (m->data_offset + n > m->need)
+        m->need = m->data_offset + n;
+      if (m->size < m->need) {
+        stripe_error ("member %u (%s): size %" PRIu64 " bytes, the reshape "
+                      "under way needs %" PRIu64,
+                      i, paths[i], m->size, m->need);
+        errno = EINVAL;
+        return -1;
+      }
+    }
+  return 0;
+}
+
+int
+volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
+             const struct volume_options *o)
+{
+  const struct assembly *a = o->assembly;
+  uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  const struct member_open_params p = {
+    .readonly = o->readonly,
+    .direct = o->cache == CACHE_DIRECT,
+    .raw = o->raw,
+    .connections = o->connections,
+    .timeout = o->timeout,
+  };
+  uint64_t scratch, slen;
+
+  if (init_state (v, o) == -1)
+    goto err;
   if (nr_members == 0) {
     stripe_error ("no members: give at least one file=PATH");
     errno = EINVAL;
@@ -63,149 +234,20 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     errno = EINVAL;
     goto err;
   }
-  if (chunk == 0 || chunk % LAYOUT_CHUNK_ALIGN != 0) {
-    stripe_error ("chunk=%" PRIu64 ": %s", chunk,
+  if (o->chunk == 0 || o->chunk % LAYOUT_CHUNK_ALIGN != 0) {
+    stripe_error ("chunk=%" PRIu64 ": %s", o->chunk,
                   layout_strerror (LAYOUT_ERR_CHUNK));
     errno = EINVAL;
     goto err;
   }
-  {
-    void *p;
-    int e = posix_memalign (&p, _Alignof (struct dirty),
-                            LAYOUT_MAX_MEMBERS * sizeof (struct dirty));
-    if (e != 0) {
-      errno = e;
-      stripe_error ("cannot allocate the volume's state: %m");
+  for (unsigned i = 0; i < nr_members; ++i)
+    if (open_member (v, i, paths, &p, o, &sizes[i]) == -1)
       goto err;
-    }
-    v->dirty = p;
-    for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
-      dirty_init (&v->dirty[i]);
-  }
-
-  for (unsigned i = 0; i < nr_members; ++i) {
-    struct member *m = &v->members[i];
-
-    v->nr_members = i + 1; /* member_open leaves it closable */
-    if (member_open (m, i, paths[i], &p, why, sizeof why) == -1) {
-      int err = errno;
-      if (!o->readonly && (err == EROFS || err == EACCES || err == EPERM))
-        stripe_error ("member %u (%s): cannot be opened for writing: %s "
-                      "(serve the volume read-only with nbdkit -r)",
-                      i, paths[i], why);
-      else
-        stripe_error ("member %u (%s): %s", i, paths[i], why);
-      errno = err;
-      goto err;
-    }
-    for (unsigned j = 0; j < i; ++j) {
-      char how[512];
-      if (identity_alias (&v->members[j].id, &m->id, how, sizeof how)) {
-        stripe_error ("member %u (%s) and member %u (%s) are %s: a member "
-                      "may be given only once, and members must not "
-                      "overlap",
-                      j, paths[j], i, paths[i], how);
-        errno = EINVAL;
-        goto err;
-      }
-    }
-    /* Only now: a second name for a member is an alias, not "in use". */
-    if (o->claim && member_claim (m, why, sizeof why) == -1) {
-      int err = errno;
-      stripe_error ("member %u (%s): %s", i, paths[i], why);
-      errno = err;
-      goto err;
-    }
-    m->data_offset = a ? a->data_offsets[i] : 0;
-    if (m->size < m->data_offset) {
-      stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
-                    "the data offset (%" PRIu64 ")",
-                    i, paths[i], m->size, m->data_offset);
-      errno = EINVAL;
-      goto err;
-    }
-    sizes[i] = m->size - m->data_offset;
-    if (a && a->data_sizes[i] != 0) {
-      /* The metadata says how much data the member holds: a member that
-       * shrank (or was replaced by a smaller one) would lose data.
-       */
-      if (a->data_sizes[i] > sizes[i]) {
-        stripe_error ("member %u (%s): holds %" PRIu64 " bytes of data "
-                      "but the volume expects %" PRIu64 ": truncated or "
-                      "replaced by a smaller member?",
-                      i, paths[i], sizes[i], a->data_sizes[i]);
-        errno = EINVAL;
-        goto err;
-      }
-      sizes[i] = a->data_sizes[i];
-    }
-    if (m->min_io > v->min_block)
-      v->min_block = m->min_io;
-    if (m->physical_block > v->preferred_block)
-      v->preferred_block = m->physical_block;
-  }
   if (v->preferred_block < 4096)
     v->preferred_block = 4096;
-
-  /* Mid-reshape the volume is the old layout, over the members that have
-   * a size in it (reshape.h); the job takes the new one.
-   */
-  nr_layout = nr_members;
-  if (a && a->reshape.active) {
-    nr_layout = 0;
-    for (unsigned i = 0; i < nr_members; ++i)
-      if (a->reshape.old_sizes[i]) {
-        v->map[nr_layout] = i;
-        sizes[nr_layout++] = a->reshape.old_sizes[i];
-      }
-  }
-  lerr = layout_init_as (&v->layout, a ? a->layout : LAYOUT_MD_ALT,
-                         a ? a->size_rule : LAYOUT_SIZE_MD, chunk, nr_layout,
-                         sizes, &bad);
-  bad = v->map[bad];
-  if (lerr == LAYOUT_ERR_MEMBER_TOO_SMALL) {
-    stripe_error ("member %u (%s): size %" PRIu64 " bytes is smaller than "
-                  "one chunk (chunk=%" PRIu64 ")",
-                  bad, paths[bad], sizes[bad], chunk);
-    errno = EINVAL;
+  if (init_layout (v, paths, o, sizes) == -1
+      || set_needs (v, paths, a, sizes) == -1)
     goto err;
-  }
-  if (lerr != LAYOUT_OK) {
-    stripe_error ("%s", layout_strerror (lerr));
-    errno = EINVAL;
-    goto err;
-  }
-  /* NBD sizes and offsets are signed 64-bit in nbdkit and most clients. */
-  if (v->layout.size > INT64_MAX) {
-    stripe_error ("the members add up to %" PRIu64 " bytes: a volume can "
-                  "be at most %" PRId64 " bytes (2^63 - 1, NBD's limit)",
-                  v->layout.size, INT64_MAX);
-    errno = EFBIG;
-    goto err;
-  }
-  for (unsigned j = 0; j < nr_layout; ++j) {
-    struct member *m = &v->members[v->map[j]];
-    m->need = m->data_offset + v->layout.member_size[j];
-    if ((a == NULL || a->data_sizes[j] == 0)
-        && v->layout.member_size[j] != sizes[j])
-      stripe_debug ("member %u (%s): last %" PRIu64 " bytes unused "
-                    "(not a whole chunk)",
-                    j, paths[j], sizes[j] - v->layout.member_size[j]);
-  }
-  if (a && a->reshape.active)
-    for (unsigned i = 0; i < nr_members; ++i) {
-      struct member *m = &v->members[i];
-      uint64_t n = a->reshape.new_sizes[i];
-      if (m->data_offset + n > m->need)
-        m->need = m->data_offset + n;
-      if (m->size < m->need) {
-        stripe_error ("member %u (%s): size %" PRIu64 " bytes, the reshape "
-                      "under way needs %" PRIu64,
-                      i, paths[i], m->size, m->need);
-        errno = EINVAL;
-        goto err;
-      }
-    }
   meta_free (&v->meta);
   if (meta_init (&v->meta, a, nr_members, !o->readonly) == -1) {
     stripe_error ("malloc: %m");
@@ -221,7 +263,7 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
         v->members[i].ops->learn_zero (&v->members[i], scratch, slen);
   stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
                 "md layout %s, %" PRIu64 " bytes, cache=%s",
-                nr_members, chunk, v->layout.nr_zones,
+                nr_members, o->chunk, v->layout.nr_zones,
                 layout_name (v->layout.id), v->layout.size,
                 cache_mode_name (o->cache));
   return 0;
