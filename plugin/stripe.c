@@ -19,6 +19,7 @@
 #include "cmdline.h"
 #include "config.h"
 #include "control.h"
+#include "drive.h"
 #include "health.h"
 #include "ioexec.h"
 #include "layout.h"
@@ -573,6 +574,8 @@ stripe_dump_plugin (void)
   printf ("stripe_layout=%u\n", LAYOUT_MD_ALT);
   printf ("stripe_max_members=%d\n", LAYOUT_MAX_MEMBERS);
   printf ("stripe_default_chunk=%u\n", LAYOUT_DEFAULT_CHUNK);
+  /* Drive health backends built in (drive.h): nvme, ata. */
+  printf ("stripe_drive_health=%s\n", drive_backends ());
 }
 
 #define stripe_config_help                                                    \

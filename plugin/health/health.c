@@ -262,6 +262,23 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
   pthread_cond_signal (&h->cond);
 }
 
+const char *
+health_floor_reason (struct health *h, unsigned i)
+{
+  return h->m[i].drive_reason;
+}
+
+void
+health_settle (struct health *h, unsigned i, const char *why)
+{
+  const char *floor = health_floor_reason (h, i);
+
+  if (floor[0])
+    health_set_state (h, i, MS_FAILING, floor);
+  else
+    health_set_state (h, i, MS_OK, why);
+}
+
 static void
 describe_error (char *buf, size_t len, enum op_kind op, uint64_t offset,
                 int err)
@@ -393,6 +410,11 @@ health_member_replaced (struct health *h, unsigned i, const char *path)
   atomic_store (&h->m[i].last_full_mono, 0);
   h->m[i].has_last_error = false;
   h->m[i].cause[0] = '\0';
+  /* What its drive said was of the old device. */
+  h->m[i].drive_read_once = false;
+  h->m[i].have_drive = h->m[i].have_drive_base = false;
+  h->m[i].drive_reason[0] = '\0';
+  h->m[i].wear_len = h->m[i].wear_head = 0;
   health_set_state (h, i, MS_OK, reason);
   h->dirty = true;
   pthread_cond_signal (&h->cond);
@@ -515,6 +537,7 @@ health_new (const struct health_params *p, unsigned nr_members,
     pthread_cond_init (&h->cond, &ca);
     pthread_cond_init (&h->hook_cond, &ca);
     pthread_cond_init (&h->probe_cond, &ca);
+    pthread_cond_init (&h->drive_cond, &ca);
     pthread_condattr_destroy (&ca);
   }
 
@@ -726,13 +749,17 @@ expire_failing (struct health *h, uint64_t now)
     char reason[96];
 
     if (atomic_load (&m->state) == MS_FAILING && now - last >= window) {
+      const char *floor = health_floor_reason (h, i);
+      /* Failing for its drive (too): the reason is the drive's again. */
+      if (floor[0] && strcmp (m->reason, floor) == 0)
+        continue;
       snprintf (reason, sizeof reason, "no I/O error for %u s", h->p.set.window);
-      health_set_state (h, i, MS_OK, reason);
+      health_settle (h, i, reason);
     }
     else if (atomic_load (&m->state) == MS_FULL && now - full >= window) {
       snprintf (reason, sizeof reason, "no write short of space for %u s",
                 h->p.set.window);
-      health_set_state (h, i, MS_OK, reason);
+      health_settle (h, i, reason);
     }
   }
 }
@@ -880,6 +907,10 @@ health_start (struct health *h)
     goto err;
   }
   pthread_mutex_unlock (&h->lock);
+  if (h->p.set.drive_interval > 0 && health_start_drive_poller (h) == -1) {
+    e = errno;
+    goto err;
+  }
   return 0;
 err:
   errno = e;
@@ -897,7 +928,9 @@ health_free (struct health *h)
     h->stop = true;
     pthread_cond_broadcast (&h->cond);
     pthread_cond_broadcast (&h->probe_cond);
+    pthread_cond_broadcast (&h->drive_cond);
     pthread_mutex_unlock (&h->lock);
+    health_stop_drive_poller (h);
     pthread_join (h->thread, NULL);
     /* The health thread handed over its last events: the hook thread
      * runs them, then exits.
@@ -954,6 +987,7 @@ health_free (struct health *h)
   pthread_cond_destroy (&h->cond);
   pthread_cond_destroy (&h->hook_cond);
   pthread_cond_destroy (&h->probe_cond);
+  pthread_cond_destroy (&h->drive_cond);
   free (h);
   return true;
 }
