@@ -34,7 +34,8 @@
 #     reason; the Prometheus file has
 #     nbdstripe_member_drive_critical_warning{...member="0"} 4 and
 #     nbdstripe_member_drive_predicts_failure 1 for it, 0 for member 1;
-#     `nbdstripe status` shows the reason and the wear table.
+#     `nbdstripe status` shows the reason, and its drives table a row
+#     per member: the NVMe and SATA figures, why the others have none.
 #
 # One boot, about 30 s under TCG; skipped (77) in the sanitizer build
 # (the guest runs the plain build's binaries) and without qemu.  To see
@@ -175,4 +176,16 @@ if grep -q -F "$reason" "$V_TMP/status2.txt"; then
 else
   v_bad "nbdstripe status does not show '$reason'"
 fi
+# The drives side by side: NVMe and SATA rows with their figures, the
+# others saying why they have none.
+for re in '^ +0 nvme +50C +0% +0%/0% +500KiB .* predicted: critical warning 0x04: reliability_degraded$' \
+          '^ +1 ata +31C +- +- +- .* ok$' \
+          '^ +2 - +not available: a loop device \(over /tmp/loop.img\): no drive of its own$' \
+          '^ +3 - +not available: a regular file'; do
+  if grep -q -E -- "$re" "$V_TMP/status2.txt"; then
+    v_ok "nbdstripe status, drives: a line matches $re"
+  else
+    v_bad "nbdstripe status, drives: no line matches $re"
+  fi
+done
 v_done
