@@ -36,7 +36,9 @@
  *            media errors or bad sectors growing), read every
  *            drive_interval seconds by the drive poller: failing with
  *            the reason ("predicted: available spare 8% < threshold
- *            10%") for as long as the drive says so.
+ *            10%") for as long as the drive says so.  Or a scrub
+ *            (scrub.h) found places of it that cannot be read: failing
+ *            ("scrub: ...") until a later scrub reads all of it.
  *   full     a write failed for want of space (ENOSPC, EDQUOT) within the
  *            last WINDOW seconds: a warning, the member keeps serving
  *            (reads, trims that free space, writes that fit); the writer
@@ -131,8 +133,9 @@
  *       }
  *     }, …
  *   ],
- *   "replace": { … }     // once a replace has run: the last one, also in
+ *   "replace": { … },    // once a replace has run: the last one, also in
  *                        // the last write (replace_status, replace.h)
+ *   "scrub": { … }       // once a scrub has run: the last one (scrub.h)
  * }
  *
  * Latency figures are of the requests that succeeded.  p50 and p99 are
@@ -166,6 +169,9 @@
  *     _media_errors, _unsafe_shutdowns, _reallocated_sectors,
  *     _pending_sectors, _offline_uncorrectable_sectors,
  *     _wear_leveling_count
+ *   nbdstripe_scrub_running, _bytes_read, _bytes_total,
+ *     _last_finished_timestamp_seconds{volume}, and
+ *     nbdstripe_scrub_unreadable_bytes{volume,member}, once a scrub ran
  * No quantiles there: histogram_quantile () computes them from the
  * buckets over any range.  A file whose last update is several
  * intervals old while nbdstripe_up is 1 is that of a server that died
@@ -348,6 +354,19 @@ extern double health_quantile_us (struct health *h, unsigned i,
 struct drive_health;
 extern void health_drive_record (struct health *h, unsigned i,
                                  const struct drive_health *r, uint64_t now);
+
+/* What a scrub (scrub.h) found on member i: unreadable places (reason
+ * says what: the member is failing with it, as long as no later scrub
+ * reads it all), or, reason NULL, nothing: a finding of an earlier scrub
+ * is lifted.
+ */
+extern void health_scrub_result (struct health *h, unsigned i,
+                                 const char *reason);
+
+/* Client requests recorded so far, every member and operation (the
+ * scrub's way to see that clients are at work).
+ */
+extern uint64_t health_requests_total (const struct health *h);
 
 /* Monotonic clock in ns. */
 extern uint64_t health_now_ns (void);

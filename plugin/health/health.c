@@ -265,7 +265,63 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
 const char *
 health_floor_reason (struct health *h, unsigned i)
 {
-  return h->m[i].drive_reason;
+  return h->m[i].floor;
+}
+
+void
+health_update_floor (struct health *h, unsigned i, uint64_t now,
+                     const char *why_ok)
+{
+  struct member_health *m = &h->m[i];
+  enum member_state st = atomic_load (&m->state);
+  uint64_t last = atomic_load (&m->last_error_mono);
+  bool io_failing =
+    last != 0 && now - last < (uint64_t) h->p.set.window * 1000000000;
+
+  if (m->drive_reason[0] && m->scrub_reason[0])
+    snprintf (m->floor, sizeof m->floor, "%.120s; %.120s", m->drive_reason,
+              m->scrub_reason);
+  else
+    snprintf (m->floor, sizeof m->floor, "%s",
+              m->drive_reason[0] ? m->drive_reason : m->scrub_reason);
+  if (m->floor[0]) {
+    /* Failing for I/O errors: their reason until they expire. */
+    if (st < MS_FAILING || (st == MS_FAILING && !io_failing))
+      health_set_state (h, i, MS_FAILING, m->floor);
+  }
+  else if (st == MS_FAILING && !io_failing)
+    health_set_state (h, i, MS_OK, why_ok);
+}
+
+void
+health_scrub_result (struct health *h, unsigned i, const char *reason)
+{
+  struct member_health *m;
+
+  if (h == NULL || i >= h->n)
+    return;
+  m = &h->m[i];
+  pthread_mutex_lock (&h->lock);
+  if (reason == NULL && m->scrub_reason[0] == '\0') {
+    pthread_mutex_unlock (&h->lock);
+    return;
+  }
+  snprintf (m->scrub_reason, sizeof m->scrub_reason, "%s",
+            reason ? reason : "");
+  health_update_floor (h, i, health_now_ns (),
+                       "a scrub read all of it again");
+  pthread_mutex_unlock (&h->lock);
+}
+
+uint64_t
+health_requests_total (const struct health *h)
+{
+  uint64_t n = 0;
+
+  for (unsigned i = 0; h && i < h->n; ++i)
+    for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
+      n += atomic_load_explicit (&h->m[i].requests[op], memory_order_relaxed);
+  return n;
 }
 
 void
@@ -414,6 +470,8 @@ health_member_replaced (struct health *h, unsigned i, const char *path)
   h->m[i].drive_read_once = false;
   h->m[i].have_drive = h->m[i].have_drive_base = false;
   h->m[i].drive_reason[0] = '\0';
+  h->m[i].scrub_reason[0] = '\0';
+  h->m[i].floor[0] = '\0';
   h->m[i].wear_len = h->m[i].wear_head = 0;
   health_set_state (h, i, MS_OK, reason);
   h->dirty = true;

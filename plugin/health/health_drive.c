@@ -56,16 +56,6 @@ write_rate (const struct member_health *m, double *span)
   return (double) (newest->written - oldest->written) / *span;
 }
 
-/* The floor lifted, or refreshed, only once I/O errors are not what
- * keeps the member failing.
- */
-static bool
-io_failing (struct health *h, struct member_health *m, uint64_t now)
-{
-  uint64_t last = atomic_load (&m->last_error_mono);
-  return last != 0 && now - last < (uint64_t) h->p.set.window * 1000000000;
-}
-
 /* health_drive_record with the lock held. */
 static void
 record_locked (struct health *h, unsigned i, const struct drive_health *r,
@@ -102,18 +92,15 @@ record_locked (struct health *h, unsigned i, const struct drive_health *r,
       m->wear_len++;
   }
   if (drive_predicts_failure (&m->drive_base, r, why, sizeof why)) {
-    enum member_state st = atomic_load (&m->state);
     snprintf (m->drive_reason, sizeof m->drive_reason, "%s", why);
-    if (st < MS_FAILING || (st == MS_FAILING && !io_failing (h, m, now)))
-      health_set_state (h, i, MS_FAILING, why);
+    health_update_floor (h, i, now, NULL);
   }
   else if (m->drive_reason[0]) {
     m->drive_reason[0] = '\0';
     stripe_notice ("health: member %u (%s): its drive no longer predicts a "
                    "failure",
                    i, m->path);
-    if (atomic_load (&m->state) == MS_FAILING && !io_failing (h, m, now))
-      health_settle (h, i, "its drive no longer predicts a failure");
+    health_update_floor (h, i, now, "its drive no longer predicts a failure");
   }
   /* A reading is in the next rewrite; a transition it caused, at once
    * (health_set_state).

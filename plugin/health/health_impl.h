@@ -95,6 +95,12 @@ struct member_health {
   struct drive_health drive, drive_base;
   double drive_unix;
   char drive_reason[REASON_MAX];
+  /* What the last scrub found unreadable (scrub.h), "" when nothing; and
+   * the floor: drive_reason and scrub_reason together, what keeps the
+   * member failing whatever its I/O does.
+   */
+  char scrub_reason[REASON_MAX];
+  char floor[REASON_MAX];
   struct wear_sample {
     uint64_t mono;   /* ns */
     int64_t written; /* bytes */
@@ -202,6 +208,12 @@ extern void health_settle (struct health *h, unsigned i, const char *why);
  * none.  Lock held.
  */
 extern const char *health_floor_reason (struct health *h, unsigned i);
+/* Member i's drive_reason or scrub_reason changed: the floor made again
+ * and applied -- failing with it, or, when it is gone and no recent I/O
+ * error keeps the member failing, ok (why_ok).  Lock held.
+ */
+extern void health_update_floor (struct health *h, unsigned i, uint64_t now,
+                                 const char *why_ok);
 
 /* health_drive.c */
 extern int health_start_drive_poller (struct health *h);

@@ -837,6 +837,43 @@ wear_estimate_uses_the_write_rate_between_readings (
   health_free (h);
 }
 
+/* A scrub's finding keeps a member failing like its drive's prediction,
+ * both said together; each lifted on its own.
+ */
+static void
+scrub_finding_and_drive_prediction_keep_the_member_failing_together (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+  struct drive_health d = nvme_reading (8, 10, 3, 0, 0, 1000);
+  struct json_object *root, *m;
+
+  health_scrub_result (h, 0, "scrub: 4096 unreadable bytes in 1 place");
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_drive_record (h, 0, &d, t);
+  m = status_member (h, 0, &root);
+  assert_string_equal (member_text (m, "reason"),
+                       "predicted: available spare 8% < threshold 10%; "
+                       "scrub: 4096 unreadable bytes in 1 place");
+  json_object_put (root);
+  d = nvme_reading (100, 10, 3, 0, 0, 1100);
+  health_drive_record (h, 0, &d, t + SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  m = status_member (h, 0, &root);
+  assert_string_equal (member_text (m, "reason"),
+                       "scrub: 4096 unreadable bytes in 1 place");
+  json_object_put (root);
+  health_tick (h, health_now_ns () + 60 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_scrub_result (h, 0, NULL);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  /* Nothing found on a member with nothing to lift: no change. */
+  health_scrub_result (h, 1, NULL);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  health_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -874,6 +911,8 @@ main (int argc, char **argv)
       drive_reading_that_fails_keeps_the_verdict_and_the_last_figures),
     cmocka_unit_test (replaced_member_forgets_its_old_drive),
     cmocka_unit_test (wear_estimate_uses_the_write_rate_between_readings),
+    cmocka_unit_test (
+      scrub_finding_and_drive_prediction_keep_the_member_failing_together),
   };
 
   return run_unit_tests ("health", tests, sizeof tests / sizeof tests[0], argc,
