@@ -209,6 +209,39 @@ const struct command commands[] = {
             "stderr\n",
     .usage_status = 2,
   },
+  {
+    .name = "scrub",
+    .run = cmd_scrub,
+    .synopsis = "[--rate RATE] [--wait] [--json] VOLUME\n"
+                "        | --cancel [--json] VOLUME",
+    .summary = "read every member of a served volume, report bad places",
+    .help = "Read every member's data area from the device, in the "
+            "background while\n"
+            "clients go on (a patrol read): what cannot be read is "
+            "reported as the\n"
+            "volume's byte ranges and per member, and the member is "
+            "failing from\n"
+            "then on.  The request goes to the server through its control "
+            "socket;\n"
+            "'nbdstripe status' shows the progress and the findings.\n"
+            "      --rate RATE   read at most RATE bytes a second in all "
+            "(default 256M);\n"
+            "                    while clients are at work it also pauses "
+            "before\n"
+            "                    each read\n"
+            "  -w, --wait        follow it to its end (a progress bar on a "
+            "terminal,\n"
+            "                    a line every 5% otherwise); exit status 0 "
+            "when\n"
+            "                    everything was read\n"
+            "      --cancel      stop the running scrub\n"
+            "  -j, --json        say what was done (and with --wait what "
+            "was found,\n"
+            "                    \"unreadable\": the volume's byte ranges), "
+            "as JSON;\n"
+            "                    progress lines go to stderr\n",
+    .usage_status = 2,
+  },
   { .name = NULL },
 };
 

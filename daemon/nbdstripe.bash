@@ -10,7 +10,7 @@
 # The option lists are the ones `nbdstripe COMMAND --help` prints (the
 # test tests/daemon/completion.sh compares them).
 
-_nbdstripe_commands="create serve check status list stop accept inspect import replace"
+_nbdstripe_commands="create serve check status list stop accept inspect import replace scrub"
 
 # _nbdstripe_options COMMAND: its options, long forms.
 _nbdstripe_options ()
@@ -24,6 +24,7 @@ _nbdstripe_options ()
   replace)
     echo "--rate --wait --force --skip-unreadable --offline --cancel --json"
     ;;
+  scrub) echo "--rate --wait --cancel --json" ;;
   esac
 }
 
@@ -124,7 +125,7 @@ _nbdstripe ()
   done
 
   case $cmd in
-  create | serve | check | status | stop | accept)
+  create | serve | check | status | stop | accept | scrub)
     # VOLUME (accept: then INDEX, a number: nothing to offer).
     if ((n == 0)); then
       while IFS= read -r line; do

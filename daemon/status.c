@@ -619,6 +619,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
               double now, bool live, bool alive, const char *ctl)
 {
   struct json_object *replace = field (st, "replace", json_type_object);
+  struct json_object *scrub = field (st, "scrub", json_type_object);
   struct json_object *vol = field (st, "volume", json_type_object);
   struct json_object *members = field (st, "members", json_type_array);
   struct json_object *running;
@@ -676,6 +677,8 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
   if (replace)
     printf ("%15s : %s\n", "Replace",
             replace_progress (replace, path, sizeof path));
+  if (scrub)
+    printf ("%15s : %s\n", "Scrub", scrub_progress (scrub, path, sizeof path));
   printf ("%15s : %s\n", "Status file", cfg->health.status_file);
   if (ctl)
     printf ("%15s : %s (the live status above came from here)\n",
@@ -932,6 +935,47 @@ replace_progress (struct json_object *r, char *buf, size_t len)
             get_text (r, "new", nb, sizeof nb),
             get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
             eta, lost, err);
+  return buf;
+}
+
+const char *
+scrub_progress (struct json_object *s, char *buf, size_t len)
+{
+  char sb[64], cb[32], tb[32], rb[32], db[64], eta[64] = "", lost[64] = "";
+  char err[1024] = "", pct[32] = "?";
+  const char *done = "?", *total = "?", *rate = "?";
+  struct json_object *l = field (s, "unreadable", json_type_array);
+  uint64_t c = 0, t = 0;
+  bool have_c = get_uint (s, "bytes_read", &c);
+  bool have_t = get_uint (s, "bytes_total", &t);
+  double d;
+
+  if (have_c)
+    done = human_size (c, cb, sizeof cb);
+  if (have_t)
+    total = human_size (t, tb, sizeof tb);
+  if (have_c && have_t && c <= t)
+    snprintf (pct, sizeof pct, "%d%%",
+              t ? (int) ((long double) c * 100 / t) : 100);
+  if (get_number (s, "rate", &d) && d >= 0 && d < 1e18)
+    rate = human_size ((uint64_t) d, rb, sizeof rb);
+  if (text_is (s, "state", "running")) {
+    if (get_number (s, "eta_seconds", &d) && d >= 0 && d < 1e9)
+      snprintf (eta, sizeof eta, ", ETA %.0f s", ceil (d));
+  }
+  else if (get_number (s, "elapsed_seconds", &d) && d >= 0 && d < 1e9)
+    snprintf (eta, sizeof eta, ", in %s", fmt_duration (d, db, sizeof db));
+  if (l)
+    snprintf (lost, sizeof lost, ", %zu unreadable range%s",
+              json_object_array_length (l),
+              json_object_array_length (l) == 1 ? "" : "s");
+  if (field (s, "error", json_type_string)) {
+    char e[900];
+    snprintf (err, sizeof err, ": %s", get_text (s, "error", e, sizeof e));
+  }
+  snprintf (buf, len, "%s, %s (%s of %s), %s/s%s%s%s",
+            get_text (s, "state", sb, sizeof sb), pct, done, total, rate, eta,
+            lost, err);
   return buf;
 }
 

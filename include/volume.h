@@ -44,6 +44,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "header.h"
 #include "health.h"
@@ -63,6 +64,7 @@ extern int cache_mode_parse (const char *name, enum cache_mode *mode);
 struct assembly;
 struct md_super;
 struct replace;
+struct scrub;
 
 /* Every request is counted from its start, before it looks at a member or
  * at v->rep, to its end (volume_drain, volume_quiesce).  Two counters and
@@ -149,6 +151,9 @@ struct volume {
    */
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
+  /* The scrub (scrub.h): the running or last one, under scrub_lock. */
+  struct scrub *scrub;
+  pthread_mutex_t scrub_lock;
 };
 
 /* Wait until every request that started before this call has ended
@@ -214,6 +219,17 @@ typedef int (*volume_extent_fn) (void *opaque, uint64_t offset,
                                  uint64_t length, uint32_t flags);
 extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
                            bool req_one, volume_extent_fn add, void *opaque);
+
+/* For the scrub (scrub.h): member i's bytes [offset, offset + count)
+ * read from the device itself, past any cache (member_pread, fresh),
+ * counted in the gate as a request is (a replace's switch waits for it),
+ * outside health's books.  Returns the bytes read (fewer only at the end
+ * of the member), or -1 with errno and why; member i failed: -1 with
+ * ENODEV, nothing read.
+ */
+extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
+                                   size_t count, uint64_t offset, char *why,
+                                   size_t len);
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the

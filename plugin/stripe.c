@@ -28,6 +28,7 @@
 #include "md_super.h"
 #include "notify.h"
 #include "replace.h"
+#include "scrub.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
@@ -95,12 +96,14 @@ stripe_cleanup (void)
   }
   /* No more requests on the control socket; a replace still copying is
    * cancelled (the volume stays as it was, NEW without metadata) or, if
-   * it is switching, finishes.
+   * it is switching, finishes; a scrub is cancelled.
    */
   control_stop (control);
   control = NULL;
-  if (volume_opened)
+  if (volume_opened) {
     replace_stop (&volume);
+    scrub_stop (&volume);
+  }
   /* The threads stop and the last status (running: false) is written
    * while the members are still open, the last replace in it
    * (volume_close frees it).

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "plan.h"
 #include "replace.h"
+#include "scrub.h"
 #include "util.h"
 #include "volume.h"
 
@@ -48,6 +49,7 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
   memset (v, 0, sizeof *v);
   pthread_mutex_init (&v->header_lock, NULL);
   pthread_mutex_init (&v->replace_lock, NULL);
+  pthread_mutex_init (&v->scrub_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
@@ -203,12 +205,14 @@ err:
 void
 volume_close (struct volume *v)
 {
+  scrub_free (v);
   replace_free (v);
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
   pthread_mutex_destroy (&v->header_lock);
   pthread_mutex_destroy (&v->replace_lock);
+  pthread_mutex_destroy (&v->scrub_lock);
   pthread_mutex_destroy (&v->swap_lock);
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);
@@ -327,6 +331,27 @@ volume_resume (struct volume *v)
     errno = e_;                                                               \
     return r_;                                                                \
   } while (0)
+
+ssize_t
+volume_member_read (struct volume *v, unsigned i, void *buf, size_t count,
+                    uint64_t offset, char *why, size_t len)
+{
+  unsigned k = gate_enter (v);
+  ssize_t r;
+  int e;
+
+  if (health_failed_mask (v->health) >> i & 1) {
+    snprintf (why, len, "the member has failed: not read");
+    errno = ENODEV;
+    r = -1;
+  }
+  else
+    r = member_pread (&v->members[i], buf, count, offset, true, why, len);
+  e = errno;
+  gate_leave (v, k);
+  errno = e;
+  return r;
+}
 
 int
 volume_start (struct volume *v)
@@ -1218,9 +1243,12 @@ static void
 health_status_extra (void *opaque, struct json_object *root)
 {
   struct json_object *r = replace_status (opaque);
+  struct json_object *s = scrub_status (opaque);
 
   if (r)
     json_put (root, "replace", r);
+  if (s)
+    json_put (root, "scrub", s);
 }
 
 void

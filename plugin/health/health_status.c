@@ -466,6 +466,65 @@ build_prom (struct health *h, bool running, double now,
       }
     }
   }
+  /* The scrub (or the last one), from the status's "scrub" object. */
+  if (extra) {
+    struct json_object *sc, *x, *ms;
+    if (json_object_object_get_ex (extra, "scrub", &sc)) {
+      const char *state = json_object_object_get_ex (sc, "state", &x)
+                            ? json_object_get_string (x)
+                            : "";
+      fputs ("# HELP nbdstripe_scrub_running Whether a scrub is reading the "
+             "volume now.\n"
+             "# TYPE nbdstripe_scrub_running gauge\nnbdstripe_scrub_running",
+             fp);
+      VOL ();
+      fprintf (fp, "} %d\n", running && strcmp (state, "running") == 0);
+      fputs ("# HELP nbdstripe_scrub_bytes_read Bytes the scrub has read.\n"
+             "# TYPE nbdstripe_scrub_bytes_read gauge\n"
+             "nbdstripe_scrub_bytes_read",
+             fp);
+      VOL ();
+      fprintf (fp, "} %.0f\n",
+               json_object_object_get_ex (sc, "bytes_read", &x)
+                 ? json_object_get_double (x)
+                 : 0.0);
+      fputs ("# HELP nbdstripe_scrub_bytes_total Bytes the scrub reads in "
+             "all.\n"
+             "# TYPE nbdstripe_scrub_bytes_total gauge\n"
+             "nbdstripe_scrub_bytes_total",
+             fp);
+      VOL ();
+      fprintf (fp, "} %.0f\n",
+               json_object_object_get_ex (sc, "bytes_total", &x)
+                 ? json_object_get_double (x)
+                 : 0.0);
+      if (json_object_object_get_ex (sc, "finished_unix", &x) && x) {
+        fputs ("# HELP nbdstripe_scrub_last_finished_timestamp_seconds "
+               "When the last scrub ended (Unix time).\n"
+               "# TYPE nbdstripe_scrub_last_finished_timestamp_seconds "
+               "gauge\nnbdstripe_scrub_last_finished_timestamp_seconds",
+               fp);
+        VOL ();
+        fprintf (fp, "} %.3f\n", json_object_get_double (x));
+      }
+      if (json_object_object_get_ex (sc, "members", &ms)
+          && json_object_is_type (ms, json_type_array)) {
+        fputs ("# HELP nbdstripe_scrub_unreadable_bytes Bytes of the member "
+               "the scrub could not read.\n"
+               "# TYPE nbdstripe_scrub_unreadable_bytes gauge\n",
+               fp);
+        for (size_t k = 0; k < json_object_array_length (ms); ++k) {
+          struct json_object *m = json_object_array_get_idx (ms, k);
+          fputs ("nbdstripe_scrub_unreadable_bytes", fp);
+          MEM ((unsigned) k);
+          fprintf (fp, "} %.0f\n",
+                   json_object_object_get_ex (m, "unreadable_bytes", &x)
+                     ? json_object_get_double (x)
+                     : 0.0);
+        }
+      }
+    }
+  }
 #undef VOL
 #undef MEM
   if (fclose (fp) != 0) {
