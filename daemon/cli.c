@@ -224,6 +224,7 @@ const struct command commands[] = {
             "room of members replaced by bigger ones.  Crash-safe: served "
             "again, it\n"
             "goes on where it was.  'nbdstripe status' shows the progress.\n"
+            "      --size max    no NEW: the room of bigger members\n"
             "      --rate RATE   move at most RATE bytes a second (200M)\n"
             "  -w, --wait        follow it to its end\n"
             "  -f, --force       NEW may hold data (a filesystem, a "
@@ -258,6 +259,39 @@ const struct command commands[] = {
             "(implies --wait)\n"
             "  -n, --dry-run     say the size it would have, do nothing\n"
             "  -j, --json        say what was done, as JSON\n",
+    .usage_status = 2,
+  },
+  {
+    .name = "scrub",
+    .run = cmd_scrub,
+    .synopsis = "[--rate RATE] [--wait] [--json] VOLUME\n"
+                "        | --cancel [--json] VOLUME",
+    .summary = "read every member of a served volume, report bad places",
+    .help = "Read every member's data area from the device, in the "
+            "background while\n"
+            "clients go on (a patrol read): what cannot be read is "
+            "reported as the\n"
+            "volume's byte ranges and per member, and the member is "
+            "failing from\n"
+            "then on.  The request goes to the server through its control "
+            "socket;\n"
+            "'nbdstripe status' shows the progress and the findings.\n"
+            "      --rate RATE   read at most RATE bytes a second in all "
+            "(default 256M);\n"
+            "                    while clients are at work it also pauses "
+            "before\n"
+            "                    each read\n"
+            "  -w, --wait        follow it to its end (a progress bar on a "
+            "terminal,\n"
+            "                    a line every 5% otherwise); exit status 0 "
+            "when\n"
+            "                    everything was read\n"
+            "      --cancel      stop the running scrub\n"
+            "  -j, --json        say what was done (and with --wait what "
+            "was found,\n"
+            "                    \"unreadable\": the volume's byte ranges), "
+            "as JSON;\n"
+            "                    progress lines go to stderr\n",
     .usage_status = 2,
   },
   { .name = NULL },

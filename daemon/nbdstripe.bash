@@ -10,7 +10,7 @@
 # The option lists are the ones `nbdstripe COMMAND --help` prints (the
 # test tests/daemon/completion.sh compares them).
 
-_nbdstripe_commands="create serve check status list stop accept inspect import replace"
+_nbdstripe_commands="create serve check status list stop accept inspect import replace grow shrink scrub"
 
 # _nbdstripe_options COMMAND: its options, long forms.
 _nbdstripe_options ()
@@ -24,6 +24,10 @@ _nbdstripe_options ()
   replace)
     echo "--rate --wait --force --skip-unreadable --offline --cancel --json"
     ;;
+  grow | shrink)
+    echo "--rate --size --wait --force --offline --dry-run --json"
+    ;;
+  scrub) echo "--rate --wait --cancel --json" ;;
   esac
 }
 
@@ -31,7 +35,9 @@ _nbdstripe_options ()
 _nbdstripe_takes_arg ()
 {
   case $1 in
-  --out | -o | --name | --layout | --timeout | -t | --rate) return 0 ;;
+  --out | -o | --name | --layout | --timeout | -t | --rate | --size)
+    return 0
+    ;;
   esac
   return 1
 }
@@ -124,7 +130,7 @@ _nbdstripe ()
   done
 
   case $cmd in
-  create | serve | check | status | stop | accept)
+  create | serve | check | status | stop | accept | scrub)
     # VOLUME (accept: then INDEX, a number: nothing to offer).
     if ((n == 0)); then
       while IFS= read -r line; do
@@ -140,6 +146,19 @@ _nbdstripe ()
   inspect | import)
     # MEMBER...: files and block devices.
     _nbdstripe_files "$cur"
+    ;;
+  grow | shrink)
+    # VOLUME, then (grow) NEW...: files and block devices; (shrink) INDEX.
+    if ((n == 0)); then
+      while IFS= read -r line; do
+        COMPREPLY+=("$line")
+      done < <(compgen -W "$(_nbdstripe_names)" -- "$cur")
+      if [[ $cur == */* || $cur == .* || ${#COMPREPLY[@]} -eq 0 ]]; then
+        _nbdstripe_files "$cur" '*.conf'
+      fi
+    elif [[ $cmd == grow ]]; then
+      _nbdstripe_files "$cur"
+    fi
     ;;
   replace)
     # VOLUME, then INDEX (a number: nothing to offer), then NEW (a file or

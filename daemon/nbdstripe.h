@@ -42,6 +42,7 @@ extern int cmd_stop (const struct command *, int argc, char **argv);
 extern int cmd_replace (const struct command *, int argc, char **argv);
 extern int cmd_grow (const struct command *, int argc, char **argv);
 extern int cmd_shrink (const struct command *, int argc, char **argv);
+extern int cmd_scrub (const struct command *, int argc, char **argv);
 
 /* nbdstripe --help. */
 extern void usage (FILE *fp);
@@ -209,6 +210,13 @@ extern struct json_object *control_ask (const char *path,
  */
 extern const char *replace_progress (struct json_object *r, char *buf,
                                      size_t len);
+
+/* A scrub object (a status's "scrub", scrub.h) in one line for people:
+ * "running, 37% (1.2GiB of 3.2GiB), 410MiB/s, ETA 5 s, 2 unreadable
+ * ranges" (status.c).
+ */
+extern const char *scrub_progress (struct json_object *s, char *buf,
+                                   size_t len);
 
 /* Untrusted text (n bytes) made safe for a terminal (status.c). */
 extern const char *safe_text (const char *s, size_t n, char *out, size_t len);

@@ -619,6 +619,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
               double now, bool live, bool alive, const char *ctl)
 {
   struct json_object *replace = field (st, "replace", json_type_object);
+  struct json_object *scrub = field (st, "scrub", json_type_object);
   struct json_object *vol = field (st, "volume", json_type_object);
   struct json_object *members = field (st, "members", json_type_array);
   struct json_object *running;
@@ -676,6 +677,8 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
   if (replace)
     printf ("%15s : %s\n", "Replace",
             replace_progress (replace, path, sizeof path));
+  if (scrub)
+    printf ("%15s : %s\n", "Scrub", scrub_progress (scrub, path, sizeof path));
   printf ("%15s : %s\n", "Status file", cfg->health.status_file);
   if (ctl)
     printf ("%15s : %s (the live status above came from here)\n",
@@ -725,6 +728,130 @@ print_members (struct json_object *st)
             fmt_latency (wl, "p50", b[11], sizeof b[11]),
             fmt_latency (wl, "p99", b[12], sizeof b[12]),
             get_text (m, "path", path, sizeof path));
+  }
+}
+
+/* Seconds ahead in words: "in 2.1 years", "in 45 days", "in 5.2 h". */
+static const char *
+fmt_ahead (double s, char *buf, size_t len)
+{
+  if (s >= 2 * 365.25 * 86400)
+    snprintf (buf, len, "in %.1f years", s / (365.25 * 86400));
+  else if (s >= 2 * 86400)
+    snprintf (buf, len, "in %.0f days", s / 86400);
+  else if (s >= 3600)
+    snprintf (buf, len, "in %.1f h", s / 3600);
+  else
+    snprintf (buf, len, "in %.0f min", ceil (s / 60));
+  return buf;
+}
+
+/* A byte figure of a drive, "-" when null or missing. */
+static const char *
+fmt_drive_bytes (struct json_object *o, const char *key, char *buf,
+                 size_t len)
+{
+  double d;
+
+  if (!get_number (o, key, &d) || d < 0 || d >= 1.8e19)
+    return "-";
+  return human_size ((uint64_t) d, buf, len);
+}
+
+/* The drives side by side (the status's "drive" objects): members of a
+ * RAID-0 wear at the same rate and tend to reach their rated endurance
+ * together; this is where a user sees it coming.  Printed when a member
+ * has a drive at all.
+ */
+static void
+print_drives (struct json_object *st)
+{
+  struct json_object *members = field (st, "members", json_type_array);
+  struct json_object *health = field (st, "health", json_type_object);
+  bool any = false;
+  char iv[32];
+
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i);
+    if (field (field (m, "drive", json_type_object), "kind",
+               json_type_string))
+      any = true;
+  }
+  if (!any)
+    return;
+  printf ("\nDrives (read every %s s; wear at the recent write rate):\n",
+          fmt_uint (health, "drive_interval", iv, sizeof iv));
+  printf ("%4s %-5s %5s %5s %11s %11s %11s %11s  %-16s %s\n", "#", "KIND",
+          "TEMP", "USED", "SPARE", "WRITTEN", "RATE", "ENDURANCE",
+          "REACHES IT", "HEALTH");
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i);
+    struct json_object *d = field (m, "drive", json_type_object);
+    struct json_object *w = field (d, "wear", json_type_object);
+    struct json_object *avail = field (d, "available", json_type_boolean);
+    char idx[32], kind[32], temp[32], used[32], spare[64], written[32];
+    char rate[32], endur[32], when[64], health_text[1024], why[1024];
+    char hr[32];
+    const char *wr, *en;
+    uint64_t u, t;
+    double x;
+
+    fmt_uint (m, "index", idx, sizeof idx);
+    if (!field (d, "kind", json_type_string)) {
+      printf ("%4s %-5s not available: %s\n", idx, "-",
+              field (d, "reason", json_type_string)
+                ? get_text (d, "reason", why, sizeof why)
+                : "(no drive information)");
+      continue;
+    }
+    get_text (d, "kind", kind, sizeof kind);
+    snprintf (temp, sizeof temp, "-");
+    if (get_number (d, "temperature_celsius", &x) && fabs (x) < 1000)
+      snprintf (temp, sizeof temp, "%.0fC", x);
+    snprintf (used, sizeof used, "-");
+    if (get_uint (d, "percentage_used", &u) && u < 1000)
+      snprintf (used, sizeof used, "%" PRIu64 "%%", u);
+    snprintf (spare, sizeof spare, "-");
+    if (get_uint (d, "available_spare", &u) && u < 1000) {
+      if (get_uint (d, "available_spare_threshold", &t) && t < 1000)
+        snprintf (spare, sizeof spare, "%" PRIu64 "%%/%" PRIu64 "%%", u, t);
+      else
+        snprintf (spare, sizeof spare, "%" PRIu64 "%%", u);
+    }
+    wr = fmt_drive_bytes (d, "data_written_bytes", written, sizeof written);
+    snprintf (rate, sizeof rate, "-");
+    if (get_number (w, "write_rate_bytes_per_second", &x) && x >= 0
+        && x < 1.8e19)
+      snprintf (rate, sizeof rate, "%s/s",
+                human_size ((uint64_t) x, hr, sizeof hr));
+    en = fmt_drive_bytes (w, "rated_endurance_bytes", endur, sizeof endur);
+    if (text_is (w, "estimate", "reached"))
+      snprintf (when, sizeof when, "reached");
+    else if (text_is (w, "estimate", "not_writing"))
+      snprintf (when, sizeof when, "not at this rate");
+    else if (text_is (w, "estimate", "estimated")
+             && get_number (w, "seconds_to_rated_endurance", &x) && x >= 0
+             && x < 1e13)
+      fmt_ahead (x, when, sizeof when);
+    else
+      snprintf (when, sizeof when, "-");
+    if (field (d, "predicts_failure", json_type_string))
+      get_text (d, "predicts_failure", health_text, sizeof health_text);
+    else if (text_is (d, "smart_status", "failing"))
+      snprintf (health_text, sizeof health_text, "SMART: failing");
+    else
+      snprintf (health_text, sizeof health_text, "ok");
+    if (avail && !json_object_get_boolean (avail)) {
+      char r[400];
+      size_t n = strlen (health_text);
+      snprintf (&health_text[n], sizeof health_text - n,
+                " (now unreadable: %s)",
+                field (d, "reason", json_type_string)
+                  ? get_text (d, "reason", r, sizeof r)
+                  : "?");
+    }
+    printf ("%4s %-5s %5s %5s %11s %11s %11s %11s  %-16s %s\n", idx, kind,
+            temp, used, spare, wr, rate, en, when, health_text);
   }
 }
 
@@ -808,6 +935,47 @@ replace_progress (struct json_object *r, char *buf, size_t len)
             get_text (r, "new", nb, sizeof nb),
             get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
             eta, lost, err);
+  return buf;
+}
+
+const char *
+scrub_progress (struct json_object *s, char *buf, size_t len)
+{
+  char sb[64], cb[32], tb[32], rb[32], db[64], eta[64] = "", lost[64] = "";
+  char err[1024] = "", pct[32] = "?";
+  const char *done = "?", *total = "?", *rate = "?";
+  struct json_object *l = field (s, "unreadable", json_type_array);
+  uint64_t c = 0, t = 0;
+  bool have_c = get_uint (s, "bytes_read", &c);
+  bool have_t = get_uint (s, "bytes_total", &t);
+  double d;
+
+  if (have_c)
+    done = human_size (c, cb, sizeof cb);
+  if (have_t)
+    total = human_size (t, tb, sizeof tb);
+  if (have_c && have_t && c <= t)
+    snprintf (pct, sizeof pct, "%d%%",
+              t ? (int) ((long double) c * 100 / t) : 100);
+  if (get_number (s, "rate", &d) && d >= 0 && d < 1e18)
+    rate = human_size ((uint64_t) d, rb, sizeof rb);
+  if (text_is (s, "state", "running")) {
+    if (get_number (s, "eta_seconds", &d) && d >= 0 && d < 1e9)
+      snprintf (eta, sizeof eta, ", ETA %.0f s", ceil (d));
+  }
+  else if (get_number (s, "elapsed_seconds", &d) && d >= 0 && d < 1e9)
+    snprintf (eta, sizeof eta, ", in %s", fmt_duration (d, db, sizeof db));
+  if (l)
+    snprintf (lost, sizeof lost, ", %zu unreadable range%s",
+              json_object_array_length (l),
+              json_object_array_length (l) == 1 ? "" : "s");
+  if (field (s, "error", json_type_string)) {
+    char e[900];
+    snprintf (err, sizeof err, ": %s", get_text (s, "error", e, sizeof e));
+  }
+  snprintf (buf, len, "%s, %s (%s of %s), %s/s%s%s%s",
+            get_text (s, "state", sb, sizeof sb), pct, done, total, rate, eta,
+            lost, err);
   return buf;
 }
 
@@ -1048,6 +1216,7 @@ cmd_status (const struct command *cmd, int argc, char **argv)
     print_volume (w.st, &cfg, now, w.live, w.alive,
                   w.from_socket ? ctl : NULL);
     print_members (w.st);
+    print_drives (w.st);
     print_last_errors (w.st, now);
   }
   else {

@@ -20,6 +20,12 @@
  *         rate an integer >= 0 (0: unbounded), force and skip_unreadable
  *         booleans; another field is refused.
  *   {"op": "cancel"}            -> {"ok": true}: the copy stops
+ *   {"op": "scrub", "rate": BYTES_PER_SECOND}
+ *      -> {"ok": true} once the scrub has started (scrub.h; rate an
+ *         integer >= 0, 0: as fast as it goes, absent:
+ *         SCRUB_DEFAULT_RATE); its progress and findings are in the
+ *         status ("scrub")
+ *   {"op": "scrub_cancel"}      -> {"ok": true}: the scrub stops
  *   {"op": "step", "at": PHASE} -> with -D stripe.replace_gate=1 only: the
  *         copier held at PHASE goes on (replace.h)
  *

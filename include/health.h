@@ -31,7 +31,14 @@
  *            it is back to ok (MemberRecovered).
  *   failing  an I/O error within the last WINDOW seconds, fewer than
  *            error_threshold in a row.  Back to ok after WINDOW seconds
- *            without error.
+ *            without error.  Or its drive predicts its failure
+ *            (drive.h: a critical warning, spare below its threshold,
+ *            media errors or bad sectors growing), read every
+ *            drive_interval seconds by the drive poller: failing with
+ *            the reason ("predicted: available spare 8% < threshold
+ *            10%") for as long as the drive says so.  Or a scrub
+ *            (scrub.h) found places of it that cannot be read: failing
+ *            ("scrub: ...") until a later scrub reads all of it.
  *   full     a write failed for want of space (ENOSPC, EDQUOT) within the
  *            last WINDOW seconds: a warning, the member keeps serving
  *            (reads, trims that free space, writes that fit); the writer
@@ -54,7 +61,8 @@
  * on_change program (in a thread of its own, with a timeout; never in the
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
  * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
- * (any return to ok), in order.  The environment also has NBDSTRIPE_EVENT,
+ * (any return to ok), in order; a drive predicting its failure is a
+ * MemberFailing whose reason starts "predicted:".  The environment also has NBDSTRIPE_EVENT,
  * NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
  *
@@ -75,7 +83,8 @@
  *     "started_unix": 1796212000.0, "uptime_seconds": 345
  *   },
  *   "health": { "window": 10, "slow_factor": 4.0, "error_threshold": 8,
- *               "min_samples": 20, "io_timeout": 30, "probe_interval": 2 },
+ *               "min_samples": 20, "io_timeout": 30, "probe_interval": 2,
+ *               "drive_interval": 600 },
  *   "members": [
  *     { "index": 0, "path": "/dev/nvme0n1",
  *       "state": "ok" | "slow" | "full" | "failing" | "failed",
@@ -92,11 +101,41 @@
  *                        // flush "bytes" is always 0 (a flush moves none)
  *       "last_error": null | { "op": "read", "errno": 5, "error": "EIO",
  *                              "message": "Input/output error",
- *                              "offset": 1048576, "time_unix": … }
+ *                              "offset": 1048576, "time_unix": … },
+ *       "drive": {       // what the member's drive says (drive.h)
+ *         "available": true | false,
+ *         "reason": "…", "reason_unix": …,   // when false: why (a file,
+ *                        // a loop device, a remote member, no SMART...)
+ *         // the last reading that worked (also when the last one
+ *         // failed), figures null when the drive does not report them:
+ *         "read_unix": …, "kind": "nvme" | "ata", "device": "/dev/…",
+ *         "model": "…", "serial": "…", "firmware": "…",
+ *         "predicts_failure": null | "predicted: …",
+ *         "temperature_celsius": 41, "power_on_hours": N,
+ *         "power_cycles": N, "percentage_used": 3,
+ *         "data_written_bytes": N,
+ *         // NVMe:
+ *         "critical_warning": 0, "critical_warnings": [ "…" ],
+ *         "available_spare": 100, "available_spare_threshold": 10,
+ *         "media_errors": 0, "unsafe_shutdowns": 2,
+ *         "data_units_written": N, "error_log_entries": N,
+ *         // ATA:
+ *         "smart_status": "passed" | "failing" | null,
+ *         "reallocated_sectors": 0, "pending_sectors": 0,
+ *         "offline_uncorrectable": 0, "wear_leveling_count": 97 | null,
+ *         "wear_leveling_raw": N, "failing_attribute": null | "…",
+ *         "wear": { "write_rate_bytes_per_second": R | null,
+ *                   "rate_over_seconds": S,
+ *                   "rated_endurance_bytes": E | null,
+ *                   "seconds_to_rated_endurance": T | null,
+ *                   "estimate": "estimated" | "reached" | "not_writing"
+ *                     | "no_percentage_used" | "no_write_rate" }
+ *       }
  *     }, …
  *   ],
- *   "replace": { … }     // once a replace has run: the last one, also in
+ *   "replace": { … },    // once a replace has run: the last one, also in
  *                        // the last write (replace_status, replace.h)
+ *   "scrub": { … }       // once a scrub has run: the last one (scrub.h)
  * }
  *
  * Latency figures are of the requests that succeeded.  p50 and p99 are
@@ -122,6 +161,17 @@
  *     (1.024e-06) to 2^36 (68.719476736) and +Inf, exact at those
  *     bounds (they are edges of the buckets above), _sum, _count
  *   nbdstripe_member_rejected_total{volume,member}
+ *   nbdstripe_member_drive_available{volume,member}, _predicts_failure
+ *     (0/1), and the drive's figures as gauges where it reports them:
+ *     nbdstripe_member_drive_critical_warning, _temperature_celsius,
+ *     _power_on_hours, _percentage_used, _data_written_bytes,
+ *     _available_spare_percent, _available_spare_threshold_percent,
+ *     _media_errors, _unsafe_shutdowns, _reallocated_sectors,
+ *     _pending_sectors, _offline_uncorrectable_sectors,
+ *     _wear_leveling_count
+ *   nbdstripe_scrub_running, _bytes_read, _bytes_total,
+ *     _last_finished_timestamp_seconds{volume}, and
+ *     nbdstripe_scrub_unreadable_bytes{volume,member}, once a scrub ran
  * No quantiles there: histogram_quantile () computes them from the
  * buckets over any range.  A file whose last update is several
  * intervals old while nbdstripe_up is 1 is that of a server that died
@@ -154,6 +204,7 @@ struct health_settings {
   unsigned io_timeout;        /* s, 0 = never */
   unsigned probe_interval;    /* s */
   unsigned on_change_timeout; /* s */
+  unsigned drive_interval;    /* s between drive health readings, 0 never */
 };
 
 struct health_params {
@@ -182,6 +233,8 @@ struct health_params {
 #define HEALTH_DEFAULT_IO_TIMEOUT 30
 #define HEALTH_DEFAULT_PROBE_INTERVAL 2
 #define HEALTH_DEFAULT_ON_CHANGE_TIMEOUT 10
+#define HEALTH_DEFAULT_DRIVE_INTERVAL 600
+#define HEALTH_MAX_DRIVE_INTERVAL 86400
 
 static inline struct health_settings
 health_defaults (void)
@@ -195,6 +248,7 @@ health_defaults (void)
     .io_timeout = HEALTH_DEFAULT_IO_TIMEOUT,
     .probe_interval = HEALTH_DEFAULT_PROBE_INTERVAL,
     .on_change_timeout = HEALTH_DEFAULT_ON_CHANGE_TIMEOUT,
+    .drive_interval = HEALTH_DEFAULT_DRIVE_INTERVAL,
   };
 }
 
@@ -295,6 +349,30 @@ extern void health_member_gone (struct health *h, unsigned i,
 extern void health_tick (struct health *h, uint64_t now);
 extern double health_quantile_us (struct health *h, unsigned i,
                                   enum op_kind op, double q, bool window);
+
+/* A reading of member i's drive (drive.h), taken at now (a
+ * health_now_ns value): kept for the status, and the rule applied -- a
+ * drive that predicts its failure makes the member failing with the
+ * reason (drive_predicts_failure's "predicted: ..."), for as long as it
+ * does; I/O errors expiring do not clear that.  The poller thread calls
+ * it after every reading; tests call it with readings of their own.
+ */
+struct drive_health;
+extern void health_drive_record (struct health *h, unsigned i,
+                                 const struct drive_health *r, uint64_t now);
+
+/* What a scrub (scrub.h) found on member i: unreadable places (reason
+ * says what: the member is failing with it, as long as no later scrub
+ * reads it all), or, reason NULL, nothing: a finding of an earlier scrub
+ * is lifted.
+ */
+extern void health_scrub_result (struct health *h, unsigned i,
+                                 const char *reason);
+
+/* Client requests recorded so far, every member and operation (the
+ * scrub's way to see that clients are at work).
+ */
+extern uint64_t health_requests_total (const struct health *h);
 
 /* Monotonic clock in ns. */
 extern uint64_t health_now_ns (void);

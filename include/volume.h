@@ -52,6 +52,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cache_mode.h"
 #include "dirty.h"
@@ -63,6 +64,7 @@
 struct assembly;
 struct member_op;
 struct json_object;
+struct scrub;
 struct volume;
 
 /* Runs a request's member operations (the volume's own path). */
@@ -190,6 +192,9 @@ struct volume {
    */
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
+  /* The scrub (scrub.h): the running or last one, under scrub_lock. */
+  struct scrub *scrub;
+  pthread_mutex_t scrub_lock;
   /* Which members hold writes not yet synced (dirty.h), by index: a
    * member switched in by a replace takes over its index's state.  An
    * array of LAYOUT_MAX_MEMBERS of its own, cache-line aligned (the
@@ -304,6 +309,28 @@ extern bool volume_can_fast_zero (const struct volume *v);
  */
 extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
                            bool req_one, volume_extent_fn add, void *opaque);
+
+/* For the scrub (scrub.h): member i's bytes [offset, offset + count)
+ * read from the device itself, past any cache (member_pread, fresh),
+ * counted in the gate as a request is (a replace's switch waits for it),
+ * outside health's books.  Returns the bytes read (fewer only at the end
+ * of the member), or -1 with errno and why; member i failed: -1 with
+ * ENODEV, nothing read.
+ */
+extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
+                                   size_t count, uint64_t offset, char *why,
+                                   size_t len);
+
+/* For the scrub (scrub.h): member i's bytes [offset, offset + count)
+ * read from the device itself, past any cache (member_pread, fresh),
+ * counted in the gate as a request is (a replace's switch waits for it),
+ * outside health's books.  Returns the bytes read (fewer only at the end
+ * of the member), or -1 with errno and why; member i failed: -1 with
+ * ENODEV, nothing read.
+ */
+extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
+                                   size_t count, uint64_t offset, char *why,
+                                   size_t len);
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the

@@ -19,6 +19,7 @@
 #include "cmdline.h"
 #include "config.h"
 #include "control.h"
+#include "drive.h"
 #include "health.h"
 #include "ioexec.h"
 #include "layout.h"
@@ -28,6 +29,7 @@
 #include "mover.h"
 #include "replace.h"
 #include "reshape.h"
+#include "scrub.h"
 #include "volume.h"
 
 /* -D stripe.io_uring=0 forces the portable I/O path (for tests). */
@@ -95,12 +97,14 @@ stripe_cleanup (void)
   }
   /* No more requests on the control socket; a replace still copying is
    * cancelled (the volume stays as it was, NEW without metadata) or, if
-   * it is switching, finishes.
+   * it is switching, finishes; a scrub is cancelled.
    */
   control_stop (control);
   control = NULL;
-  if (volume_opened)
+  if (volume_opened) {
     mover_stop (&volume);
+    scrub_stop (&volume);
+  }
   /* The threads stop and the last status (running: false) is written
    * while the members are still open, the last replace in it
    * (volume_close frees it).
@@ -591,6 +595,8 @@ stripe_dump_plugin (void)
   printf ("stripe_layout=%u\n", LAYOUT_MD_ALT);
   printf ("stripe_max_members=%d\n", LAYOUT_MAX_MEMBERS);
   printf ("stripe_default_chunk=%u\n", LAYOUT_DEFAULT_CHUNK);
+  /* Drive health backends built in (drive.h): nvme, ata. */
+  printf ("stripe_drive_health=%s\n", drive_backends ());
 }
 
 #define stripe_config_help                                                    \

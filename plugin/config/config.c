@@ -470,6 +470,8 @@ static const struct number {
     "a number of seconds" },
   { "health.on_change_timeout", FIELD (health.set.on_change_timeout), 1, 3600,
     "a number of seconds" },
+  { "health.drive_interval", FIELD (health.set.drive_interval), 0,
+    HEALTH_MAX_DRIVE_INTERVAL, "a number of seconds (0: never)" },
   { "remote.connections", FIELD (remote.connections), 1,
     MEMBER_CONNECTIONS_MAX, "a number of connections per remote member" },
   { NULL, 0, 0, 0, NULL },
@@ -944,6 +946,7 @@ static const struct key health_keys[] = {
   { "io_timeout", set_number },
   { "probe_interval", set_number },
   { "on_change_timeout", set_number },
+  { "drive_interval", set_number },
   { NULL, NULL },
 };
 

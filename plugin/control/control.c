@@ -26,6 +26,7 @@
 #include "mover.h"
 #include "replace.h"
 #include "reshape.h"
+#include "scrub.h"
 #include "util.h"
 #include "volume.h"
 
@@ -310,6 +311,31 @@ handle (struct control *c, struct json_object *req)
     json_put (o, "plan", plan);
     return o;
   }
+  if (strcmp (name, "scrub") == 0) {
+    static const char *const keys[] = { "op", "rate", NULL };
+    struct scrub_params p = { .rate = SCRUB_DEFAULT_RATE };
+    const char *bad = unknown_key (req, keys);
+    int64_t rate;
+    if (bad) {
+      snprintf (why, sizeof why, "scrub: unknown field \"%.100s\"", bad);
+      return refusal (why);
+    }
+    if (json_object_object_get_ex (req, "rate", &x)) {
+      if (!json_object_is_type (x, json_type_int)
+          || (rate = json_object_get_int64 (x)) < 0 || rate == INT64_MAX)
+        return refusal ("scrub: \"rate\" must be bytes a second (0: as "
+                        "fast as it goes)");
+      p.rate = (uint64_t) rate;
+    }
+    if (scrub_start (c->v, &p, why, sizeof why) == -1)
+      return refusal (why);
+    return ok_answer ();
+  }
+  if (strcmp (name, "scrub_cancel") == 0) {
+    if (scrub_cancel (c->v, why, sizeof why) == -1)
+      return refusal (why);
+    return ok_answer ();
+  }
   if (strcmp (name, "cancel") == 0) {
     if (mover_cancel (c->v, why, sizeof why) == -1)
       return refusal (why);
@@ -325,7 +351,7 @@ handle (struct control *c, struct json_object *req)
     return ok_answer ();
   }
   snprintf (why, sizeof why, "unknown op \"%.100s\" (status, replace, "
-            "reshape, cancel)", name);
+            "reshape, cancel, scrub, scrub_cancel)", name);
   return refusal (why);
 }
 

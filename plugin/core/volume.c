@@ -17,6 +17,7 @@
 #include "health.h"
 #include "identity.h"
 #include "log.h"
+#include "scrub.h"
 #include "util.h"
 #include "volume.h"
 
@@ -35,6 +36,7 @@ init_state (struct volume *v, const struct volume_options *o)
   v->view = (struct volume_view){ &v->layout, v->map };
   meta_init (&v->meta, NULL, 0, false);
   pthread_mutex_init (&v->mover_lock, NULL);
+  pthread_mutex_init (&v->scrub_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
@@ -276,6 +278,7 @@ err:
 void
 volume_close (struct volume *v)
 {
+  scrub_free (v);
   volume_mover_stop (v);
   while (v->movers) {
     struct volume_mover *vm = v->movers;
@@ -287,6 +290,7 @@ volume_close (struct volume *v)
   v->nr_members = 0;
   meta_free (&v->meta);
   pthread_mutex_destroy (&v->mover_lock);
+  pthread_mutex_destroy (&v->scrub_lock);
   pthread_mutex_destroy (&v->swap_lock);
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);

@@ -17,6 +17,7 @@
 #include "json.h"
 #include "log.h"
 #include "meta.h"
+#include "scrub.h"
 #include "util.h"
 #include "volume.h"
 
@@ -251,9 +252,12 @@ static void
 health_status_extra (void *opaque, struct json_object *root)
 {
   struct volume_mover *vm = volume_mover_last (opaque);
+  struct json_object *s = scrub_status (opaque);
 
   if (vm)
     vm->status (vm, root);
+  if (s)
+    json_put (root, "scrub", s);
 }
 
 void

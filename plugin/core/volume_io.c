@@ -701,3 +701,24 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   GATED (v, request (v, &rq));
 }
 
+
+ssize_t
+volume_member_read (struct volume *v, unsigned i, void *buf, size_t count,
+                    uint64_t offset, char *why, size_t len)
+{
+  unsigned k = gate_enter (v);
+  ssize_t r;
+  int e;
+
+  if (health_failed_mask (v->health) >> i & 1) {
+    snprintf (why, len, "the member has failed: not read");
+    errno = ENODEV;
+    r = -1;
+  }
+  else
+    r = member_pread (&v->members[i], buf, count, offset, true, why, len);
+  e = errno;
+  gate_leave (v, k);
+  errno = e;
+  return r;
+}

@@ -263,6 +263,79 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
   pthread_cond_signal (&h->cond);
 }
 
+const char *
+health_floor_reason (struct health *h, unsigned i)
+{
+  return h->m[i].floor;
+}
+
+void
+health_update_floor (struct health *h, unsigned i, uint64_t now,
+                     const char *why_ok)
+{
+  struct member_health *m = &h->m[i];
+  enum member_state st = atomic_load (&m->state);
+  uint64_t last = atomic_load (&m->last_error_mono);
+  bool io_failing =
+    last != 0 && now - last < (uint64_t) h->p.set.window * 1000000000;
+
+  if (m->drive_reason[0] && m->scrub_reason[0])
+    snprintf (m->floor, sizeof m->floor, "%.120s; %.120s", m->drive_reason,
+              m->scrub_reason);
+  else
+    snprintf (m->floor, sizeof m->floor, "%s",
+              m->drive_reason[0] ? m->drive_reason : m->scrub_reason);
+  if (m->floor[0]) {
+    /* Failing for I/O errors: their reason until they expire. */
+    if (st < MS_FAILING || (st == MS_FAILING && !io_failing))
+      health_set_state (h, i, MS_FAILING, m->floor);
+  }
+  else if (st == MS_FAILING && !io_failing)
+    health_set_state (h, i, MS_OK, why_ok);
+}
+
+void
+health_scrub_result (struct health *h, unsigned i, const char *reason)
+{
+  struct member_health *m;
+
+  if (h == NULL || i >= h->n)
+    return;
+  m = &h->m[i];
+  pthread_mutex_lock (&h->lock);
+  if (reason == NULL && m->scrub_reason[0] == '\0') {
+    pthread_mutex_unlock (&h->lock);
+    return;
+  }
+  snprintf (m->scrub_reason, sizeof m->scrub_reason, "%s",
+            reason ? reason : "");
+  health_update_floor (h, i, health_now_ns (),
+                       "a scrub read all of it again");
+  pthread_mutex_unlock (&h->lock);
+}
+
+uint64_t
+health_requests_total (const struct health *h)
+{
+  uint64_t n = 0;
+
+  for (unsigned i = 0; h && i < h->n; ++i)
+    for (unsigned op = 0; op < OP_NR_TRACKED; ++op)
+      n += atomic_load_explicit (&h->m[i].requests[op], memory_order_relaxed);
+  return n;
+}
+
+void
+health_settle (struct health *h, unsigned i, const char *why)
+{
+  const char *floor = health_floor_reason (h, i);
+
+  if (floor[0])
+    health_set_state (h, i, MS_FAILING, floor);
+  else
+    health_set_state (h, i, MS_OK, why);
+}
+
 static void
 describe_error (char *buf, size_t len, enum op_kind op, uint64_t offset,
                 int err)
@@ -394,6 +467,13 @@ health_member_replaced (struct health *h, unsigned i, const char *path)
   atomic_store (&h->m[i].last_full_mono, 0);
   h->m[i].has_last_error = false;
   h->m[i].cause[0] = '\0';
+  /* What its drive said was of the old device. */
+  h->m[i].drive_read_once = false;
+  h->m[i].have_drive = h->m[i].have_drive_base = false;
+  h->m[i].drive_reason[0] = '\0';
+  h->m[i].scrub_reason[0] = '\0';
+  h->m[i].floor[0] = '\0';
+  h->m[i].wear_len = h->m[i].wear_head = 0;
   health_set_state (h, i, MS_OK, reason);
   h->dirty = true;
   pthread_cond_signal (&h->cond);
@@ -557,6 +637,7 @@ health_new (const struct health_params *p, unsigned nr_members,
     pthread_cond_init (&h->cond, &ca);
     pthread_cond_init (&h->hook_cond, &ca);
     pthread_cond_init (&h->probe_cond, &ca);
+    pthread_cond_init (&h->drive_cond, &ca);
     pthread_condattr_destroy (&ca);
   }
 
@@ -764,13 +845,17 @@ expire_failing (struct health *h, uint64_t now)
     char reason[96];
 
     if (atomic_load (&m->state) == MS_FAILING && now - last >= window) {
+      const char *floor = health_floor_reason (h, i);
+      /* Failing for its drive (too): the reason is the drive's again. */
+      if (floor[0] && strcmp (m->reason, floor) == 0)
+        continue;
       snprintf (reason, sizeof reason, "no I/O error for %u s", h->p.set.window);
-      health_set_state (h, i, MS_OK, reason);
+      health_settle (h, i, reason);
     }
     else if (atomic_load (&m->state) == MS_FULL && now - full >= window) {
       snprintf (reason, sizeof reason, "no write short of space for %u s",
                 h->p.set.window);
-      health_set_state (h, i, MS_OK, reason);
+      health_settle (h, i, reason);
     }
   }
 }
@@ -918,6 +1003,10 @@ health_start (struct health *h)
     goto err;
   }
   pthread_mutex_unlock (&h->lock);
+  if (h->p.set.drive_interval > 0 && health_start_drive_poller (h) == -1) {
+    e = errno;
+    goto err;
+  }
   return 0;
 err:
   errno = e;
@@ -935,7 +1024,9 @@ health_free (struct health *h)
     h->stop = true;
     pthread_cond_broadcast (&h->cond);
     pthread_cond_broadcast (&h->probe_cond);
+    pthread_cond_broadcast (&h->drive_cond);
     pthread_mutex_unlock (&h->lock);
+    health_stop_drive_poller (h);
     pthread_join (h->thread, NULL);
     /* The health thread handed over its last events: the hook thread
      * runs them, then exits.
@@ -992,6 +1083,7 @@ health_free (struct health *h)
   pthread_cond_destroy (&h->cond);
   pthread_cond_destroy (&h->hook_cond);
   pthread_cond_destroy (&h->probe_cond);
+  pthread_cond_destroy (&h->drive_cond);
   free (h);
   return true;
 }

@@ -9,6 +9,8 @@
  *                     written atomically
  *   health_prober.c   the prober thread: checks, drops, re-probes
  *   health_hook.c     the on_change program, run for each event in order
+ *   health_drive.c    the drive poller thread: drive health (drive.h)
+ *                     read in the background, the rule applied
  */
 #ifndef NBDSTRIPE_HEALTH_IMPL_H
 #define NBDSTRIPE_HEALTH_IMPL_H
@@ -18,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "drive.h"
 #include "health.h"
 
 /* Log-linear latency buckets: 8 per power of two of nanoseconds (a
@@ -40,6 +43,11 @@
 #define REASON_MAX 256
 /* Threads that can be tracked in flight at once. */
 #define MAX_SLOTS 1024
+/* Drive readings kept for the write rate (data written over time); the
+ * rate is taken over at most the last WEAR_WINDOW_S of them.
+ */
+#define WEAR_SAMPLES 160
+#define WEAR_WINDOW_S 86400
 
 struct hist_set {
   uint64_t b[OP_NR_TRACKED][NSIZES][NBUCKETS];
@@ -75,6 +83,29 @@ struct member_health {
   char cause[REASON_MAX]; /* why it failed, kept while re-probes report */
   bool dropped_done;      /* ops.dropped called for this failure */
   uint64_t next_probe;    /* monotonic ns */
+  /* Drive health (health_drive.c): whether it was read at all; why the
+   * last reading failed ("" when it did not) and when; the last reading
+   * that worked and when it was taken; the first one that worked (what
+   * "grew" is measured from); why the drive predicts its failure (""
+   * when it does not): the member stays failing while that holds.
+   */
+  bool drive_read_once, have_drive, have_drive_base;
+  char drive_error[REASON_MAX];
+  double drive_error_unix;
+  struct drive_health drive, drive_base;
+  double drive_unix;
+  char drive_reason[REASON_MAX];
+  /* What the last scrub found unreadable (scrub.h), "" when nothing; and
+   * the floor: drive_reason and scrub_reason together, what keeps the
+   * member failing whatever its I/O does.
+   */
+  char scrub_reason[REASON_MAX];
+  char floor[REASON_MAX];
+  struct wear_sample {
+    uint64_t mono;   /* ns */
+    int64_t written; /* bytes */
+  } wear[WEAR_SAMPLES];
+  unsigned wear_head, wear_len;
 
   /* Health thread only. */
   struct hist_set *snaps; /* ring of nsnaps */
@@ -90,6 +121,13 @@ struct prober {
   bool abandoned;       /* under h->lock */
 };
 
+struct drive_poller {
+  struct health *h;
+  pthread_t thread;
+  _Atomic bool busy; /* in a drive's commands */
+  bool abandoned;    /* under h->lock */
+};
+
 struct health {
   struct health_params p;
   struct health_ops ops;
@@ -101,9 +139,11 @@ struct health {
   pthread_cond_t cond;      /* health thread */
   pthread_cond_t hook_cond; /* hook thread */
   pthread_cond_t probe_cond;
+  pthread_cond_t drive_cond; /* the drive poller's period */
   bool stop, dirty, started, hook_stop;
   pthread_t thread, hook_thread;
   struct prober *prober;
+  struct drive_poller *drive_poller;
   unsigned nr_abandoned;
 
   unsigned nsnaps, snap_period, snap_head, snaps_filled;
@@ -159,6 +199,31 @@ extern void health_write_status (struct health *h, bool running);
 /* health_prober.c */
 extern int health_start_prober (struct health *h);
 extern void health_check_prober (struct health *h, uint64_t now);
+
+/* Member i is ok again (why), unless something keeps it failing (its
+ * drive predicts a failure): then failing for that reason.  Lock held.
+ */
+extern void health_settle (struct health *h, unsigned i, const char *why);
+/* The reason that keeps member i failing whatever its I/O does, "" when
+ * none.  Lock held.
+ */
+extern const char *health_floor_reason (struct health *h, unsigned i);
+/* Member i's drive_reason or scrub_reason changed: the floor made again
+ * and applied -- failing with it, or, when it is gone and no recent I/O
+ * error keeps the member failing, ok (why_ok).  Lock held.
+ */
+extern void health_update_floor (struct health *h, unsigned i, uint64_t now,
+                                 const char *why_ok);
+
+/* health_drive.c */
+extern int health_start_drive_poller (struct health *h);
+/* Stop it: joined, or abandoned in a drive's command (then counted in
+ * nr_abandoned).  Lock not held.
+ */
+extern void health_stop_drive_poller (struct health *h);
+/* The member's drive object for the status (a new reference). */
+struct json_object;
+extern struct json_object *health_drive_json (struct health *h, unsigned i);
 
 /* health_hook.c */
 extern void health_hand_events_to_hook (struct health *h, unsigned n);

@@ -129,7 +129,7 @@ prober_main (void *arg)
         h->ops.adopt (h->ops.opaque, i, fresh);
         atomic_store (&m->consecutive, 0);
         atomic_store (&m->last_error_mono, 0);
-        health_set_state (h, i, MS_OK, "answered the re-probe");
+        health_settle (h, i, "answered the re-probe");
       }
       else if (failed) {
         /* Still failed: the status says what the re-probe found. */

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,8 @@ build_json (struct health *h, bool running, double now,
   json_put (hp, "io_timeout", json_object_new_int64 (h->p.set.io_timeout));
   json_put (hp, "probe_interval",
             json_object_new_int64 (h->p.set.probe_interval));
+  json_put (hp, "drive_interval",
+            json_object_new_int64 (h->p.set.drive_interval));
   json_put (root, "health", hp);
 
   for (unsigned i = 0; i < h->n; ++i) {
@@ -106,6 +109,7 @@ build_json (struct health *h, bool running, double now,
       json_put (ops, op_name (op), jo);
     }
     json_put (jm, "ops", ops);
+    json_put (jm, "drive", health_drive_json (h, i));
     if (!m->has_last_error)
       json_put (jm, "last_error", NULL);
     else {
@@ -147,6 +151,94 @@ prom_str (FILE *fp, const char *s)
     else
       fputc (*s, fp);
   }
+}
+
+/* Drive health gauges (health_drive.c keeps the readings): whether the
+ * last reading worked, whether the drive predicts a failure, and the
+ * figures of the last reading that worked (a figure the drive does not
+ * report has no sample; nor has a member never read).
+ */
+static void
+prom_drive (struct health *h, FILE *fp)
+{
+  static const struct {
+    const char *name, *help;
+    size_t off;
+    bool nvme; /* NVMe's critical warning: an int */
+  } g[] = {
+#define F(f) offsetof (struct drive_health, f)
+    { "critical_warning", "NVMe critical warning bits (0: none).",
+      F (critical_warning), true },
+    { "temperature_celsius", "Drive temperature.", F (temperature_c), false },
+    { "power_on_hours", "Drive power-on hours.", F (power_on_hours), false },
+    { "percentage_used", "Drive wear: percent of its rated endurance used "
+      "(NVMe; ATA: 100 minus the wear levelling count).",
+      F (percentage_used), false },
+    { "data_written_bytes", "Bytes written to the drive in its life.",
+      F (data_written_bytes), false },
+    { "available_spare_percent", "NVMe available spare.",
+      F (available_spare), false },
+    { "available_spare_threshold_percent",
+      "NVMe available spare threshold.", F (spare_threshold), false },
+    { "media_errors", "NVMe media and data integrity errors (life).",
+      F (media_errors), false },
+    { "unsafe_shutdowns", "NVMe unsafe shutdowns (life).",
+      F (unsafe_shutdowns), false },
+    { "reallocated_sectors", "ATA reallocated sectors.",
+      F (reallocated_sectors), false },
+    { "pending_sectors", "ATA pending sectors.", F (pending_sectors), false },
+    { "offline_uncorrectable_sectors", "ATA offline uncorrectable sectors.",
+      F (offline_uncorrectable), false },
+    { "wear_leveling_count", "ATA wear levelling count (normalized).",
+      F (wear_leveling_count), false },
+#undef F
+  };
+
+#define LABELS(i)                                                             \
+  do {                                                                        \
+    fputs ("{volume=\"", fp);                                                 \
+    prom_str (fp, h->p.name);                                                 \
+    fprintf (fp, "\",member=\"%u\"}", (i));                                   \
+  } while (0)
+
+  fputs ("# HELP nbdstripe_member_drive_available Whether the last reading "
+         "of the member's drive health worked.\n"
+         "# TYPE nbdstripe_member_drive_available gauge\n",
+         fp);
+  for (unsigned i = 0; i < h->n; ++i) {
+    fputs ("nbdstripe_member_drive_available", fp);
+    LABELS (i);
+    fprintf (fp, " %d\n",
+             h->m[i].drive_read_once && h->m[i].drive_error[0] == '\0');
+  }
+  fputs ("# HELP nbdstripe_member_drive_predicts_failure Whether the "
+         "member's drive predicts its failure (the member is failing).\n"
+         "# TYPE nbdstripe_member_drive_predicts_failure gauge\n",
+         fp);
+  for (unsigned i = 0; i < h->n; ++i) {
+    fputs ("nbdstripe_member_drive_predicts_failure", fp);
+    LABELS (i);
+    fprintf (fp, " %d\n", h->m[i].drive_reason[0] != '\0');
+  }
+  for (size_t k = 0; k < sizeof g / sizeof g[0]; ++k) {
+    bool head = false;
+    for (unsigned i = 0; i < h->n; ++i) {
+      const char *d = (const char *) &h->m[i].drive;
+      int64_t v = g[k].nvme ? *(const int *) (d + g[k].off)
+                            : *(const int64_t *) (d + g[k].off);
+      if (!h->m[i].have_drive || v == DRIVE_NA)
+        continue;
+      if (!head)
+        fprintf (fp, "# HELP nbdstripe_member_drive_%s %s\n"
+                 "# TYPE nbdstripe_member_drive_%s gauge\n",
+                 g[k].name, g[k].help, g[k].name);
+      head = true;
+      fprintf (fp, "nbdstripe_member_drive_%s", g[k].name);
+      LABELS (i);
+      fprintf (fp, " %" PRId64 "\n", v);
+    }
+  }
+#undef LABELS
 }
 
 /* The latency histograms' le bounds: every power of two of ns from
@@ -331,6 +423,7 @@ build_prom (struct health *h, bool running, double now,
     MEM (i);
     fprintf (fp, "} %" PRIu64 "\n", atomic_load (&h->m[i].rejected));
   }
+  prom_drive (h, fp);
   /* A member being replaced (or the last one), from the status's
    * "replace" object.
    */
@@ -370,6 +463,65 @@ build_prom (struct health *h, bool running, double now,
                  json_object_object_get_ex (r, g[k].key, &x)
                    ? json_object_get_double (x)
                    : 0.0);
+      }
+    }
+  }
+  /* The scrub (or the last one), from the status's "scrub" object. */
+  if (extra) {
+    struct json_object *sc, *x, *ms;
+    if (json_object_object_get_ex (extra, "scrub", &sc)) {
+      const char *state = json_object_object_get_ex (sc, "state", &x)
+                            ? json_object_get_string (x)
+                            : "";
+      fputs ("# HELP nbdstripe_scrub_running Whether a scrub is reading the "
+             "volume now.\n"
+             "# TYPE nbdstripe_scrub_running gauge\nnbdstripe_scrub_running",
+             fp);
+      VOL ();
+      fprintf (fp, "} %d\n", running && strcmp (state, "running") == 0);
+      fputs ("# HELP nbdstripe_scrub_bytes_read Bytes the scrub has read.\n"
+             "# TYPE nbdstripe_scrub_bytes_read gauge\n"
+             "nbdstripe_scrub_bytes_read",
+             fp);
+      VOL ();
+      fprintf (fp, "} %.0f\n",
+               json_object_object_get_ex (sc, "bytes_read", &x)
+                 ? json_object_get_double (x)
+                 : 0.0);
+      fputs ("# HELP nbdstripe_scrub_bytes_total Bytes the scrub reads in "
+             "all.\n"
+             "# TYPE nbdstripe_scrub_bytes_total gauge\n"
+             "nbdstripe_scrub_bytes_total",
+             fp);
+      VOL ();
+      fprintf (fp, "} %.0f\n",
+               json_object_object_get_ex (sc, "bytes_total", &x)
+                 ? json_object_get_double (x)
+                 : 0.0);
+      if (json_object_object_get_ex (sc, "finished_unix", &x) && x) {
+        fputs ("# HELP nbdstripe_scrub_last_finished_timestamp_seconds "
+               "When the last scrub ended (Unix time).\n"
+               "# TYPE nbdstripe_scrub_last_finished_timestamp_seconds "
+               "gauge\nnbdstripe_scrub_last_finished_timestamp_seconds",
+               fp);
+        VOL ();
+        fprintf (fp, "} %.3f\n", json_object_get_double (x));
+      }
+      if (json_object_object_get_ex (sc, "members", &ms)
+          && json_object_is_type (ms, json_type_array)) {
+        fputs ("# HELP nbdstripe_scrub_unreadable_bytes Bytes of the member "
+               "the scrub could not read.\n"
+               "# TYPE nbdstripe_scrub_unreadable_bytes gauge\n",
+               fp);
+        for (size_t k = 0; k < json_object_array_length (ms); ++k) {
+          struct json_object *m = json_object_array_get_idx (ms, k);
+          fputs ("nbdstripe_scrub_unreadable_bytes", fp);
+          MEM ((unsigned) k);
+          fprintf (fp, "} %.0f\n",
+                   json_object_object_get_ex (m, "unreadable_bytes", &x)
+                     ? json_object_get_double (x)
+                     : 0.0);
+        }
       }
     }
   }

@@ -15,7 +15,8 @@
 #     (a recycled pid) and leaves that process alone; stop by the name of
 #     a volume served with a config elsewhere; serve -f stopped by stop
 #   --json of create, check, status (served and not), list, stop, accept,
-#     inspect, import, replace (refused: not served): one JSON value (python3's json.load), key fields
+#     inspect, import, replace and scrub (refused: not served): one JSON
+#     value (python3's json.load), key fields
 #     checked; failures print JSON too (created/can_serve false)
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init python3 jq nbdinfo
@@ -63,7 +64,7 @@ squeeze () { tr -s ' \n' '  ' <"$1"; }
 expect top 0 -- --help
 pod=$NBDSTRIPE_SOURCE_DIR/daemon/nbdstripe.pod
 sed -n '/^=head1 SYNOPSIS/,/^=head1/p' "$pod" >"$D_TMP/synopsis"
-for c in create serve check status list stop accept inspect import replace; do
+for c in create serve check status list stop accept inspect import replace scrub; do
   expect "$c.help" 0 -- "$c" --help
   # "Usage: nbdstripe CMD SYNOPSIS" and its continuation lines.
   syn=$(awk 'NR == 1 { sub(/^Usage: nbdstripe /, ""); print; next }
@@ -94,6 +95,10 @@ expect u.replace-cancel 2 -- replace --cancel g0 1 "$D_TMP/m2"
 d_expect_err u.replace-cancel "unexpected operand '1'"
 expect u.replace-rate 2 -- replace g0 1 "$D_TMP/m2" --rate 1.5M
 d_expect_err u.replace-rate "--rate '1.5M'"
+expect u.scrub-cancel 2 -- scrub --cancel --wait g0
+d_expect_err u.scrub-cancel "--cancel and --wait"
+expect u.scrub-extra 2 -- scrub g0 g1
+d_expect_err u.scrub-extra "unexpected operand 'g1'"
 expect u.dashdash 1 -- check -- --json
 d_expect_err u.dashdash "no volume named '--json'"
 d_ok "usage errors exit 2 (status 3) and say what is wrong"
@@ -147,7 +152,10 @@ json replace.down '.started == false and .replaced == null and .member == 1
   and .name == "g0" and .replace == null and (.error | contains("not served"))'
 expect cancel.down 1 -- replace --cancel -j g0
 json cancel.down '.cancelled == false and (.error | contains("not served"))'
-d_ok "--json of inspect, accept, replace (refused) and of status with nothing served"
+expect scrub.down 1 -- scrub g0 --wait --json
+json scrub.down '.started == false and .finished == null and .unreadable == []
+  and .name == "g0" and .scrub == null and (.error | contains("not served"))'
+d_ok "--json of inspect, accept, replace and scrub (refused) and of status with nothing served"
 
 # ---- list, stop ---------------------------------------------------------
 # gone PID: the process has exited, now (stop waits for it): no such

@@ -16,6 +16,9 @@
 #     and the reason; a "last errors" section
 #   --json prints the file itself: jq parses it and it equals the file;
 #   without a file that is a JSON object, {"state": "unknown", ...}
+#   the drives side by side (wear, data written, write rate, when each
+#     reaches its rated endurance, what a drive predicts; why a member
+#     has none), only when the status has drive objects
 #   the mkfs stripe geometry comes from the config (chunk, members), is
 #     the one `nbdstripe check` prints, and is printed even without status
 #   mutated files (fields deleted or retyped, huge numbers, control
@@ -175,6 +178,51 @@ expect_rc replace-failed 0 status "$CONF"
 grep -q -x -E ' +Replace : member 1 -> /dev/sdc: failed, 37% \(1\.2GiB of 3\.2GiB\), 410MiB/s, in 3\.0 s, 1 unreadable range: the new member \(/dev/sdc\) failed: write at offset 0: EIO' \
   "$D_TMP/replace-failed.out" || d_bad "replace-failed: no Replace line as expected"
 d_ok "a replace in the status file: the Replace line"
+
+# The drives side by side: wear, written, rate, when each reaches its
+# rated endurance, and what a drive predicts; a member without a drive
+# says why.  A status without drive objects (an older server) has no
+# such section.
+if grep -q '^Drives' "$D_TMP/rows.out"; then
+  d_bad "rows: a Drives section without drive objects"
+fi
+fixture ok | jq '.health.drive_interval = 600
+  | .members[0].drive = {"available": true, "kind": "nvme",
+      "temperature_celsius": 41, "percentage_used": 30,
+      "available_spare": 100, "available_spare_threshold": 10,
+      "data_written_bytes": 3000000000000, "predicts_failure": null,
+      "wear": {"write_rate_bytes_per_second": 10000000,
+               "rated_endurance_bytes": 10000000000000,
+               "seconds_to_rated_endurance": 700000,
+               "estimate": "estimated"}}
+  | .members[1].drive = {"available": true, "kind": "nvme",
+      "temperature_celsius": 44, "percentage_used": 31,
+      "available_spare": 8, "available_spare_threshold": 10,
+      "data_written_bytes": 3100000000000,
+      "predicts_failure": "predicted: available spare 8% < threshold 10%",
+      "wear": {"write_rate_bytes_per_second": null,
+               "rated_endurance_bytes": 10000000000000,
+               "seconds_to_rated_endurance": null,
+               "estimate": "no_write_rate"}}
+  | .members[2].drive = {"available": false,
+      "reason": "/dev/sdc: SMART READ DATA: Input/output error",
+      "kind": "ata", "temperature_celsius": 30, "percentage_used": 100,
+      "available_spare": null, "data_written_bytes": null,
+      "smart_status": "passed", "predicts_failure": null,
+      "wear": {"write_rate_bytes_per_second": 0,
+               "rated_endurance_bytes": null,
+               "seconds_to_rated_endurance": 0, "estimate": "reached"}}
+  | .members[3].drive = {"available": false,
+      "reason": "a loop device (over /srv/l.img): no drive of its own"}' \
+  >"$STATUS"
+expect_rc drives 0 status "$CONF"
+expect_lines drives \
+  '^Drives \(read every 600 s; wear at the recent write rate\):$' \
+  '^ +0 nvme +41C +30% +100%/10% +2\.728TiB +9\.537MiB/s +9\.095TiB  in 8 days +ok$' \
+  '^ +1 nvme +44C +31% +8%/10% +2\.819TiB +- +9\.095TiB  - +predicted: available spare 8% < threshold 10%$' \
+  '^ +2 ata +30C +100% +- +- +0 bytes/s +-  reached +ok \(now unreadable: /dev/sdc: SMART READ DATA: Input/output error\)$' \
+  '^ +3 - +not available: a loop device \(over /srv/l\.img\): no drive of its own$'
+d_ok "drives side by side: used, written, rate, endurance, when, health"
 
 # The mkfs geometry: from the config, the lines `check` prints, and there
 # without any status.
@@ -347,6 +395,21 @@ mutations=(
      "elapsed_seconds": 1e300, "unreadable": 7}'
   '.replace = {"state": "\u001b[2J", "new": ([range(5000) | "\u202e"] | join("")),
      "error": ([range(5000) | "\u001b"] | join("")), "unreadable": [range(100)]}'
+  '.members[3].drive = 5' '.members[3].drive = {"kind": 7}'
+  '.members[3].drive = {"kind": "nvme", "temperature_celsius": 1e308,
+     "percentage_used": -1, "available_spare": 1e300,
+     "available_spare_threshold": "x", "data_written_bytes": 1e300,
+     "wear": {"write_rate_bytes_per_second": -1e308,
+              "rated_endurance_bytes": 1e19, "estimate": "estimated",
+              "seconds_to_rated_endurance": 1e308}}'
+  '.members[3].drive = {"kind": "\u001b[2J", "available": "no",
+     "reason": ([range(5000) | "\u001b"] | join("")),
+     "predicts_failure": ([range(5000) | "\u202e"] | join("")),
+     "wear": 3}'
+  '.members[3].drive = {"kind": "ata", "available": false, "reason": 4,
+     "smart_status": "failing", "wear": {"estimate": "estimated",
+     "seconds_to_rated_endurance": -1}}'
+  '.health.drive_interval = "x" | .members[0].drive = {"kind": "nvme"}'
 )
 i=0
 for m in "${mutations[@]}"; do

@@ -5,7 +5,9 @@
 #
 # - nbdstripe@.service runs the nbdstripe of the install prefix
 #   (NBDSTRIPE_SBINDIR, CMake's CMAKE_INSTALL_FULL_SBINDIR): ExecStart is
-#   that path, nothing of the template is left unsubstituted.
+#   that path, nothing of the template is left unsubstituted; so does
+#   nbdstripe-scrub@.service (scrub --wait), a oneshot that
+#   nbdstripe-scrub@.timer starts monthly (installed, not enabled).
 # - Type=notify, NotifyAccess=main, Restart=on-failure, StartLimit* in
 #   [Unit], no systemd-udev-settle; the socket on /run/nbdstripe/%i.sock.
 # - With ExecStart pointing at the nbdstripe under test, `systemd-analyze
@@ -67,6 +69,28 @@ if command -v man >/dev/null && [[ -n ${NBDSTRIPE_BUILD_DIR:-} ]]; then
     man=--man=yes
 fi
 for u in nbdstripe@vol0.service nbdstripe@vol0.socket; do
+  d_run "verify.$u" env MANPATH="$D_TMP/man" \
+    systemd-analyze verify "$man" "$D_TMP/units/$u"
+  [[ $D_RC -eq 0 && ! -s $D_TMP/verify.$u.out && ! -s $D_TMP/verify.$u.err ]] &&
+    d_ok "verify $u ($man): clean" || d_bad "verify $u: exit $D_RC or complaints (above)"
+done
+
+d_log "the scrub's service and timer (installed, not enabled)"
+scrub_service=$NBDSTRIPE_UNIT_DIR/nbdstripe-scrub@.service
+scrub_timer=$NBDSTRIPE_UNIT_DIR/nbdstripe-scrub@.timer
+[[ -f $scrub_service && -f $scrub_timer ]] || d_fail "no $scrub_service or $scrub_timer"
+want="ExecStart=$NBDSTRIPE_SBINDIR/nbdstripe scrub --wait /etc/nbdstripe/%i.conf"
+grep -q -x -F -- "$want" "$scrub_service" && d_ok "$want" ||
+  d_bad "the scrub unit does not say: $want"
+grep -n '@[A-Za-z_]*@' "$scrub_service" && d_bad "placeholders left in $scrub_service"
+grep -q -x 'Type=oneshot' "$scrub_service" && grep -q -x 'Persistent=true' "$scrub_timer" &&
+  grep -q -x 'OnCalendar=Sun \*-\*-1..7 01:00:00' "$scrub_timer" &&
+  d_ok "oneshot, monthly (the first Sunday, as mdcheck), persistent" ||
+  d_bad "the scrub units are not a monthly oneshot"
+sed "s|^ExecStart=$NBDSTRIPE_SBINDIR/nbdstripe |ExecStart=$NBDSTRIPE |" \
+  "$scrub_service" >"$D_TMP/units/nbdstripe-scrub@.service"
+cp "$scrub_timer" "$D_TMP/units/"
+for u in nbdstripe-scrub@vol0.service nbdstripe-scrub@vol0.timer; do
   d_run "verify.$u" env MANPATH="$D_TMP/man" \
     systemd-analyze verify "$man" "$D_TMP/units/$u"
   [[ $D_RC -eq 0 && ! -s $D_TMP/verify.$u.out && ! -s $D_TMP/verify.$u.err ]] &&

@@ -253,6 +253,7 @@ v_free_port ()
 #   v_initramfs_begin INIT       $VM_ROOT: busybox, INIT as /init,
 #                                vm_guest.sh (sourced by INIT)
 #   v_initramfs_bin FILE [NAME]  FILE as /sbin/NAME with its libraries
+#   v_initramfs_lib FILE DEST    a shared object at DEST, its libraries
 #   v_initramfs_modules MOD...   kernel modules and what they depend on
 #   v_initramfs_pack [OUT]       modules.dep, cpio | gzip: $VM_INITRD
 #   v_vm_boot PHASE APPEND [QEMU_ARG...]   boot, check the PASS marker
@@ -374,6 +375,22 @@ v_initramfs_bin ()
 {
   local file=$1 name=${2:-${1##*/}} deps lib
   cp "$file" "$VM_ROOT/sbin/$name" || v_fail "cp $file"
+  deps=$(ldd "$file" 2>&1) || v_fail "ldd $file: $deps"
+  [[ $deps != *'not found'* ]] ||
+    v_fail "$file needs a library the host does not have: $(grep 'not found' <<<"$deps")"
+  for lib in $(grep -o '/[^ ]*' <<<"$deps"); do
+    cp --parents -L -n "$lib" "$VM_ROOT/" || v_fail "cp $lib"
+  done
+}
+
+# v_initramfs_lib FILE DEST: a shared object (a plugin nbdkit loads) at
+# DEST in the initramfs, with every library ldd lists, as
+# v_initramfs_bin does for a program.
+v_initramfs_lib ()
+{
+  local file=$1 dest=$2 deps lib
+  mkdir -p "$VM_ROOT/$(dirname "$dest")" &&
+    cp "$file" "$VM_ROOT/$dest" || v_fail "cp $file"
   deps=$(ldd "$file" 2>&1) || v_fail "ldd $file: $deps"
   [[ $deps != *'not found'* ]] ||
     v_fail "$file needs a library the host does not have: $(grep 'not found' <<<"$deps")"

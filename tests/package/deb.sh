@@ -118,8 +118,9 @@ expect /usr/share/doc/nbdstripe/examples/example.conf
 expect /usr/share/doc/nbdstripe/copyright
 expect /etc/nbdstripe
 units=()
-for u in nbdstripe@.service nbdstripe@.socket; do
-  # The service always; the socket once the source has one.
+for u in nbdstripe@.service nbdstripe@.socket nbdstripe-scrub@.service \
+         nbdstripe-scrub@.timer; do
+  # The service always; the others once the source has them.
   [[ $u == nbdstripe@.service || -e $tmp/src/conf/$u || -e $tmp/src/conf/$u.in ]] ||
     continue
   f=$(grep -E "^(/usr)?/lib/systemd/system/$u\$" "$tmp/files" | head -1) ||
@@ -170,6 +171,10 @@ for u in "${units[@]}"; do
     fail "$u does not start /usr/sbin/nbdstripe: $(grep '^Exec' "$u")"
   grep -q '/usr/local' "$u" && fail "$u names /usr/local: $(grep -n /usr/local "$u")"
 done
+# The scrub's timer is installed, never enabled (no instance of it).
+if ls /etc/systemd/system/timers.target.wants/nbdstripe-scrub@* >/dev/null 2>&1; then
+  fail "installing the package enabled a scrub timer: $(ls /etc/systemd/system/timers.target.wants/)"
+fi
 # nbdkit finds the plugin by its short name.
 nbdkit stripe --dump-plugin | grep -qx 'name=stripe' ||
   fail "nbdkit does not find the installed plugin by name (nbdkit stripe)"

@@ -241,6 +241,7 @@ minimal_config_gets_every_default (void **state)
   assert_int_equal (c->health.set.interval, 5);
   assert_true (c->health.set.slow_factor == 4.0);
   assert_int_equal (c->health.set.error_threshold, 8);
+  assert_int_equal (c->health.set.drive_interval, 600);
 }
 
 static void
@@ -281,6 +282,7 @@ full_config_sets_every_key (void **state)
                       "  interval = 3600;\n"
                       "  slow_factor = 2.5;\n"
                       "  error_threshold = 1000000;\n"
+                      "  drive_interval = 0;\n"
                       "};\n",
                       pki, hook));
   assert_string_equal (c->name, "db-1.vol_A");
@@ -309,6 +311,7 @@ full_config_sets_every_key (void **state)
   assert_int_equal (c->health.set.interval, 3600);
   assert_true (c->health.set.slow_factor == 2.5);
   assert_int_equal (c->health.set.error_threshold, 1000000);
+  assert_int_equal (c->health.set.drive_interval, 0);
 }
 
 /* conf/example.conf is the reference: it must load, and every value it
@@ -345,6 +348,8 @@ example_conf_loads_and_shows_the_defaults (void **state)
   assert_true (example.health.set.slow_factor == minimal.health.set.slow_factor);
   assert_int_equal (example.health.set.error_threshold,
                     minimal.health.set.error_threshold);
+  assert_int_equal (example.health.set.drive_interval,
+                    minimal.health.set.drive_interval);
   config_free (&example);
 }
 

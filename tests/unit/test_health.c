@@ -20,6 +20,9 @@
 
 #include <cmocka.h>
 
+#include <json-c/json.h>
+
+#include "drive.h"
 #include "health.h"
 #include "unit_main.h"
 
@@ -624,6 +627,253 @@ members_are_compared_only_with_peers_of_their_class (void **state
   health_free (h);
 }
 
+/* An NVMe reading: spare, its threshold, percentage used, critical
+ * warning, media errors, data units written.
+ */
+static struct drive_health
+nvme_reading (unsigned spare, unsigned threshold, unsigned used,
+              unsigned warning, unsigned media_errors, unsigned units)
+{
+  uint8_t page[512] = { 0 };
+  struct drive_health d;
+
+  page[0] = warning;
+  page[1] = 0x34; /* 308 K */
+  page[2] = 0x01;
+  page[3] = spare;
+  page[4] = threshold;
+  page[5] = used;
+  page[48] = units & 0xff;
+  page[49] = units >> 8;
+  page[160] = media_errors;
+  drive_health_init (&d);
+  snprintf (d.device, sizeof d.device, "/dev/nvme0n1");
+  assert_int_equal (drive_nvme_decode (page, sizeof page, &d), 0);
+  return d;
+}
+
+/* The status as JSON, and member i's object in it (parse_status frees). */
+static struct json_object *
+status_member (struct health *h, unsigned i, struct json_object **root)
+{
+  char *text = health_status_text (h);
+  struct json_object *members, *m;
+
+  assert_non_null (text);
+  *root = json_tokener_parse (text);
+  free (text);
+  assert_non_null (*root);
+  assert_true (json_object_object_get_ex (*root, "members", &members));
+  m = json_object_array_get_idx (members, i);
+  assert_non_null (m);
+  return m;
+}
+
+static const char *
+member_text (struct json_object *m, const char *key)
+{
+  struct json_object *v;
+  assert_true (json_object_object_get_ex (m, key, &v));
+  return json_object_get_string (v);
+}
+
+/* The issue's example: the reason says it, the member is failing as long
+ * as the drive says so -- a window without I/O errors does not clear it
+ * -- and ok again once the drive no longer does.
+ */
+static void
+drive_predicting_failure_makes_the_member_failing_until_it_no_longer_does (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+  struct drive_health d = nvme_reading (100, 10, 3, 0, 0, 1000);
+  struct json_object *root, *m, *drive, *v;
+
+  health_drive_record (h, 0, &d, t);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  d = nvme_reading (8, 10, 3, 0x01, 0, 1200);
+  health_drive_record (h, 0, &d, t + 1 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  m = status_member (h, 0, &root);
+  assert_string_equal (member_text (m, "state"), "failing");
+  assert_string_equal (member_text (m, "reason"),
+                       "predicted: available spare 8% < threshold 10%");
+  assert_true (json_object_object_get_ex (m, "drive", &drive));
+  assert_true (json_object_object_get_ex (drive, "available", &v)
+               && json_object_get_boolean (v));
+  assert_string_equal (member_text (drive, "predicts_failure"),
+                       "predicted: available spare 8% < threshold 10%");
+  assert_true (json_object_object_get_ex (drive, "available_spare", &v)
+               && json_object_get_int64 (v) == 8);
+  json_object_put (root);
+
+  health_tick (h, t + 60 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  d = nvme_reading (100, 10, 3, 0, 0, 1300);
+  health_drive_record (h, 0, &d, t + 61 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+/* I/O errors on a member whose drive predicts a failure: failing for the
+ * errors, and once they have expired, for the drive again.
+ */
+static void
+io_errors_expiring_leave_the_member_failing_for_its_drive (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+  struct drive_health d = nvme_reading (100, 10, 3, 0x04, 0, 1000);
+  struct json_object *root, *m;
+
+  health_drive_record (h, 1, &d, t);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  health_record (h, 1, OP_READ, 4096, 10 * US, EIO, 8192);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  m = status_member (h, 1, &root);
+  assert_non_null (strstr (member_text (m, "reason"), "I/O error"));
+  json_object_put (root);
+  health_tick (h, health_now_ns () + 4 * SEC);
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  m = status_member (h, 1, &root);
+  assert_string_equal (member_text (m, "reason"),
+                       "predicted: critical warning 0x04: "
+                       "reliability_degraded");
+  json_object_put (root);
+  health_free (h);
+}
+
+/* A reading that fails (asleep, a command refused) says nothing: the
+ * verdict stands, the status says why and keeps the last figures.
+ */
+static void
+drive_reading_that_fails_keeps_the_verdict_and_the_last_figures (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+  struct drive_health d = nvme_reading (100, 10, 3, 0, 2, 1000), bad;
+  struct json_object *root, *m, *drive, *v;
+
+  health_drive_record (h, 0, &d, t);
+  d = nvme_reading (100, 10, 3, 0, 4, 1000);
+  health_drive_record (h, 0, &d, t + SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  drive_health_init (&bad);
+  snprintf (bad.reason, sizeof bad.reason, "/dev/nvme0n1: timed out");
+  health_drive_record (h, 0, &bad, t + 2 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  m = status_member (h, 0, &root);
+  assert_string_equal (member_text (m, "reason"),
+                       "predicted: media and data integrity errors grew "
+                       "from 2 to 4");
+  assert_true (json_object_object_get_ex (m, "drive", &drive));
+  assert_true (json_object_object_get_ex (drive, "available", &v)
+               && !json_object_get_boolean (v));
+  assert_string_equal (member_text (drive, "reason"),
+                       "/dev/nvme0n1: timed out");
+  assert_true (json_object_object_get_ex (drive, "media_errors", &v)
+               && json_object_get_int64 (v) == 4);
+  json_object_put (root);
+  health_free (h);
+}
+
+/* A replaced member is another drive: its verdict and figures go. */
+static void
+replaced_member_forgets_its_old_drive (void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  struct drive_health d = nvme_reading (5, 10, 3, 0, 0, 1000);
+  struct json_object *root, *m, *drive;
+
+  health_drive_record (h, 1, &d, health_now_ns ());
+  assert_int_equal (health_member_state (h, 1), MS_FAILING);
+  health_member_replaced (h, 1, "/dev/nvme2n1");
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  m = status_member (h, 1, &root);
+  assert_true (json_object_object_get_ex (m, "drive", &drive));
+  /* Not read since (no poller here: drive_interval is 0). */
+  assert_string_equal (member_text (drive, "reason"),
+                       "not read (health.drive_interval is 0)");
+  json_object_put (root);
+  health_free (h);
+}
+
+/* The write rate over the readings, and the endurance at it: 30% used
+ * after 3e12 bytes is 1e13 rated; 1e9 bytes written in 100 s is 1e7
+ * B/s, so 7e12 bytes left take 7e5 s.
+ */
+static void
+wear_estimate_uses_the_write_rate_between_readings (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (1, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+  struct drive_health d = nvme_reading (100, 10, 30, 0, 0, 0);
+  struct json_object *root, *m, *drive, *wear, *v;
+
+  d.data_written_bytes = INT64_C (3000000000000) - INT64_C (1000000000);
+  health_drive_record (h, 0, &d, t);
+  d.data_written_bytes = INT64_C (3000000000000);
+  health_drive_record (h, 0, &d, t + 100 * SEC);
+  m = status_member (h, 0, &root);
+  assert_true (json_object_object_get_ex (m, "drive", &drive));
+  assert_true (json_object_object_get_ex (drive, "wear", &wear));
+  assert_true (json_object_object_get_ex (wear, "write_rate_bytes_per_second",
+                                          &v));
+  assert_true (fabs (json_object_get_double (v) - 1e7) < 1);
+  assert_true (json_object_object_get_ex (wear, "rated_endurance_bytes", &v));
+  assert_true (fabs (json_object_get_double (v) - 1e13) < 1);
+  assert_true (
+    json_object_object_get_ex (wear, "seconds_to_rated_endurance", &v));
+  assert_true (fabs (json_object_get_double (v) - 7e5) < 1);
+  assert_string_equal (member_text (wear, "estimate"), "estimated");
+  json_object_put (root);
+  health_free (h);
+}
+
+/* A scrub's finding keeps a member failing like its drive's prediction,
+ * both said together; each lifted on its own.
+ */
+static void
+scrub_finding_and_drive_prediction_keep_the_member_failing_together (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 3, 20, 8, 30);
+  uint64_t t = health_now_ns ();
+  struct drive_health d = nvme_reading (8, 10, 3, 0, 0, 1000);
+  struct json_object *root, *m;
+
+  health_scrub_result (h, 0, "scrub: 4096 unreadable bytes in 1 place");
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_drive_record (h, 0, &d, t);
+  m = status_member (h, 0, &root);
+  assert_string_equal (member_text (m, "reason"),
+                       "predicted: available spare 8% < threshold 10%; "
+                       "scrub: 4096 unreadable bytes in 1 place");
+  json_object_put (root);
+  d = nvme_reading (100, 10, 3, 0, 0, 1100);
+  health_drive_record (h, 0, &d, t + SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  m = status_member (h, 0, &root);
+  assert_string_equal (member_text (m, "reason"),
+                       "scrub: 4096 unreadable bytes in 1 place");
+  json_object_put (root);
+  health_tick (h, health_now_ns () + 60 * SEC);
+  assert_int_equal (health_member_state (h, 0), MS_FAILING);
+  health_scrub_result (h, 0, NULL);
+  assert_int_equal (health_member_state (h, 0), MS_OK);
+  /* Nothing found on a member with nothing to lift: no change. */
+  health_scrub_result (h, 1, NULL);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  health_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -653,6 +903,16 @@ main (int argc, char **argv)
     cmocka_unit_test (
       request_unanswered_past_io_timeout_fails_only_the_members_owing_it),
     cmocka_unit_test (members_are_compared_only_with_peers_of_their_class),
+    cmocka_unit_test (
+      drive_predicting_failure_makes_the_member_failing_until_it_no_longer_does),
+    cmocka_unit_test (
+      io_errors_expiring_leave_the_member_failing_for_its_drive),
+    cmocka_unit_test (
+      drive_reading_that_fails_keeps_the_verdict_and_the_last_figures),
+    cmocka_unit_test (replaced_member_forgets_its_old_drive),
+    cmocka_unit_test (wear_estimate_uses_the_write_rate_between_readings),
+    cmocka_unit_test (
+      scrub_finding_and_drive_prediction_keep_the_member_failing_together),
   };
 
   return run_unit_tests ("health", tests, sizeof tests / sizeof tests[0], argc,

@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe scrub: a patrol read of a served volume (include/scrub.h),
+ * asked of its server through the control socket (control.h): every
+ * member's data area read in the background while clients go on, what
+ * cannot be read reported as the volume's logical byte ranges and per
+ * member, and the member failing.  With --wait it is followed to its end
+ * (the exit status says whether everything was read).
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "control.h"
+#include "json.h"
+#include "nbdstripe.h"
+#include "scrub.h"
+
+struct outcome {
+  bool json;
+  char err[1024];        /* why it failed, "" */
+  struct json_object *s; /* the last scrub object seen, or NULL */
+};
+
+static void __attribute__ ((format (printf, 2, 3)))
+fail (struct outcome *o, const char *fmt, ...)
+{
+  va_list args;
+
+  va_start (args, fmt);
+  vsnprintf (o->err, sizeof o->err, fmt, args);
+  va_end (args);
+  fprintf (stderr, "nbdstripe: %s\n", o->err);
+}
+
+static void
+keep (struct outcome *o, struct json_object *s)
+{
+  json_object_put (o->s);
+  o->s = s ? json_object_get (s) : NULL;
+}
+
+static const char *
+get_str (struct json_object *o, const char *key)
+{
+  struct json_object *x;
+  return o && json_object_object_get_ex (o, key, &x)
+             && json_object_is_type (x, json_type_string)
+           ? json_object_get_string (x)
+           : NULL;
+}
+
+static double
+get_num (struct json_object *o, const char *key)
+{
+  struct json_object *x;
+  return o && json_object_object_get_ex (o, key, &x)
+           ? json_object_get_double (x)
+           : 0;
+}
+
+/* The control socket's answer to op (a request made here), if ok. */
+static struct json_object *
+ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
+     struct json_object *req, const char *what)
+{
+  char why[1024];
+  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why), *ok;
+
+  json_object_put (req);
+  if (ans == NULL) {
+    if (errno == EPERM)
+      fail (o, "%s: %s", cfg->path, why);
+    else
+      fail (o,
+            "%s: the volume is not served (%s): a scrub reads a served "
+            "volume",
+            cfg->path, why);
+    return NULL;
+  }
+  if (!json_object_object_get_ex (ans, "ok", &ok)
+      || !json_object_get_boolean (ok)) {
+    fail (o, "%s: %s", what,
+          get_str (ans, "error") ? get_str (ans, "error") : "refused");
+    json_object_put (ans);
+    return NULL;
+  }
+  return ans;
+}
+
+/* The scrub object of a status answer (not a new reference), or NULL. */
+static struct json_object *
+answer_scrub (struct json_object *ans)
+{
+  struct json_object *st, *s = NULL;
+
+  if (json_object_object_get_ex (ans, "status", &st))
+    json_object_object_get_ex (st, "scrub", &s);
+  return s;
+}
+
+/* A progress line (or bar), as scrub_progress says it; whether it has
+ * ended.
+ */
+static bool
+show (struct json_object *s, bool tty, bool json, int *last_pct)
+{
+  const char *state = get_str (s, "state");
+  double done = get_num (s, "bytes_read"), total = get_num (s, "bytes_total");
+  int pct = total > 0 ? (int) (done * 100 / total) : 100;
+  bool end = state && strcmp (state, "running") != 0;
+  char line[1024];
+
+  if (tty) {
+    char hd[32], hr[32];
+    int w = 30, fill = pct * w / 100;
+    fprintf (stderr, "\r[%.*s%*s] %3d%% %s at %s/s   ", fill,
+             "##############################", w - fill, "", pct,
+             human_size ((uint64_t) done, hd, sizeof hd),
+             human_size ((uint64_t) get_num (s, "rate"), hr, sizeof hr));
+    if (end)
+      fputc ('\n', stderr);
+  }
+  else if (pct / 5 != *last_pct / 5 || end) {
+    FILE *fp = json ? stderr : stdout;
+    fprintf (fp, "scrub: %s\n", scrub_progress (s, line, sizeof line));
+    fflush (fp);
+  }
+  *last_pct = pct;
+  return end;
+}
+
+/* The end of a scrub, in words; 0 when all of it was read. */
+static int
+conclude (struct outcome *o, struct json_object *s, const char *name)
+{
+  const char *state = get_str (s, "state");
+  struct json_object *lost, *members;
+  size_t nl = 0;
+  bool skipped = false;
+
+  keep (o, s);
+  if (json_object_object_get_ex (s, "unreadable", &lost)
+      && json_object_is_type (lost, json_type_array))
+    nl = json_object_array_length (lost);
+  if (json_object_object_get_ex (s, "members", &members)
+      && json_object_is_type (members, json_type_array))
+    for (size_t i = 0; i < json_object_array_length (members); ++i)
+      if (get_str (json_object_array_get_idx (members, i), "skipped"))
+        skipped = true;
+  if (state == NULL || strcmp (state, "done") != 0) {
+    fail (o, "scrub of volume '%s' not done: %s", name,
+          get_str (s, "error") ? get_str (s, "error")
+          : state              ? state
+                               : "unknown");
+  }
+  else if (nl > 0)
+    fail (o,
+          "scrub of volume '%s': %zu unreadable range%s (their data is "
+          "lost unless rewritten; the members concerned are failing)",
+          name, nl, nl == 1 ? "" : "s");
+  else if (skipped)
+    fail (o, "scrub of volume '%s': a member could not be read (below)", name);
+  else if (!o->json)
+    printf ("scrub of volume '%s': every member read, nothing unreadable\n",
+            name);
+  for (size_t i = 0; i < nl; ++i) {
+    struct json_object *l = json_object_array_get_idx (lost, i);
+    uint64_t off = (uint64_t) get_num (l, "offset");
+    uint64_t len = (uint64_t) get_num (l, "length");
+    fprintf (stderr, "  bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", off,
+             off + len - 1, len);
+  }
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i), *r;
+    if (get_str (m, "skipped"))
+      fprintf (stderr, "  member %.0f (%s): %s\n", get_num (m, "index"),
+               get_str (m, "path") ? get_str (m, "path") : "?",
+               get_str (m, "skipped"));
+    if (json_object_object_get_ex (m, "unreadable", &r)
+        && json_object_is_type (r, json_type_array))
+      for (size_t k = 0; k < json_object_array_length (r); ++k) {
+        struct json_object *l = json_object_array_get_idx (r, k);
+        fprintf (stderr,
+                 "  member %.0f (%s): unreadable at member offset "
+                 "%.0f (%.0f bytes)\n",
+                 get_num (m, "index"),
+                 get_str (m, "path") ? get_str (m, "path") : "?",
+                 get_num (l, "member_offset"), get_num (l, "length"));
+      }
+  }
+  return o->err[0] ? 1 : 0;
+}
+
+static void
+scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
+            bool cancel, bool started, bool waited, struct outcome *o)
+{
+  struct json_object *j = json_object_new_object (), *u;
+
+  json_put (j, "config", json_text (loaded ? cfg->path : arg));
+  json_put (j, "name", loaded ? json_text (cfg->name) : NULL);
+  if (cancel)
+    json_put (j, "cancelled", json_object_new_boolean (o->err[0] == '\0'));
+  else {
+    json_put (j, "started", json_object_new_boolean (started));
+    /* null: not followed to its end (no --wait) */
+    json_put (j, "finished",
+              waited ? json_object_new_boolean (
+                o->s && get_str (o->s, "state")
+                && strcmp (get_str (o->s, "state"), "running") != 0)
+                     : NULL);
+    json_put (j, "unreadable",
+              o->s && json_object_object_get_ex (o->s, "unreadable", &u)
+                ? json_object_get (u)
+                : json_object_new_array ());
+    json_put (j, "scrub", o->s ? json_object_get (o->s) : NULL);
+  }
+  json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
+  print_json (j);
+}
+
+int
+cmd_scrub (const struct command *cmd, int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "rate", required_argument, NULL, 'r' },
+    { "wait", no_argument, NULL, 'w' },
+    { "cancel", no_argument, NULL, 'c' },
+    { "json", no_argument, NULL, 'j' },
+    CLI_COMMON_OPTIONS,
+    { NULL, 0, NULL, 0 },
+  };
+  struct stripe_config cfg;
+  struct outcome o = { 0 };
+  bool wait = false, cancel = false, loaded = false, started = false;
+  bool waited = false;
+  const char *copy_opt = NULL;
+  uint64_t rate = SCRUB_DEFAULT_RATE;
+  char ctl[4096], why[1024];
+  int c, status = 1;
+
+  memset (&cfg, 0, sizeof cfg);
+  while ((c = getopt_long (argc, argv, "wjhV", opts, NULL)) != -1) {
+    switch (c) {
+    case 'r':
+      if (config_parse_size (optarg, &rate) == -1 || rate == 0)
+        return cli_usage_error (cmd,
+                                "--rate '%s': expected a size such as 200M "
+                                "(bytes a second)",
+                                optarg);
+      copy_opt = "--rate";
+      break;
+    case 'w':
+      wait = true;
+      copy_opt = "--wait";
+      break;
+    case 'c': cancel = true; break;
+    case 'j': o.json = true; break;
+    default: return cli_option (cmd, c);
+    }
+  }
+  if (cancel && copy_opt)
+    return cli_usage_error (cmd,
+                            "--cancel and %s: --cancel takes only "
+                            "VOLUME (and --json)",
+                            copy_opt);
+  if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+    return c;
+
+  loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
+  if (!loaded)
+    goto out;
+  control_path (cfg.health.status_file, ctl, sizeof ctl);
+
+  if (cancel) {
+    struct json_object *req = json_object_new_object (), *ans;
+    json_put (req, "op", json_text ("scrub_cancel"));
+    ans = ask (&o, &cfg, ctl, req, "scrub --cancel");
+    if (ans) {
+      if (!o.json)
+        printf ("scrub of volume '%s' cancelled\n", cfg.name);
+      status = 0;
+    }
+    json_object_put (ans);
+    goto out;
+  }
+
+  {
+    struct json_object *req = json_object_new_object (), *ans;
+    json_put (req, "op", json_text ("scrub"));
+    json_put (req, "rate", json_u64 (rate));
+    ans = ask (&o, &cfg, ctl, req, "scrub");
+    if (ans == NULL)
+      goto out;
+    json_object_put (ans);
+    started = true;
+  }
+  if (!wait) {
+    struct json_object *req = json_object_new_object (), *ans;
+    json_put (req, "op", json_text ("status"));
+    ans = control_ask (ctl, req, 5000, why, sizeof why);
+    json_object_put (req);
+    if (ans)
+      keep (&o, answer_scrub (ans));
+    json_object_put (ans);
+    if (!o.json)
+      printf ("scrub of volume '%s' started: nbdstripe status %s shows its "
+              "progress\n",
+              cfg.name, argv[optind]);
+    status = 0;
+    goto out;
+  }
+  {
+    bool tty = isatty (STDERR_FILENO);
+    int last = -1;
+    waited = true;
+    for (;;) {
+      struct json_object *req = json_object_new_object (), *ans, *s;
+      json_put (req, "op", json_text ("status"));
+      ans = control_ask (ctl, req, 0, why, sizeof why);
+      json_object_put (req);
+      if (ans == NULL) {
+        if (tty)
+          fputc ('\n', stderr);
+        fail (&o, "the server went away during the scrub (%s)", why);
+        break;
+      }
+      s = answer_scrub (ans);
+      if (s)
+        keep (&o, s);
+      if (s && show (s, tty, o.json, &last)) {
+        status = conclude (&o, s, cfg.name);
+        json_object_put (ans);
+        break;
+      }
+      json_object_put (ans);
+      usleep (200000);
+    }
+  }
+
+out:
+  if (o.json)
+    scrub_json (argv[optind], &cfg, loaded, cancel, started, waited, &o);
+  json_object_put (o.s);
+  config_free (&cfg);
+  return status;
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Drive health from real drivers: a volume served inside a throw-away
+# qemu VM (TCG) whose members are qemu's emulated NVMe namespace, its
+# emulated SATA disk (AHCI), a loop device and a regular file.  The
+# guest runs the host's nbdstripe, nbdkit and plugin (copied into the
+# initramfs with their libraries, as md_raid0.sh copies mdadm), reads
+# the drives through the guest kernel's nvme and libata drivers (libnvme,
+# libatasmart), and prints its status; drive_health_guest.sh is its
+# /init.  Halfway the guest asks for a critical warning, which
+# tests/lib/qmp_inject.py injects with QMP qom-set on the NVMe device
+# (qemu 7.2's smart_critical_warning property).
+#
+# Checked here, against what qemu and the guest kernel say, not against
+# our own decoder:
+#   - member 0 (NVMe): drive available, kind nvme, model "QEMU NVMe Ctrl"
+#     and the serial number given to -device nvme; temperature 50 C
+#     (qemu's default composite temperature, 323 K); critical warning 0;
+#     spare 0% and threshold 0% (qemu reports neither), percentage used
+#     0; data units written = ceil(sectors written / 1000), sectors as
+#     the guest kernel counts them for nvme0n1 (/sys/block/nvme0n1/stat),
+#     data written = units x 512000; state ok.
+#   - member 1 (SATA): available, kind ata, model "QEMU HARDDISK", our
+#     serial, SMART self-assessment passed; qemu's attribute table
+#     (hw/ide/core.c): reallocated sectors 0 (attribute 5), 31 C (190),
+#     1 power-on hour (9), no pending sectors (197) nor wear levelling
+#     count (177); ok.
+#   - member 2 (loop device) and 3 (regular file): available false, the
+#     reason naming the loop device's backing file and "regular file".
+#   - after smart_critical_warning = 4: member 0 failing with the reason
+#     "predicted: critical warning 0x04: reliability_degraded", the
+#     drive's critical_warnings ["reliability_degraded"], the volume
+#     degraded; the hook got MemberFailing for member 0 with that
+#     reason; the Prometheus file has
+#     nbdstripe_member_drive_critical_warning{...member="0"} 4 and
+#     nbdstripe_member_drive_predicts_failure 1 for it, 0 for member 1;
+#     `nbdstripe status` shows the reason, and its drives table a row
+#     per member: the NVMe and SATA figures, why the others have none.
+#
+# One boot, about 30 s under TCG; skipped (77) in the sanitizer build
+# (the guest runs the plain build's binaries) and without qemu.  To see
+# it fail: VM_SABOTAGE=noinject (no critical warning is asked for: the
+# guest times out waiting for "failing").
+
+here=$(dirname "$(realpath "$0")")
+source "$here/../lib/vm.sh"
+
+[[ -z ${STRIPE_LD_PRELOAD:-} ]] ||
+  v_skip "sanitizer build (STRIPE_LD_PRELOAD set): the TCG VM runs in the plain build only"
+v_init jq python3
+VM_TIMEOUT=${VM_TIMEOUT:-150}
+VM_SABOTAGE=${VM_SABOTAGE:-none}
+NVME_SERIAL=nbdstripe-nvme0
+SATA_SERIAL=nbdstripe-sata0
+
+v_apt_install qemu-system-x86 busybox-static ||
+  v_log "could not install every package (see above)"
+v_vm_require
+v_vm_kernel
+NBDKIT=$(command -v nbdkit) || v_fail "nbdkit is not installed"
+
+v_initramfs_begin "$here/drive_health_guest.sh"
+v_initramfs_bin "$NBDSTRIPE" nbdstripe
+v_initramfs_bin "$NBDKIT" nbdkit
+v_initramfs_bin "$(command -v jq)" jq
+v_initramfs_lib "$STRIPE_PLUGIN" /usr/lib/nbdstripe/nbdkit-stripe-plugin.so
+v_initramfs_modules nvme ahci sd_mod loop
+v_initramfs_pack
+
+truncate -s 64M "$V_TMP/nvme.img" "$V_TMP/sata.img" || v_fail "truncate"
+QMP=$V_TMP/qmp.sock
+STOP=$V_TMP/qmp.stop
+VM_DEADLINE=$(( SECONDS + VM_TIMEOUT ))
+# Its lines ("qmp: ...") go to our output as they happen.
+python3 "$here/../lib/qmp_inject.py" "$QMP" "$V_TMP/console.drive.log" "$STOP" \
+  2>&1 | sed -u "s/^/   | /" &
+V_PIDS+=("$!")
+v_vm_boot drive "vm.sabotage=$VM_SABOTAGE" \
+  -qmp "unix:$QMP,server=on,wait=off" \
+  -drive "file=$V_TMP/nvme.img,format=raw,if=none,id=nv0,cache=unsafe" \
+  -device "nvme,id=nvme0,serial=$NVME_SERIAL,drive=nv0" \
+  -drive "file=$V_TMP/sata.img,format=raw,if=none,id=sd0,cache=unsafe" \
+  -device ahci,id=ahci0 \
+  -device "ide-hd,drive=sd0,bus=ahci0.0,serial=$SATA_SERIAL"
+touch "$STOP"
+
+CONSOLE=$V_TMP/console.drive.log
+# file NAME: what the guest printed between vmf: BEGIN NAME and END NAME.
+file ()
+{
+  tr -d '\r' <"$CONSOLE" |
+    sed -n "/^vmf: BEGIN $1\$/,/^vmf: END $1\$/p" | sed -n 's/^vmf: | //p'
+}
+for f in status1.json status2.json prom hook.log status2.txt; do
+  file "$f" >"$V_TMP/$f"
+  [[ -s $V_TMP/$f ]] || v_fail "the guest printed no $f"
+done
+file status2.txt | sed 's/^/   status: /'
+
+# check DESCRIPTION FILE JQ-FILTER: the filter holds on the file.
+check ()
+{
+  if jq -e "$3" "$V_TMP/$2" >/dev/null 2>&1; then
+    v_ok "$1"
+  else
+    v_bad "$1 ($3 on $2 does not hold)"
+    jq -c "${4:-.members}" "$V_TMP/$2" | head -c 3000 >&2; echo >&2
+  fi
+}
+
+sectors=$(tr -d '\r' <"$CONSOLE" | sed -n 's/^vm: ORACLE nvme0n1_sectors_written=//p')
+[[ $sectors =~ ^[0-9]+$ ]] || v_fail "no sector count from the guest"
+units=$(( (sectors + 999) / 1000 ))
+v_log "the guest kernel wrote $sectors sectors to nvme0n1: $units data units"
+
+d0='.members[0].drive'
+check "NVMe member: drive available, kind nvme, qemu's model and our serial" status1.json \
+  "$d0.available == true and $d0.kind == \"nvme\" and
+   ($d0.model | startswith(\"QEMU NVMe\")) and $d0.serial == \"$NVME_SERIAL\""
+check "NVMe member: 50 C (qemu's 323 K), no warning, spare 0/0, 0% used" status1.json \
+  "$d0.temperature_celsius == 50 and $d0.critical_warning == 0 and
+   $d0.critical_warnings == [] and $d0.available_spare == 0 and
+   $d0.available_spare_threshold == 0 and $d0.percentage_used == 0 and
+   $d0.media_errors == 0 and $d0.predicts_failure == null"
+check "NVMe member: data units written = the guest kernel's sectors / 1000 ($units)" status1.json \
+  "$d0.data_units_written == $units and $d0.data_written_bytes == $units * 512000"
+check "NVMe member ok before the warning" status1.json '.members[0].state == "ok"'
+d1='.members[1].drive'
+check "SATA member: available, kind ata, QEMU HARDDISK, our serial, SMART passed" status1.json \
+  "$d1.available == true and $d1.kind == \"ata\" and
+   ($d1.model | startswith(\"QEMU HARDDISK\")) and $d1.serial == \"$SATA_SERIAL\" and
+   $d1.smart_status == \"passed\" and $d1.predicts_failure == null"
+check "SATA member: qemu's attributes: 0 reallocated, 31 C (190), 1 hour (9), no 177" status1.json \
+  "$d1.reallocated_sectors == 0 and $d1.temperature_celsius == 31 and
+   $d1.power_on_hours == 1 and $d1.wear_leveling_count == null and
+   $d1.pending_sectors == null"
+check "loop member: not available, the reason names its backing file" status1.json \
+  '.members[2].drive.available == false and
+   (.members[2].drive.reason | test("loop device \\(over /tmp/loop.img\\)"))'
+check "file member: not available, a regular file" status1.json \
+  '.members[3].drive.available == false and
+   (.members[3].drive.reason | test("regular file"))'
+check "volume ok before the warning" status1.json '.volume.state == "ok"'
+
+reason='predicted: critical warning 0x04: reliability_degraded'
+check "after qom-set smart_critical_warning 4: member 0 failing, the reason says why" status2.json \
+  ".members[0].state == \"failing\" and .members[0].reason == \"$reason\" and
+   $d0.critical_warning == 4 and $d0.critical_warnings == [\"reliability_degraded\"] and
+   $d0.predicts_failure == \"$reason\""
+check "the other members stay ok, the volume is degraded" status2.json \
+  '.members[1].state == "ok" and .members[2].state == "ok" and
+   .members[3].state == "ok" and .volume.state == "degraded"'
+if grep -q -F "MemberFailing 0 state=failing reason=$reason" "$V_TMP/hook.log"; then
+  v_ok "the hook got MemberFailing for member 0 with the reason"
+else
+  v_bad "the hook's log has no MemberFailing for member 0 with '$reason':"
+  cat "$V_TMP/hook.log" >&2
+fi
+prom_has ()
+{
+  if grep -q -x -F "$2" "$V_TMP/prom"; then v_ok "Prometheus: $1"
+  else v_bad "Prometheus: no line '$2'"; fi
+}
+prom_has "critical warning 4 for member 0" \
+  'nbdstripe_member_drive_critical_warning{volume="dh",member="0"} 4'
+prom_has "member 0's drive predicts a failure" \
+  'nbdstripe_member_drive_predicts_failure{volume="dh",member="0"} 1'
+prom_has "member 1's drive does not" \
+  'nbdstripe_member_drive_predicts_failure{volume="dh",member="1"} 0'
+prom_has "member 2's drive is not available" \
+  'nbdstripe_member_drive_available{volume="dh",member="2"} 0'
+prom_has "member 0 failing" \
+  'nbdstripe_member_state{volume="dh",member="0",path="/dev/nvme0n1",state="failing"} 1'
+if grep -q -F "$reason" "$V_TMP/status2.txt"; then
+  v_ok "nbdstripe status names member 0's predicted failure"
+else
+  v_bad "nbdstripe status does not show '$reason'"
+fi
+# The drives side by side: NVMe and SATA rows with their figures, the
+# others saying why they have none.
+for re in '^ +0 nvme +50C +0% +0%/0% +500KiB .* predicted: critical warning 0x04: reliability_degraded$' \
+          '^ +1 ata +31C +- +- +- .* ok$' \
+          '^ +2 - +not available: a loop device \(over /tmp/loop.img\): no drive of its own$' \
+          '^ +3 - +not available: a regular file'; do
+  if grep -q -E -- "$re" "$V_TMP/status2.txt"; then
+    v_ok "nbdstripe status, drives: a line matches $re"
+  else
+    v_bad "nbdstripe status, drives: no line matches $re"
+  fi
+done
+v_done

@@ -1,0 +1,126 @@
+#!/bin/busybox sh
+# SPDX-License-Identifier: BSD-3-Clause
+# /init of the throw-away VM of drive_health.sh (busybox sh, PID 1): a
+# volume whose members are qemu's emulated NVMe namespace (/dev/nvme0n1),
+# its emulated SATA disk behind AHCI (/dev/sda), a loop device and a
+# regular file, served in the guest by nbdstripe and nbdkit (the host's
+# build), its drive health read through the real kernel drivers.
+#
+#   1. nbdstripe create, serve (health.drive_interval = 1, an on_change
+#      hook, a Prometheus file); wait until the NVMe and the SATA
+#      member's drives have been read; print the status (--json and the
+#      table), and the kernel's count of sectors written to nvme0n1 (the
+#      oracle for the drive's data units written).
+#   2. Ask the host for a critical warning on the NVMe controller
+#      ("vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning
+#      4": reliability degraded), wait until member 0 is failing; print
+#      the status, the Prometheus file and the hook's log.
+#   3. Stop the server; its last status.
+#
+# Files for the host go to the console between "vmf: BEGIN NAME" and
+# "vmf: END NAME", each line "vmf: | LINE".  vm.sabotage=noinject skips
+# the request (the guest then times out waiting: the test must fail).
+
+. /vm_guest.sh
+log "phase $P_phase, kernel $(uname -r)"
+
+for m in nvme ahci sd_mod loop; do
+  modprobe "$m" || fail "modprobe $m"
+done
+
+# wait_for WHAT SECONDS CMD...: until CMD succeeds (a condition, polled),
+# at most SECONDS of the guest's clock.
+wait_for ()
+{
+  what=$1 end=$(( $(cut -d. -f1 /proc/uptime) + $2 ))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    [ "$(cut -d. -f1 /proc/uptime)" -lt $end ] || return 1
+    sleep 0.2
+  done
+  log "$what"
+}
+
+wait_for "/dev/nvme0n1 is there" 30 test -b /dev/nvme0n1 || fail "no /dev/nvme0n1"
+wait_for "/dev/sda is there" 30 test -b /dev/sda || fail "no /dev/sda"
+
+truncate -s 48M /tmp/loop.img /tmp/file.img || fail "truncate"
+LOOP=$(losetup -f) && losetup "$LOOP" /tmp/loop.img || fail "losetup"
+log "loop device $LOOP over /tmp/loop.img"
+
+mkdir -p /etc/nbdstripe /run/nbdstripe
+cat >/hook.sh <<'EOF'
+#!/bin/sh
+echo "$1 $3 state=$NBDSTRIPE_STATE reason=$NBDSTRIPE_REASON" >>/run/hook.log
+EOF
+chmod 755 /hook.sh
+CONF=/etc/nbdstripe/dh.conf
+cat >$CONF <<EOF
+name = "dh";
+chunk = "64K";
+members = [ "/dev/nvme0n1", "/dev/sda", "$LOOP", "/tmp/file.img" ];
+serve = { socket = "/run/nbdstripe/dh.sock"; pidfile = "/run/nbdstripe/dh.pid"; };
+health = {
+  status_file = "/run/nbdstripe/dh.status.json";
+  prometheus_file = "/run/nbdstripe/dh.prom";
+  on_change = "/hook.sh";
+  drive_interval = 1;
+};
+EOF
+
+export NBDSTRIPE_PLUGIN=/usr/lib/nbdstripe/nbdkit-stripe-plugin.so
+run nbdstripe create $CONF || fail "nbdstripe create"
+run nbdstripe serve $CONF || fail "nbdstripe serve"
+log "served"
+
+show ()   # show NAME CMD...: CMD's output for the host
+{
+  name=$1
+  shift
+  echo "vmf: BEGIN $name"
+  "$@" 2>&1 | sed 's/^/vmf: | /'
+  echo "vmf: END $name"
+}
+
+# drive_read INDEX: member INDEX's drive has been read (available or not).
+drive_read ()
+{
+  # (its exit status says the volume's state: not a failure here)
+  nbdstripe status --json $CONF >/tmp/st.json 2>/dev/null;
+    jq -e ".members[$1].drive.available != null and
+           (.members[$1].drive.reason // \"\") != \"not read yet\"" /tmp/st.json
+}
+# member_state INDEX STATE: the status says member INDEX is STATE.
+member_state ()
+{
+  # (its exit status says the volume's state: not a failure here)
+  nbdstripe status --json $CONF >/tmp/st.json 2>/dev/null;
+    jq -e ".members[$1].state == \"$2\"" /tmp/st.json
+}
+
+wait_for "the NVMe drive was read" 30 drive_read 0 || fail "member 0's drive never read"
+wait_for "the SATA drive was read" 30 drive_read 1 || fail "member 1's drive never read"
+sync
+echo "vm: ORACLE nvme0n1_sectors_written=$(awk '{ print $7 }' /sys/block/nvme0n1/stat)"
+show status1.json nbdstripe status --json $CONF
+show status1.txt nbdstripe status $CONF
+
+if [ "$P_sabotage" = noinject ]; then
+  log "SABOTAGE: no critical warning asked for"
+else
+  echo "vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning 4"
+fi
+wait_for "member 0 is failing" 30 member_state 0 failing ||
+  { jq -c '.members[0] | {state, reason, drive}' /tmp/st.json | sed 's/^/vm: | /'
+    fail "member 0 never became failing"; }
+show status2.json nbdstripe status --json $CONF
+show status2.txt nbdstripe status $CONF
+show prom cat /run/nbdstripe/dh.prom
+wait_for "the hook ran" 10 grep -q MemberFailing /run/hook.log
+show hook.log cat /run/hook.log
+
+kill "$(cat /run/nbdstripe/dh.pid)"
+wait_for "the server stopped" 30 sh -c '! kill -0 $(cat /run/nbdstripe/dh.pid)' ||
+  fail "the server did not stop"
+losetup -d "$LOOP"
+vm_pass
