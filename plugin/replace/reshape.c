@@ -1,11 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: growing and shrinking a served volume, a job of the mover.
- * See include/reshape.h; the arithmetic is restripe.c's.
- *
- * The mover's positions are restripe.h's: forward for a grow, backward
- * for a shrink.  Below rs->mv.recorded the data is in the new layout and
- * every member's header says so; between it and the watermark it is in
- * both (copied, client writes go to both); above, in the old layout.
+/* nbdstripe: growing and shrinking a served volume, a job of the mover:
+ * its start, its end, its resumption.  See include/reshape.h; the
+ * clients and the copy are in reshape_io.c, the arithmetic restripe.c's.
  */
 
 #include <errno.h>
@@ -31,379 +27,9 @@
 #include "restripe.h"
 #include "util.h"
 #include "volume.h"
+#include "reshape_impl.h"
 
-static const char *const kind_names[] = { "grow", "shrink", "grow --size" };
-
-struct reshape {
-  struct mover mv; /* first */
-  enum reshape_kind kind;
-  struct layout from, to;
-  uint8_t from_map[LAYOUT_MAX_MEMBERS], to_map[LAYOUT_MAX_MEMBERS];
-  struct volume_view old_view, new_view;
-  struct restripe rs;
-  unsigned nr_union;
-  bool has_leaving;
-  unsigned leaving;
-  uint64_t journal_cap;        /* bytes the journal holds */
-  struct meta_reshape rec;     /* what the headers say (copier's) */
-  struct io_plan rplan, wplan; /* the copy's reads and writes in flight */
-  bool rplan_set, wplan_set;
-  char *config;
-  unsigned nr_joining;         /* the last members of the union */
-  unsigned checkpoints, journaled;
-};
-
-static struct reshape *
-of (struct mover *mv)
-{
-  return (struct reshape *) mv;
-}
-
-static struct reshape *
-of_vm (struct volume_mover *vm)
-{
-  return (struct reshape *) vm;
-}
-
-/* ---- clients ---- */
-
-static bool
-is_write (enum op_kind k)
-{
-  return k == OP_WRITE || k == OP_TRIM || k == OP_ZERO;
-}
-
-/* rq's bytes [lo, hi) of the volume, through view vw. */
-static int
-part (struct volume *v, const struct volume_view *vw,
-      const struct volume_request *rq, uint64_t lo, uint64_t hi)
-{
-  struct volume_request sub = *rq;
-
-  if (lo >= hi)
-    return 0;
-  sub.offset = lo;
-  sub.count = hi - lo;
-  if (sub.buf)
-    sub.buf = (uint8_t *) rq->buf + (lo - rq->offset);
-  return volume_request_view (v, vw, &sub);
-}
-
-/* A client's bytes between recorded and the watermark: read from the new
- * layout, written to both (the headers may still say the old is right).
- */
-static int
-mixed (struct reshape *rs, struct volume *v, const struct volume_request *rq,
-       uint64_t lo, uint64_t hi)
-{
-  int r;
-
-  if (lo >= hi)
-    return 0;
-  r = part (v, &rs->new_view, rq, lo, hi);
-  if (r == 0 && is_write (rq->kind))
-    r = part (v, &rs->old_view, rq, lo, hi);
-  return r;
-}
-
-static int
-reshape_request (struct volume_mover *vm, struct volume *v,
-                 const struct volume_request *rq)
-{
-  struct reshape *rs = of_vm (vm);
-  uint64_t lo = rq->offset, hi = rq->offset + rq->count, p, w, size;
-  uint64_t a, b;
-  struct mover_flight fl;
-  struct mover_at at;
-  int r, err;
-
-  size = rs->rs.size;
-  if (hi > size) {
-    if (mover_state (&rs->mv) == MOVER_DONE) /* the new layout's room */
-      return volume_request_view (v, &v->view, rq);
-    /* A shrink: nothing past the size it shrinks to is kept. */
-    stripe_debug ("%s: request at %" PRIu64 "+%" PRIu64 " beyond the size "
-                  "the volume is shrinking to (%" PRIu64 "): refused",
-                  kind_names[rs->kind], rq->offset, rq->count, size);
-    errno = EIO;
-    return -1;
-  }
-  restripe_position (&rs->rs, lo, hi, &p, &w);
-  at = mover_enter (&rs->mv, &fl, p, p + w,
-                    is_write (rq->kind) && rq->kind != OP_EXTENTS);
-  if (at.state == MOVER_DONE) {
-    r = volume_request_view (v, &v->view, rq);
-    goto out;
-  }
-  /* Logical bytes [a, b) are in both; below a (forward: above b) new. */
-  if (rs->rs.backward) {
-    a = size - at.watermark;
-    b = size - at.recorded;
-    r = part (v, &rs->old_view, rq, lo, hi < a ? hi : a);
-    if (r == 0)
-      r = mixed (rs, v, rq, lo > a ? lo : a, hi < b ? hi : b);
-    if (r == 0)
-      r = part (v, &rs->new_view, rq, lo > b ? lo : b, hi);
-  }
-  else {
-    a = at.recorded;
-    b = at.watermark;
-    r = part (v, &rs->new_view, rq, lo, hi < a ? hi : a);
-    if (r == 0)
-      r = mixed (rs, v, rq, lo > a ? lo : a, hi < b ? hi : b);
-    if (r == 0)
-      r = part (v, &rs->old_view, rq, lo > b ? lo : b, hi);
-  }
-out:
-  err = errno;
-  mover_leave (&rs->mv, &fl);
-  errno = err;
-  return r;
-}
-
-/* Member operations come only from volume_request_view above. */
-static int
-reshape_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,
-                 unsigned nr, volume_run_fn plain)
-{
-  (void) mv;
-  return plain (v, ops, nr);
-}
-
-/* ---- the copy ---- */
-
-/* The ops reading or writing logical [lo, hi) of layout l (map) from or
- * into buf, as planned in plan (kept until the next call).
- */
-static unsigned
-plan_ops (struct reshape *rs, struct io_plan *plan, bool *set,
-          const struct layout *l, const uint8_t *map, enum op_kind kind,
-          uint8_t *buf, uint64_t lo, uint64_t hi, struct member_op *ops)
-{
-  struct volume *v = rs->mv.v;
-
-  if (*set)
-    plan_free (plan);
-  *set = false;
-  if (plan_rw (plan, l, buf, hi - lo, lo) == -1) {
-    mover_fail (&rs->mv, "out of memory");
-    return 0;
-  }
-  *set = true;
-  for (unsigned i = 0; i < plan->nr_ios; ++i) {
-    const struct member_io *io = &plan->ios[i];
-    struct member *m = &v->members[map[io->member]];
-    ops[i] = (struct member_op){ .m = m, .kind = kind,
-                                 .offset = m->data_offset + io->member_offset,
-                                 .length = io->length, .iov = io->iov,
-                                 .nr_iov = io->nr_iov, .shadow = true };
-  }
-  return plan->nr_ios;
-}
-
-static unsigned
-reshape_read_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
-                  struct member_op *ops, struct iovec *iov)
-{
-  struct reshape *rs = of (mv);
-  uint64_t lo, hi;
-
-  (void) iov;
-  restripe_logical (&rs->rs, pos, len, &lo, &hi);
-  return plan_ops (rs, &rs->rplan, &rs->rplan_set, &rs->from, rs->from_map,
-                   OP_READ, buf, lo, hi, ops);
-}
-
-static unsigned
-reshape_write_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
-                   struct member_op *ops, struct iovec *iov)
-{
-  struct reshape *rs = of (mv);
-  uint64_t lo, hi;
-
-  (void) iov;
-  restripe_logical (&rs->rs, pos, len, &lo, &hi);
-  return plan_ops (rs, &rs->wplan, &rs->wplan_set, &rs->to, rs->to_map,
-                   OP_WRITE, buf, lo, hi, ops);
-}
-
-static uint64_t
-reshape_window_size (struct mover *mv, uint64_t pos, bool *exclusive)
-{
-  struct reshape *rs = of (mv);
-  uint64_t w;
-
-  switch (restripe_window (&rs->rs, pos, MOVER_WINDOW, rs->journal_cap, &w)) {
-  case RESTRIPE_IN_PLACE: *exclusive = false; return w;
-  case RESTRIPE_JOURNAL: *exclusive = true; return w;
-  case RESTRIPE_CANNOT: break;
-  }
-  *exclusive = true; /* checked feasible at the start: not reached */
-  return MOVER_BLOCK;
-}
-
-/* Every member of the union: their data durable. */
-static int
-sync_all (struct reshape *rs)
-{
-  struct volume *v = rs->mv.v;
-
-  for (unsigned u = 0; u < rs->nr_union; ++u)
-    if (mover_io (&rs->mv, &v->members[u], OP_FLUSH, NULL, 0, 0) == -1) {
-      mover_fail (&rs->mv, "member %u (%s): sync: %m", u, v->members[u].path);
-      return -1;
-    }
-  return 0;
-}
-
-/* The reshape's state on every member, durably: the data first. */
-static int
-record (struct reshape *rs)
-{
-  struct volume *v = rs->mv.v;
-  struct member *devs[LAYOUT_MAX_MEMBERS];
-  char why[512];
-
-  if (sync_all (rs) == -1)
-    return -1;
-  for (unsigned u = 0; u < rs->nr_union; ++u)
-    devs[u] = &v->members[u];
-  meta_set_reshape (&v->meta, &rs->rec);
-  if (meta_record_all (&v->meta, devs, why, sizeof why) == -1) {
-    mover_fail (&rs->mv, "recording the %s's position: %s",
-                kind_names[rs->kind], why);
-    return -1;
-  }
-  rs->checkpoints++;
-  return 0;
-}
-
-/* Positions below pos are moved: recorded, and no request uses an old
- * place below it any more.
- */
-static int
-checkpoint (struct reshape *rs, uint64_t pos)
-{
-  rs->rec.position = pos;
-  rs->rec.journal = false;
-  rs->rec.journal_position = rs->rec.journal_length = 0;
-  rs->rec.journal_crc = 0;
-  if (record (rs) == -1)
-    return -1;
-  mover_record (&rs->mv, pos);
-  mover_phase (&rs->mv, "recorded");
-  return 0;
-}
-
-/* Where the journal keeps its bytes: after each member's metadata area,
- * up to its data, member after member.
- */
-static int
-journal_io (struct reshape *rs, enum op_kind kind, uint8_t *buf, uint64_t len)
-{
-  struct volume *v = rs->mv.v;
-  uint64_t done = 0;
-
-  for (unsigned u = 0; u < rs->nr_union && done < len; ++u) {
-    struct member *m = &v->members[u];
-    uint64_t room = m->data_offset > META_AREA
-                      ? (m->data_offset - META_AREA) / 4096 * 4096
-                      : 0;
-    uint64_t n = len - done < room ? len - done : room;
-    if (n && mover_io (&rs->mv, m, kind, buf + done, n, META_AREA) == -1)
-      return -1;
-    done += n;
-  }
-  return done == len ? 0 : -1;
-}
-
-static uint64_t
-journal_room (const struct volume *v, unsigned nr_union)
-{
-  uint64_t room = 0;
-
-  for (unsigned u = 0; u < nr_union; ++u) {
-    const struct member *m = &v->members[u];
-    if (m->data_offset > META_AREA)
-      room += (m->data_offset - META_AREA) / 4096 * 4096;
-  }
-  return room < MOVER_WINDOW ? room : MOVER_WINDOW;
-}
-
-/* Before window [pos, pos + len) (its old bytes in buf) is written in
- * its new place: what it overwrites must be recorded as moved, or be the
- * window itself, kept in the journal first.
- */
-static int
-reshape_before_write (struct mover *mv, const uint8_t *buf, uint64_t pos,
-                      uint64_t len)
-{
-  struct reshape *rs = of (mv);
-  uint64_t clobber = restripe_clobber_end (&rs->rs, pos, len);
-
-  if (clobber <= mv->recorded)
-    return 0;
-  if (clobber <= pos) /* in place once the positions below are recorded */
-    return checkpoint (rs, pos);
-  if (mv->recorded < pos && checkpoint (rs, pos) == -1)
-    return -1;
-  if (journal_io (rs, OP_WRITE, (uint8_t *) buf, len) == -1) {
-    mover_fail (mv, "writing the journal: %m");
-    return -1;
-  }
-  rs->rec.journal = true;
-  rs->rec.journal_position = pos;
-  rs->rec.journal_length = len;
-  rs->rec.journal_crc = crc32c (0, buf, len);
-  if (record (rs) == -1)
-    return -1;
-  rs->journaled++;
-  mover_phase (mv, "journaled");
-  if (mover_debug_crash == 3)
-    raise (SIGKILL);
-  return 0;
-}
-
-/* A journaled window is written: recorded as moved before any client
- * can write its new place (a replay of the journal would undo them).
- */
-static int
-reshape_after_write (struct mover *mv, uint64_t pos, uint64_t len)
-{
-  struct reshape *rs = of (mv);
-
-  if (!rs->rec.journal || rs->rec.journal_position != pos)
-    return 0;
-  return checkpoint (rs, pos + len);
-}
-
-static bool
-reshape_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
-{
-  uint64_t hi;
-
-  restripe_logical (&of (mv)->rs, pos, MOVER_BLOCK, logical, &hi);
-  return true;
-}
-
-static void
-reshape_write_failed (struct mover *mv, const struct member_op *op)
-{
-  mover_fail_locked (mv, "member %u (%s) failed: write at offset %" PRIu64
-                     ": %s",
-                     op->m->index, op->m->path, op->offset,
-                     strerror (op->err));
-}
-
-static const char *
-reshape_unreadable (struct mover *mv, char *why, size_t len)
-{
-  snprintf (why, len, "unreadable blocks: the %s stopped (the volume is "
-            "served as it is, part moved; --skip-unreadable moves the rest "
-            "and lists what is lost)",
-            kind_names[of (mv)->kind]);
-  return why;
-}
+const char *const reshape_kind_names[] = { "grow", "shrink", "grow --size" };
 
 /* ---- the end ---- */
 
@@ -476,7 +102,7 @@ reshape_finish (struct mover *mv)
   uint8_t slot[LAYOUT_MAX_MEMBERS];
   char why[512];
 
-  if (mv->recorded < rs->rs.size && checkpoint (rs, rs->rs.size) == -1)
+  if (mv->recorded < rs->rs.size && reshape_checkpoint (rs, rs->rs.size) == -1)
     return;
   if (zero_room (rs) == -1)
     return;
@@ -497,7 +123,7 @@ reshape_finish (struct mover *mv)
     /* The headers at the end position say the same: not lost. */
     stripe_error ("%s: the final headers: %s (the members read as the new "
                   "layout all the same)",
-                  kind_names[rs->kind], why);
+                  reshape_kind_names[rs->kind], why);
   if (rs->has_leaving
       && meta_mark_removed (&v->meta, rs->leaving, &v->members[rs->leaving],
                             why, sizeof why)
@@ -513,7 +139,7 @@ reshape_finish (struct mover *mv)
     stripe_error ("%s: %s not rewritten (%s): the volume assembles from it "
                   "all the same; edit it to list the members as the status "
                   "shows them",
-                  kind_names[rs->kind], rs->config, why);
+                  reshape_kind_names[rs->kind], rs->config, why);
   mover_phase (mv, "config");
   volume_bump_generation (v, -1, "a reshape ended");
   mover_done (mv);
@@ -521,7 +147,7 @@ reshape_finish (struct mover *mv)
                  "checkpoints, %u windows through the journal); the volume "
                  "is %" PRIu64 " bytes on %u members (clients see it when "
                  "they connect again)",
-                 kind_names[rs->kind], mv->end - mv->start,
+                 reshape_kind_names[rs->kind], mv->end - mv->start,
                  (mv->t_end - mv->t_start) / 1e9, rs->checkpoints,
                  rs->journaled, rs->to.size, rs->to.nr_members);
   return;
@@ -548,8 +174,8 @@ reshape_ended (struct mover *mv)
     stripe_error ("%s: stopped at %" PRIu64 " of %" PRIu64 " bytes: %s (the "
                   "volume is served as it is; the %s goes on when it is "
                   "served again)",
-                  kind_names[rs->kind], mv->watermark - mv->start,
-                  mv->end - mv->start, mv->error, kind_names[rs->kind]);
+                  reshape_kind_names[rs->kind], mv->watermark - mv->start,
+                  mv->end - mv->start, mv->error, reshape_kind_names[rs->kind]);
   if (rs->rplan_set)
     plan_free (&rs->rplan);
   if (rs->wplan_set)
@@ -562,7 +188,7 @@ reshape_status (struct mover *mv, struct json_object *o)
 {
   struct reshape *rs = of (mv);
 
-  json_put (o, "kind", json_text (kind_names[rs->kind]));
+  json_put (o, "kind", json_text (reshape_kind_names[rs->kind]));
   json_put (o, "members_from", json_object_new_int64 (rs->from.nr_members));
   json_put (o, "members_to", json_object_new_int64 (rs->to.nr_members));
   json_put (o, "size_from", json_u64 (rs->from.size));
@@ -778,7 +404,7 @@ plan_json (const struct reshape *rs, const struct volume *v, bool moves)
 {
   struct json_object *o = json_object_new_object (), *m;
 
-  json_put (o, "kind", json_text (kind_names[rs->kind]));
+  json_put (o, "kind", json_text (reshape_kind_names[rs->kind]));
   json_put (o, "size_from", json_u64 (rs->from.size));
   json_put (o, "size_to", json_u64 (rs->to.size));
   json_put (o, "bytes_to_move", json_u64 (moves ? rs->rs.size : 0));
@@ -869,7 +495,7 @@ go (struct reshape *rs, struct volume *v, uint64_t position, uint64_t rate,
   rs->old_view = (struct volume_view){ &rs->from, rs->from_map };
   rs->new_view = (struct volume_view){ &rs->to, rs->to_map };
   snprintf (rs->mv.vm.what, sizeof rs->mv.vm.what, "a %s",
-            kind_names[rs->kind]);
+            reshape_kind_names[rs->kind]);
   mover_init (&rs->mv);
   rs->mv.recorded = position;
   return mover_start (&rs->mv, why, len);
@@ -995,7 +621,7 @@ reshape_start (struct volume *v, const struct reshape_params *p,
   else
     stripe_info ("%s: %u -> %u members, %" PRIu64 " -> %" PRIu64 " bytes, "
                  "%" PRIu64 " bytes to move",
-                 kind_names[rs->kind], rs->from.nr_members, rs->to.nr_members,
+                 reshape_kind_names[rs->kind], rs->from.nr_members, rs->to.nr_members,
                  rs->from.size, rs->to.size, rs->rs.size);
   return r;
 }
@@ -1018,7 +644,7 @@ replay (struct reshape *rs, char *why, size_t len)
     snprintf (why, len, "out of memory");
     return -1;
   }
-  if (journal_io (rs, OP_READ, buf, r->journal_length) == -1) {
+  if (reshape_journal_io (rs, OP_READ, buf, r->journal_length) == -1) {
     snprintf (why, len, "reading the journal: %m");
     goto out;
   }
@@ -1036,13 +662,13 @@ replay (struct reshape *rs, char *why, size_t len)
   }
   stripe_notice ("%s: the journal's window (%" PRIu64 " bytes at position "
                  "%" PRIu64 ") written back",
-                 kind_names[rs->kind], r->journal_length,
+                 reshape_kind_names[rs->kind], r->journal_length,
                  r->journal_position);
   rs->rec.position = r->journal_position + r->journal_length;
   rs->rec.journal = false;
   rs->rec.journal_position = rs->rec.journal_length = 0;
   rs->rec.journal_crc = 0;
-  ret = record (rs);
+  ret = reshape_record (rs);
   if (ret == -1)
     snprintf (why, len, "%s", rs->mv.error);
 out:
@@ -1097,13 +723,13 @@ reshape_resume (struct volume *v, const struct assembly *a, const char *config,
   }
   restripe_init (&rs->rs, &rs->from, rs->from_map, &rs->to, rs->to_map,
                  rs->nr_union, rs->rec.backward);
-  rs->journal_cap = journal_room (v, rs->nr_union);
+  rs->journal_cap = reshape_journal_room (v, rs->nr_union);
   rs->mv.v = v;
   if (rs->rec.journal && replay (rs, why, len) == -1)
     goto err;
   stripe_notice ("%s under way: going on from %" PRIu64 " of %" PRIu64
                  " bytes",
-                 kind_names[rs->kind], rs->rec.position, rs->rs.size);
+                 reshape_kind_names[rs->kind], rs->rec.position, rs->rs.size);
   if (go (rs, v, rs->rec.position, 0, why, len) == -1)
     return -1;
   return 0;
@@ -1146,3 +772,4 @@ reshape_fix_config (const char *config, const struct assembly *a, char *why,
     stripe_notice ("%s: rewritten (%s)", config, a->config_note);
   return r;
 }
+

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe: what reshape.c (the start and the end) and reshape_io.c
+ * (clients, the copy, checkpoints and the journal) share.
+ */
+#ifndef NBDSTRIPE_RESHAPE_IMPL_H
+#define NBDSTRIPE_RESHAPE_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "meta.h"
+#include "mover.h"
+#include "plan.h"
+#include "reshape.h"
+#include "restripe.h"
+#include "volume.h"
+
+extern const char *const reshape_kind_names[];
+
+struct reshape {
+  struct mover mv; /* first */
+  enum reshape_kind kind;
+  struct layout from, to;
+  uint8_t from_map[LAYOUT_MAX_MEMBERS], to_map[LAYOUT_MAX_MEMBERS];
+  struct volume_view old_view, new_view;
+  struct restripe rs;
+  unsigned nr_union;
+  bool has_leaving;
+  unsigned leaving;
+  uint64_t journal_cap;        /* bytes the journal holds */
+  struct meta_reshape rec;     /* what the headers say (copier's) */
+  struct io_plan rplan, wplan; /* the copy's reads and writes in flight */
+  bool rplan_set, wplan_set;
+  char *config;
+  unsigned nr_joining;         /* the last members of the union */
+  unsigned checkpoints, journaled;
+};
+
+static inline struct reshape *
+of (struct mover *mv)
+{
+  return (struct reshape *) mv;
+}
+
+static inline struct reshape *
+of_vm (struct volume_mover *vm)
+{
+  return (struct reshape *) vm;
+}
+
+/* reshape_io.c: the job's hooks. */
+extern int reshape_request (struct volume_mover *vm, struct volume *v,
+                            const struct volume_request *rq);
+extern int reshape_run_ops (struct mover *mv, struct volume *v,
+                            struct member_op *ops, unsigned nr,
+                            volume_run_fn plain);
+extern unsigned reshape_read_ops (struct mover *mv, uint8_t *buf,
+                                  uint64_t pos, uint64_t len,
+                                  struct member_op *ops, struct iovec *iov);
+extern unsigned reshape_write_ops (struct mover *mv, uint8_t *buf,
+                                   uint64_t pos, uint64_t len,
+                                   struct member_op *ops, struct iovec *iov);
+extern uint64_t reshape_window_size (struct mover *mv, uint64_t pos,
+                                     bool *exclusive);
+extern int reshape_before_write (struct mover *mv, const uint8_t *buf,
+                                 uint64_t pos, uint64_t len);
+extern int reshape_after_write (struct mover *mv, uint64_t pos, uint64_t len);
+extern bool reshape_logical (struct mover *mv, uint64_t pos,
+                             uint64_t *logical);
+extern void reshape_write_failed (struct mover *mv,
+                                  const struct member_op *op);
+extern const char *reshape_unreadable (struct mover *mv, char *why,
+                                       size_t len);
+
+/* Every member of the union synced; the reshape's state on each of them,
+ * durably (the data first); positions below pos recorded as moved and no
+ * request using an old place below it; the journal's bytes read or
+ * written; the bytes the journal holds.  -1: the move failed (said).
+ */
+extern int reshape_sync_all (struct reshape *rs);
+extern int reshape_record (struct reshape *rs);
+extern int reshape_checkpoint (struct reshape *rs, uint64_t pos);
+extern int reshape_journal_io (struct reshape *rs, enum op_kind kind,
+                               uint8_t *buf, uint64_t len);
+extern uint64_t reshape_journal_room (const struct volume *v,
+                                      unsigned nr_union);
+
+#endif /* NBDSTRIPE_RESHAPE_IMPL_H */
