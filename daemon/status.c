@@ -619,6 +619,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
               double now, bool live, bool alive, const char *ctl)
 {
   struct json_object *replace = field (st, "replace", json_type_object);
+  struct json_object *reshape = field (st, "reshape", json_type_object);
   struct json_object *scrub = field (st, "scrub", json_type_object);
   struct json_object *vol = field (st, "volume", json_type_object);
   struct json_object *members = field (st, "members", json_type_array);
@@ -677,6 +678,9 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
   if (replace)
     printf ("%15s : %s\n", "Replace",
             replace_progress (replace, path, sizeof path));
+  if (reshape)
+    printf ("%15s : %s\n", "Reshape",
+            replace_progress (reshape, path, sizeof path));
   if (scrub)
     printf ("%15s : %s\n", "Scrub", scrub_progress (scrub, path, sizeof path));
   printf ("%15s : %s\n", "Status file", cfg->health.status_file);
@@ -891,7 +895,8 @@ print_last_errors (struct json_object *st, double now)
 
 /* A replace object (the status's "replace", replace.h) in one line:
  * "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB), 410MiB/s,
- * ETA 5 s".  Untrusted input as the rest: a field missing or of another
+ * ETA 5 s"; a reshape's ("reshape", reshape.h): "grow, 2 -> 3 members:
+ * copying, ...".  Untrusted input as the rest: a field missing or of another
  * type is "?".
  */
 const char *
@@ -930,6 +935,17 @@ replace_progress (struct json_object *r, char *buf, size_t len)
     snprintf (lost, sizeof lost, ", %zu unreadable range%s",
               json_object_array_length (l),
               json_object_array_length (l) == 1 ? "" : "s");
+  if (field (r, "kind", json_type_string)) { /* a reshape */
+    char fb[32], tob[32];
+    snprintf (nb, sizeof nb, "%s, %s -> %s members",
+              get_text (r, "kind", ib, sizeof ib),
+              fmt_uint (r, "members_from", fb, sizeof fb),
+              fmt_uint (r, "members_to", tob, sizeof tob));
+    snprintf (buf, len, "%s: %s, %s (%s of %s), %s/s%s%s%s", nb,
+              get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
+              eta, lost, err);
+    return buf;
+  }
   snprintf (buf, len, "member %s -> %s: %s, %s (%s of %s), %s/s%s%s%s",
             fmt_uint (r, "member", ib, sizeof ib),
             get_text (r, "new", nb, sizeof nb),
