@@ -297,6 +297,7 @@ assemble_these (const char *members, const char *extra)
     vol.metadata,
     vol.md_minor == 0 && vol.metadata == METADATA_MD ? 0 : vol.data_offset,
     members, extra);
+  assembly_free (&asm_); /* an earlier one's records */
   return assemble (&cfg, &asm_);
 }
 
@@ -507,6 +508,7 @@ header_config_chunk_other_than_the_headers_is_refused (void **state)
   config_free (&cfg);
   load_config (METADATA_HEADER, DATA_OFFSET, "a b c", "");
   cfg.chunk = 2 * CHUNK;
+  assembly_free (&asm_);
   assert_int_equal (assemble (&cfg, &asm_), -1);
   assert_error_logged (CONF, "chunk: the config says 131072, the headers "
                              "say 65536");
@@ -554,12 +556,14 @@ accepting_lets_exactly_the_named_stale_member_through (void **state)
   vol.hdr[1].events = EVENTS - 2;
   write_meta (1);
   load_config (METADATA_HEADER, DATA_OFFSET, "a b c", NULL);
+  assembly_free (&asm_);
   assert_int_equal (assemble_accepting (&cfg, &asm_, 1, &events), 0);
   assert_nothing_logged ();
   assert_int_equal (events, EVENTS - 2);
   assert_int_equal (asm_.events, EVENTS);
 
   /* Accepting another member lets nothing through. */
+  assembly_free (&asm_);
   assert_int_equal (assemble_accepting (&cfg, &asm_, 0, &events), -1);
   assert_error_logged ("member 1 (mem:b)", "stale",
                        "at generation 3, the volume is at 5");
@@ -578,6 +582,7 @@ accepting_one_stale_member_still_refuses_a_second (void **state)
   vol.hdr[2].events = EVENTS - 1;
   write_meta (2);
   load_config (METADATA_HEADER, DATA_OFFSET, "a b c", NULL);
+  assembly_free (&asm_);
   assert_int_equal (assemble_accepting (&cfg, &asm_, 1, &events), -1);
   assert_int_equal (events, EVENTS - 1);
   assert_error_logged ("member 2 (mem:c)", "stale",
@@ -968,6 +973,7 @@ md_config_chunk_other_than_the_superblocks_is_refused (void **state)
   make_volume3 (METADATA_MD);
   load_config (METADATA_MD, DATA_OFFSET, "a b c", "");
   cfg.chunk = 2 * CHUNK;
+  assembly_free (&asm_);
   assert_int_equal (assemble (&cfg, &asm_), -1);
   assert_error_logged (CONF, "chunk: the config says 131072, the md "
                              "superblocks say 65536");
