@@ -303,15 +303,15 @@ extern bool health_free (struct health *h);
 /* The I/O path. */
 extern enum member_state health_member_state (const struct health *h,
                                               unsigned i);
-/* Member i is another device from now on (nbdstripe replace): its path,
- * and state ok.
- */
 /* A member joins (a grow): the next index, watched from now on; -1 with
  * errno when it cannot be.
  */
 extern int health_member_add (struct health *h, const char *path,
                               unsigned class);
 
+/* Member i is another device from now on (nbdstripe replace): its path,
+ * and state ok.
+ */
 extern void health_member_replaced (struct health *h, unsigned i,
                                     const char *path);
 /* Bit i set: member i is failed now (0 when h is NULL). */
