@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: small helpers every module may use -- time, alignment,
- * iovecs.  Inline, no state.
+ * iovecs, little-endian fields, a failure explained.  Inline but for
+ * fail_why (plugin/util/util.c); no state.
  */
 #ifndef NBDSTRIPE_UTIL_H
 #define NBDSTRIPE_UTIL_H
@@ -100,6 +101,14 @@ iov_scatter (const struct iovec *iov, unsigned nr, const void *buf)
     p += iov[i].iov_len;
   }
 }
+
+/* A failure, the way member.h's functions and their helpers report one:
+ * the reason in the caller's why (len bytes; nothing when why is NULL),
+ * errno set to err, and -1 returned, so that one line does all three:
+ *   return fail_why (why, len, EROFS, "the server exports it read-only");
+ */
+extern int fail_why (char *why, size_t len, int err, const char *fmt, ...)
+  __attribute__ ((format (printf, 4, 5)));
 
 /* Thread-local storage of the plugin: the initial-exec model, a fixed
  * offset from the thread pointer, where the default model for a shared

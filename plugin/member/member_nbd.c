@@ -99,24 +99,6 @@ struct nbd {
 
 #define N(m) ((struct nbd *) (m)->be)
 
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-  __attribute__ ((format (printf, 4, 5)));
-
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (why && len) {
-    va_start (ap, fmt);
-    vsnprintf (why, len, fmt, ap);
-    va_end (ap);
-  }
-  errno = err;
-  return -1;
-}
-
 /* nbd_plain's reasons begin with the URI; ours never repeat the name. */
 static void
 drop_name (char *why, const char *name)
@@ -172,13 +154,13 @@ conn_new (struct member *m, char *why, size_t len)
   struct conn *c = calloc (1, sizeof *c);
 
   if (c == NULL) {
-    fail (why, len, ENOMEM, "out of memory");
+    fail_why (why, len, ENOMEM, "out of memory");
     return NULL;
   }
   c->n = n;
   c->wake = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (c->wake == -1) {
-    fail (why, len, errno, "eventfd: %s", strerror (errno));
+    fail_why (why, len, errno, "eventfd: %s", strerror (errno));
     free (c);
     return NULL;
   }
@@ -206,7 +188,7 @@ member_nbd_open (struct member *m, char *why, size_t len)
   char reason[512];
 
   if (n == NULL)
-    return fail (why, len, ENOMEM, "out of memory");
+    return fail_why (why, len, ENOMEM, "out of memory");
   m->be = n;
   m->kind = MEMBER_NBD;
   n->uri = m->path;
@@ -227,14 +209,14 @@ member_nbd_open (struct member *m, char *why, size_t len)
   v = nbd_get_size (h);
   if (v < 0) {
     nbd_plain_why (reason, sizeof reason, "size", NULL);
-    return fail (why, len, EIO, "%s", reason);
+    return fail_why (why, len, EIO, "%s", reason);
   }
   n->size = v;
   m->size = v;
   if (!p->readonly && nbd_is_read_only (h) == 1)
-    return fail (why, len, EROFS,
-                 "the server exports it read-only (serve the volume "
-                 "read-only with nbdkit -r)");
+    return fail_why (why, len, EROFS,
+                     "the server exports it read-only (serve the volume "
+                     "read-only with nbdkit -r)");
   v = nbd_get_block_size (h, LIBNBD_SIZE_MINIMUM);
   n->min_block = v > 0 ? v : 0;
   v = nbd_get_block_size (h, LIBNBD_SIZE_PREFERRED);
@@ -690,7 +672,7 @@ member_nbd_pread (struct member *m, void *buf, size_t count, uint64_t offset,
     count = n->size - offset;
   if (pool_running (n)) {
     if (pool_sync (m, OP_READ, buf, count, offset) == -1)
-      return fail (why, len, errno, "read: %s", strerror (errno));
+      return fail_why (why, len, errno, "read: %s", strerror (errno));
     return count;
   }
   while (done < count) {
@@ -712,7 +694,7 @@ member_nbd_pwrite (struct member *m, const void *buf, size_t count, uint64_t off
 
   if (pool_running (n)) {
     if (pool_sync (m, OP_WRITE, (void *) buf, count, offset) == -1)
-      return fail (why, len, errno, "write: %s", strerror (errno));
+      return fail_why (why, len, errno, "write: %s", strerror (errno));
     return 0;
   }
   return nbd_plain_pwrite (n->conns[0]->h, buf, count, offset,
@@ -726,7 +708,7 @@ member_nbd_sync (struct member *m, char *why, size_t len)
 
   if (pool_running (n)) {
     if (pool_sync (m, OP_FLUSH, NULL, 0, 0) == -1)
-      return fail (why, len, errno, "flush: %s", strerror (errno));
+      return fail_why (why, len, errno, "flush: %s", strerror (errno));
     return 0;
   }
   return nbd_plain_flush (n->conns[0]->h, plain_timeout (n), why, len);
@@ -739,8 +721,8 @@ member_nbd_discard (struct member *m, uint64_t offset, uint64_t length, char *wh
   struct nbd *n = N (m);
 
   if (!n->can_trim)
-    return fail (why, len, EOPNOTSUPP,
-                 "cannot discard: the server does not support trim");
+    return fail_why (why, len, EOPNOTSUPP,
+                     "cannot discard: the server does not support trim");
   while (length > 0) {
     uint64_t k = length < MAX_RANGE ? length : MAX_RANGE;
     if (nbd_plain_trim (n->conns[0]->h, k, offset, plain_timeout (n), why,
@@ -768,8 +750,8 @@ anonymous_file (char *why, size_t len)
     dir = "/tmp";
   fd = open (dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd == -1)
-    return fail (why, len, errno, "memfd_create, or O_TMPFILE in %s: %s", dir,
-                 strerror (errno));
+    return fail_why (why, len, errno, "memfd_create, or O_TMPFILE in %s: %s",
+                     dir, strerror (errno));
   return fd;
 }
 
@@ -787,9 +769,9 @@ copy_range (struct member *m, int fd, char *buf, uint64_t offset,
     if (w == -1 && errno == EINTR)
       continue;
     if (w <= 0)
-      return fail (why, len, w == -1 ? errno : EIO,
-                   "writing the probe copy: %s",
-                   strerror (w == -1 ? errno : EIO));
+      return fail_why (why, len, w == -1 ? errno : EIO,
+                       "writing the probe copy: %s",
+                       strerror (w == -1 ? errno : EIO));
     done += w;
   }
   return 0;
@@ -816,13 +798,14 @@ nbd_probe_fd (struct member *m, char *why, size_t len)
   if (ftruncate (fd, size) == -1) {
     int err = errno;
     close (fd);
-    return fail (why, len, err, "a sparse probe copy of %" PRIu64 " bytes: %s",
-                 size, strerror (err));
+    return fail_why (why, len, err,
+                     "a sparse probe copy of %" PRIu64 " bytes: %s", size,
+                     strerror (err));
   }
   buf = malloc (span);
   if (buf == NULL) {
     close (fd);
-    return fail (why, len, ENOMEM, "out of memory");
+    return fail_why (why, len, ENOMEM, "out of memory");
   }
   head = size < span ? size : span;
   tail = size - head < span ? size - head : span;
@@ -882,8 +865,8 @@ member_nbd_check (struct member *m, char *why, size_t len)
     struct conn *c = n->conns[i];
     if (atomic_load (&c->dead) || nbd_aio_is_dead (c->h)
         || nbd_aio_is_closed (c->h))
-      return fail (why, len, ENOTCONN,
-                   "device gone: connection %u to %s lost", i, m->path);
+      return fail_why (why, len, ENOTCONN,
+                       "device gone: connection %u to %s lost", i, m->path);
   }
   return 0;
 }
