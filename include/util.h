@@ -102,6 +102,57 @@ iov_scatter (const struct iovec *iov, unsigned nr, const void *buf)
   }
 }
 
+/* Little-endian fields of on-disk formats (the member header, md
+ * superblocks), byte by byte: independent of the host's byte order and
+ * of alignment.
+ */
+static inline void
+put_le16 (uint8_t *p, uint16_t v)
+{
+  p[0] = (uint8_t) v;
+  p[1] = (uint8_t) (v >> 8);
+}
+
+static inline void
+put_le32 (uint8_t *p, uint32_t v)
+{
+  for (unsigned i = 0; i < 4; ++i)
+    p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static inline void
+put_le64 (uint8_t *p, uint64_t v)
+{
+  for (unsigned i = 0; i < 8; ++i)
+    p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static inline uint16_t
+get_le16 (const uint8_t *p)
+{
+  return (uint16_t) (p[0] | p[1] << 8);
+}
+
+static inline uint32_t
+get_le32 (const uint8_t *p)
+{
+  uint32_t v = 0;
+
+  for (unsigned i = 0; i < 4; ++i)
+    v |= (uint32_t) p[i] << (8 * i);
+  return v;
+}
+
+static inline uint64_t
+get_le64 (const uint8_t *p)
+{
+  uint64_t v = 0;
+
+  for (unsigned i = 0; i < 8; ++i)
+    v |= (uint64_t) p[i] << (8 * i);
+  return v;
+}
+
 /* A failure, the way member.h's functions and their helpers report one:
  * the reason in the caller's why (len bytes; nothing when why is NULL),
  * errno set to err, and -1 returned, so that one line does all three:
