@@ -338,8 +338,21 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   print_json (j);
 }
 
-int
-cmd_replace (const struct command *cmd, int argc, char **argv)
+/* What the command line asks. */
+struct replace_args {
+  struct replace_params p; /* rate, force, skip_unreadable */
+  bool wait, off, cancel, json;
+  const char *volume;  /* VOLUME */
+  const char *new_arg; /* NEW as given (NULL with --cancel) */
+  unsigned long idx;   /* INDEX */
+};
+
+/* The options and operands.  false when the command ends here (help,
+ * version, a usage error), with *status its exit status.
+ */
+static bool
+replace_options (const struct command *cmd, int argc, char **argv,
+                 struct replace_args *ra, int *status)
 {
   static const struct option opts[] = {
     { "rate", required_argument, NULL, 'r' },
@@ -352,169 +365,246 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
-  struct replace_params p = { 0 };
-  struct stripe_config cfg;
-  struct outcome o = { 0 };
-  bool wait = false, off = false, cancel = false, loaded = false;
-  bool started = false, waited = false;
-  const char *index = NULL, *copy_opt = NULL;
-  char ctl[4096], why[1024], *end, *abs = NULL;
-  unsigned long idx = 0;
-  int c, status = 1;
+  const char *index, *copy_opt = NULL;
+  char *end;
+  int c;
 
-  memset (&cfg, 0, sizeof cfg);
   while ((c = getopt_long (argc, argv, "fwjhV", opts, NULL)) != -1) {
     switch (c) {
     case 'r':
-      if (config_parse_size (optarg, &p.rate) == -1 || p.rate == 0)
-        return cli_usage_error (cmd,
-                                "--rate '%s': expected a size such as 200M "
-                                "(bytes a second)",
-                                optarg);
+      if (config_parse_size (optarg, &ra->p.rate) == -1 || ra->p.rate == 0) {
+        *status = cli_usage_error (cmd,
+                                   "--rate '%s': expected a size such as "
+                                   "200M (bytes a second)",
+                                   optarg);
+        return false;
+      }
       copy_opt = "--rate";
       break;
-    case 'w': wait = true; copy_opt = "--wait"; break;
-    case 'f': p.force = true; copy_opt = "--force"; break;
-    case 's': p.skip_unreadable = true; copy_opt = "--skip-unreadable"; break;
-    case 'O': off = true; copy_opt = "--offline"; break;
-    case 'c': cancel = true; break;
-    case 'j': o.json = true; break;
-    default: return cli_option (cmd, c);
+    case 'w':
+      ra->wait = true;
+      copy_opt = "--wait";
+      break;
+    case 'f':
+      ra->p.force = true;
+      copy_opt = "--force";
+      break;
+    case 's':
+      ra->p.skip_unreadable = true;
+      copy_opt = "--skip-unreadable";
+      break;
+    case 'O':
+      ra->off = true;
+      copy_opt = "--offline";
+      break;
+    case 'c': ra->cancel = true; break;
+    case 'j': ra->json = true; break;
+    default: *status = cli_option (cmd, c); return false;
     }
   }
-  if (cancel) {
-    if (copy_opt)
-      return cli_usage_error (cmd, "--cancel and %s: --cancel takes only "
-                              "VOLUME (and --json)",
-                              copy_opt);
-    if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
-      return c;
+  if (ra->cancel) {
+    if (copy_opt) {
+      *status = cli_usage_error (cmd,
+                                 "--cancel and %s: --cancel takes only "
+                                 "VOLUME (and --json)",
+                                 copy_opt);
+      return false;
+    }
+    if ((*status = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+      return false;
   }
   else {
-    if ((c = cli_operands (cmd, argc, argv, 3, 3, "VOLUME, INDEX and NEW"))
+    if ((*status =
+           cli_operands (cmd, argc, argv, 3, 3, "VOLUME, INDEX and NEW"))
         != 0)
-      return c;
+      return false;
     index = argv[optind + 1];
     errno = 0;
-    idx = strtoul (index, &end, 10);
-    if (errno || end == index || *end || idx >= LAYOUT_MAX_MEMBERS
-        || index[0] < '0' || index[0] > '9')
-      return cli_usage_error (cmd, "INDEX '%s': expected a member index (0, "
-                              "1, ...)",
-                              index);
+    ra->idx = strtoul (index, &end, 10);
+    if (errno || end == index || *end || ra->idx >= LAYOUT_MAX_MEMBERS
+        || index[0] < '0' || index[0] > '9') {
+      *status = cli_usage_error (cmd,
+                                 "INDEX '%s': expected a member index "
+                                 "(0, 1, ...)",
+                                 index);
+      return false;
+    }
+    ra->new_arg = argv[optind + 2];
   }
+  ra->volume = argv[optind];
+  return true;
+}
 
-  loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
+/* replace --cancel: the exit status. */
+static int
+cancel_replace (struct outcome *o, const struct stripe_config *cfg,
+                const char *ctl)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+  int status = 1;
+
+  json_put (req, "op", json_text ("cancel"));
+  ans = request (o, cfg, ctl, req, "replace --cancel");
+  if (ans) {
+    if (!o->json)
+      printf ("replace of volume '%s' cancelled\n", cfg->name);
+    status = 0;
+  }
+  json_object_put (ans);
+  return status;
+}
+
+/* Ask the server to start the replace p describes.  0/-1 (said). */
+static int
+start_served (struct outcome *o, const struct stripe_config *cfg,
+              const char *ctl, const struct replace_params *p)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+
+  json_put (req, "op", json_text ("replace"));
+  json_put (req, "member", json_object_new_int64 (p->index));
+  json_put (req, "new", json_text (p->new_path));
+  json_put (req, "rate", json_u64 (p->rate));
+  json_put (req, "force", json_object_new_boolean (p->force));
+  json_put (req, "skip_unreadable",
+            json_object_new_boolean (p->skip_unreadable));
+  ans = request (o, cfg, ctl, req, "replace");
+  if (ans == NULL)
+    return -1;
+  json_object_put (ans);
+  return 0;
+}
+
+/* Started, not followed: where it starts from (for --json), and how to
+ * see the rest.
+ */
+static void
+report_started (struct outcome *o, const struct stripe_config *cfg,
+                const char *ctl, const struct replace_args *ra)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+  char why[1024];
+
+  json_put (req, "op", json_text ("status"));
+  ans = control_ask (ctl, req, 5000, why, sizeof why);
+  json_object_put (req);
+  if (ans)
+    keep (o, answer_replace (ans));
+  json_object_put (ans);
+  if (!o->json)
+    printf ("replace of member %lu of volume '%s' started: nbdstripe status "
+            "%s shows its progress\n",
+            ra->idx, cfg->name, ra->volume);
+}
+
+/* --wait on a served volume: its progress until the replace ends.  The
+ * exit status: 0 when the member was replaced.
+ */
+static int
+follow_served (struct outcome *o, const struct stripe_config *cfg,
+               const char *ctl, const struct replace_params *p)
+{
+  bool tty = isatty (STDERR_FILENO);
+  int last = -1, status = 1;
+  char why[1024];
+
+  for (;;) {
+    struct json_object *req = json_object_new_object (), *ans, *r;
+    json_put (req, "op", json_text ("status"));
+    ans = control_ask (ctl, req, 0, why, sizeof why);
+    json_object_put (req);
+    if (ans == NULL) {
+      if (tty)
+        fputc ('\n', stderr);
+      fail (o,
+            "the server went away during the replace (%s): the volume "
+            "assembles with the member its config names",
+            why);
+      break;
+    }
+    r = answer_replace (ans);
+    if (r)
+      keep (o, r);
+    if (r && show (r, tty, o->json, &last)) {
+      status = conclude (o, r, cfg->path, p->index, p->new_path);
+      json_object_put (ans);
+      break;
+    }
+    json_object_put (ans);
+    usleep (200000);
+  }
+  return status;
+}
+
+int
+cmd_replace (const struct command *cmd, int argc, char **argv)
+{
+  struct replace_args ra = { 0 };
+  struct replace_params *p = &ra.p;
+  struct stripe_config cfg;
+  struct outcome o = { 0 };
+  bool loaded = false, started = false, waited = false;
+  char ctl[4096], *abs = NULL;
+  int status = 1;
+
+  memset (&cfg, 0, sizeof cfg);
+  if (!replace_options (cmd, argc, argv, &ra, &status))
+    return status;
+  status = 1;
+  o.json = ra.json;
+
+  loaded = load_volume (ra.volume, &cfg, o.err, sizeof o.err) == 0;
   if (!loaded)
     goto out;
   control_path (cfg.health.status_file, ctl, sizeof ctl);
 
-  if (cancel) {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("cancel"));
-    ans = request (&o, &cfg, ctl, req, "replace --cancel");
-    if (ans) {
-      if (!o.json)
-        printf ("replace of volume '%s' cancelled\n", cfg.name);
-      status = 0;
-    }
-    json_object_put (ans);
+  if (ra.cancel) {
+    status = cancel_replace (&o, &cfg, ctl);
     goto out;
   }
 
-  if (idx >= cfg.nr_members) {
+  if (ra.idx >= cfg.nr_members) {
     fail (&o, "%s: INDEX %lu: no such member (its members are 0 to %u)",
-          cfg.path, idx, cfg.nr_members - 1);
+          cfg.path, ra.idx, cfg.nr_members - 1);
     status = 2;
     goto out;
   }
-  p.index = idx;
+  p->index = ra.idx;
   /* A config names members by absolute path (URIs as they are). */
-  abs = member_is_uri (argv[optind + 2]) ? strdup (argv[optind + 2])
-                                         : realpath (argv[optind + 2], NULL);
+  abs = member_is_uri (ra.new_arg) ? strdup (ra.new_arg)
+                                   : realpath (ra.new_arg, NULL);
   if (abs == NULL) {
-    fail (&o, "%s: %s", argv[optind + 2], strerror (errno));
+    fail (&o, "%s: %s", ra.new_arg, strerror (errno));
     goto out;
   }
-  p.new_path = abs;
-  p.config = cfg.path;
-  if (check_new (&o, &cfg, p.index, p.new_path, p.force) == -1)
+  p->new_path = abs;
+  p->config = cfg.path;
+  if (check_new (&o, &cfg, p->index, p->new_path, p->force) == -1)
     goto out;
-  p.force = true; /* checked here, with libblkid too */
+  p->force = true; /* checked here, with libblkid too */
 
-  if (off) {
+  if (ra.off) {
     waited = true;
-    status = offline (&o, &cfg, &p);
+    status = offline (&o, &cfg, p);
     started = o.r != NULL;
     goto out;
   }
-
-  {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("replace"));
-    json_put (req, "member", json_object_new_int64 (p.index));
-    json_put (req, "new", json_text (p.new_path));
-    json_put (req, "rate", json_u64 (p.rate));
-    json_put (req, "force", json_object_new_boolean (p.force));
-    json_put (req, "skip_unreadable",
-              json_object_new_boolean (p.skip_unreadable));
-    ans = request (&o, &cfg, ctl, req, "replace");
-    if (ans == NULL)
-      goto out;
-    json_object_put (ans);
-    started = true;
-  }
-  if (!wait) {
-    struct json_object *req = json_object_new_object (), *ans;
-    /* Where it starts from, for --json. */
-    json_put (req, "op", json_text ("status"));
-    ans = control_ask (ctl, req, 5000, why, sizeof why);
-    json_object_put (req);
-    if (ans)
-      keep (&o, answer_replace (ans));
-    json_object_put (ans);
-    if (!o.json)
-      printf ("replace of member %lu of volume '%s' started: nbdstripe status "
-              "%s shows its progress\n",
-              idx, cfg.name, argv[optind]);
+  if (start_served (&o, &cfg, ctl, p) == -1)
+    goto out;
+  started = true;
+  if (!ra.wait) {
+    report_started (&o, &cfg, ctl, &ra);
     status = 0;
     goto out;
   }
-  {
-    bool tty = isatty (STDERR_FILENO);
-    int last = -1;
-    waited = true;
-    for (;;) {
-      struct json_object *req = json_object_new_object (), *ans, *r;
-      json_put (req, "op", json_text ("status"));
-      ans = control_ask (ctl, req, 0, why, sizeof why);
-      json_object_put (req);
-      if (ans == NULL) {
-        if (tty)
-          fputc ('\n', stderr);
-        fail (&o, "the server went away during the replace (%s): the volume "
-              "assembles with the member its config names",
-              why);
-        break;
-      }
-      r = answer_replace (ans);
-      if (r)
-        keep (&o, r);
-      if (r && show (r, tty, o.json, &last)) {
-        status = conclude (&o, r, cfg.path, p.index, p.new_path);
-        json_object_put (ans);
-        break;
-      }
-      json_object_put (ans);
-      usleep (200000);
-    }
-  }
+  waited = true;
+  status = follow_served (&o, &cfg, ctl, p);
 
 out:
   if (o.json)
-    replace_json (argv[optind], &cfg, loaded, cancel, cancel ? -1 : (long) idx,
-                  abs ? abs : cancel ? NULL : argv[optind + 2], off, started,
-                  waited, status, &o);
+    replace_json (ra.volume, &cfg, loaded, ra.cancel,
+                  ra.cancel ? -1 : (long) ra.idx, abs ? abs : ra.new_arg,
+                  ra.off, started, waited, status, &o);
   json_object_put (o.r);
   free (abs);
   config_free (&cfg);
