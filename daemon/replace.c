@@ -31,20 +31,34 @@
 #include "replace.h"
 #include "volume.h"
 
+/* The server's answers read with json.h's typed getters; what is
+ * missing or of another type reads as NULL or 0 (an ETA of null, say).
+ */
 static const char *
-get_str (struct json_object *o, const char *key)
+text_of (struct json_object *o, const char *key)
 {
-  struct json_object *x;
-  return o && json_object_object_get_ex (o, key, &x) ? json_object_get_string (x)
-                                                      : NULL;
+  const char *s = NULL;
+
+  json_get_string (o, key, &s, NULL, 0);
+  return s;
 }
 
 static double
-get_num (struct json_object *o, const char *key)
+number_of (struct json_object *o, const char *key)
 {
-  struct json_object *x;
-  return o && json_object_object_get_ex (o, key, &x) ? json_object_get_double (x)
-                                                      : 0;
+  double d = 0;
+
+  json_get_double (o, key, &d, NULL, 0);
+  return d;
+}
+
+static uint64_t
+count_of (struct json_object *o, const char *key)
+{
+  uint64_t u = 0;
+
+  json_get_uint64 (o, key, &u, NULL, 0);
+  return u;
 }
 
 /* What the command says, and what --json prints at the end. */
@@ -79,9 +93,10 @@ keep (struct outcome *o, struct json_object *r)
 static bool
 show (struct json_object *r, bool tty, bool json, int *last_pct)
 {
-  const char *state = get_str (r, "state");
-  double copied = get_num (r, "bytes_copied"), total = get_num (r, "bytes_total");
-  double rate = get_num (r, "rate"), eta = get_num (r, "eta_seconds");
+  const char *state = text_of (r, "state");
+  double copied = number_of (r, "bytes_copied");
+  double total = number_of (r, "bytes_total");
+  double rate = number_of (r, "rate"), eta = number_of (r, "eta_seconds");
   int pct = total > 0 ? (int) (copied * 100 / total) : 100;
   bool end = state && strcmp (state, "copying") != 0
              && strcmp (state, "switching") != 0;
@@ -110,8 +125,9 @@ static int
 conclude (struct outcome *o, struct json_object *r, const char *config,
           unsigned index, const char *new_path)
 {
-  const char *state = get_str (r, "state"), *error = get_str (r, "error");
-  struct json_object *lost, *x;
+  const char *state = text_of (r, "state"), *error = text_of (r, "error");
+  struct json_object *lost;
+  bool updated = true;
   int status = 1;
 
   keep (o, r);
@@ -123,7 +139,7 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   else
     fail (o, "replace: member %u not replaced: %s", index,
           error ? error : state ? state : "unknown");
-  if (json_object_object_get_ex (r, "unreadable", &lost)
+  if (json_get_array (r, "unreadable", &lost, NULL, 0) == 0
       && json_object_array_length (lost) > 0) {
     size_t n = json_object_array_length (lost);
     fprintf (stderr, "nbdstripe: %s the old member's unreadable blocks, as "
@@ -133,16 +149,16 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
              status == 0 ? " (their data is lost)" : "");
     for (size_t i = 0; i < n; ++i) {
       struct json_object *l = json_object_array_get_idx (lost, i);
-      uint64_t off = (uint64_t) get_num (l, "offset");
-      uint64_t len = (uint64_t) get_num (l, "length");
+      uint64_t off = count_of (l, "offset");
+      uint64_t len = count_of (l, "length");
       fprintf (stderr, "  bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", off,
                off + len - 1, len);
     }
   }
   /* The server could not write the config (a sandbox, say): here then. */
-  if (status == 0 && json_object_object_get_ex (r, "config_updated", &x)
-      && !json_object_get_boolean (x)) {
-    const char *old = get_str (r, "old");
+  json_get_bool (r, "config_updated", &updated, NULL, 0);
+  if (status == 0 && !updated) {
+    const char *old = text_of (r, "old");
     char why[512] = "";
     if (old
         && config_replace_member (config, index, old, new_path, why,
@@ -274,10 +290,10 @@ answer_replace (struct json_object *ans)
 {
   struct json_object *st, *r = NULL;
 
-  if (json_object_object_get_ex (ans, "status", &st))
-    json_object_object_get_ex (st, "replace", &r);
-  else
-    json_object_object_get_ex (ans, "replace", &r);
+  if (!json_has (ans, "status"))
+    json_get_object (ans, "replace", &r, NULL, 0);
+  else if (json_get_object (ans, "status", &st, NULL, 0) == 0)
+    json_get_object (st, "replace", &r, NULL, 0);
   return r;
 }
 
@@ -289,7 +305,8 @@ request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
          struct json_object *req, const char *what)
 {
   char why[1024];
-  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why), *ok;
+  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why);
+  bool ok;
 
   json_object_put (req);
   if (ans == NULL && errno == EPERM) {
@@ -303,10 +320,9 @@ request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
             : "");
     return NULL;
   }
-  if (!json_object_object_get_ex (ans, "ok", &ok)
-      || !json_object_get_boolean (ok)) {
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
     fail (o, "%s: %s", what,
-          get_str (ans, "error") ? get_str (ans, "error") : "refused");
+          text_of (ans, "error") ? text_of (ans, "error") : "refused");
     json_object_put (ans);
     return NULL;
   }
