@@ -111,11 +111,10 @@ import_options (const struct command *cmd, int argc, char **argv,
     case 'l':
       im->layout = layout_parse_name (optarg);
       if (im->layout == 0) {
-        fprintf (stderr,
-                 "nbdstripe: import: --layout: expected \"original\" or "
-                 "\"alternate\", got \"%s\"\n",
-                 optarg);
-        *status = 2;
+        *status = cli_usage_error (cmd,
+                                   "--layout: expected \"original\" or "
+                                   "\"alternate\", got \"%s\"",
+                                   optarg);
         return false;
       }
       break;
