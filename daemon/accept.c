@@ -85,11 +85,10 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
   idx = strtoul (index, &end, 10);
   if (errno || end == index || *end || idx >= LAYOUT_MAX_MEMBERS
       || index[0] < '0' || index[0] > '9') {
-    fprintf (stderr,
-             "nbdstripe: accept: INDEX '%s': expected a member "
-             "index (0, 1, ...)\n",
-             index);
-    return 2;
+    return cli_usage_error (cmd,
+                            "INDEX '%s': expected a member index (0, "
+                            "1, ...)",
+                            index);
   }
 
   loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;

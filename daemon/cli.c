@@ -372,7 +372,7 @@ cli_usage_error (const struct command *c, const char *fmt, ...)
   va_list args;
 
   if (fmt) {
-    fprintf (stderr, "nbdstripe %s: ", c->name);
+    fputs ("nbdstripe: ", stderr);
     va_start (args, fmt);
     vfprintf (stderr, fmt, args);
     va_end (args);

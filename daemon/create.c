@@ -273,6 +273,178 @@ create_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   return o;
 }
 
+/* Every check before anything is written: each member opens, is no
+ * other's alias, can be claimed, is big enough, and (unless force) holds
+ * nothing recognisable.  Every problem said; sizes[i] the member's data
+ * bytes, whole chunks.
+ */
+static bool
+check_targets (const struct stripe_config *cfg, struct target *t, bool force,
+               uint64_t *sizes)
+{
+  bool ok = true;
+
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    t[i].path = cfg->members[i];
+    if (open_target (i, &t[i]) == -1) {
+      ok = false;
+      continue;
+    }
+    bool alias = false;
+    for (unsigned j = 0; j < i; ++j) {
+      char how[512];
+      if (t[j].opened
+          && identity_alias (&t[j].dev.id, &t[i].dev.id, how, sizeof how)) {
+        alias = true;
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s) and member %u (%s) are %s: a "
+                 "member may be given only once, and members must not "
+                 "overlap\n",
+                 j, t[j].path, i, t[i].path, how);
+        ok = false;
+      }
+    }
+    if (!alias) {
+      char why[512];
+      if (member_claim (&t[i].dev, why, sizeof why) == -1) {
+        fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t[i].path,
+                 why);
+        ok = false;
+      }
+    }
+    if (t[i].dev.size < cfg->data_offset + cfg->chunk
+        || t[i].dev.size < META_BYTES) {
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
+               "too small: it needs the data offset (%" PRIu64 ") and at "
+               "least one chunk (%" PRIu64 ")\n",
+               i, t[i].path, t[i].dev.size, cfg->data_offset, cfg->chunk);
+      ok = false;
+    }
+    else
+      sizes[i] = (t[i].dev.size - cfg->data_offset) / cfg->chunk * cfg->chunk;
+    if (!force) {
+      char what[512];
+      if (recognise_member (&t[i].dev, t[i].old_header, what, sizeof what)) {
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s): %s; refusing to "
+                 "overwrite it (use --force)\n",
+                 i, t[i].path, what);
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
+/* A member whose header write landed but whose sync failed: its old
+ * bytes back, best effort, since its device has just failed us.
+ */
+static void
+restore_unsynced (unsigned i, struct target *t)
+{
+  bool lost = false;
+  char why[512];
+
+  for (unsigned k = 0; k < META_BYTES / BLOCK && !lost; ++k)
+    if ((t->blocks >> k & 1)
+        && member_pwrite (&t->dev, t->old_header + k * BLOCK, BLOCK, k * BLOCK,
+                          why, sizeof why)
+             == -1)
+      lost = true;
+  if (lost
+      || (t->has_tail
+          && member_pwrite (&t->dev, t->old_tail, TAIL_BYTES, t->tail_at, why,
+                            sizeof why)
+               == -1))
+    fprintf (stderr,
+             "nbdstripe: member %u (%s): could not restore its "
+             "first %u bytes (%s): check it with 'nbdstripe "
+             "inspect'\n",
+             i, t->path, META_BYTES, why);
+  else if (member_sync (&t->dev, why, sizeof why) == -1)
+    fprintf (stderr,
+             "nbdstripe: member %u (%s): its first %u bytes were "
+             "rewritten but the device failed to sync them (%s)\n",
+             i, t->path, META_BYTES, why);
+}
+
+/* Each member's metadata written and synced; member_uuid[i] what it must
+ * read back as.  All or nothing: on a failure the members written get
+ * back what they held.  0/-1 (said).
+ */
+static int
+write_headers (const struct meta_ops *ops, void *array,
+               const struct stripe_config *cfg, struct target *t,
+               uint8_t (*member_uuid)[16])
+{
+  static const uint8_t zeros[TAIL_BYTES];
+
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    uint8_t buf[META_BYTES];
+    char why[512];
+    bool sync_failed;
+
+    make_meta (ops, array, &t[i], i, buf, member_uuid[i]);
+    if (write_header (&t[i], buf, zeros, &sync_failed, why, sizeof why)
+        == -1) {
+      fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
+               i, t[i].path, why);
+      /* This one too when its write landed but the sync failed. */
+      if (sync_failed)
+        restore_unsynced (i, &t[i]);
+      restore (t, i);
+      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg->path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Each header read back through every member must be that member's
+ * own: two names for one device (two servers exporting one file, say)
+ * show the header written last.  If not, every member gets its old bytes
+ * back.  0/-1 (said).
+ */
+static int
+verify_read_back (const struct meta_ops *ops, const struct stripe_config *cfg,
+                  struct target *t, uint8_t (*member_uuid)[16])
+{
+  unsigned n = cfg->nr_members;
+
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t buf[META_BYTES], back[16];
+    char why[512];
+    ssize_t got;
+    bool ours;
+
+    got = member_pread (&t[i].dev, buf, META_BYTES, 0, true, why, sizeof why);
+    ours = got == META_BYTES && ops->read_back (buf, back);
+    if (!ours || memcmp (back, member_uuid[i], 16) != 0) {
+      unsigned other = n;
+      if (ours)
+        for (unsigned j = 0; j < n; ++j)
+          if (memcmp (back, member_uuid[j], 16) == 0)
+            other = j;
+      if (other < n)
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s) and member %u (%s) are the "
+                 "same device: read back, member %u shows the header "
+                 "written to member %u\n",
+                 other, t[other].path, i, t[i].path, i, other);
+      else
+        fprintf (stderr,
+                 "nbdstripe: member %u (%s): its header did not read back "
+                 "as written%s%s\n",
+                 i, t[i].path, got == -1 ? ": " : "", got == -1 ? why : "");
+      restore (t, n);
+      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg->path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int
 cmd_create (const struct command *cmd, int argc, char **argv)
 {
@@ -291,8 +463,7 @@ cmd_create (const struct command *cmd, int argc, char **argv)
   struct layout *l = NULL;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   uint8_t member_uuid[LAYOUT_MAX_MEMBERS][16];
-  static const uint8_t zeros[TAIL_BYTES];
-  bool force = false, discard = false, json = false, ok = true, loaded;
+  bool force = false, discard = false, json = false, loaded;
   unsigned n = 0, bad;
   char uuid[META_UUID_SHOWN] = "", hs[32], err[1024] = "", line[1024];
   int c, status = 1;
@@ -323,60 +494,9 @@ cmd_create (const struct command *cmd, int argc, char **argv)
     perror ("nbdstripe: calloc");
     goto out;
   }
-  /* Every check first. */
-  for (unsigned i = 0; i < n; ++i) {
-    t[i].path = cfg.members[i];
-    if (open_target (i, &t[i]) == -1) {
-      ok = false;
-      continue;
-    }
-    bool alias = false;
-    for (unsigned j = 0; j < i; ++j) {
-      char how[512];
-      if (t[j].opened && identity_alias (&t[j].dev.id, &t[i].dev.id, how, sizeof how)) {
-        alias = true;
-        fprintf (stderr,
-                 "nbdstripe: member %u (%s) and member %u (%s) are %s: a "
-                 "member may be given only once, and members must not "
-                 "overlap\n",
-                 j, t[j].path, i, t[i].path, how);
-        ok = false;
-      }
-    }
-    if (!alias) {
-      char why[512];
-      if (member_claim (&t[i].dev, why, sizeof why) == -1) {
-        fprintf (stderr, "nbdstripe: member %u (%s): %s\n", i, t[i].path,
-                 why);
-        ok = false;
-      }
-    }
-    if (t[i].dev.size < cfg.data_offset + cfg.chunk
-        || t[i].dev.size < META_BYTES) {
-      fprintf (stderr,
-               "nbdstripe: member %u (%s): %" PRIu64 " bytes is "
-               "too small: it needs the data offset (%" PRIu64 ") and at "
-               "least one chunk (%" PRIu64 ")\n",
-               i, t[i].path, t[i].dev.size, cfg.data_offset, cfg.chunk);
-      ok = false;
-    }
-    else
-      sizes[i] = (t[i].dev.size - cfg.data_offset) / cfg.chunk * cfg.chunk;
-    if (!force) {
-      char what[512];
-      if (recognise_member (&t[i].dev, t[i].old_header, what, sizeof what)) {
-        fprintf (stderr,
-                 "nbdstripe: member %u (%s): %s; refusing to "
-                 "overwrite it (use --force)\n",
-                 i, t[i].path, what);
-        ok = false;
-      }
-    }
-  }
-  if (!ok)
+  if (!check_targets (&cfg, t, force, sizes))
     goto out;
-  if (layout_init_as (l, cfg.layout, LAYOUT_SIZE_MD, cfg.chunk, n, sizes,
-                      &bad)
+  if (layout_init_as (l, cfg.layout, LAYOUT_SIZE_MD, cfg.chunk, n, sizes, &bad)
       != LAYOUT_OK) {
     fprintf (stderr, "nbdstripe: %s: cannot lay out the volume\n", cfg.path);
     goto out;
@@ -393,85 +513,9 @@ cmd_create (const struct command *cmd, int argc, char **argv)
     perror ("nbdstripe: calloc");
     goto out;
   }
-
-  for (unsigned i = 0; i < n; ++i) {
-    uint8_t buf[META_BYTES];
-    char why[512];
-    bool sync_failed;
-
-    make_meta (ops, array, &t[i], i, buf, member_uuid[i]);
-    if (write_header (&t[i], buf, zeros, &sync_failed, why, sizeof why)
-        == -1) {
-      fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
-               i, t[i].path, why);
-      /* All or nothing: give back what the members held before.  This
-       * one too when its write landed but the sync failed: best effort,
-       * since its device has just failed us.
-       */
-      if (sync_failed) {
-        bool lost = false;
-        for (unsigned k = 0; k < META_BYTES / BLOCK && !lost; ++k)
-          if ((t[i].blocks >> k & 1)
-              && member_pwrite (&t[i].dev, t[i].old_header + k * BLOCK, BLOCK,
-                                k * BLOCK, why, sizeof why)
-                   == -1)
-            lost = true;
-        if (lost
-            || (t[i].has_tail
-                && member_pwrite (&t[i].dev, t[i].old_tail, TAIL_BYTES,
-                                  t[i].tail_at, why, sizeof why)
-                     == -1))
-          fprintf (stderr,
-                   "nbdstripe: member %u (%s): could not restore its "
-                   "first %u bytes (%s): check it with 'nbdstripe "
-                   "inspect'\n",
-                   i, t[i].path, META_BYTES, why);
-        else if (member_sync (&t[i].dev, why, sizeof why) == -1)
-          fprintf (stderr,
-                   "nbdstripe: member %u (%s): its first %u bytes were "
-                   "rewritten but the device failed to sync them (%s)\n",
-                   i, t[i].path, META_BYTES, why);
-      }
-      restore (t, i);
-      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
-      goto out;
-    }
-  }
-
-  /* Each header read back through every member must be that member's
-   * own: two names for one device (two servers exporting one file, say)
-   * show the header written last.
-   */
-  for (unsigned i = 0; i < n; ++i) {
-    uint8_t buf[META_BYTES], back[16];
-    char why[512];
-    ssize_t got;
-    bool ours;
-
-    got = member_pread (&t[i].dev, buf, META_BYTES, 0, true, why, sizeof why);
-    ours = got == META_BYTES && ops->read_back (buf, back);
-    if (!ours || memcmp (back, member_uuid[i], 16) != 0) {
-      unsigned other = n;
-      if (ours)
-        for (unsigned j = 0; j < n; ++j)
-          if (memcmp (back, member_uuid[j], 16) == 0)
-            other = j;
-      if (other < n)
-        fprintf (stderr,
-                 "nbdstripe: member %u (%s) and member %u (%s) are the "
-                 "same device: read back, member %u shows the header "
-                 "written to member %u\n",
-                 other, t[other].path, i, t[i].path, i, other);
-      else
-        fprintf (stderr,
-                 "nbdstripe: member %u (%s): its header did not read back "
-                 "as written%s%s\n",
-                 i, t[i].path, got == -1 ? ": " : "", got == -1 ? why : "");
-      restore (t, n);
-      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg.path);
-      goto out;
-    }
-  }
+  if (write_headers (ops, array, &cfg, t, member_uuid) == -1
+      || verify_read_back (ops, &cfg, t, member_uuid) == -1)
+    goto out;
 
   ops->uuid_shown (array_uuid, uuid);
   if (!json) {

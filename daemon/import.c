@@ -64,8 +64,32 @@ put_string (FILE *fp, const char *s)
   fputc ('"', fp);
 }
 
-int
-cmd_import (const struct command *cmd, int argc, char **argv)
+/* What import gathers: the members in role order, the config it will
+ * write (pointing into this struct and path[]), the assembly and layout
+ * that checked it.
+ */
+struct import {
+  const char *out;  /* --out, or NULL: standard output */
+  const char *name; /* --name, or NULL */
+  uint32_t layout;  /* --layout, 0 when not given */
+  bool force, json;
+  unsigned n;
+  struct md_super *sb; /* in role order */
+  char **path;         /* in role order: absolute paths, URIs as given */
+  struct stripe_config cfg;
+  struct assembly *a;
+  struct layout *l;
+  char vname[64], uuid[36];
+  /* md names come from the disks: shown escaped (md_super.h). */
+  char nm[MD_SUPER_NAME_SHOWN];
+};
+
+/* The options and operands.  false when the command ends here (help,
+ * version, a usage error), with *status its exit status.
+ */
+static bool
+import_options (const struct command *cmd, int argc, char **argv,
+                struct import *im, int *status)
 {
   static const struct option opts[] = {
     { "out", required_argument, NULL, 'o' },
@@ -76,147 +100,144 @@ cmd_import (const struct command *cmd, int argc, char **argv)
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
-  const char *out = NULL, *name = NULL;
-  uint32_t layout = 0;
-  bool force = false, json = false, ok = true;
-  struct md_super *sb = NULL;
-  char **path = NULL; /* in role order */
-  struct stripe_config cfg;
-  struct assembly *a = NULL;
-  struct layout *l = NULL;
-  char vname[64], uuid[36], tmp[PATH_MAX + 16] = "";
-  /* md names come from the disks: shown escaped (md_super.h). */
-  char nm[MD_SUPER_NAME_SHOWN], nm2[MD_SUPER_NAME_SHOWN];
-  unsigned n;
-  int c, status = 1;
-  FILE *fp = NULL;
+  int c;
 
   while ((c = getopt_long (argc, argv, "o:fjhV", opts, NULL)) != -1) {
     switch (c) {
-    case 'o': out = optarg; break;
-    case 'f': force = true; break;
-    case 'j': json = true; break;
-    case 'n': name = optarg; break;
+    case 'o': im->out = optarg; break;
+    case 'f': im->force = true; break;
+    case 'j': im->json = true; break;
+    case 'n': im->name = optarg; break;
     case 'l':
-      layout = layout_parse_name (optarg);
-      if (layout == 0) {
-        fprintf (stderr,
-                 "nbdstripe: import: --layout: expected \"original\" or "
-                 "\"alternate\", got \"%s\"\n",
-                 optarg);
-        return 2;
+      im->layout = layout_parse_name (optarg);
+      if (im->layout == 0) {
+        *status = cli_usage_error (cmd,
+                                   "--layout: expected \"original\" or "
+                                   "\"alternate\", got \"%s\"",
+                                   optarg);
+        return false;
       }
       break;
-    default: return cli_option (cmd, c);
+    default: *status = cli_option (cmd, c); return false;
     }
   }
-  if ((c = cli_operands (cmd, argc, argv, 1, -1, "MEMBER")) != 0)
-    return c;
+  if ((*status = cli_operands (cmd, argc, argv, 1, -1, "MEMBER")) != 0)
+    return false;
   /* Without --out the config itself is standard output. */
-  if (json && out == NULL)
-    return cli_usage_error (cmd, "--json needs --out: without it the "
-                                 "config goes to standard output");
-  n = argc - optind;
-  memset (&cfg, 0, sizeof cfg);
-  if (n > LAYOUT_MAX_MEMBERS) {
-    fprintf (stderr, "nbdstripe: import: %u members: at most %d\n", n,
-             LAYOUT_MAX_MEMBERS);
-    n = 0;
-    goto done;
+  if (im->json && im->out == NULL) {
+    *status = cli_usage_error (cmd, "--json needs --out: without it the "
+                                    "config goes to standard output");
+    return false;
   }
-  sb = calloc (n, sizeof *sb);
-  path = calloc (n, sizeof *path);
-  a = calloc (1, sizeof *a);
-  l = calloc (1, sizeof *l);
-  if (sb == NULL || path == NULL || a == NULL || l == NULL) {
-    perror ("nbdstripe: import");
-    goto done;
-  }
+  return true;
+}
 
-  /* Each member's superblock, and its role: the member's place. */
-  for (unsigned i = 0; i < n; ++i) {
-    const char *arg = argv[optind + i];
-    struct md_super s;
-    char why[512], *abs;
-    unsigned role;
+/* Member arg's superblock, into its role's place: whether it is a
+ * servable member of an array of n, and the only one with its role.
+ */
+static bool
+read_member (struct import *im, const char *arg)
+{
+  struct md_super s;
+  char why[512], *abs;
+  unsigned role;
 
-    if (md_read_member (arg, &s, NULL, NULL, NULL, why, sizeof why) == -1) {
-      fprintf (stderr, "nbdstripe: %s: %s\n", arg, why);
-      ok = false;
-      continue;
-    }
-    if (!md_super_raid0_servable (&s, why, sizeof why)) {
-      fprintf (stderr, "nbdstripe: %s: md superblock 1.%u: %s\n", arg,
-               s.minor, why);
-      ok = false;
-      continue;
-    }
-    role = md_super_role (&s);
-    if (s.raid_disks != n) {
-      md_super_uuid_format (s.set_uuid, uuid);
-      fprintf (stderr,
-               "nbdstripe: %s: member of md array '%s' (%s) of %" PRIu32
-               " members; %u given\n",
-               arg, md_super_name_shown (&s, nm), uuid, s.raid_disks, n);
-      ok = false;
-      continue;
-    }
-    if (path[role]) {
-      fprintf (stderr, "nbdstripe: %s and %s both have role %u\n",
-               path[role], arg, role);
-      ok = false;
-      continue;
-    }
-    /* A config names members by absolute path (URIs as they are). */
-    abs = member_is_uri (arg) ? strdup (arg) : realpath (arg, NULL);
-    if (abs == NULL) {
-      fprintf (stderr, "nbdstripe: %s: %s\n", arg, strerror (errno));
-      ok = false;
-      continue;
-    }
-    path[role] = abs;
-    sb[role] = s;
+  if (md_read_member (arg, &s, NULL, NULL, NULL, why, sizeof why) == -1) {
+    fprintf (stderr, "nbdstripe: %s: %s\n", arg, why);
+    return false;
   }
+  if (!md_super_raid0_servable (&s, why, sizeof why)) {
+    fprintf (stderr, "nbdstripe: %s: md superblock 1.%u: %s\n", arg, s.minor,
+             why);
+    return false;
+  }
+  role = md_super_role (&s);
+  if (s.raid_disks != im->n) {
+    md_super_uuid_format (s.set_uuid, im->uuid);
+    fprintf (stderr,
+             "nbdstripe: %s: member of md array '%s' (%s) of %" PRIu32
+             " members; %u given\n",
+             arg, md_super_name_shown (&s, im->nm), im->uuid, s.raid_disks,
+             im->n);
+    return false;
+  }
+  if (im->path[role]) {
+    fprintf (stderr, "nbdstripe: %s and %s both have role %u\n",
+             im->path[role], arg, role);
+    return false;
+  }
+  /* A config names members by absolute path (URIs as they are). */
+  abs = member_is_uri (arg) ? strdup (arg) : realpath (arg, NULL);
+  if (abs == NULL) {
+    fprintf (stderr, "nbdstripe: %s: %s\n", arg, strerror (errno));
+    return false;
+  }
+  im->path[role] = abs;
+  im->sb[role] = s;
+  return true;
+}
+
+/* Every member read (each problem said), and all of one array. */
+static bool
+read_members (struct import *im, char **args)
+{
+  char nm2[MD_SUPER_NAME_SHOWN];
+  bool ok = true;
+
+  for (unsigned i = 0; i < im->n; ++i)
+    if (!read_member (im, args[i]))
+      ok = false;
   if (!ok)
-    goto done;
-  for (unsigned i = 1; i < n; ++i)
-    if (memcmp (sb[i].set_uuid, sb[0].set_uuid, 16) != 0) {
+    return false;
+  for (unsigned i = 1; i < im->n; ++i)
+    if (memcmp (im->sb[i].set_uuid, im->sb[0].set_uuid, 16) != 0) {
       char other[36];
-      md_super_uuid_format (sb[0].set_uuid, uuid);
-      md_super_uuid_format (sb[i].set_uuid, other);
+      md_super_uuid_format (im->sb[0].set_uuid, im->uuid);
+      md_super_uuid_format (im->sb[i].set_uuid, other);
       fprintf (stderr,
                "nbdstripe: %s belongs to md array '%s' (%s), %s to '%s' "
                "(%s): give the members of one array\n",
-               path[0], md_super_name_shown (&sb[0], nm), uuid, path[i],
-               md_super_name_shown (&sb[i], nm2), other);
-      goto done;
+               im->path[0], md_super_name_shown (&im->sb[0], im->nm), im->uuid,
+               im->path[i], md_super_name_shown (&im->sb[i], nm2), other);
+      return false;
     }
+  return true;
+}
 
-  /* The config as it will be written, checked as serve will check it. */
-  volume_name (&sb[0], vname, sizeof vname);
-  if (name)
-    snprintf (vname, sizeof vname, "%s", name);
-  cfg.name = vname;
-  cfg.path = (char *) (out ? out : "<import>");
-  cfg.chunk = (uint64_t) sb[0].chunk_sectors * 512;
-  cfg.nr_members = n;
+/* The config as it will be written, checked as serve will check it
+ * (assemble), and the volume's layout.  0/-1 (said).
+ */
+static int
+check_as_serve (struct import *im)
+{
+  struct stripe_config *cfg = &im->cfg;
+  const struct md_super *sb = im->sb;
+  unsigned n = im->n;
+  uint64_t sizes[LAYOUT_MAX_MEMBERS];
+
+  volume_name (&sb[0], im->vname, sizeof im->vname);
+  if (im->name)
+    snprintf (im->vname, sizeof im->vname, "%s", im->name);
+  cfg->name = im->vname;
+  cfg->path = (char *) (im->out ? im->out : "<import>");
+  cfg->chunk = (uint64_t) sb[0].chunk_sectors * 512;
+  cfg->nr_members = n;
   for (unsigned i = 0; i < n; ++i)
-    cfg.members[i] = path[i];
-  config_metadata_parse ("md", &cfg.metadata);
-  cfg.layout = layout ? layout : LAYOUT_MD_ALT;
-  cfg.layout_given = layout != 0;
-  memcpy (cfg.uuid, sb[0].set_uuid, 16);
-  cfg.uuid_given = true;
+    cfg->members[i] = im->path[i];
+  config_metadata_parse ("md", &cfg->metadata);
+  cfg->layout = im->layout ? im->layout : LAYOUT_MD_ALT;
+  cfg->layout_given = im->layout != 0;
+  memcpy (cfg->uuid, sb[0].set_uuid, 16);
+  cfg->uuid_given = true;
   /* The layout, when nothing records it and it matters: only the user
    * knows (assemble_md would ask for the config key; here it is the
    * option).
    */
-  if (!layout && md_super_raid0_layout (&sb[0]) == 0) {
-    uint64_t sizes[LAYOUT_MAX_MEMBERS];
+  if (!im->layout && md_super_raid0_layout (&sb[0]) == 0) {
     for (unsigned i = 0; i < n; ++i)
       sizes[i] = sb[i].data_size * 512;
-    if (!layout_md_layouts_agree (cfg.chunk, n, sizes)) {
-      md_super_uuid_format (sb[0].set_uuid, uuid);
+    if (!layout_md_layouts_agree (cfg->chunk, n, sizes)) {
+      md_super_uuid_format (sb[0].set_uuid, im->uuid);
       fprintf (stderr,
                "nbdstripe: import: md array '%s' (%s) has members of "
                "different sizes and its superblocks do not say which of "
@@ -224,103 +245,134 @@ cmd_import (const struct command *cmd, int argc, char **argv)
                "original (Linux before 3.14, or raid0.default_layout=1) or "
                "--layout alternate (Linux 3.14 to 5.3, or "
                "raid0.default_layout=2)\n",
-               md_super_name_shown (&sb[0], nm), uuid);
-      goto done;
+               md_super_name_shown (&sb[0], im->nm), im->uuid);
+      return -1;
     }
   }
-  if (assemble (&cfg, a) == -1)
-    goto done;
-  {
-    uint64_t sizes[LAYOUT_MAX_MEMBERS];
-    for (unsigned i = 0; i < n; ++i)
-      sizes[i] = a->data_sizes[i];
-    if (layout_init_as (l, a->layout, a->size_rule, cfg.chunk, n, sizes,
-                        NULL)
-        != LAYOUT_OK) {
-      fprintf (stderr, "nbdstripe: import: cannot lay out the array\n");
-      goto done;
-    }
+  if (assemble (cfg, im->a) == -1)
+    return -1;
+  for (unsigned i = 0; i < n; ++i)
+    sizes[i] = im->a->data_sizes[i];
+  if (layout_init_as (im->l, im->a->layout, im->a->size_rule, cfg->chunk, n,
+                      sizes, NULL)
+      != LAYOUT_OK) {
+    fprintf (stderr, "nbdstripe: import: cannot lay out the array\n");
+    return -1;
   }
+  return 0;
+}
 
-  if (out) {
-    /* Written whole under a temporary name, then renamed: never half a
-     * config, never over one unless --force.
-     */
-    int fd;
-    if (!force && access (out, F_OK) == 0) {
-      fprintf (stderr, "nbdstripe: %s: exists (use --force to replace it)\n",
-               out);
-      goto done;
-    }
-    snprintf (tmp, sizeof tmp, "%s.XXXXXX", out);
-    fd = mkostemp (tmp, O_CLOEXEC);
-    if (fd == -1 || (fp = fdopen (fd, "w")) == NULL) {
-      fprintf (stderr, "nbdstripe: %s: %s\n", out, strerror (errno));
-      if (fd != -1)
-        close (fd);
-      tmp[0] = '\0';
-      goto done;
-    }
-  }
-  else
-    fp = stdout;
+/* Where the config goes: standard output, or --out written whole under
+ * a temporary name (tmp), then renamed (close_out) -- never half a
+ * config, never over one unless --force.  NULL (said) on failure.
+ */
+static FILE *
+open_out (const struct import *im, char *tmp, size_t tmplen)
+{
+  FILE *fp;
+  int fd;
 
-  md_super_uuid_format (sb[0].set_uuid, uuid);
+  if (im->out == NULL)
+    return stdout;
+  if (!im->force && access (im->out, F_OK) == 0) {
+    fprintf (stderr, "nbdstripe: %s: exists (use --force to replace it)\n",
+             im->out);
+    return NULL;
+  }
+  snprintf (tmp, tmplen, "%s.XXXXXX", im->out);
+  fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd == -1 || (fp = fdopen (fd, "w")) == NULL) {
+    fprintf (stderr, "nbdstripe: %s: %s\n", im->out, strerror (errno));
+    if (fd != -1)
+      close (fd);
+    tmp[0] = '\0';
+    return NULL;
+  }
+  return fp;
+}
+
+static void
+write_config (struct import *im, FILE *fp)
+{
+  const struct md_super *sb = im->sb;
+
+  md_super_uuid_format (sb[0].set_uuid, im->uuid);
   fprintf (fp,
            "# Linux md raid0 array '%s' (UUID %s), imported by nbdstripe "
            "import.\n"
            "# md metadata 1.%u; nbdstripe reads the superblocks and never "
            "writes them:\n"
            "# the array stays an md array.\n",
-           md_super_name_shown (&sb[0], nm), uuid, sb[0].minor);
+           md_super_name_shown (&sb[0], im->nm), im->uuid, sb[0].minor);
   fprintf (fp, "name = ");
-  put_string (fp, vname);
-  fprintf (fp, ";\nmetadata = \"md\";\nuuid = \"%s\";\n", uuid);
-  fprintf (fp, "chunk = \"%" PRIu64 "K\";\n", cfg.chunk / 1024);
-  if (l->nr_zones > 1 || layout)
-    fprintf (fp, "layout = \"%s\";  # %s\n", layout_name (a->layout),
+  put_string (fp, im->vname);
+  fprintf (fp, ";\nmetadata = \"md\";\nuuid = \"%s\";\n", im->uuid);
+  fprintf (fp, "chunk = \"%" PRIu64 "K\";\n", im->cfg.chunk / 1024);
+  if (im->l->nr_zones > 1 || im->layout)
+    fprintf (fp, "layout = \"%s\";  # %s\n", layout_name (im->a->layout),
              md_super_raid0_layout (&sb[0])
                ? "as the superblocks record it"
                : "given with --layout: the superblocks do not record it");
   fprintf (fp, "members = [\n");
-  for (unsigned i = 0; i < n; ++i) {
+  for (unsigned i = 0; i < im->n; ++i) {
     fprintf (fp, "  ");
-    put_string (fp, path[i]);
+    put_string (fp, im->path[i]);
     fprintf (fp, "%s  # role %u, data at %" PRIu64 ", %" PRIu64 " bytes\n",
-             i + 1 < n ? "," : "", i, a->data_offsets[i], a->data_sizes[i]);
+             i + 1 < im->n ? "," : "", i, im->a->data_offsets[i],
+             im->a->data_sizes[i]);
   }
   fprintf (fp, "];\n");
-  fprintf (fp, "serve = { socket = \"/run/nbdstripe/%s.sock\"; };\n", vname);
-  if (out) {
-    if (fflush (fp) != 0 || fsync (fileno (fp)) != 0 || fclose (fp) != 0) {
-      fp = NULL;
-      fprintf (stderr, "nbdstripe: %s: %s\n", out, strerror (errno));
-      goto done;
-    }
-    fp = NULL;
-    if (rename (tmp, out) == -1) {
-      fprintf (stderr, "nbdstripe: %s: %s\n", out, strerror (errno));
-      goto done;
-    }
-    tmp[0] = '\0';
-  }
+  fprintf (fp, "serve = { socket = \"/run/nbdstripe/%s.sock\"; };\n",
+           im->vname);
+}
 
-  if (json) {
+/* --out made durable and renamed into place; *fp closed.  0/-1 (said;
+ * tmp is still to be removed).
+ */
+static int
+close_out (const struct import *im, FILE **fp, char *tmp)
+{
+  if (im->out == NULL)
+    return 0;
+  if (fflush (*fp) != 0 || fsync (fileno (*fp)) != 0 || fclose (*fp) != 0) {
+    *fp = NULL;
+    fprintf (stderr, "nbdstripe: %s: %s\n", im->out, strerror (errno));
+    return -1;
+  }
+  *fp = NULL;
+  if (rename (tmp, im->out) == -1) {
+    fprintf (stderr, "nbdstripe: %s: %s\n", im->out, strerror (errno));
+    return -1;
+  }
+  tmp[0] = '\0';
+  return 0;
+}
+
+/* What was imported: a JSON summary, or a line for people (on stderr
+ * when the config itself went to standard output).
+ */
+static void
+report (struct import *im)
+{
+  const struct md_super *sb = im->sb;
+  const char *out = im->out;
+
+  if (im->json) {
     struct json_object *o = json_object_new_object ();
     struct json_object *m = json_object_new_array ();
 
     json_put (o, "config", json_text (out));
     json_put (o, "written", json_object_new_boolean (true));
-    json_put (o, "name", json_text (vname));
+    json_put (o, "name", json_text (im->vname));
     json_put (o, "md_name", json_text (sb[0].set_name));
-    json_put (o, "uuid", json_text (uuid));
+    json_put (o, "uuid", json_text (im->uuid));
     json_put (o, "md_version", json_object_new_int64 ((int64_t) sb[0].minor));
-    for (unsigned i = 0; i < n; ++i)
-      json_object_array_add (m, json_text (path[i]));
+    for (unsigned i = 0; i < im->n; ++i)
+      json_object_array_add (m, json_text (im->path[i]));
     json_put (o, "members", m);
-    json_put (o, "chunk", json_u64 (cfg.chunk));
-    json_put (o, "layout", json_text (layout_name (a->layout)));
-    json_put (o, "size", json_u64 (l->size));
+    json_put (o, "chunk", json_u64 (im->cfg.chunk));
+    json_put (o, "layout", json_text (layout_name (im->a->layout)));
+    json_put (o, "size", json_u64 (im->l->size));
     print_json (o);
   }
   else {
@@ -329,18 +381,57 @@ cmd_import (const struct command *cmd, int argc, char **argv)
              "md raid0 array '%s' (UUID %s): %u members, chunk %" PRIu64
              ", layout %s, %s (%" PRIu64 " bytes, %" PRIu64 " KiB as "
              "mdadm --detail says)%s%s\n",
-             md_super_name_shown (&sb[0], nm), uuid, n, cfg.chunk,
-             layout_name (a->layout),
-             human_size (l->size, hs, sizeof hs), l->size, l->size / 1024,
-             out ? ": config written to " : "", out ? out : "");
+             md_super_name_shown (&sb[0], im->nm), im->uuid, im->n,
+             im->cfg.chunk, layout_name (im->a->layout),
+             human_size (im->l->size, hs, sizeof hs), im->l->size,
+             im->l->size / 1024, out ? ": config written to " : "",
+             out ? out : "");
   }
+}
+
+int
+cmd_import (const struct command *cmd, int argc, char **argv)
+{
+  struct import im = { 0 };
+  char tmp[PATH_MAX + 16] = "";
+  int status = 1;
+  FILE *fp = NULL;
+
+  if (!import_options (cmd, argc, argv, &im, &status))
+    return status;
+  status = 1;
+  im.n = argc - optind;
+  if (im.n > LAYOUT_MAX_MEMBERS) {
+    fprintf (stderr, "nbdstripe: import: %u members: at most %d\n", im.n,
+             LAYOUT_MAX_MEMBERS);
+    im.n = 0;
+    goto done;
+  }
+  im.sb = calloc (im.n, sizeof *im.sb);
+  im.path = calloc (im.n, sizeof *im.path);
+  im.a = calloc (1, sizeof *im.a);
+  im.l = calloc (1, sizeof *im.l);
+  if (im.sb == NULL || im.path == NULL || im.a == NULL || im.l == NULL) {
+    perror ("nbdstripe: import");
+    goto done;
+  }
+
+  if (!read_members (&im, &argv[optind]) || check_as_serve (&im) == -1)
+    goto done;
+  fp = open_out (&im, tmp, sizeof tmp);
+  if (fp == NULL)
+    goto done;
+  write_config (&im, fp);
+  if (close_out (&im, &fp, tmp) == -1)
+    goto done;
+  report (&im);
   status = 0;
 
 done:
-  if (json && status != 0) {
+  if (im.json && status != 0) {
     struct json_object *o = json_object_new_object ();
 
-    json_put (o, "config", json_text (out));
+    json_put (o, "config", json_text (im.out));
     json_put (o, "written", json_object_new_boolean (false));
     print_json (o);
   }
@@ -348,14 +439,14 @@ done:
     fclose (fp);
   if (tmp[0])
     unlink (tmp);
-  if (path)
-    for (unsigned i = 0; i < n; ++i)
-      free (path[i]);
-  free (path);
-  free (sb);
-  if (a)
-    assembly_free (a);
-  free (a);
-  free (l);
+  if (im.path)
+    for (unsigned i = 0; i < im.n; ++i)
+      free (im.path[i]);
+  free (im.path);
+  free (im.sb);
+  if (im.a)
+    assembly_free (im.a);
+  free (im.a);
+  free (im.l);
   return status;
 }

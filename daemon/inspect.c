@@ -115,6 +115,141 @@ show_md (const char *path, const struct md_super *sb, uint64_t at,
           servable ? "" : why);
 }
 
+/* No nbdstripe header on path: an md superblock perhaps.  true when
+ * there is one (shown, or added to all); else err (errlen bytes, the
+ * header's reason on entry) says why neither.
+ */
+static bool
+inspect_md (const char *path, struct json_object *all, char *err,
+            size_t errlen)
+{
+  struct md_super *md = malloc (sizeof *md);
+  uint64_t at = 0;
+  char why[512] = "out of memory";
+  char first[96];
+
+  if (md && md_read_member (path, md, &at, NULL, NULL, why, sizeof why) == 0) {
+    struct json_object *o = all ? json_object_new_object () : NULL;
+    if (o)
+      json_put (o, "path", json_text (path));
+    show_md (path, md, at, o);
+    if (o)
+      json_object_array_add (all, o);
+    free (md);
+    return true;
+  }
+  free (md);
+  snprintf (first, sizeof first, "%.95s", err);
+  snprintf (err, errlen, "%s; %.150s", first, why);
+  return false;
+}
+
+/* An nbdstripe header, for --json. */
+static void
+header_json (const struct header *sb, struct json_object *o)
+{
+  struct json_object *sizes = json_object_new_array ();
+  char au[37], mu[37], when[32];
+
+  uuid_format (sb->array_uuid, au);
+  uuid_format (sb->member_uuid, mu);
+  iso_time (sb->ctime, when, sizeof when);
+  json_put (o, "kind", json_text ("nbdstripe"));
+  json_put (o, "version", json_object_new_int64 (sb->version));
+  json_put (o, "array_uuid", json_text (au));
+  json_put (o, "member_uuid", json_text (mu));
+  json_put (o, "name", json_text (sb->name));
+  json_put (o, "ctime", json_u64 (sb->ctime));
+  json_put (o, "ctime_iso", json_text (when));
+  json_put (o, "member_index", json_object_new_int64 (sb->member_index));
+  json_put (o, "member_count", json_object_new_int64 (sb->member_count));
+  json_put (o, "chunk", json_u64 (sb->chunk));
+  json_put (o, "layout", json_object_new_int64 (sb->layout));
+  json_put (o, "flags", json_object_new_int64 (sb->flags));
+  json_put (o, "data_offset", json_u64 (sb->data_offset));
+  json_put (o, "events", json_u64 (sb->events));
+  for (uint32_t k = 0; k < sb->member_count; ++k)
+    json_object_array_add (sizes, json_u64 (sb->member_sizes[k]));
+  json_put (o, "member_sizes", sizes);
+}
+
+/* An nbdstripe header, for people. */
+static void
+show_header (const char *path, const struct header *sb)
+{
+  struct layout *l = malloc (sizeof *l);
+  char au[37], mu[37], when[32], size[64], events[64];
+
+  uuid_format (sb->array_uuid, au);
+  uuid_format (sb->member_uuid, mu);
+  iso_time (sb->ctime, when, sizeof when);
+  if (l == NULL
+      || layout_init_as (l, sb->layout,
+                         sb->version == HEADER_VERSION_1 ? LAYOUT_SIZE_ZONES
+                                                         : LAYOUT_SIZE_MD,
+                         sb->chunk, sb->member_count, sb->member_sizes, NULL)
+           != LAYOUT_OK)
+    snprintf (size, sizeof size, "too large (the sizes overflow 64 bits)");
+  else
+    snprintf (size, sizeof size, "%" PRIu64 " bytes", l->size);
+  free (l);
+  if (sb->version == HEADER_VERSION_1)
+    snprintf (events, sizeof events, "none (version 1 header)");
+  else
+    snprintf (events, sizeof events, "%" PRIu64, sb->events);
+  printf ("%s:\n"
+          "  volume:       %s\n"
+          "  array UUID:   %s\n"
+          "  member:       %" PRIu32 " of %" PRIu32 " (UUID %s)\n"
+          "  created:      %s\n"
+          "  chunk:        %" PRIu64 " bytes\n"
+          "  layout:       md raid0 layout %" PRIu32 " (%s)\n"
+          "  data offset:  %" PRIu64 " bytes\n"
+          "  generation:   %s\n"
+          "  format:       version %" PRIu32 ", flags %#" PRIx32 "%s\n"
+          "  volume size:  %s\n",
+          path, sb->name, au, sb->member_index, sb->member_count, mu, when,
+          sb->chunk, sb->layout, layout_name (sb->layout), sb->data_offset,
+          events, sb->version, sb->flags,
+          sb->flags & HEADER_FLAG_REPLACED
+            ? " (replaced: no longer a member, never assembled again)"
+            : "",
+          size);
+  for (uint32_t k = 0; k < sb->member_count; ++k)
+    printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,
+            sb->member_sizes[k]);
+}
+
+/* One member's header or md superblock, shown or (all not NULL) added to
+ * all.  0, or 1 when it has neither (said).
+ */
+static int
+inspect_member (const char *path, struct json_object *all)
+{
+  struct header sb;
+  char err[256];
+  bool blank = false;
+  bool ok = meta_header_read (path, &sb, &blank, err, sizeof err) == 0;
+
+  if (!ok && blank && inspect_md (path, all, err, sizeof err))
+    return 0;
+  if (all) {
+    struct json_object *o = json_object_new_object ();
+
+    json_put (o, "path", json_text (path));
+    if (!ok)
+      json_put (o, "error", json_text (err));
+    else
+      header_json (&sb, o);
+    json_object_array_add (all, o);
+  }
+  else if (!ok)
+    fprintf (stderr, "nbdstripe: %s: %s\n", path, err);
+  else
+    show_header (path, &sb);
+  return ok ? 0 : 1;
+}
+
 int
 cmd_inspect (const struct command *cmd, int argc, char **argv)
 {
@@ -136,114 +271,9 @@ cmd_inspect (const struct command *cmd, int argc, char **argv)
     return c;
 
   struct json_object *all = json ? json_object_new_array () : NULL;
-  for (int i = optind; i < argc; ++i) {
-    struct header sb;
-    char err[256], au[37], mu[37], when[32];
-    bool blank = false;
-    bool ok = meta_header_read (argv[i], &sb, &blank, err, sizeof err) == 0;
-
-    if (!ok && blank) {
-      /* No nbdstripe header: an md superblock perhaps. */
-      struct md_super *md = malloc (sizeof *md);
-      uint64_t at = 0;
-      char why[512];
-      if (md && md_read_member (argv[i], md, &at, NULL, NULL, why,
-                                sizeof why)
-                  == 0) {
-        struct json_object *o = json ? json_object_new_object () : NULL;
-        if (o)
-          json_put (o, "path", json_text (argv[i]));
-        show_md (argv[i], md, at, o);
-        if (o)
-          json_object_array_add (all, o);
-        free (md);
-        continue;
-      }
-      free (md);
-      {
-        char first[96];
-        snprintf (first, sizeof first, "%.95s", err);
-        snprintf (err, sizeof err, "%s; %.150s", first, why);
-      }
-    }
-    if (!ok)
+  for (int i = optind; i < argc; ++i)
+    if (inspect_member (argv[i], all) != 0)
       status = 1;
-    if (ok) {
-      uuid_format (sb.array_uuid, au);
-      uuid_format (sb.member_uuid, mu);
-      iso_time (sb.ctime, when, sizeof when);
-    }
-    if (json) {
-      struct json_object *o = json_object_new_object ();
-
-      json_put (o, "path", json_text (argv[i]));
-      if (!ok)
-        json_put (o, "error", json_text (err));
-      else {
-        struct json_object *sizes = json_object_new_array ();
-        json_put (o, "kind", json_text ("nbdstripe"));
-        json_put (o, "version", json_object_new_int64 (sb.version));
-        json_put (o, "array_uuid", json_text (au));
-        json_put (o, "member_uuid", json_text (mu));
-        json_put (o, "name", json_text (sb.name));
-        json_put (o, "ctime", json_u64 (sb.ctime));
-        json_put (o, "ctime_iso", json_text (when));
-        json_put (o, "member_index", json_object_new_int64 (sb.member_index));
-        json_put (o, "member_count", json_object_new_int64 (sb.member_count));
-        json_put (o, "chunk", json_u64 (sb.chunk));
-        json_put (o, "layout", json_object_new_int64 (sb.layout));
-        json_put (o, "flags", json_object_new_int64 (sb.flags));
-        json_put (o, "data_offset", json_u64 (sb.data_offset));
-        json_put (o, "events", json_u64 (sb.events));
-        for (uint32_t k = 0; k < sb.member_count; ++k)
-          json_object_array_add (sizes, json_u64 (sb.member_sizes[k]));
-        json_put (o, "member_sizes", sizes);
-      }
-      json_object_array_add (all, o);
-      continue;
-    }
-    if (!ok) {
-      fprintf (stderr, "nbdstripe: %s: %s\n", argv[i], err);
-      continue;
-    }
-    struct layout *l = malloc (sizeof *l);
-    char size[64], events[64];
-    if (l == NULL
-        || layout_init_as (l, sb.layout,
-                           sb.version == HEADER_VERSION_1 ? LAYOUT_SIZE_ZONES
-                                                          : LAYOUT_SIZE_MD,
-                           sb.chunk, sb.member_count, sb.member_sizes, NULL)
-             != LAYOUT_OK)
-      snprintf (size, sizeof size, "too large (the sizes overflow 64 bits)");
-    else
-      snprintf (size, sizeof size, "%" PRIu64 " bytes", l->size);
-    free (l);
-    if (sb.version == HEADER_VERSION_1)
-      snprintf (events, sizeof events, "none (version 1 header)");
-    else
-      snprintf (events, sizeof events, "%" PRIu64, sb.events);
-    printf ("%s:\n"
-            "  volume:       %s\n"
-            "  array UUID:   %s\n"
-            "  member:       %" PRIu32 " of %" PRIu32 " (UUID %s)\n"
-            "  created:      %s\n"
-            "  chunk:        %" PRIu64 " bytes\n"
-            "  layout:       md raid0 layout %" PRIu32 " (%s)\n"
-            "  data offset:  %" PRIu64 " bytes\n"
-            "  generation:   %s\n"
-            "  format:       version %" PRIu32 ", flags %#" PRIx32 "%s\n"
-            "  volume size:  %s\n",
-            argv[i], sb.name, au, sb.member_index, sb.member_count, mu, when,
-            sb.chunk, sb.layout, layout_name (sb.layout),
-            sb.data_offset, events, sb.version, sb.flags,
-            sb.flags & HEADER_FLAG_REPLACED
-              ? " (replaced: no longer a member, never assembled again)"
-              : "",
-            size);
-    for (uint32_t k = 0; k < sb.member_count; ++k)
-      printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,
-              sb.member_sizes[k]);
-  }
   if (json) {
     char *text = json_text_of (all);
     json_object_put (all);

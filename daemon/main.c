@@ -65,9 +65,14 @@ main (int argc, char **argv)
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
-  static char name[64];
+  static char name[] = "nbdstripe";
   const struct command *cmd;
   int c;
+
+  /* Every error the command prints reads "nbdstripe: MESSAGE", the
+   * engine's (assembly, members) as the command's own.
+   */
+  stripe_log_vline = log_command_vline;
 
   /* '+': the options before COMMAND are nbdstripe's own; the command's
    * come after its name, in any order.
@@ -89,8 +94,9 @@ main (int argc, char **argv)
     usage (stderr);
     return 2;
   }
-  /* getopt's messages then say "nbdstripe create: ...". */
-  snprintf (name, sizeof name, "nbdstripe %s", cmd->name);
+  /* getopt's messages then say "nbdstripe: ...", as every error does;
+   * the usage line after them names the command.
+   */
   argv[optind] = name;
   argc -= optind;
   argv += optind;

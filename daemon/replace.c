@@ -31,20 +31,34 @@
 #include "replace.h"
 #include "volume.h"
 
+/* The server's answers read with json.h's typed getters; what is
+ * missing or of another type reads as NULL or 0 (an ETA of null, say).
+ */
 static const char *
-get_str (struct json_object *o, const char *key)
+text_of (struct json_object *o, const char *key)
 {
-  struct json_object *x;
-  return o && json_object_object_get_ex (o, key, &x) ? json_object_get_string (x)
-                                                      : NULL;
+  const char *s = NULL;
+
+  json_get_string (o, key, &s, NULL, 0);
+  return s;
 }
 
 static double
-get_num (struct json_object *o, const char *key)
+number_of (struct json_object *o, const char *key)
 {
-  struct json_object *x;
-  return o && json_object_object_get_ex (o, key, &x) ? json_object_get_double (x)
-                                                      : 0;
+  double d = 0;
+
+  json_get_double (o, key, &d, NULL, 0);
+  return d;
+}
+
+static uint64_t
+count_of (struct json_object *o, const char *key)
+{
+  uint64_t u = 0;
+
+  json_get_uint64 (o, key, &u, NULL, 0);
+  return u;
 }
 
 /* What the command says, and what --json prints at the end. */
@@ -79,9 +93,10 @@ keep (struct outcome *o, struct json_object *r)
 static bool
 show (struct json_object *r, bool tty, bool json, int *last_pct)
 {
-  const char *state = get_str (r, "state");
-  double copied = get_num (r, "bytes_copied"), total = get_num (r, "bytes_total");
-  double rate = get_num (r, "rate"), eta = get_num (r, "eta_seconds");
+  const char *state = text_of (r, "state");
+  double copied = number_of (r, "bytes_copied");
+  double total = number_of (r, "bytes_total");
+  double rate = number_of (r, "rate"), eta = number_of (r, "eta_seconds");
   int pct = total > 0 ? (int) (copied * 100 / total) : 100;
   bool end = state && strcmp (state, "copying") != 0
              && strcmp (state, "switching") != 0;
@@ -110,8 +125,9 @@ static int
 conclude (struct outcome *o, struct json_object *r, const char *config,
           unsigned index, const char *new_path)
 {
-  const char *state = get_str (r, "state"), *error = get_str (r, "error");
-  struct json_object *lost, *x;
+  const char *state = text_of (r, "state"), *error = text_of (r, "error");
+  struct json_object *lost;
+  bool updated = true;
   int status = 1;
 
   keep (o, r);
@@ -123,7 +139,7 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   else
     fail (o, "replace: member %u not replaced: %s", index,
           error ? error : state ? state : "unknown");
-  if (json_object_object_get_ex (r, "unreadable", &lost)
+  if (json_get_array (r, "unreadable", &lost, NULL, 0) == 0
       && json_object_array_length (lost) > 0) {
     size_t n = json_object_array_length (lost);
     fprintf (stderr, "nbdstripe: %s the old member's unreadable blocks, as "
@@ -133,16 +149,16 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
              status == 0 ? " (their data is lost)" : "");
     for (size_t i = 0; i < n; ++i) {
       struct json_object *l = json_object_array_get_idx (lost, i);
-      uint64_t off = (uint64_t) get_num (l, "offset");
-      uint64_t len = (uint64_t) get_num (l, "length");
+      uint64_t off = count_of (l, "offset");
+      uint64_t len = count_of (l, "length");
       fprintf (stderr, "  bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", off,
                off + len - 1, len);
     }
   }
   /* The server could not write the config (a sandbox, say): here then. */
-  if (status == 0 && json_object_object_get_ex (r, "config_updated", &x)
-      && !json_object_get_boolean (x)) {
-    const char *old = get_str (r, "old");
+  json_get_bool (r, "config_updated", &updated, NULL, 0);
+  if (status == 0 && !updated) {
+    const char *old = text_of (r, "old");
     char why[512] = "";
     if (old
         && config_replace_member (config, index, old, new_path, why,
@@ -274,10 +290,10 @@ answer_replace (struct json_object *ans)
 {
   struct json_object *st, *r = NULL;
 
-  if (json_object_object_get_ex (ans, "status", &st))
-    json_object_object_get_ex (st, "replace", &r);
-  else
-    json_object_object_get_ex (ans, "replace", &r);
+  if (!json_has (ans, "status"))
+    json_get_object (ans, "replace", &r, NULL, 0);
+  else if (json_get_object (ans, "status", &st, NULL, 0) == 0)
+    json_get_object (st, "replace", &r, NULL, 0);
   return r;
 }
 
@@ -289,7 +305,8 @@ request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
          struct json_object *req, const char *what)
 {
   char why[1024];
-  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why), *ok;
+  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why);
+  bool ok;
 
   json_object_put (req);
   if (ans == NULL && errno == EPERM) {
@@ -303,10 +320,9 @@ request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
             : "");
     return NULL;
   }
-  if (!json_object_object_get_ex (ans, "ok", &ok)
-      || !json_object_get_boolean (ok)) {
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
     fail (o, "%s: %s", what,
-          get_str (ans, "error") ? get_str (ans, "error") : "refused");
+          text_of (ans, "error") ? text_of (ans, "error") : "refused");
     json_object_put (ans);
     return NULL;
   }
@@ -338,8 +354,21 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   print_json (j);
 }
 
-int
-cmd_replace (const struct command *cmd, int argc, char **argv)
+/* What the command line asks. */
+struct replace_args {
+  struct replace_params p; /* rate, force, skip_unreadable */
+  bool wait, off, cancel, json;
+  const char *volume;  /* VOLUME */
+  const char *new_arg; /* NEW as given (NULL with --cancel) */
+  unsigned long idx;   /* INDEX */
+};
+
+/* The options and operands.  false when the command ends here (help,
+ * version, a usage error), with *status its exit status.
+ */
+static bool
+replace_options (const struct command *cmd, int argc, char **argv,
+                 struct replace_args *ra, int *status)
 {
   static const struct option opts[] = {
     { "rate", required_argument, NULL, 'r' },
@@ -352,169 +381,246 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
-  struct replace_params p = { 0 };
-  struct stripe_config cfg;
-  struct outcome o = { 0 };
-  bool wait = false, off = false, cancel = false, loaded = false;
-  bool started = false, waited = false;
-  const char *index = NULL, *copy_opt = NULL;
-  char ctl[4096], why[1024], *end, *abs = NULL;
-  unsigned long idx = 0;
-  int c, status = 1;
+  const char *index, *copy_opt = NULL;
+  char *end;
+  int c;
 
-  memset (&cfg, 0, sizeof cfg);
   while ((c = getopt_long (argc, argv, "fwjhV", opts, NULL)) != -1) {
     switch (c) {
     case 'r':
-      if (config_parse_size (optarg, &p.rate) == -1 || p.rate == 0)
-        return cli_usage_error (cmd,
-                                "--rate '%s': expected a size such as 200M "
-                                "(bytes a second)",
-                                optarg);
+      if (config_parse_size (optarg, &ra->p.rate) == -1 || ra->p.rate == 0) {
+        *status = cli_usage_error (cmd,
+                                   "--rate '%s': expected a size such as "
+                                   "200M (bytes a second)",
+                                   optarg);
+        return false;
+      }
       copy_opt = "--rate";
       break;
-    case 'w': wait = true; copy_opt = "--wait"; break;
-    case 'f': p.force = true; copy_opt = "--force"; break;
-    case 's': p.skip_unreadable = true; copy_opt = "--skip-unreadable"; break;
-    case 'O': off = true; copy_opt = "--offline"; break;
-    case 'c': cancel = true; break;
-    case 'j': o.json = true; break;
-    default: return cli_option (cmd, c);
+    case 'w':
+      ra->wait = true;
+      copy_opt = "--wait";
+      break;
+    case 'f':
+      ra->p.force = true;
+      copy_opt = "--force";
+      break;
+    case 's':
+      ra->p.skip_unreadable = true;
+      copy_opt = "--skip-unreadable";
+      break;
+    case 'O':
+      ra->off = true;
+      copy_opt = "--offline";
+      break;
+    case 'c': ra->cancel = true; break;
+    case 'j': ra->json = true; break;
+    default: *status = cli_option (cmd, c); return false;
     }
   }
-  if (cancel) {
-    if (copy_opt)
-      return cli_usage_error (cmd, "--cancel and %s: --cancel takes only "
-                              "VOLUME (and --json)",
-                              copy_opt);
-    if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
-      return c;
+  if (ra->cancel) {
+    if (copy_opt) {
+      *status = cli_usage_error (cmd,
+                                 "--cancel and %s: --cancel takes only "
+                                 "VOLUME (and --json)",
+                                 copy_opt);
+      return false;
+    }
+    if ((*status = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
+      return false;
   }
   else {
-    if ((c = cli_operands (cmd, argc, argv, 3, 3, "VOLUME, INDEX and NEW"))
+    if ((*status =
+           cli_operands (cmd, argc, argv, 3, 3, "VOLUME, INDEX and NEW"))
         != 0)
-      return c;
+      return false;
     index = argv[optind + 1];
     errno = 0;
-    idx = strtoul (index, &end, 10);
-    if (errno || end == index || *end || idx >= LAYOUT_MAX_MEMBERS
-        || index[0] < '0' || index[0] > '9')
-      return cli_usage_error (cmd, "INDEX '%s': expected a member index (0, "
-                              "1, ...)",
-                              index);
+    ra->idx = strtoul (index, &end, 10);
+    if (errno || end == index || *end || ra->idx >= LAYOUT_MAX_MEMBERS
+        || index[0] < '0' || index[0] > '9') {
+      *status = cli_usage_error (cmd,
+                                 "INDEX '%s': expected a member index "
+                                 "(0, 1, ...)",
+                                 index);
+      return false;
+    }
+    ra->new_arg = argv[optind + 2];
   }
+  ra->volume = argv[optind];
+  return true;
+}
 
-  loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
+/* replace --cancel: the exit status. */
+static int
+cancel_replace (struct outcome *o, const struct stripe_config *cfg,
+                const char *ctl)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+  int status = 1;
+
+  json_put (req, "op", json_text ("cancel"));
+  ans = request (o, cfg, ctl, req, "replace --cancel");
+  if (ans) {
+    if (!o->json)
+      printf ("replace of volume '%s' cancelled\n", cfg->name);
+    status = 0;
+  }
+  json_object_put (ans);
+  return status;
+}
+
+/* Ask the server to start the replace p describes.  0/-1 (said). */
+static int
+start_served (struct outcome *o, const struct stripe_config *cfg,
+              const char *ctl, const struct replace_params *p)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+
+  json_put (req, "op", json_text ("replace"));
+  json_put (req, "member", json_object_new_int64 (p->index));
+  json_put (req, "new", json_text (p->new_path));
+  json_put (req, "rate", json_u64 (p->rate));
+  json_put (req, "force", json_object_new_boolean (p->force));
+  json_put (req, "skip_unreadable",
+            json_object_new_boolean (p->skip_unreadable));
+  ans = request (o, cfg, ctl, req, "replace");
+  if (ans == NULL)
+    return -1;
+  json_object_put (ans);
+  return 0;
+}
+
+/* Started, not followed: where it starts from (for --json), and how to
+ * see the rest.
+ */
+static void
+report_started (struct outcome *o, const struct stripe_config *cfg,
+                const char *ctl, const struct replace_args *ra)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+  char why[1024];
+
+  json_put (req, "op", json_text ("status"));
+  ans = control_ask (ctl, req, 5000, why, sizeof why);
+  json_object_put (req);
+  if (ans)
+    keep (o, answer_replace (ans));
+  json_object_put (ans);
+  if (!o->json)
+    printf ("replace of member %lu of volume '%s' started: nbdstripe status "
+            "%s shows its progress\n",
+            ra->idx, cfg->name, ra->volume);
+}
+
+/* --wait on a served volume: its progress until the replace ends.  The
+ * exit status: 0 when the member was replaced.
+ */
+static int
+follow_served (struct outcome *o, const struct stripe_config *cfg,
+               const char *ctl, const struct replace_params *p)
+{
+  bool tty = isatty (STDERR_FILENO);
+  int last = -1, status = 1;
+  char why[1024];
+
+  for (;;) {
+    struct json_object *req = json_object_new_object (), *ans, *r;
+    json_put (req, "op", json_text ("status"));
+    ans = control_ask (ctl, req, 0, why, sizeof why);
+    json_object_put (req);
+    if (ans == NULL) {
+      if (tty)
+        fputc ('\n', stderr);
+      fail (o,
+            "the server went away during the replace (%s): the volume "
+            "assembles with the member its config names",
+            why);
+      break;
+    }
+    r = answer_replace (ans);
+    if (r)
+      keep (o, r);
+    if (r && show (r, tty, o->json, &last)) {
+      status = conclude (o, r, cfg->path, p->index, p->new_path);
+      json_object_put (ans);
+      break;
+    }
+    json_object_put (ans);
+    usleep (200000);
+  }
+  return status;
+}
+
+int
+cmd_replace (const struct command *cmd, int argc, char **argv)
+{
+  struct replace_args ra = { 0 };
+  struct replace_params *p = &ra.p;
+  struct stripe_config cfg;
+  struct outcome o = { 0 };
+  bool loaded = false, started = false, waited = false;
+  char ctl[4096], *abs = NULL;
+  int status = 1;
+
+  memset (&cfg, 0, sizeof cfg);
+  if (!replace_options (cmd, argc, argv, &ra, &status))
+    return status;
+  status = 1;
+  o.json = ra.json;
+
+  loaded = load_volume (ra.volume, &cfg, o.err, sizeof o.err) == 0;
   if (!loaded)
     goto out;
   control_path (cfg.health.status_file, ctl, sizeof ctl);
 
-  if (cancel) {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("cancel"));
-    ans = request (&o, &cfg, ctl, req, "replace --cancel");
-    if (ans) {
-      if (!o.json)
-        printf ("replace of volume '%s' cancelled\n", cfg.name);
-      status = 0;
-    }
-    json_object_put (ans);
+  if (ra.cancel) {
+    status = cancel_replace (&o, &cfg, ctl);
     goto out;
   }
 
-  if (idx >= cfg.nr_members) {
+  if (ra.idx >= cfg.nr_members) {
     fail (&o, "%s: INDEX %lu: no such member (its members are 0 to %u)",
-          cfg.path, idx, cfg.nr_members - 1);
+          cfg.path, ra.idx, cfg.nr_members - 1);
     status = 2;
     goto out;
   }
-  p.index = idx;
+  p->index = ra.idx;
   /* A config names members by absolute path (URIs as they are). */
-  abs = member_is_uri (argv[optind + 2]) ? strdup (argv[optind + 2])
-                                         : realpath (argv[optind + 2], NULL);
+  abs = member_is_uri (ra.new_arg) ? strdup (ra.new_arg)
+                                   : realpath (ra.new_arg, NULL);
   if (abs == NULL) {
-    fail (&o, "%s: %s", argv[optind + 2], strerror (errno));
+    fail (&o, "%s: %s", ra.new_arg, strerror (errno));
     goto out;
   }
-  p.new_path = abs;
-  p.config = cfg.path;
-  if (check_new (&o, &cfg, p.index, p.new_path, p.force) == -1)
+  p->new_path = abs;
+  p->config = cfg.path;
+  if (check_new (&o, &cfg, p->index, p->new_path, p->force) == -1)
     goto out;
-  p.force = true; /* checked here, with libblkid too */
+  p->force = true; /* checked here, with libblkid too */
 
-  if (off) {
+  if (ra.off) {
     waited = true;
-    status = offline (&o, &cfg, &p);
+    status = offline (&o, &cfg, p);
     started = o.r != NULL;
     goto out;
   }
-
-  {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("replace"));
-    json_put (req, "member", json_object_new_int64 (p.index));
-    json_put (req, "new", json_text (p.new_path));
-    json_put (req, "rate", json_u64 (p.rate));
-    json_put (req, "force", json_object_new_boolean (p.force));
-    json_put (req, "skip_unreadable",
-              json_object_new_boolean (p.skip_unreadable));
-    ans = request (&o, &cfg, ctl, req, "replace");
-    if (ans == NULL)
-      goto out;
-    json_object_put (ans);
-    started = true;
-  }
-  if (!wait) {
-    struct json_object *req = json_object_new_object (), *ans;
-    /* Where it starts from, for --json. */
-    json_put (req, "op", json_text ("status"));
-    ans = control_ask (ctl, req, 5000, why, sizeof why);
-    json_object_put (req);
-    if (ans)
-      keep (&o, answer_replace (ans));
-    json_object_put (ans);
-    if (!o.json)
-      printf ("replace of member %lu of volume '%s' started: nbdstripe status "
-              "%s shows its progress\n",
-              idx, cfg.name, argv[optind]);
+  if (start_served (&o, &cfg, ctl, p) == -1)
+    goto out;
+  started = true;
+  if (!ra.wait) {
+    report_started (&o, &cfg, ctl, &ra);
     status = 0;
     goto out;
   }
-  {
-    bool tty = isatty (STDERR_FILENO);
-    int last = -1;
-    waited = true;
-    for (;;) {
-      struct json_object *req = json_object_new_object (), *ans, *r;
-      json_put (req, "op", json_text ("status"));
-      ans = control_ask (ctl, req, 0, why, sizeof why);
-      json_object_put (req);
-      if (ans == NULL) {
-        if (tty)
-          fputc ('\n', stderr);
-        fail (&o, "the server went away during the replace (%s): the volume "
-              "assembles with the member its config names",
-              why);
-        break;
-      }
-      r = answer_replace (ans);
-      if (r)
-        keep (&o, r);
-      if (r && show (r, tty, o.json, &last)) {
-        status = conclude (&o, r, cfg.path, p.index, p.new_path);
-        json_object_put (ans);
-        break;
-      }
-      json_object_put (ans);
-      usleep (200000);
-    }
-  }
+  waited = true;
+  status = follow_served (&o, &cfg, ctl, p);
 
 out:
   if (o.json)
-    replace_json (argv[optind], &cfg, loaded, cancel, cancel ? -1 : (long) idx,
-                  abs ? abs : cancel ? NULL : argv[optind + 2], off, started,
-                  waited, status, &o);
+    replace_json (ra.volume, &cfg, loaded, ra.cancel,
+                  ra.cancel ? -1 : (long) ra.idx, abs ? abs : ra.new_arg,
+                  ra.off, started, waited, status, &o);
   json_object_put (o.r);
   free (abs);
   config_free (&cfg);

@@ -241,6 +241,137 @@ run_until_pidfile (const char *const *args, const char *pidfile)
   return 1;
 }
 
+/* nbdkit's command line: v (NULL-terminated once built), and the
+ * strings made for it (freed with args_free).
+ */
+struct nbdkit_args {
+  const char *v[64];
+  char *owned[8];
+  unsigned n, nowned;
+};
+
+static void
+args_free (struct nbdkit_args *a)
+{
+  for (unsigned i = 0; i < a->nowned; ++i)
+    free (a->owned[i]);
+}
+
+/* An argument that cannot be built fails serve: nbdkit must never run
+ * with one missing (-t followed by the plugin's path, say).  ADDF calls
+ * asprintf itself (tests/daemon/fail_asprintf.c fails it by format).
+ */
+#define ADD(s) (a->v[a->n++] = (s))
+#define ADDF(...)                                                             \
+  do {                                                                        \
+    if (asprintf (&a->owned[a->nowned], __VA_ARGS__) == -1) {                 \
+      serve_line (LOG_ERR,                                                    \
+                  "nbdstripe: %s: cannot build nbdkit's command line: %m\n",  \
+                  cfg->path);                                                 \
+      return -1;                                                              \
+    }                                                                         \
+    a->v[a->n++] = a->owned[a->nowned++];                                     \
+  } while (0)
+
+/* Where nbdkit listens: the sockets systemd passed (activated: their
+ * number), the config's socket (its directory made, a stale socket file
+ * cleared), or its address and port.  0/-1 (said).
+ */
+static int
+listen_args (const struct stripe_config *cfg, unsigned activated,
+             struct nbdkit_args *a)
+{
+  if (activated) {
+    /* The socket is systemd's: not ours to create, nor to clear. */
+  }
+  else if (cfg->serve.socket) {
+    if (make_parent_dir (cfg->serve.socket) == -1
+        || clear_stale_socket (cfg->serve.socket) == -1)
+      return -1;
+    ADD ("-U");
+    ADD (cfg->serve.socket);
+  }
+  else {
+    ADD ("-i");
+    ADD (cfg->serve.address);
+    ADD ("-p");
+    ADDF ("%d", cfg->serve.port);
+  }
+  return 0;
+}
+
+/* The whole command line, as the config's serve group says.  Socket
+ * activation: nbdkit serves the passed sockets and stays in the
+ * foreground (foreground is then true), and must be given no -U, -i or
+ * -p.  0/-1 (said).
+ */
+static int
+build_args (const struct stripe_config *cfg, bool foreground,
+            unsigned activated, struct nbdkit_args *a)
+{
+  ADD ("nbdkit");
+  if (foreground)
+    ADD ("-f");
+  if (listen_args (cfg, activated, a) == -1)
+    return -1;
+  /* nbdkit's -e only names the export for --run and in its URIs: the
+   * plugin is what refuses other names.
+   */
+  if (cfg->serve.export_name && cfg->serve.export_name[0]) {
+    ADD ("-e");
+    ADD (cfg->serve.export_name);
+  }
+  ADD ("-t");
+  ADDF ("%u", cfg->serve.threads);
+  if (cfg->serve.pidfile) {
+    if (make_parent_dir (cfg->serve.pidfile) == -1)
+      return -1;
+    ADD ("-P");
+    ADD (cfg->serve.pidfile);
+  }
+  if (cfg->serve.tls != TLS_OFF) {
+    ADD (cfg->serve.tls == TLS_REQUIRE ? "--tls=require" : "--tls=on");
+    if (cfg->serve.tls_certificates)
+      ADDF ("--tls-certificates=%s", cfg->serve.tls_certificates);
+    if (cfg->serve.tls_psk)
+      ADDF ("--tls-psk=%s", cfg->serve.tls_psk);
+    if (cfg->serve.tls_verify_peer)
+      ADD ("--tls-verify-peer");
+  }
+  ADD (plugin_path ());
+  {
+    /* Absolute: nbdkit changes to / when it goes to the background, and
+     * others (claim.h naming who holds a member) read it from /proc.
+     */
+    char *abs = realpath (cfg->path, NULL);
+    if (abs == NULL) {
+      serve_line (LOG_ERR, "nbdstripe: %s: %m\n", cfg->path);
+      return -1;
+    }
+    a->owned[a->nowned++] = abs;
+    ADDF ("config=%s", abs);
+  }
+  a->v[a->n] = NULL;
+  return 0;
+}
+
+#undef ADD
+#undef ADDF
+
+/* Where the volume is served, on stderr (the journal under systemd). */
+static void
+announce (const struct stripe_config *cfg, unsigned activated)
+{
+  if (activated)
+    describe_passed_socket (cfg, activated);
+  else if (cfg->serve.socket)
+    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s\n", cfg->name,
+                cfg->serve.socket);
+  else
+    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s:%d\n", cfg->name,
+                cfg->serve.address, cfg->serve.port);
+}
+
 int
 cmd_serve (const struct command *cmd, int argc, char **argv)
 {
@@ -250,11 +381,9 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
+  struct nbdkit_args a = { .n = 0 };
   bool foreground = false;
   unsigned activated;
-  const char *args[64];
-  char *owned[8];
-  unsigned nargs = 0, nowned = 0;
   uint64_t size;
   char uuid[37];
   int c;
@@ -278,106 +407,26 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     return 1;
   }
 
-  /* An argument that cannot be built fails serve: nbdkit must never run
-   * with one missing (-t followed by the plugin's path, say).
-   */
-#define ADD(s) (args[nargs++] = (s))
-#define ADDF(...)                                                             \
-  do {                                                                        \
-    if (asprintf (&owned[nowned], __VA_ARGS__) == -1) {                       \
-      serve_line (LOG_ERR,                                                    \
-               "nbdstripe: %s: cannot build nbdkit's command line: %m\n",     \
-               cfg.path);                                                     \
-      goto err;                                                               \
-    }                                                                         \
-    args[nargs++] = owned[nowned++];                                          \
-  } while (0)
-  /* Socket activation: nbdkit serves the passed sockets and stays in the
-   * foreground, and must be given no -U, -i or -p; serve execs it, so
-   * that it keeps LISTEN_PID's pid.
+  /* Socket activation: serve execs nbdkit, so that it keeps LISTEN_PID's
+   * pid.
    */
   activated = listen_fds ();
   if (activated)
     foreground = true;
-  ADD ("nbdkit");
-  if (foreground)
-    ADD ("-f");
-  if (activated) {
-    /* The socket is systemd's: not ours to create, nor to clear. */
-  }
-  else if (cfg.serve.socket) {
-    if (make_parent_dir (cfg.serve.socket) == -1
-        || clear_stale_socket (cfg.serve.socket) == -1)
-      goto err;
-    ADD ("-U");
-    ADD (cfg.serve.socket);
-  }
-  else {
-    ADD ("-i");
-    ADD (cfg.serve.address);
-    ADD ("-p");
-    ADDF ("%d", cfg.serve.port);
-  }
-  /* nbdkit's -e only names the export for --run and in its URIs: the
-   * plugin is what refuses other names.
-   */
-  if (cfg.serve.export_name && cfg.serve.export_name[0]) {
-    ADD ("-e");
-    ADD (cfg.serve.export_name);
-  }
-  ADD ("-t");
-  ADDF ("%u", cfg.serve.threads);
-  if (cfg.serve.pidfile) {
-    if (make_parent_dir (cfg.serve.pidfile) == -1)
-      goto err;
-    ADD ("-P");
-    ADD (cfg.serve.pidfile);
-  }
-  if (cfg.serve.tls != TLS_OFF) {
-    ADD (cfg.serve.tls == TLS_REQUIRE ? "--tls=require" : "--tls=on");
-    if (cfg.serve.tls_certificates)
-      ADDF ("--tls-certificates=%s", cfg.serve.tls_certificates);
-    if (cfg.serve.tls_psk)
-      ADDF ("--tls-psk=%s", cfg.serve.tls_psk);
-    if (cfg.serve.tls_verify_peer)
-      ADD ("--tls-verify-peer");
-  }
-  ADD (plugin_path ());
-  {
-    /* Absolute: nbdkit changes to / when it goes to the background, and
-     * others (claim.h naming who holds a member) read it from /proc.
-     */
-    char *abs = realpath (cfg.path, NULL);
-    if (abs == NULL) {
-      serve_line (LOG_ERR, "nbdstripe: %s: %m\n", cfg.path);
-      goto err;
-    }
-    owned[nowned++] = abs;
-    ADDF ("config=%s", abs);
-  }
-  args[nargs] = NULL;
-
-  if (activated)
-    describe_passed_socket (&cfg, activated);
-  else if (cfg.serve.socket)
-    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s\n", cfg.name,
-             cfg.serve.socket);
-  else
-    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s:%d\n", cfg.name,
-             cfg.serve.address, cfg.serve.port);
+  if (build_args (&cfg, foreground, activated, &a) == -1)
+    goto err;
+  announce (&cfg, activated);
   fflush (stderr);
   if (!foreground && cfg.serve.pidfile) {
-    int r = run_until_pidfile (args, cfg.serve.pidfile);
-    for (unsigned i = 0; i < nowned; ++i)
-      free (owned[i]);
+    int r = run_until_pidfile (a.v, cfg.serve.pidfile);
+    args_free (&a);
     config_free (&cfg);
     return r;
   }
-  execvp ("nbdkit", (char **) args);
+  execvp ("nbdkit", (char **) a.v);
   serve_line (LOG_ERR, "nbdstripe: cannot run nbdkit: %m\n");
 err:
-  for (unsigned i = 0; i < nowned; ++i)
-    free (owned[i]);
+  args_free (&a);
   config_free (&cfg);
   return 1;
 }

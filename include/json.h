@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: writing JSON, one way for everything that does -- the
- * plugin's status file, `nbdstripe inspect --json` and the other
- * commands' --json -- on json-c.
+/* nbdstripe: JSON on json-c, one way for everything that writes it --
+ * the plugin's status file, `nbdstripe inspect --json` and the other
+ * commands' --json -- and one way to read it back: typed getters, for
+ * the command reading the control socket's answers and the control
+ * socket reading requests.
  *
  * Text may hold any byte (paths, names): it goes into JSON as UTF-8,
  * every byte that is not part of valid UTF-8 replaced by U+FFFD, so the
@@ -11,6 +13,8 @@
 #ifndef NBDSTRIPE_JSON_H
 #define NBDSTRIPE_JSON_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
@@ -34,5 +38,46 @@ json_put (struct json_object *o, const char *key, struct json_object *v)
  * out of memory).
  */
 extern char *json_text_of (struct json_object *o);
+
+/* Reading JSON: a member of an object, of one type.  Each getter returns
+ * 0 with the value in *out, or -1 with *out untouched and why (len bytes;
+ * nothing when why is NULL) saying what is wrong, naming the key:
+ *   "state" is missing          (or o is not an object)
+ *   "member" must be an integer, not a string
+ * A member present but null is of the wrong type ("not null"), not
+ * missing: json_has tells the two apart, for members that are optional.
+ */
+extern bool json_has (struct json_object *o, const char *key);
+
+/* A string without NUL bytes (JSON's "\u0000" would cut it short in C):
+ * one with one is refused.  *out lives as long as o.
+ */
+extern int json_get_string (struct json_object *o, const char *key,
+                            const char **out, char *why, size_t len);
+
+/* An integer, as JSON writes one (1.0 is not one).  json_get_int64
+ * refuses a value beyond INT64_MAX, json_get_uint64 a negative one.
+ * What does not fit in 64 bits at all json-c saturates: 2^64 and beyond
+ * read as UINT64_MAX, below INT64_MIN as INT64_MIN.
+ */
+extern int json_get_int64 (struct json_object *o, const char *key,
+                           int64_t *out, char *why, size_t len);
+extern int json_get_uint64 (struct json_object *o, const char *key,
+                            uint64_t *out, char *why, size_t len);
+
+/* Any finite number, integer or not (json-c reads NaN, Infinity, and
+ * 1e400 as infinity: refused).
+ */
+extern int json_get_double (struct json_object *o, const char *key,
+                            double *out, char *why, size_t len);
+
+extern int json_get_bool (struct json_object *o, const char *key, bool *out,
+                          char *why, size_t len);
+
+/* An object or an array: not a new reference (it lives as long as o). */
+extern int json_get_object (struct json_object *o, const char *key,
+                            struct json_object **out, char *why, size_t len);
+extern int json_get_array (struct json_object *o, const char *key,
+                           struct json_object **out, char *why, size_t len);
 
 #endif /* NBDSTRIPE_JSON_H */

@@ -76,6 +76,14 @@ extern const char *log_journal_prefix (int priority);
 extern void log_vstderr (int priority, const char *prefix, const char *fmt,
                          va_list args);
 
+/* The nbdstripe command's sink for the engine's lines (daemon/main.c
+ * points stripe_log_vline at it): log_vstderr's with the prefix
+ * "nbdstripe", but an error has no level's word -- "nbdstripe: MESSAGE",
+ * the one shape of every error the command prints, its own included;
+ * the rest keep theirs ("nbdstripe: warning: MESSAGE").
+ */
+extern void log_command_vline (int priority, const char *fmt, va_list args);
+
 /* s for a message: in double quotes, '"' and '\\' escaped, every
  * control byte (below 0x20, and 0x7f) as \xNN, so that a message stays
  * one line whatever a path or a name holds; cut short with "..." to fit

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: small helpers every module may use -- time, alignment,
- * iovecs.  Inline, no state.
+ * iovecs, little-endian fields, a failure explained.  Inline but for
+ * fail_why (plugin/util/util.c); no state.
  */
 #ifndef NBDSTRIPE_UTIL_H
 #define NBDSTRIPE_UTIL_H
@@ -100,6 +101,65 @@ iov_scatter (const struct iovec *iov, unsigned nr, const void *buf)
     p += iov[i].iov_len;
   }
 }
+
+/* Little-endian fields of on-disk formats (the member header, md
+ * superblocks), byte by byte: independent of the host's byte order and
+ * of alignment.
+ */
+static inline void
+put_le16 (uint8_t *p, uint16_t v)
+{
+  p[0] = (uint8_t) v;
+  p[1] = (uint8_t) (v >> 8);
+}
+
+static inline void
+put_le32 (uint8_t *p, uint32_t v)
+{
+  for (unsigned i = 0; i < 4; ++i)
+    p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static inline void
+put_le64 (uint8_t *p, uint64_t v)
+{
+  for (unsigned i = 0; i < 8; ++i)
+    p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static inline uint16_t
+get_le16 (const uint8_t *p)
+{
+  return (uint16_t) (p[0] | p[1] << 8);
+}
+
+static inline uint32_t
+get_le32 (const uint8_t *p)
+{
+  uint32_t v = 0;
+
+  for (unsigned i = 0; i < 4; ++i)
+    v |= (uint32_t) p[i] << (8 * i);
+  return v;
+}
+
+static inline uint64_t
+get_le64 (const uint8_t *p)
+{
+  uint64_t v = 0;
+
+  for (unsigned i = 0; i < 8; ++i)
+    v |= (uint64_t) p[i] << (8 * i);
+  return v;
+}
+
+/* A failure, the way member.h's functions and their helpers report one:
+ * the reason in the caller's why (len bytes; nothing when why is NULL),
+ * errno set to err, and -1 returned, so that one line does all three:
+ *   return fail_why (why, len, EROFS, "the server exports it read-only");
+ */
+extern int fail_why (char *why, size_t len, int err, const char *fmt, ...)
+  __attribute__ ((format (printf, 4, 5)));
 
 /* Thread-local storage of the plugin: the initial-exec model, a fixed
  * offset from the thread pointer, where the default model for a shared

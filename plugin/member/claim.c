@@ -16,24 +16,7 @@
 
 #include "claim.h"
 #include "config.h"
-
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-  __attribute__ ((format (printf, 4, 5)));
-
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (why && len) {
-    va_start (ap, fmt);
-    vsnprintf (why, len, fmt, ap);
-    va_end (ap);
-  }
-  errno = err;
-  return -1;
-}
+#include "util.h"
 
 static const char *
 file_type (mode_t mode)
@@ -64,11 +47,12 @@ claim_lock (int fd, bool shared, char *why, size_t len)
   if (fcntl (fd, F_OFD_SETLK, &fl) == 0)
     return 0;
   if (errno != EAGAIN && errno != EACCES)
-    return fail (why, len, errno, "lock (F_OFD_SETLK): %s", strerror (errno));
+    return fail_why (why, len, errno, "lock (F_OFD_SETLK): %s",
+                     strerror (errno));
   if (fstat (fd, &st) == -1)
-    return fail (why, len, EBUSY, "in use (locked by another open file)");
-  return fail (why, len, EBUSY, "in use by %s",
-               claim_holder (&st, holder, sizeof holder));
+    return fail_why (why, len, EBUSY, "in use (locked by another open file)");
+  return fail_why (why, len, EBUSY, "in use by %s",
+                   claim_holder (&st, holder, sizeof holder));
 }
 
 int
@@ -85,26 +69,27 @@ claim_open (const char *path, bool readonly, int extra, struct stat *st,
   if (fd == -1) {
     e = errno;
     if (e == EISDIR)
-      return fail (why, len, EINVAL, "a directory, not a regular file or a "
-                                     "block device");
-    return fail (why, len, e, "open: %s", strerror (e));
+      return fail_why (why, len, EINVAL,
+                       "a directory, not a regular file or a "
+                       "block device");
+    return fail_why (why, len, e, "open: %s", strerror (e));
   }
   if (fstat (fd, st) == -1) {
     e = errno;
     close (fd);
-    return fail (why, len, e, "fstat: %s", strerror (e));
+    return fail_why (why, len, e, "fstat: %s", strerror (e));
   }
   if (!S_ISREG (st->st_mode) && !S_ISBLK (st->st_mode)) {
     close (fd);
-    return fail (why, len, EINVAL,
-                 "%s, not a regular file or a block device",
-                 file_type (st->st_mode));
+    return fail_why (why, len, EINVAL,
+                     "%s, not a regular file or a block device",
+                     file_type (st->st_mode));
   }
   fl = fcntl (fd, F_GETFL);
   if (fl == -1 || fcntl (fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
     e = errno;
     close (fd);
-    return fail (why, len, e, "fcntl: %s", strerror (e));
+    return fail_why (why, len, e, "fcntl: %s", strerror (e));
   }
   return fd;
 }
@@ -117,30 +102,30 @@ claim_take (int *fd, const char *path, bool excl, bool shared, char *why,
   int xfd, fl, e;
 
   if (fstat (*fd, &st) == -1)
-    return fail (why, len, errno, "fstat: %s", strerror (errno));
+    return fail_why (why, len, errno, "fstat: %s", strerror (errno));
   if (S_ISBLK (st.st_mode) && excl) {
     /* Claim the device itself: reopen it exclusively, with the flags of
      * the first descriptor (which never claimed it).
      */
     fl = fcntl (*fd, F_GETFL);
     if (fl == -1)
-      return fail (why, len, errno, "fcntl: %s", strerror (errno));
+      return fail_why (why, len, errno, "fcntl: %s", strerror (errno));
     xfd = open (path, (fl & (O_ACCMODE | O_DIRECT)) | O_CLOEXEC | O_NOCTTY
                         | O_EXCL);
     if (xfd == -1) {
       char holder[512];
       e = errno;
       if (e == EBUSY)
-        return fail (why, len, EBUSY,
-                     "in use by %s (the device cannot be opened "
-                     "exclusively)",
-                     claim_holder (&st, holder, sizeof holder));
-      return fail (why, len, e, "open (O_EXCL): %s", strerror (e));
+        return fail_why (why, len, EBUSY,
+                         "in use by %s (the device cannot be opened "
+                         "exclusively)",
+                         claim_holder (&st, holder, sizeof holder));
+      return fail_why (why, len, e, "open (O_EXCL): %s", strerror (e));
     }
     if (fstat (xfd, &st2) == -1 || !S_ISBLK (st2.st_mode)
         || st2.st_rdev != st.st_rdev) {
       close (xfd);
-      return fail (why, len, EAGAIN, "changed while it was being opened");
+      return fail_why (why, len, EAGAIN, "changed while it was being opened");
     }
     close (*fd);
     *fd = xfd;

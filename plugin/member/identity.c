@@ -20,29 +20,12 @@
 #include <sys/sysmacros.h>
 
 #include "identity.h"
+#include "util.h"
 
 /* Loops over loops, partitions of loops: a few levels are real, more is
  * a cycle or a pathology.
  */
 #define MAX_DEPTH 8
-
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-  __attribute__ ((format (printf, 4, 5)));
-
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (why && len) {
-    va_start (ap, fmt);
-    vsnprintf (why, len, fmt, ap);
-    va_end (ap);
-  }
-  errno = err;
-  return -1;
-}
 
 /* LOOP_GET_STATUS64 gives device numbers in the kernel's "new" 32-bit
  * encoding (huge_encode_dev), not glibc's dev_t.
@@ -129,8 +112,8 @@ resolve_block (struct identity *id, dev_t dev, int fd, uint64_t offset,
   uint64_t v;
 
   if (depth > MAX_DEPTH)
-    return fail (why, len, ELOOP, "block device %u:%u: stacked too deeply",
-                 major (dev), minor (dev));
+    return fail_why (why, len, ELOOP, "block device %u:%u: stacked too deeply",
+                     major (dev), minor (dev));
 
   /* A loop device: the backing file's bytes from lo_offset. */
   if (sysfs_read (dev, "loop/backing_file", buf, sizeof buf)) {
@@ -153,9 +136,9 @@ resolve_block (struct identity *id, dev_t dev, int fd, uint64_t offset,
     else {
       /* sysfs names the backing file; the offset is there too. */
       if (stat (buf, &st) == -1)
-        return fail (why, len, errno,
-                     "loop device %u:%u: its backing file %s: %s",
-                     major (dev), minor (dev), buf, strerror (errno));
+        return fail_why (why, len, errno,
+                         "loop device %u:%u: its backing file %s: %s",
+                         major (dev), minor (dev), buf, strerror (errno));
       bino_dev = st.st_dev;
       bino = st.st_ino;
       if (S_ISBLK (st.st_mode)) {
@@ -187,9 +170,9 @@ resolve_block (struct identity *id, dev_t dev, int fd, uint64_t offset,
 
     if (!sysfs_read (dev, "../dev", buf, sizeof buf)
         || !parse_devno (buf, &parent))
-      return fail (why, len, EINVAL,
-                   "partition %u:%u: cannot find its disk in sysfs",
-                   major (dev), minor (dev));
+      return fail_why (why, len, EINVAL,
+                       "partition %u:%u: cannot find its disk in sysfs",
+                       major (dev), minor (dev));
     append (id->via, sizeof id->via, "%spartition %u:%u at %" PRIu64,
             id->via[0] ? ", " : "", major (dev), minor (dev), start);
     return resolve_block (id, parent, -1, offset + start, size, depth + 1,
@@ -215,7 +198,7 @@ identity_of_fd (int fd, uint64_t size, struct identity *id, char *why,
 
   memset (id, 0, sizeof *id);
   if (fstat (fd, &st) == -1)
-    return fail (why, len, errno, "fstat: %s", strerror (errno));
+    return fail_why (why, len, errno, "fstat: %s", strerror (errno));
   id->st_dev = st.st_dev;
   id->st_ino = st.st_ino;
   id->st_rdev = st.st_rdev;
@@ -232,7 +215,7 @@ identity_of_fd (int fd, uint64_t size, struct identity *id, char *why,
     id->kind = ID_BLOCK;
     return resolve_block (id, st.st_rdev, fd, 0, size, 0, why, len);
   }
-  return fail (why, len, EINVAL, "not a regular file or a block device");
+  return fail_why (why, len, EINVAL, "not a regular file or a block device");
 }
 
 /* NBD URIs. */
@@ -374,7 +357,7 @@ resolve_tcp (struct identity *id, const char *host, const char *port,
     freeifaddrs (ifs);
   freeaddrinfo (res);
   if (id->nr_addrs == 0)
-    return fail (why, len, EINVAL, "%s: no usable address", host);
+    return fail_why (why, len, EINVAL, "%s: no usable address", host);
   return 0;
 }
 
@@ -389,7 +372,7 @@ identity_of_uri (const char *uri, struct identity *id, char *why,
   memset (id, 0, sizeof *id);
   id->kind = ID_NBD;
   if (sep == NULL || (size_t) (sep - uri) >= sizeof scheme)
-    return fail (why, len, EINVAL, "not an NBD URI");
+    return fail_why (why, len, EINVAL, "not an NBD URI");
   memcpy (scheme, uri, sep - uri);
   scheme[sep - uri] = '\0';
   auth = sep + 3;
@@ -405,12 +388,12 @@ identity_of_uri (const char *uri, struct identity *id, char *why,
   if (path < query
       && !decode (path + 1, query - path - 1, id->export_name,
                   sizeof id->export_name))
-    return fail (why, len, EINVAL, "export name too long");
+    return fail_why (why, len, EINVAL, "export name too long");
 
   if (strstr (scheme, "+unix")) {
     if (!query_param (query < end ? query + 1 : NULL, end, "socket", sock,
                       sizeof sock))
-      return fail (why, len, EINVAL, "no socket= parameter");
+      return fail_why (why, len, EINVAL, "no socket= parameter");
     if (stat (sock, &st) == 0)
       snprintf (a, sizeof a, "unix:%lx:%lx", (unsigned long) st.st_dev,
                 (unsigned long) st.st_ino);
@@ -429,9 +412,9 @@ identity_of_uri (const char *uri, struct identity *id, char *why,
   if (h < hend && *h == '[') {
     const char *close = memchr (h, ']', hend - h);
     if (close == NULL)
-      return fail (why, len, EINVAL, "unterminated [ in the host");
+      return fail_why (why, len, EINVAL, "unterminated [ in the host");
     if ((size_t) (close - h - 1) >= sizeof host)
-      return fail (why, len, EINVAL, "host name too long");
+      return fail_why (why, len, EINVAL, "host name too long");
     memcpy (host, h + 1, close - h - 1);
     host[close - h - 1] = '\0';
     if (close + 1 < hend && close[1] == ':')
@@ -441,14 +424,14 @@ identity_of_uri (const char *uri, struct identity *id, char *why,
     colon = memchr (h, ':', hend - h);
     size_t n = (colon ? colon : hend) - h;
     if (n >= sizeof host)
-      return fail (why, len, EINVAL, "host name too long");
+      return fail_why (why, len, EINVAL, "host name too long");
     memcpy (host, h, n);
     host[n] = '\0';
   }
   if (colon && colon + 1 < hend) {
     size_t n = hend - colon - 1;
     if (n >= sizeof port)
-      return fail (why, len, EINVAL, "port too long");
+      return fail_why (why, len, EINVAL, "port too long");
     memcpy (port, colon + 1, n);
     port[n] = '\0';
   }

@@ -2,9 +2,9 @@
 /* nbdstripe: the on-disk member header.  See include/header.h for the
  * byte layout and the contract.
  *
- * Every integer goes through put_le* / get_le*, byte by byte, so that the
- * format does not depend on the host's endianness or on the compiler's
- * struct layout.  Decoding is strict: a header is accepted only if
+ * Every integer goes through put_le* / get_le* (util.h), byte by byte, so
+ * that the format does not depend on the host's endianness or on the
+ * compiler's struct layout.  Decoding is strict: a header is accepted only if
  * re-encoding what was decoded gives the same 4096 bytes back, so there is
  * exactly one valid encoding of each header (the fuzzer checks this).
  */
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "header.h"
+#include "util.h"
 
 /* Field offsets, as documented in header.h. */
 #define OFF_MAGIC 0
@@ -113,40 +114,6 @@ crc32c (uint32_t crc, const void *buf, size_t len)
   while (len--)
     crc = crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
   return ~crc;
-}
-
-static void
-put_le32 (uint8_t *p, uint32_t v)
-{
-  for (unsigned i = 0; i < 4; ++i)
-    p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
-put_le64 (uint8_t *p, uint64_t v)
-{
-  for (unsigned i = 0; i < 8; ++i)
-    p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint32_t
-get_le32 (const uint8_t *p)
-{
-  uint32_t v = 0;
-
-  for (unsigned i = 0; i < 4; ++i)
-    v |= (uint32_t) p[i] << (8 * i);
-  return v;
-}
-
-static uint64_t
-get_le64 (const uint8_t *p)
-{
-  uint64_t v = 0;
-
-  for (unsigned i = 0; i < 8; ++i)
-    v |= (uint64_t) p[i] << (8 * i);
-  return v;
 }
 
 /* Version 1 wrote 1 for md's alternate layout, which it called "layout

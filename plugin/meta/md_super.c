@@ -18,6 +18,7 @@
 
 #include "layout.h"
 #include "md_super.h"
+#include "util.h"
 
 /* md_p.h defines MD_FEATURE_RAID0_LAYOUT too (as 4096): keep ours for the
  * comparison below and let md_p.h's stand in the rest of this file.
@@ -129,53 +130,6 @@ _Static_assert(MD_ROLE_MAX == MD_DISK_ROLE_MAX
                "md's dev_roles values");
 _Static_assert(MD_SUPER_MAX_DEV == (MD_SUPER_BYTES - OFF_DEV_ROLES) / 2,
                "dev_roles fill the rest of the 4 KiB");
-
-static void
-put_le16 (uint8_t *p, uint16_t v)
-{
-  p[0] = (uint8_t) v;
-  p[1] = (uint8_t) (v >> 8);
-}
-
-static void
-put_le32 (uint8_t *p, uint32_t v)
-{
-  for (unsigned i = 0; i < 4; ++i)
-    p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
-put_le64 (uint8_t *p, uint64_t v)
-{
-  for (unsigned i = 0; i < 8; ++i)
-    p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint16_t
-get_le16 (const uint8_t *p)
-{
-  return (uint16_t) (p[0] | p[1] << 8);
-}
-
-static uint32_t
-get_le32 (const uint8_t *p)
-{
-  uint32_t v = 0;
-
-  for (unsigned i = 0; i < 4; ++i)
-    v |= (uint32_t) p[i] << (8 * i);
-  return v;
-}
-
-static uint64_t
-get_le64 (const uint8_t *p)
-{
-  uint64_t v = 0;
-
-  for (unsigned i = 0; i < 8; ++i)
-    v |= (uint64_t) p[i] << (8 * i);
-  return v;
-}
 
 /* Two's complement by arithmetic, not by a conversion whose result C
  * leaves to the implementation.

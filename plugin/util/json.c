@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: writing JSON on json-c.  See include/json.h. */
+/* nbdstripe: writing and reading JSON on json-c.  See include/json.h. */
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "json.h"
 #include "utf8.h"
+#include "util.h"
 
 struct json_object *
 json_text (const char *s)
@@ -78,4 +80,169 @@ json_text_of (struct json_object *o)
   r[len] = '\n';
   r[len + 1] = '\0';
   return r;
+}
+
+/* Reading. */
+
+bool
+json_has (struct json_object *o, const char *key)
+{
+  return o != NULL && json_object_is_type (o, json_type_object)
+         && json_object_object_get_ex (o, key, NULL);
+}
+
+/* A JSON value's kind, in words for a message. */
+static const char *
+kind (struct json_object *v)
+{
+  switch (json_object_get_type (v)) {
+  case json_type_null: return "null";
+  case json_type_boolean: return "true or false";
+  case json_type_double: return "a number with a fraction or an exponent";
+  case json_type_int: return "an integer";
+  case json_type_object: return "an object";
+  case json_type_array: return "an array";
+  case json_type_string: return "a string";
+  }
+  return "of an unknown type";
+}
+
+/* o[key], present (null included); else -1 and why. */
+static int
+lookup (struct json_object *o, const char *key, struct json_object **v,
+        char *why, size_t len)
+{
+  if (!json_has (o, key))
+    return fail_why (why, len, EINVAL, "\"%s\" is missing", key);
+  json_object_object_get_ex (o, key, v);
+  return 0;
+}
+
+/* o[key] if it is of type t; else -1 and why ("what" names t). */
+static int
+member_of (struct json_object *o, const char *key, enum json_type t,
+           const char *what, struct json_object **v, char *why, size_t len)
+{
+  if (lookup (o, key, v, why, len) == -1)
+    return -1;
+  if (!json_object_is_type (*v, t))
+    return fail_why (why, len, EINVAL, "\"%s\" must be %s, not %s", key, what,
+                     kind (*v));
+  return 0;
+}
+
+int
+json_get_string (struct json_object *o, const char *key, const char **out,
+                 char *why, size_t len)
+{
+  struct json_object *v;
+  const char *s;
+
+  if (member_of (o, key, json_type_string, "a string", &v, why, len) == -1)
+    return -1;
+  s = json_object_get_string (v);
+  if (strlen (s) != (size_t) json_object_get_string_len (v))
+    return fail_why (why, len, EINVAL,
+                     "\"%s\" must be a string without NUL bytes", key);
+  *out = s;
+  return 0;
+}
+
+/* json-c keeps an integer as int64, or as uint64 above INT64_MAX; what
+ * is beyond either saturates.
+ */
+int
+json_get_int64 (struct json_object *o, const char *key, int64_t *out,
+                char *why, size_t len)
+{
+  struct json_object *v;
+  int64_t i;
+
+  if (member_of (o, key, json_type_int, "an integer", &v, why, len) == -1)
+    return -1;
+  i = json_object_get_int64 (v);
+  if (i == INT64_MAX && json_object_get_uint64 (v) > (uint64_t) INT64_MAX)
+    return fail_why (why, len, EINVAL,
+                     "\"%s\" is too large (at most %" PRId64 ")", key,
+                     INT64_MAX);
+  *out = i;
+  return 0;
+}
+
+int
+json_get_uint64 (struct json_object *o, const char *key, uint64_t *out,
+                 char *why, size_t len)
+{
+  struct json_object *v;
+  int64_t i;
+
+  if (member_of (o, key, json_type_int, "an integer", &v, why, len) == -1)
+    return -1;
+  i = json_object_get_int64 (v);
+  if (i < 0)
+    return fail_why (why, len, EINVAL,
+                     "\"%s\" must not be negative (%" PRId64 ")", key, i);
+  *out = i == INT64_MAX ? json_object_get_uint64 (v) : (uint64_t) i;
+  return 0;
+}
+
+int
+json_get_double (struct json_object *o, const char *key, double *out,
+                 char *why, size_t len)
+{
+  struct json_object *v;
+  double d;
+
+  if (lookup (o, key, &v, why, len) == -1)
+    return -1;
+  if (json_object_is_type (v, json_type_int)) {
+    int64_t i = json_object_get_int64 (v);
+    *out = i == INT64_MAX ? (double) json_object_get_uint64 (v) : (double) i;
+    return 0;
+  }
+  if (!json_object_is_type (v, json_type_double))
+    return fail_why (why, len, EINVAL, "\"%s\" must be a number, not %s", key,
+                     kind (v));
+  d = json_object_get_double (v);
+  if (!isfinite (d))
+    return fail_why (why, len, EINVAL, "\"%s\" must be a finite number", key);
+  *out = d;
+  return 0;
+}
+
+int
+json_get_bool (struct json_object *o, const char *key, bool *out, char *why,
+               size_t len)
+{
+  struct json_object *v;
+
+  if (member_of (o, key, json_type_boolean, "true or false", &v, why, len)
+      == -1)
+    return -1;
+  *out = json_object_get_boolean (v);
+  return 0;
+}
+
+int
+json_get_object (struct json_object *o, const char *key,
+                 struct json_object **out, char *why, size_t len)
+{
+  struct json_object *v;
+
+  if (member_of (o, key, json_type_object, "an object", &v, why, len) == -1)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int
+json_get_array (struct json_object *o, const char *key,
+                struct json_object **out, char *why, size_t len)
+{
+  struct json_object *v;
+
+  if (member_of (o, key, json_type_array, "an array", &v, why, len) == -1)
+    return -1;
+  *out = v;
+  return 0;
 }

@@ -139,18 +139,24 @@ log_journal_prefix (int priority)
   return log_stderr_is_journal () ? head[priority] : "";
 }
 
-void
-log_vstderr (int priority, const char *prefix, const char *fmt, va_list args)
+/* One line on stderr: "PREFIX: LEVEL: MESSAGE", or with errors_bare
+ * "PREFIX: MESSAGE" for LOG_ERR and worse.
+ */
+static void
+vstderr (int priority, const char *prefix, bool errors_bare, const char *fmt,
+         va_list args)
 {
   int saved = errno;
   char *msg = NULL;
-  char head[16] = "";
+  char head[16] = "", level[16] = "";
   int n;
 
   if (priority < LOG_EMERG || priority > LOG_DEBUG)
     priority = LOG_ERR;
   if (log_stderr_is_journal ())
     snprintf (head, sizeof head, "<%d>", priority);
+  if (!errors_bare || priority > LOG_ERR)
+    snprintf (level, sizeof level, "%s: ", log_priority_name (priority));
   errno = saved; /* for %m */
   n = vasprintf (&msg, fmt, args);
   /* One fwrite of the whole line under the stream's lock: nbdkit's own
@@ -159,21 +165,31 @@ log_vstderr (int priority, const char *prefix, const char *fmt, va_list args)
   flockfile (stderr);
   if (n >= 0) {
     char *line = NULL;
-    int len = asprintf (&line, "%s%s: %s: %s\n", head, prefix,
-                        log_priority_name (priority), msg);
+    int len = asprintf (&line, "%s%s: %s%s\n", head, prefix, level, msg);
     if (len >= 0)
       fwrite (line, 1, len, stderr);
     else
-      fprintf (stderr, "%s%s: %s: %s\n", head, prefix,
-               log_priority_name (priority), msg);
+      fprintf (stderr, "%s%s: %s%s\n", head, prefix, level, msg);
     free (line);
   }
   else
-    fprintf (stderr, "%s%s: %s: (out of memory formatting a message: %s)\n",
-             head, prefix, log_priority_name (priority), fmt);
+    fprintf (stderr, "%s%s: %s(out of memory formatting a message: %s)\n",
+             head, prefix, level, fmt);
   funlockfile (stderr);
   free (msg);
   errno = saved;
+}
+
+void
+log_vstderr (int priority, const char *prefix, const char *fmt, va_list args)
+{
+  vstderr (priority, prefix, false, fmt, args);
+}
+
+void
+log_command_vline (int priority, const char *fmt, va_list args)
+{
+  vstderr (priority, "nbdstripe", true, fmt, args);
 }
 
 const char *

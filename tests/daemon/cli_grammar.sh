@@ -6,7 +6,8 @@
 #   options after operands, short forms (-f -j -o -t), "--"
 #   every COMMAND --help prints the synopsis that nbdstripe --help and the
 #     man page's SYNOPSIS print, word for word
-#   usage errors exit 2 (status: 3), naming what is wrong
+#   usage errors exit 2 (status: 3), naming what is wrong, in the shape
+#     of every error: "nbdstripe: REASON" (the engine's too)
 #   a VOLUME by name: NAME is $NBDSTRIPE_CONFDIR/NAME.conf; a path when it
 #     holds a '/' or ends in .conf; a missing name says where it looked
 #   list shows it served (state ok, the server's pid, its socket), stop
@@ -80,16 +81,22 @@ d_ok "every command's synopsis is the same in its --help, --help and the man pag
 
 # ---- usage errors -------------------------------------------------------
 expect u.check-extra 2 -- check g0 g1
-d_expect_err u.check-extra "unexpected operand 'g1'"
+d_expect_err u.check-extra "nbdstripe: unexpected operand 'g1'"
 expect u.check-none 2 -- check --json
 d_expect_err u.check-none "missing VOLUME"
 expect u.create-opt 2 -- create g0 --frobnicate
-d_expect_err u.create-opt "nbdstripe create: unrecognized option '--frobnicate'"
+d_expect_err u.create-opt "nbdstripe: unrecognized option '--frobnicate'" \
+  "Usage: nbdstripe create "
 expect u.serve-force 2 -- serve --force g0
 expect u.import-json 2 -- import --json "$D_TMP/m0"
 d_expect_err u.import-json "--json needs --out"
 expect u.stop-timeout 2 -- stop -t 0 g0
 expect u.accept-index 2 -- accept g0 x
+d_expect_err u.accept-index "nbdstripe: INDEX 'x': expected a member index" \
+  "Usage: nbdstripe accept "
+expect u.import-layout 2 -- import --layout sideways "$D_TMP/m0"
+d_expect_err u.import-layout "nbdstripe: --layout: expected" \
+  "Usage: nbdstripe import "
 expect u.status 3 -- status g0 g0
 expect u.replace-cancel 2 -- replace --cancel g0 1 "$D_TMP/m2"
 d_expect_err u.replace-cancel "unexpected operand '1'"
@@ -274,4 +281,14 @@ json import.exists '.written == false'
 expect import.force 0 -- import -f -j -o "$D_TMP/imported.conf" "$D_TMP/m2" "$D_TMP/m3"
 json import.force '.written == true'
 d_ok "import --json with --out"
+
+# ---- one shape for every error ------------------------------------------
+# Whatever the command and whoever says it (the command, the engine, a
+# usage error, getopt): "nbdstripe: REASON", never "nbdstripe CMD: ..."
+# nor "nbdstripe: error: ...".
+if grep -E -H -- '^(<[0-9]>)?nbdstripe( [a-z]+: |: error: )' "$D_TMP"/*.err; then
+  d_bad "errors in another shape than \"nbdstripe: REASON\" (above)"
+else
+  d_ok "every error reads \"nbdstripe: REASON\""
+fi
 d_done

@@ -92,7 +92,7 @@ has_line ()
 d_log "a second serve of the same volume: its socket is served already"
 serve_fg again vol.conf
 no_ready again
-has_line again "why, at error" "<3>nbdstripe: error: member 0 .*in use by nbdkit .*"
+has_line again "why, at error" "<3>nbdstripe: member 0 .*in use by nbdkit .*"
 
 SERVER=$good
 kill -TERM "$SERVER"
@@ -110,7 +110,7 @@ d_log "serve's check refuses: a member is missing"
 d_conf missing.conf nt0 64K "socket = \"$sock\";" "${m[0]}" "$D_TMP/nowhere"
 serve_fg missing missing.conf
 no_ready missing
-has_line missing "why, at error" "<3>nbdstripe: error: .*nowhere.*"
+has_line missing "why, at error" "<3>nbdstripe: member 1 \\(.*nowhere\\): .*"
 
 d_log "nbdkit fails after serve's check: its TCP port is taken"
 port=$("$DAEMON_HELPER" free-port) || d_fail "no free TCP port"

@@ -33,25 +33,9 @@
 #include <string.h>
 
 #include "md_super.h"
+#include "util.h"
 
 #define COVERED(max_dev) (256 + 2 * (size_t) (max_dev))
-
-static uint64_t
-le64 (const uint8_t *p)
-{
-  uint64_t v = 0;
-
-  for (unsigned i = 0; i < 8; ++i)
-    v |= (uint64_t) p[i] << (8 * i);
-  return v;
-}
-
-static void
-put_le32 (uint8_t *p, uint32_t v)
-{
-  for (unsigned i = 0; i < 4; ++i)
-    p[i] = (uint8_t) (v >> (8 * i));
-}
 
 #define SAME(f)                                                               \
   do {                                                                        \
@@ -213,7 +197,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (size >= MD_SUPER_BYTES) {
     memcpy (resealed, data, MD_SUPER_BYTES);
     put_le32 (resealed + 216, md_super_csum (resealed));
-    super_offset = le64 (resealed + 144);
+    super_offset = get_le64 (resealed + 144);
     check (resealed, MD_SUPER_BYTES,
            super_offset < UINT64_C (1) << 55 ? super_offset * 512 : 4096);
   }

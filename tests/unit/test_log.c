@@ -159,6 +159,37 @@ log_percent_m_reads_errno_and_keeps_it (void **state)
                        "<4>nbdstripe: warning: read: Input/output error\n");
 }
 
+/* The nbdstripe command's sink: an error as "nbdstripe: MESSAGE", the
+ * shape of the command's own errors; other levels keep their word.
+ */
+static void
+log_command_errors_have_the_commands_one_shape (void **state)
+{
+  void (*engine) (int, const char *, va_list) = stripe_log_vline;
+
+  (void) state;
+  stripe_log_vline = log_command_vline;
+  capture (THIS_FILE);
+  errno = ENOENT;
+  stripe_error ("member %u (%s): open: %m", 1, "/m1");
+  assert_int_equal (errno, ENOENT);
+  stripe_log (LOG_CRIT, "worse");
+  stripe_warning ("member %u slow", 2);
+  stripe_info ("serving");
+  assert_string_equal (captured (),
+                       "<3>nbdstripe: member 1 (/m1): open: No such file or "
+                       "directory\n"
+                       "<2>nbdstripe: worse\n"
+                       "<4>nbdstripe: warning: member 2 slow\n"
+                       "<6>nbdstripe: info: serving\n");
+  capture (NOT_SET);
+  stripe_error ("member %u failed", 1);
+  stripe_notice ("ok");
+  assert_string_equal (captured (), "nbdstripe: member 1 failed\n"
+                                    "nbdstripe: notice: ok\n");
+  stripe_log_vline = engine;
+}
+
 static void
 log_priority_names (void **state)
 {
@@ -180,6 +211,7 @@ main (int argc, char **argv)
     cmocka_unit_test (log_journal_prefix_is_the_priority_in_the_journal_only),
     cmocka_unit_test (log_malformed_journal_stream_is_not_the_journal),
     cmocka_unit_test (log_percent_m_reads_errno_and_keeps_it),
+    cmocka_unit_test (log_command_errors_have_the_commands_one_shape),
     cmocka_unit_test (log_priority_names),
   };
 
