@@ -44,23 +44,25 @@ say_error (struct run *r, const char *fmt, ...)
     fprintf (stderr, "nbdstripe: %s\n", r->err);
 }
 
+/* A field of an answer, 0 or NULL when it is missing or of another
+ * type (the server's answers are read as untrusted as any).
+ */
 static uint64_t
 get_u64 (struct json_object *o, const char *key)
 {
-  struct json_object *x;
+  uint64_t u = 0;
 
-  return json_object_object_get_ex (o, key, &x)
-           ? (uint64_t) json_object_get_int64 (x)
-           : 0;
+  json_get_uint64 (o, key, &u, NULL, 0);
+  return u;
 }
 
 static const char *
 get_text (struct json_object *o, const char *key)
 {
-  struct json_object *x;
+  const char *t = NULL;
 
-  return json_object_object_get_ex (o, key, &x) ? json_object_get_string (x)
-                                                : NULL;
+  json_get_string (o, key, &t, NULL, 0);
+  return t;
 }
 
 /* What the plan says, for people. */
@@ -197,10 +199,10 @@ served_status (void *opaque)
   json_object_put (req);
   if (ans == NULL)
     return NULL;
-  if (json_object_object_get_ex (ans, "status", &st))
-    json_object_object_get_ex (st, "reshape", &rs);
+  if (json_get_object (ans, "status", &st, NULL, 0) == 0)
+    json_get_object (st, "reshape", &rs, NULL, 0);
   else
-    json_object_object_get_ex (ans, "reshape", &rs);
+    json_get_object (ans, "reshape", &rs, NULL, 0);
   rs = rs ? json_object_get (rs) : json_object_new_object ();
   json_object_put (ans);
   return rs;
@@ -210,7 +212,8 @@ static int
 served (struct run *r)
 {
   struct served_ctl c;
-  struct json_object *req = json_object_new_object (), *ans, *ok, *arr;
+  struct json_object *req = json_object_new_object (), *ans, *arr;
+  bool ok = false;
   char why[1024];
   const char *kind = r->p.kind == RESHAPE_GROW     ? "grow"
                      : r->p.kind == RESHAPE_SHRINK ? "shrink"
@@ -239,15 +242,14 @@ served (struct run *r)
                errno == EPERM ? "" : "the volume is not served: ", why);
     return 1;
   }
-  if (!json_object_object_get_ex (ans, "ok", &ok)
-      || !json_object_get_boolean (ok)) {
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
     say_error (r, "%s: %s", r->cmd->name,
                get_text (ans, "error") ? get_text (ans, "error")
                                        : "refused");
     json_object_put (ans);
     return 1;
   }
-  if (json_object_object_get_ex (ans, "plan", &r->plan))
+  if (json_get_object (ans, "plan", &r->plan, NULL, 0) == 0)
     json_object_get (r->plan);
   json_object_put (ans);
   show_plan (r);

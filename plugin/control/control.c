@@ -114,15 +114,14 @@ static int
 get_bool (struct json_object *req, const char *key, bool *out, char *why,
           size_t len)
 {
-  struct json_object *x;
+  char e[256];
 
-  if (!json_object_object_get_ex (req, key, &x))
+  if (!json_has (req, key))
     return 0;
-  if (!json_object_is_type (x, json_type_boolean)) {
-    snprintf (why, len, "replace: \"%s\" must be true or false", key);
+  if (json_get_bool (req, key, out, e, sizeof e) == -1) {
+    snprintf (why, len, "replace: %s", e);
     return -1;
   }
-  *out = json_object_get_boolean (x);
   return 0;
 }
 
@@ -137,7 +136,6 @@ replace_request (struct control *c, struct json_object *req,
   static const char *const keys[] = { "op",   "member", "new",
                                       "rate", "force",  "skip_unreadable",
                                       NULL };
-  struct json_object *x;
   const char *bad = unknown_key (req, keys);
   int64_t v;
 
@@ -145,26 +143,21 @@ replace_request (struct control *c, struct json_object *req,
     snprintf (why, len, "replace: unknown field \"%.100s\"", bad);
     return -1;
   }
-  if (!json_object_object_get_ex (req, "member", &x)
-      || !json_object_is_type (x, json_type_int)
-      || (v = json_object_get_int64 (x)) < 0 || v >= c->v->nr_members) {
+  if (json_get_int64 (req, "member", &v, NULL, 0) == -1 || v < 0
+      || v >= c->v->nr_members) {
     snprintf (why, len, "replace: \"member\" must be the member's index, "
               "0 to %u", c->v->nr_members - 1);
     return -1;
   }
   p->index = (unsigned) v;
-  if (!json_object_object_get_ex (req, "new", &x)
-      || !json_object_is_type (x, json_type_string)
-      || json_object_get_string_len (x) == 0
-      || strlen (json_object_get_string (x))
-           != (size_t) json_object_get_string_len (x)) {
+  if (json_get_string (req, "new", &p->new_path, NULL, 0) == -1
+      || p->new_path[0] == '\0') {
     snprintf (why, len, "replace: \"new\" must name the new member");
     return -1;
   }
-  p->new_path = json_object_get_string (x);
-  if (json_object_object_get_ex (req, "rate", &x)) {
-    if (!json_object_is_type (x, json_type_int)
-        || (v = json_object_get_int64 (x)) < 0 || v == INT64_MAX) {
+  if (json_has (req, "rate")) {
+    if (json_get_int64 (req, "rate", &v, NULL, 0) == -1 || v < 0
+        || v == INT64_MAX) {
       snprintf (why, len, "replace: \"rate\" must be bytes a second (0: "
                 "as fast as it goes)");
       return -1;
@@ -188,33 +181,25 @@ reshape_request (struct control *c, struct json_object *req,
 {
   static const char *const keys[] = { "op", "kind", "new", "member", "size",
                                       "force", "dry_run", "rate", NULL };
+  static const char *const kinds[] = { "grow", "shrink", "size" };
   struct json_object *x;
-  const char *bad = unknown_key (req, keys), *kind;
+  const char *bad = unknown_key (req, keys), *kind = NULL;
   int64_t v;
 
   if (bad) {
     snprintf (why, len, "reshape: unknown field \"%.100s\"", bad);
     return -1;
   }
-  if (!json_object_object_get_ex (req, "kind", &x)
-      || !json_object_is_type (x, json_type_string)) {
-    snprintf (why, len, "reshape: \"kind\" must be grow, shrink or size");
-    return -1;
-  }
-  kind = json_object_get_string (x);
-  if (strcmp (kind, "grow") == 0)
-    p->kind = RESHAPE_GROW;
-  else if (strcmp (kind, "shrink") == 0)
-    p->kind = RESHAPE_SHRINK;
-  else if (strcmp (kind, "size") == 0)
-    p->kind = RESHAPE_SIZE;
-  else {
+  json_get_string (req, "kind", &kind, NULL, 0);
+  for (p->kind = RESHAPE_GROW; kind && p->kind <= RESHAPE_SIZE; ++p->kind)
+    if (strcmp (kind, kinds[p->kind]) == 0)
+      break;
+  if (kind == NULL || p->kind > RESHAPE_SIZE) {
     snprintf (why, len, "reshape: \"kind\" must be grow, shrink or size");
     return -1;
   }
   if (p->kind == RESHAPE_GROW) {
-    if (!json_object_object_get_ex (req, "new", &x)
-        || !json_object_is_type (x, json_type_array)
+    if (json_get_array (req, "new", &x, NULL, 0) == -1
         || json_object_array_length (x) == 0
         || json_object_array_length (x) > LAYOUT_MAX_MEMBERS) {
       snprintf (why, len, "reshape: \"new\" must list the devices to add");
@@ -224,7 +209,9 @@ reshape_request (struct control *c, struct json_object *req,
     for (unsigned k = 0; k < p->nr_new; ++k) {
       struct json_object *e = json_object_array_get_idx (x, k);
       if (!json_object_is_type (e, json_type_string)
-          || json_object_get_string_len (e) == 0) {
+          || json_object_get_string_len (e) == 0
+          || strlen (json_object_get_string (e))
+               != (size_t) json_object_get_string_len (e)) {
         snprintf (why, len, "reshape: \"new\" must list device names");
         return -1;
       }
@@ -233,31 +220,25 @@ reshape_request (struct control *c, struct json_object *req,
     p->new_paths = paths;
   }
   if (p->kind == RESHAPE_SHRINK) {
-    if (!json_object_object_get_ex (req, "member", &x)
-        || !json_object_is_type (x, json_type_int)
-        || (v = json_object_get_int64 (x)) < 0 || v >= c->v->nr_members) {
+    if (json_get_int64 (req, "member", &v, NULL, 0) == -1 || v < 0
+        || v >= c->v->nr_members) {
       snprintf (why, len, "reshape: \"member\" must be the member's index, "
                 "0 to %u", c->v->nr_members - 1);
       return -1;
     }
     p->index = (unsigned) v;
-    if (json_object_object_get_ex (req, "size", &x)) {
-      if (!json_object_is_type (x, json_type_int)
-          || (v = json_object_get_int64 (x)) < 0) {
-        snprintf (why, len, "reshape: \"size\" must be bytes");
-        return -1;
-      }
-      p->size = (uint64_t) v;
-    }
-  }
-  if (json_object_object_get_ex (req, "rate", &x)) {
-    if (!json_object_is_type (x, json_type_int)
-        || (v = json_object_get_int64 (x)) < 0 || v == INT64_MAX) {
-      snprintf (why, len, "reshape: \"rate\" must be bytes a second");
+    if (json_has (req, "size")
+        && json_get_uint64 (req, "size", &p->size, why, len) == -1)
       return -1;
-    }
-    p->rate = (uint64_t) v;
   }
+  if (json_has (req, "rate")
+      && (json_get_int64 (req, "rate", &v, NULL, 0) == -1 || v < 0
+          || v == INT64_MAX)) {
+    snprintf (why, len, "reshape: \"rate\" must be bytes a second");
+    return -1;
+  }
+  if (json_has (req, "rate"))
+    p->rate = (uint64_t) v;
   if (get_bool (req, "force", &p->force, why, len) == -1
       || get_bool (req, "dry_run", &p->dry_run, why, len) == -1)
     return -1;
@@ -267,14 +248,12 @@ reshape_request (struct control *c, struct json_object *req,
 static struct json_object *
 handle (struct control *c, struct json_object *req)
 {
-  struct json_object *op, *x, *o;
+  struct json_object *o;
   const char *name;
   char why[1024];
 
-  if (!json_object_object_get_ex (req, "op", &op)
-      || !json_object_is_type (op, json_type_string))
+  if (json_get_string (req, "op", &name, NULL, 0) == -1)
     return refusal ("the request has no \"op\"");
-  name = json_object_get_string (op);
 
   if (strcmp (name, "status") == 0) {
     char *text = c->h ? health_status_text (c->h) : NULL;
@@ -320,9 +299,9 @@ handle (struct control *c, struct json_object *req)
       snprintf (why, sizeof why, "scrub: unknown field \"%.100s\"", bad);
       return refusal (why);
     }
-    if (json_object_object_get_ex (req, "rate", &x)) {
-      if (!json_object_is_type (x, json_type_int)
-          || (rate = json_object_get_int64 (x)) < 0 || rate == INT64_MAX)
+    if (json_has (req, "rate")) {
+      if (json_get_int64 (req, "rate", &rate, NULL, 0) == -1 || rate < 0
+          || rate == INT64_MAX)
         return refusal ("scrub: \"rate\" must be bytes a second (0: as "
                         "fast as it goes)");
       p.rate = (uint64_t) rate;
@@ -343,9 +322,7 @@ handle (struct control *c, struct json_object *req)
   }
   if (strcmp (name, "step") == 0 && mover_debug_gate) {
     const char *at = NULL;
-    if (json_object_object_get_ex (req, "at", &x)
-        && json_object_is_type (x, json_type_string))
-      at = json_object_get_string (x);
+    json_get_string (req, "at", &at, NULL, 0);
     if (mover_debug_release (c->v, at, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();

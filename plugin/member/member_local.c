@@ -48,24 +48,6 @@ struct local {
 
 #define L(m) ((struct local *) (m)->be)
 
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-  __attribute__ ((format (printf, 4, 5)));
-
-static int
-fail (char *why, size_t len, int err, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (why && len) {
-    va_start (ap, fmt);
-    vsnprintf (why, len, fmt, ap);
-    va_end (ap);
-  }
-  errno = err;
-  return -1;
-}
-
 /* A number from the block queue's sysfs attributes.  Partitions have no
  * queue/ of their own: it is the parent's, one level up.
  */
@@ -102,7 +84,7 @@ local_open (struct member *m, char *why, size_t len)
   struct stat st;
 
   if (l == NULL)
-    return fail (why, len, ENOMEM, "out of memory");
+    return fail_why (why, len, ENOMEM, "out of memory");
   l->fd = l->fd_direct = -1;
   m->be = l;
   l->fd = claim_open (m->path, p->readonly, 0, &st, why, len);
@@ -127,7 +109,7 @@ local_open (struct member *m, char *why, size_t len)
 
     m->kind = MEMBER_BLOCK;
     if (ioctl (l->fd, BLKGETSIZE64, &size) == -1)
-      return fail (why, len, errno, "BLKGETSIZE64: %s", strerror (errno));
+      return fail_why (why, len, errno, "BLKGETSIZE64: %s", strerror (errno));
     m->size = size;
     if (ioctl (l->fd, BLKSSZGET, &lbs) == -1 || lbs <= 0)
       lbs = 512;
@@ -155,12 +137,12 @@ local_open (struct member *m, char *why, size_t len)
                          (p->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC
                            | O_DIRECT | O_NOCTTY | O_NONBLOCK);
     if (l->fd_direct == -1)
-      return fail (why, len, errno, "open with O_DIRECT (cache=direct): %s",
+      return fail_why (why, len, errno, "open with O_DIRECT (cache=direct): %s",
                    strerror (errno));
     /* The path was looked up again: it must still be the same member. */
     if (fstat (l->fd_direct, &dst) == -1 || dst.st_dev != st.st_dev
         || dst.st_ino != st.st_ino || dst.st_rdev != st.st_rdev)
-      return fail (why, len, EAGAIN, "changed while it was being opened");
+      return fail_why (why, len, EAGAIN, "changed while it was being opened");
     /* Files: a page is always enough.  Block devices: the logical block. */
     l->direct_align = m->kind == MEMBER_BLOCK ? m->logical_block : 4096;
   }
@@ -218,7 +200,7 @@ read_full (int fd, void *buf, size_t count, uint64_t offset, char *why,
     if (n == -1 && errno == EINTR)
       continue;
     if (n == -1)
-      return fail (why, len, errno, "read: %s", strerror (errno));
+      return fail_why (why, len, errno, "read: %s", strerror (errno));
     if (n == 0)
       break;
     done += n;
@@ -276,9 +258,9 @@ local_pwrite (struct member *m, const void *buf, size_t count,
     if (n == -1 && errno == EINTR)
       continue;
     if (n == -1)
-      return fail (why, len, errno, "write: %s", strerror (errno));
+      return fail_why (why, len, errno, "write: %s", strerror (errno));
     if (n == 0)
-      return fail (why, len, EIO, "write: no progress at offset %" PRIu64,
+      return fail_why (why, len, EIO, "write: no progress at offset %" PRIu64,
                    offset + done);
     done += n;
   }
@@ -289,7 +271,7 @@ static int
 local_sync (struct member *m, char *why, size_t len)
 {
   if (fdatasync (L (m)->fd) == -1)
-    return fail (why, len, errno, "fdatasync: %s", strerror (errno));
+    return fail_why (why, len, errno, "fdatasync: %s", strerror (errno));
   return 0;
 }
 
@@ -307,9 +289,9 @@ local_discard (struct member *m, uint64_t offset, uint64_t length, char *why,
     r = fallocate (L (m)->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                    offset, length);
   if (r == -1 && (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL))
-    return fail (why, len, EOPNOTSUPP, "cannot discard (%s)", strerror (errno));
+    return fail_why (why, len, EOPNOTSUPP, "cannot discard (%s)", strerror (errno));
   if (r == -1)
-    return fail (why, len, errno, "discard: %s", strerror (errno));
+    return fail_why (why, len, errno, "discard: %s", strerror (errno));
   return 0;
 }
 
@@ -902,20 +884,20 @@ local_check (struct member *m, char *why, size_t len)
   uint64_t size;
 
   if (stat (m->path, &st) == -1)
-    return fail (why, len, errno, "device gone: %s: %s", m->path,
+    return fail_why (why, len, errno, "device gone: %s: %s", m->path,
                  strerror (errno));
   if (m->kind == MEMBER_BLOCK
         ? !S_ISBLK (st.st_mode) || st.st_rdev != m->id.st_rdev
         : !S_ISREG (st.st_mode) || st.st_dev != m->id.st_dev
             || st.st_ino != m->id.st_ino)
-    return fail (why, len, ENODEV,
+    return fail_why (why, len, ENODEV,
                  "device gone: %s now names another %s (replaced?)", m->path,
                  S_ISBLK (st.st_mode) ? "block device" : "file");
   if (local_current_size (m, &size) == -1)
-    return fail (why, len, errno, "device gone: %s: size: %s", m->path,
+    return fail_why (why, len, errno, "device gone: %s: size: %s", m->path,
                  strerror (errno));
   if (size < m->need)
-    return fail (why, len, ENODEV,
+    return fail_why (why, len, ENODEV,
                  "device gone: %s truncated to %" PRIu64
                  " bytes, the volume needs %" PRIu64,
                  m->path, size, m->need);
