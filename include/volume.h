@@ -111,7 +111,11 @@ struct volume_mover {
   void (*stop) (struct volume_mover *vm);  /* ask it to stop, wait */
   void (*free) (struct volume_mover *vm);
   struct volume_mover *next;               /* the volume's jobs so far */
-  char what[64];                           /* "a replace of member 1" */
+  char what[128];                          /* "a replace of member 1" */
+  /* Ended but still published (a restripe stopped half-way): nothing
+   * will let go of the slot until the volume is served again.
+   */
+  _Atomic bool stays;
 };
 
 /* Every request is counted from its start, before it looks at a member or

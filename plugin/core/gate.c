@@ -88,7 +88,7 @@ mover_ended (struct volume *v)
 {
   struct volume_mover *vm = atomic_load (&v->mover);
 
-  return vm != NULL && vm->ended (vm);
+  return vm != NULL && !atomic_load (&vm->stays) && vm->ended (vm);
 }
 
 int

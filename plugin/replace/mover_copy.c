@@ -467,6 +467,8 @@ end:
    */
   if (mv->job->withdraw == NULL || mv->job->withdraw (mv))
     volume_mover_withdraw (mv->v);
+  else
+    atomic_store (&mv->vm.stays, true);
   mv->job->ended (mv);
   return NULL;
 }

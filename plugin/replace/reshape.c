@@ -162,7 +162,14 @@ release:
 static bool
 reshape_withdraw (struct mover *mv)
 {
-  return mv->state == MOVER_DONE;
+  if (mv->state == MOVER_DONE)
+    return true;
+  /* Before the slot says it stays (what a refusal quotes). */
+  snprintf (mv->vm.what, sizeof mv->vm.what,
+            "a %s, stopped half-way (it goes on when the volume is served "
+            "again),",
+            reshape_kind_names[of (mv)->kind]);
+  return false;
 }
 
 static void
@@ -170,12 +177,13 @@ reshape_ended (struct mover *mv)
 {
   struct reshape *rs = of (mv);
 
-  if (mv->state != MOVER_DONE)
+  if (mv->state != MOVER_DONE) {
     stripe_error ("%s: stopped at %" PRIu64 " of %" PRIu64 " bytes: %s (the "
                   "volume is served as it is; the %s goes on when it is "
                   "served again)",
                   reshape_kind_names[rs->kind], mv->watermark - mv->start,
                   mv->end - mv->start, mv->error, reshape_kind_names[rs->kind]);
+  }
   if (rs->rplan_set)
     plan_free (&rs->rplan);
   if (rs->wplan_set)
