@@ -190,6 +190,12 @@
 enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
+/* What a member becoming failing sets off (the config's on_failing): an
+ * alert only (the event, the log line, the status), or also a replace
+ * onto a spare (health_spare.c).
+ */
+enum on_failing { ON_FAILING_ALERT, ON_FAILING_REPLACE };
+
 extern const char *volume_state_name (enum volume_state s);
 
 /* The tunables of a volume's health group (the config's health = { }),
