@@ -362,7 +362,8 @@ apply (const struct config_text *t, struct edit *e, unsigned n)
 
     if (next) {
       memcpy (next, out, e[k].a);
-      memcpy (next + e[k].a, e[k].with, wl);
+      if (wl)
+        memcpy (next + e[k].a, e[k].with, wl);
       memcpy (next + e[k].a + wl, out + e[k].b, olen - e[k].b + 1);
     }
     free (out);
