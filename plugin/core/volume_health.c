@@ -263,6 +263,7 @@ health_status_extra (void *opaque, struct json_object *root)
 void
 volume_health_ops (struct volume *v, struct health_ops *ops)
 {
+  memset (ops, 0, sizeof *ops);
   ops->opaque = v;
   ops->check = health_check;
   ops->probe = health_probe;
