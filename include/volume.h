@@ -65,6 +65,7 @@ struct assembly;
 struct member_op;
 struct json_object;
 struct scrub;
+struct spares;
 struct volume;
 
 /* Runs a request's member operations (the volume's own path). */
@@ -195,6 +196,10 @@ struct volume {
   /* The scrub (scrub.h): the running or last one, under scrub_lock. */
   struct scrub *scrub;
   pthread_mutex_t scrub_lock;
+  /* The hot spares (spares.h), NULL when there are none: opened and
+   * claimed with the members (volume_open_config), closed with them.
+   */
+  struct spares *spares;
   /* Which members hold writes not yet synced (dirty.h), by index: a
    * member switched in by a replace takes over its index's state.  An
    * array of LAYOUT_MAX_MEMBERS of its own, cache-line aligned (the
@@ -334,7 +339,8 @@ extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the
- * reopened member, record that one dropped out.
+ * reopened member, record that one dropped out, look at its spares
+ * again.  Every other op NULL (spare_start is the replace's).
  */
 extern void volume_health_ops (struct volume *v, struct health_ops *ops);
 
