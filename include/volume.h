@@ -230,12 +230,16 @@ extern void volume_bump_generation (struct volume *v, int skip,
                                     const char *why);
 
 /* The job slot (mover.h).  reserve: -1 with why when the volume is
- * read-only, or a job runs or is being started (one that has ended is
- * waited for, 10 s at most, to let go).  publish: requests from now on
- * see vm.  withdraw: no request sees it any more, and those that did have
- * ended.
+ * read-only (errno EROFS), or a job runs or is being started (EAGAIN;
+ * one that has ended is waited for, 10 s at most, to let go).  publish:
+ * requests from now on see vm.  withdraw: no request sees it any more,
+ * and those that did have ended.
  */
 extern int volume_mover_reserve (struct volume *v, char *why, size_t len);
+/* Whether a job runs or is being started now (why says which): a
+ * reserve would be refused with EAGAIN.
+ */
+extern bool volume_mover_busy (struct volume *v, char *why, size_t len);
 extern void volume_mover_unreserve (struct volume *v);
 extern void volume_mover_publish (struct volume *v, struct volume_mover *vm);
 extern void volume_mover_withdraw (struct volume *v);
