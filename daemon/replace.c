@@ -143,10 +143,15 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   if (status == 0 && json_object_object_get_ex (r, "config_updated", &x)
       && !json_object_get_boolean (x)) {
     const char *old = get_str (r, "old");
+    bool spare = json_object_object_get_ex (r, "spare", &x)
+                 && json_object_get_boolean (x);
     char why[512] = "";
+    /* NEW was a spare: it leaves the spares, old goes to removed. */
     if (old
-        && config_replace_member (config, index, old, new_path, why,
-                                  sizeof why)
+        && (spare ? config_replace_with_spare (config, index, old, new_path,
+                                               why, sizeof why)
+                  : config_replace_member (config, index, old, new_path, why,
+                                           sizeof why))
              == 0) {
       if (!o->json)
         printf ("%s: member %u is now %s\n", config, index, new_path);
