@@ -350,6 +350,8 @@ example_conf_loads_and_shows_the_defaults (void **state)
                     minimal.health.set.error_threshold);
   assert_int_equal (example.health.set.drive_interval,
                     minimal.health.set.drive_interval);
+  assert_int_equal (example.nr_spares, minimal.nr_spares);
+  assert_int_equal (example.on_failing, minimal.on_failing);
   config_free (&example);
 }
 
