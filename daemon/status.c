@@ -783,12 +783,12 @@ print_spares (struct json_object *st)
       human_size (n, size, sizeof size);
     get_text (s, "reason", why, sizeof why);
     printf ("%4zu %-6s %-7s %10s  %s%s%s\n", i,
-            u == NULL                      ? "?"
+            u == NULL                     ? "?"
             : json_object_get_boolean (u) ? "yes"
-                                           : "no",
-            c == NULL                      ? "?"
+                                          : "no",
+            c == NULL                     ? "?"
             : json_object_get_boolean (c) ? "yes"
-                                           : "no",
+                                          : "no",
             size, get_text (s, "path", path, sizeof path),
             why[0] && strcmp (why, "?") != 0 ? ": " : "",
             strcmp (why, "?") != 0 ? why : "");

@@ -62,8 +62,8 @@
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
  * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
  * (any return to ok), in order; a drive predicting its failure is a
- * MemberFailing whose reason starts "predicted:".  The environment also has NBDSTRIPE_EVENT,
- * NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
+ * MemberFailing whose reason starts "predicted:".  The environment also has
+ * NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
  *
  * on_failing = "replace" (health_spare.c): a member that becomes failing

@@ -229,8 +229,9 @@ extern int mover_debug_gate;
 extern void mover_init (struct mover *mv);
 
 /* Reserve the volume's job slot: -1 with why when a job runs or is being
- * started (errno EAGAIN), or the volume is read-only (EROFS).  Then mover_start publishes mv and starts its copier, or
- * mover_unreserve gives the slot back.
+ * started (errno EAGAIN), or the volume is read-only (EROFS).  Then
+ * mover_start publishes mv and starts its copier, or mover_unreserve gives the
+ * slot back.
  */
 extern int mover_reserve (struct volume *v, char *why, size_t len);
 extern void mover_unreserve (struct volume *v);

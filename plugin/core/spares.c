@@ -23,15 +23,15 @@
 
 struct spare {
   char *path;
-  struct member m;    /* open: opened (and claimed when claim) */
+  struct member m; /* open: opened (and claimed when claim) */
   bool open;
-  bool busy;          /* looked at, without the lock: m is not to move */
-  int taken;          /* the member a replace onto it is for, -1: none */
-  bool used;          /* a member now: no longer a spare (entries never
-                       * move: a busy one is used without the lock) */
-  uint64_t size;      /* bytes, once opened (0: never) */
-  bool claimed;       /* locked by us now (a local spare: claim.h; an NBD
-                       * export is its server's) */
+  bool busy;             /* looked at, without the lock: m is not to move */
+  int taken;             /* the member a replace onto it is for, -1: none */
+  bool used;             /* a member now: no longer a spare (entries never
+                          * move: a busy one is used without the lock) */
+  uint64_t size;         /* bytes, once opened (0: never) */
+  bool claimed;          /* locked by us now (a local spare: claim.h; an NBD
+                          * export is its server's) */
   char problem[WHY_MAX]; /* why it can take no place now ("": none) */
   char fit[WHY_MAX];     /* why it cannot take every member's ("") */
 };
@@ -56,11 +56,11 @@ size_fit (struct volume *v, const struct member *m, unsigned i, char *why,
 
   why[0] = '\0';
   if (m->size < need)
-    snprintf (why, len, "too small: %" PRIu64 " bytes, member %u needs %"
-              PRIu64 " (its data offset and data)",
+    snprintf (why, len,
+              "too small: %" PRIu64 " bytes, member %u needs %" PRIu64
+              " (its data offset and data)",
               m->size, i, need);
-  else if (meta_fits (&v->meta, i, m->size, need, reason, sizeof reason)
-           == -1)
+  else if (meta_fits (&v->meta, i, m->size, need, reason, sizeof reason) == -1)
     snprintf (why, len, "%s", reason);
 }
 
@@ -73,7 +73,8 @@ assess_fit (struct volume *v, const struct member *m, char *fit, size_t len)
 {
   fit[0] = '\0';
   if (m->min_io > v->min_block) {
-    snprintf (fit, len, "takes requests of %" PRIu32 " bytes at least, but "
+    snprintf (fit, len,
+              "takes requests of %" PRIu32 " bytes at least, but "
               "the volume's clients were promised %" PRIu32,
               m->min_io, v->min_block);
     return;
@@ -102,7 +103,8 @@ assess_content (struct member *m, char *problem, size_t len)
     return -1;
   }
   if (n > 0 && meta_recognise (buf, n, what, sizeof what) != NULL)
-    snprintf (problem, len, "%s: a spare must hold no metadata (it may be "
+    snprintf (problem, len,
+              "%s: a spare must hold no metadata (it may be "
               "somebody's data; wipe it to make it a spare)",
               what);
   return 0;
@@ -126,7 +128,8 @@ open_one (struct spares *sp, unsigned k, const char *path, struct member *m,
     return -1;
   }
   if (volume_alias_of (v, m, &j, how, sizeof how)) {
-    snprintf (why, len, "it and member %u (%.100s) are %s: a device is a member "
+    snprintf (why, len,
+              "it and member %u (%.100s) are %s: a device is a member "
               "or a spare, not both",
               j, v->members[j].path, how);
     goto fatal;
@@ -135,7 +138,8 @@ open_one (struct spares *sp, unsigned k, const char *path, struct member *m,
   for (j = 0; j < sp->n; ++j)
     if (j != k && sp->s[j].open
         && identity_alias (&sp->s[j].m.id, &m->id, how, sizeof how)) {
-      snprintf (why, len, "it and spare %.100s are %s: each spare may be given "
+      snprintf (why, len,
+                "it and spare %.100s are %s: each spare may be given "
                 "only once",
                 sp->s[j].path, how);
       pthread_mutex_unlock (&sp->lock);
@@ -328,8 +332,8 @@ spares_refresh (struct volume *v)
       pthread_mutex_unlock (&sp->lock);
       continue;
     }
-    snprintf (before, sizeof before, "%s", s->problem[0] ? s->problem
-                                                        : s->fit);
+    snprintf (before, sizeof before, "%s",
+              s->problem[0] ? s->problem : s->fit);
     open = s->open;
     pthread_mutex_unlock (&sp->lock);
 
@@ -346,8 +350,7 @@ spares_refresh (struct volume *v)
       snprintf (problem, sizeof problem, "%s", s->problem);
       assess_fit (v, &s->m, fit, sizeof fit);
     }
-    else if (open_one (sp, k, s->path, &fresh, &fatal, why, sizeof why)
-             == 0) {
+    else if (open_one (sp, k, s->path, &fresh, &fatal, why, sizeof why) == 0) {
       s->m = fresh;
       open = true;
       assess_content (&s->m, problem, sizeof problem);
@@ -388,8 +391,7 @@ spares_candidate (struct volume *v, unsigned k, unsigned i, char *path,
   pthread_mutex_lock (&sp->lock);
   if (hold (sp, k) == -1) {
     if (!s->used) /* a member now: not worth a word */
-      snprintf (why, len, "in use: a replace of member %d onto it",
-                s->taken);
+      snprintf (why, len, "in use: a replace of member %d onto it", s->taken);
     pthread_mutex_unlock (&sp->lock);
     return 0;
   }
@@ -406,7 +408,8 @@ spares_candidate (struct volume *v, unsigned k, unsigned i, char *path,
    * there, readable and not predicted to fail.
    */
   if (s->m.min_io > v->min_block)
-    snprintf (why, len, "takes requests of %" PRIu32 " bytes at least, but "
+    snprintf (why, len,
+              "takes requests of %" PRIu32 " bytes at least, but "
               "the volume's clients were promised %" PRIu32,
               s->m.min_io, v->min_block);
   else {
@@ -422,13 +425,14 @@ spares_candidate (struct volume *v, unsigned k, unsigned i, char *path,
   else if (member_pread (&s->m, buf, sizeof buf, 0, true, reason,
                          sizeof reason)
            < 0)
-    snprintf (problem, sizeof problem, "failing: reading its first %zu "
+    snprintf (problem, sizeof problem,
+              "failing: reading its first %zu "
               "bytes: %s",
               sizeof buf, reason);
   else {
     drive_read (s->path, &d);
-    if (d.available && drive_predicts_failure (NULL, &d, reason,
-                                               sizeof reason))
+    if (d.available
+        && drive_predicts_failure (NULL, &d, reason, sizeof reason))
       snprintf (problem, sizeof problem, "failing: its drive %s", reason);
   }
   if (problem[0])
@@ -458,14 +462,14 @@ spares_take (struct volume *v, const char *path, unsigned index,
   if (sp == NULL)
     return 0;
   pthread_mutex_lock (&sp->lock);
-  for (k = 0; k < sp->n
-              && (sp->s[k].used || strcmp (sp->s[k].path, path) != 0);
-       ++k)
+  for (k = 0;
+       k < sp->n && (sp->s[k].used || strcmp (sp->s[k].path, path) != 0); ++k)
     ;
   if (k == sp->n)
     r = 0;
   else if (hold (sp, k) == -1)
-    snprintf (why, len, "spare %s is in use: a replace of member %d onto it "
+    snprintf (why, len,
+              "spare %s is in use: a replace of member %d onto it "
               "runs",
               path, sp->s[k].taken);
   else {
@@ -496,8 +500,8 @@ spares_return (struct volume *v, const char *path, struct member *m,
   if (sp == NULL)
     return;
   pthread_mutex_lock (&sp->lock);
-  for (k = 0; k < sp->n && !(sp->s[k].taken >= 0
-                             && strcmp (sp->s[k].path, path) == 0);
+  for (k = 0; k < sp->n
+              && !(sp->s[k].taken >= 0 && strcmp (sp->s[k].path, path) == 0);
        ++k)
     ;
   if (k < sp->n && switched) {

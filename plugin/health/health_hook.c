@@ -105,7 +105,9 @@ run_hook (struct health *h, const struct event *e)
       || asprintf (&vars[1], "NBDSTRIPE_VOLUME=%s", h->p.name) < 0
       || asprintf (&vars[2], "NBDSTRIPE_MEMBER=%u", e->member) < 0
       || asprintf (&vars[3], "NBDSTRIPE_MEMBER_PATH=%s", path) < 0
-      || asprintf (&vars[4], "NBDSTRIPE_STATE=%s", health_state_names[e->state]) < 0
+      || asprintf (&vars[4], "NBDSTRIPE_STATE=%s",
+                   health_state_names[e->state])
+           < 0
       || asprintf (&vars[5], "NBDSTRIPE_REASON=%s", e->reason) < 0
       || (nvars > 6
           && (asprintf (&vars[6], "NBDSTRIPE_OLD_PATH=%s",

@@ -153,9 +153,9 @@ struct spare_policy {
   bool started, stop;
   pthread_cond_t cond;
   enum spare_phase phase;
-  unsigned member;       /* the replace being started or run */
+  unsigned member; /* the replace being started or run */
   char *old_path, *spare;
-  char failing[REASON_MAX]; /* why the member was failing */
+  char failing[REASON_MAX];        /* why the member was failing */
   uint64_t retry_at, next_refresh; /* monotonic ns */
   /* The last word, for the status: "waiting", "replacing", "replaced",
    * "not_replaced" ("" none yet).

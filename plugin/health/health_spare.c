@@ -178,11 +178,11 @@ health_spare_started (struct health *h, unsigned i, const char *spare)
   if (p->phase == SPARE_STARTING && p->member == i) {
     free (p->spare);
     p->spare = dup0 (spare);
-    snprintf (reason, sizeof reason, "failing (%.100s): replaced by spare "
+    snprintf (reason, sizeof reason,
+              "failing (%.100s): replaced by spare "
               "%.100s",
               p->failing, spare);
-    stripe_notice ("on_failing: member %u (%s) is %s", i, p->old_path,
-                   reason);
+    stripe_notice ("on_failing: member %u (%s) is %s", i, p->old_path, reason);
     event (h, EV_REPLACING, i, p->old_path, spare, reason);
     last_word (h, "replacing", i, p->old_path, spare, reason);
     p->phase = SPARE_RUNNING;
@@ -213,8 +213,7 @@ spare_main (void *arg)
     int i;
 
     if (h->ops.spares_refresh && now >= p->next_refresh) {
-      p->next_refresh =
-        now + (uint64_t) h->p.set.probe_interval * 1000000000;
+      p->next_refresh = now + (uint64_t) h->p.set.probe_interval * 1000000000;
       pthread_mutex_unlock (&h->lock);
       h->ops.spares_refresh (h->ops.opaque);
       pthread_mutex_lock (&h->lock);
@@ -302,9 +301,9 @@ health_spare_json (struct health *h)
   struct spare_policy *p = &h->spare;
   struct json_object *o = json_object_new_object (), *l = NULL;
 
-  json_put (o, "policy", json_text (h->p.on_failing == ON_FAILING_REPLACE
-                                      ? "replace"
-                                      : "alert"));
+  json_put (
+    o, "policy",
+    json_text (h->p.on_failing == ON_FAILING_REPLACE ? "replace" : "alert"));
   if (p->last_state[0]) {
     l = json_object_new_object ();
     json_put (l, "state", json_text (p->last_state));

@@ -423,7 +423,8 @@ replace_ended (struct mover *mv)
     spares_return (mv->v, r->new_path, NULL, true, NULL);
   }
   else if (r->from_spare) {
-    snprintf (problem, sizeof problem, "failing: the replace of member %u "
+    snprintf (problem, sizeof problem,
+              "failing: the replace of member %u "
               "onto it failed: %.500s",
               r->index, mv->error);
     spares_return (mv->v, r->new_path, &r->newm, false,
@@ -434,8 +435,7 @@ replace_ended (struct mover *mv)
     member_close (&r->newm);
   r->newm_open = false;
   if (r->automatic && !mv->start_failed)
-    health_spare_ended (mv->v->health, r->index, done,
-                        done ? "" : mv->error);
+    health_spare_ended (mv->v->health, r->index, done, done ? "" : mv->error);
 }
 
 static void
@@ -550,8 +550,7 @@ prepare_new (struct volume *v, struct replace *r,
   int t;
 
   /* One of the spares: taken as it is, opened and claimed. */
-  t = spares_take (v, p->new_path, p->index, &r->newm, reason,
-                   sizeof reason);
+  t = spares_take (v, p->new_path, p->index, &r->newm, reason, sizeof reason);
   if (t == -1) {
     snprintf (why, len, "%s", reason);
     return -1;
@@ -693,13 +692,13 @@ replace_onto_spare (struct volume *v, unsigned index, const char *config,
    */
   if (volume_mover_busy (v, why, len))
     return 1;
-  for (unsigned k = 0;
-       (c = spares_candidate (v, k, index, path, sizeof path, reason,
-                              sizeof reason))
-       != -1;
+  for (unsigned k = 0; (c = spares_candidate (v, k, index, path, sizeof path,
+                                              reason, sizeof reason))
+                       != -1;
        ++k) {
-    struct replace_params p = { .index = index, .new_path = path,
-                                .config = config, .automatic = true };
+    struct replace_params p = {
+      .index = index, .new_path = path, .config = config, .automatic = true
+    };
 
     if (c == 0 && reason[0] == '\0')
       continue; /* a spare that is a member now */
@@ -715,8 +714,8 @@ replace_onto_spare (struct volume *v, unsigned index, const char *config,
       snprintf (why, len, "%s", reason);
       return -1;
     }
-    stripe_warning ("on_failing: member %u: spare %s skipped: %s", index,
-                    path, reason);
+    stripe_warning ("on_failing: member %u: spare %s skipped: %s", index, path,
+                    reason);
     if (n < sizeof skipped)
       n += snprintf (skipped + n, sizeof skipped - n, "%s%s: %s",
                      n ? "; " : "", path, reason);
