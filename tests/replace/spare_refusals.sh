@@ -3,9 +3,10 @@
 # Spares are checked as members are, owned while served, and what cannot
 # take a member's place is shown with the reason, never used:
 #
-# - a spare that is a member (the same string; a symlink to it) or a
-#   removed member: check and serve refuse the config, naming the spare
-#   and the member; nothing is written to the members.
+# - a spare that is a member (the same string; a symlink to it), another
+#   spare (a symlink to it) or a removed member: check and serve refuse
+#   the config, naming the spare and the member; nothing is written to
+#   the members.
 # - volume a served with spares big (16 MiB), small (8 MiB), gone (a path
 #   with nothing there), meta (a file holding an nbdstripe header: a
 #   member of another volume) and blk4k (an NBD export taking 4 KiB
@@ -46,6 +47,12 @@ d_serve_refused serve_alias "$D_TMP/x.conf" "$D_TMP/x.pid"
 d_expect_err serve_alias "spare $D_TMP/x0.link: it and member 0"
 d_same_sums alias "$before" "$D_TMP/x0" "$D_TMP/x1" &&
   d_ok "nothing written to the members of a config refused"
+ln -s "$D_TMP/big" "$D_TMP/big.link"
+sed -i 's|^spares = .*|spares = [ "'"$D_TMP/big"'", "'"$D_TMP/big.link"'" ];|' \
+  "$D_TMP/x.conf"
+d_run twice d_ns check "$D_TMP/x.conf"
+d_expect_fail twice &&
+  d_expect_err twice "spare $D_TMP/big.link: it and spare $D_TMP/big are"
 sed -i 's|^spares = .*|spares = [ "/dev/old" ];\nremoved = [ "/dev/old" ];|' \
   "$D_TMP/x.conf"
 d_run removed d_ns check "$D_TMP/x.conf"
