@@ -159,10 +159,15 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   json_get_bool (r, "config_updated", &updated, NULL, 0);
   if (status == 0 && !updated) {
     const char *old = text_of (r, "old");
+    bool spare = false;
+    json_get_bool (r, "spare", &spare, NULL, 0);
     char why[512] = "";
+    /* NEW was a spare: it leaves the spares, old goes to removed. */
     if (old
-        && config_replace_member (config, index, old, new_path, why,
-                                  sizeof why)
+        && (spare ? config_replace_with_spare (config, index, old, new_path,
+                                               why, sizeof why)
+                  : config_replace_member (config, index, old, new_path, why,
+                                           sizeof why))
              == 0) {
       if (!o->json)
         printf ("%s: member %u is now %s\n", config, index, new_path);

@@ -614,6 +614,26 @@ volume_verdict (struct json_object *st)
   return v;
 }
 
+/* The status's "on_failing" in one line: "replace (last: member 1
+ * replaced: /dev/sdc took the place of /dev/sdb)".
+ */
+static const char *
+on_failing_text (struct json_object *o, char *buf, size_t len)
+{
+  struct json_object *last = field (o, "last", json_type_object);
+  char pb[64], sb[64], mb[32], rb[900];
+
+  get_text (o, "policy", pb, sizeof pb);
+  if (last == NULL)
+    snprintf (buf, len, "%s", pb);
+  else
+    snprintf (buf, len, "%s (last: member %s %s: %s)", pb,
+              fmt_uint (last, "member", mb, sizeof mb),
+              get_text (last, "state", sb, sizeof sb),
+              get_text (last, "reason", rb, sizeof rb));
+  return buf;
+}
+
 static void
 print_volume (struct json_object *st, const struct stripe_config *cfg,
               double now, bool live, bool alive, const char *ctl)
@@ -681,6 +701,10 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
   if (reshape)
     printf ("%15s : %s\n", "Reshape",
             replace_progress (reshape, path, sizeof path));
+  if (field (st, "on_failing", json_type_object))
+    printf ("%15s : %s\n", "On failing",
+            on_failing_text (field (st, "on_failing", json_type_object), path,
+                             sizeof path));
   if (scrub)
     printf ("%15s : %s\n", "Scrub", scrub_progress (scrub, path, sizeof path));
   printf ("%15s : %s\n", "Status file", cfg->health.status_file);
@@ -732,6 +756,46 @@ print_members (struct json_object *st)
             fmt_latency (wl, "p50", b[11], sizeof b[11]),
             fmt_latency (wl, "p99", b[12], sizeof b[12]),
             get_text (m, "path", path, sizeof path));
+  }
+}
+
+/* The hot spares (the status's "spares"), when the volume has any. */
+static void
+print_spares (struct json_object *st)
+{
+  struct json_object *spares = field (st, "spares", json_type_array);
+
+  if (spares == NULL)
+    return;
+  printf ("\nSpares (%zu; held by the server while it serves the volume):\n",
+          json_object_array_length (spares));
+  if (json_object_array_length (spares) == 0) {
+    printf ("  none left\n");
+    return;
+  }
+  printf ("%4s %-6s %-7s %10s  %s\n", "#", "USABLE", "CLAIMED", "SIZE",
+          "PATH");
+  for (size_t i = 0; i < json_object_array_length (spares); ++i) {
+    struct json_object *s = json_object_array_get_idx (spares, i);
+    struct json_object *u = field (s, "usable", json_type_boolean);
+    struct json_object *c = field (s, "claimed", json_type_boolean);
+    char size[32], path[4096], why[1024];
+    uint64_t n;
+
+    snprintf (size, sizeof size, "-");
+    if (get_uint (s, "size", &n))
+      human_size (n, size, sizeof size);
+    get_text (s, "reason", why, sizeof why);
+    printf ("%4zu %-6s %-7s %10s  %s%s%s\n", i,
+            u == NULL                     ? "?"
+            : json_object_get_boolean (u) ? "yes"
+                                          : "no",
+            c == NULL                     ? "?"
+            : json_object_get_boolean (c) ? "yes"
+                                          : "no",
+            size, get_text (s, "path", path, sizeof path),
+            why[0] && strcmp (why, "?") != 0 ? ": " : "",
+            strcmp (why, "?") != 0 ? why : "");
   }
 }
 
@@ -1232,6 +1296,7 @@ cmd_status (const struct command *cmd, int argc, char **argv)
     print_volume (w.st, &cfg, now, w.live, w.alive,
                   w.from_socket ? ctl : NULL);
     print_members (w.st);
+    print_spares (w.st);
     print_drives (w.st);
     print_last_errors (w.st, now);
   }

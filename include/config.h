@@ -18,6 +18,8 @@
  *   uuid = "...";                        # the array UUID the members
  *                                        # must carry (optional)
  *   cache = "writeback";                 # writethrough | direct
+ *   spares = [ "/dev/nvme2n1" ];         # hot spares, held while served
+ *   on_failing = "alert";                # or "replace": onto a spare
  *   serve = {
  *     socket = "/run/nbdstripe/fast0.sock";   # or: address + port
  *     # address = "127.0.0.1"; port = 10809;   (TCP: tls must be given)
@@ -69,9 +71,18 @@ struct stripe_config {
   unsigned nr_joining;
   bool has_leaving;
   unsigned leaving;
-  /* Devices once members, removed (nbdstripe shrink): never served. */
+  /* Devices once members, removed (nbdstripe shrink, a replace onto a
+   * spare): never served.
+   */
   unsigned nr_removed;
   char *removed[LAYOUT_MAX_MEMBERS];
+  /* Hot spares: devices (paths or NBD URIs) held -- opened and claimed --
+   * while the volume is served, none of them a member, a joining or a
+   * removed one; what on_failing = "replace" moves a failing member to.
+   */
+  unsigned nr_spares;
+  char *spares[LAYOUT_MAX_MEMBERS];
+  enum on_failing on_failing; /* default ON_FAILING_ALERT */
   enum metadata_mode metadata;
   uint64_t data_offset; /* "none": 0 unless given */
   bool data_offset_given; /* in the file (not the default) */
@@ -143,6 +154,18 @@ extern int config_parse_size (const char *s, uint64_t *out);
 extern int config_replace_member (const char *path, unsigned index,
                                   const char *old, const char *new_member,
                                   char *why, size_t len);
+
+/* Member index of the config file at path becomes spare (one of its
+ * spares), in one atomic rewrite as config_replace_member does it:
+ * members[index] is old and becomes spare, spare leaves the spares list,
+ * old is added to the removed list (created after the members setting
+ * when there is none).  Comments and every other setting stay; the
+ * result is loaded and checked before it replaces the file.  -1 with why
+ * (the file is then as it was).
+ */
+extern int config_replace_with_spare (const char *path, unsigned index,
+                                      const char *old, const char *spare,
+                                      char *why, size_t len);
 
 /* What a grow or a shrink writes in the config: the members (the
  * volume's, without the joining ones), the joining ones (being added),

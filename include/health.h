@@ -62,9 +62,16 @@
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
  * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
  * (any return to ok), in order; a drive predicting its failure is a
- * MemberFailing whose reason starts "predicted:".  The environment also has NBDSTRIPE_EVENT,
- * NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
+ * MemberFailing whose reason starts "predicted:".  The environment also has
+ * NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
+ *
+ * on_failing = "replace" (health_spare.c): a member that becomes failing
+ * is replaced onto a spare (ops.spare_start), one at a time, from a
+ * thread of its own; events MemberReplacing (started), MemberReplaced,
+ * MemberNotReplaced (no spare fits, or the replace failed), MEMBER_PATH
+ * the old device, NBDSTRIPE_OLD_PATH and NBDSTRIPE_NEW_PATH (the spare)
+ * beside it.
  *
  * The status file (JSON, format 1), replaced atomically (written to a new
  * temporary .FILE.XXXXXX beside it, mode 0644, synced, then renamed; no
@@ -133,9 +140,15 @@
  *       }
  *     }, …
  *   ],
+ *   "on_failing": { "policy": "alert" | "replace",
+ *                   "last": null | { "state": "waiting" | "replacing"
+ *                       | "replaced" | "not_replaced", "member": 1,
+ *                       "old": "…", "spare": "…" | null, "reason": "…",
+ *                       "time_unix": … } },
  *   "replace": { … },    // once a replace has run: the last one, also in
  *                        // the last write (replace_status, replace.h)
- *   "scrub": { … }       // once a scrub has run: the last one (scrub.h)
+ *   "scrub": { … },      // once a scrub has run: the last one (scrub.h)
+ *   "spares": [ … ]      // with spares: those not used yet (spares.h)
  * }
  *
  * Latency figures are of the requests that succeeded.  p50 and p99 are
@@ -172,6 +185,8 @@
  *   nbdstripe_scrub_running, _bytes_read, _bytes_total,
  *     _last_finished_timestamp_seconds{volume}, and
  *     nbdstripe_scrub_unreadable_bytes{volume,member}, once a scrub ran
+ *   nbdstripe_spares{volume}, nbdstripe_spares_usable{volume} and
+ *     nbdstripe_spare_usable{volume,spare,path} 0/1, with spares
  * No quantiles there: histogram_quantile () computes them from the
  * buckets over any range.  A file whose last update is several
  * intervals old while nbdstripe_up is 1 is that of a server that died
@@ -189,6 +204,12 @@
 
 enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
+
+/* What a member becoming failing sets off (the config's on_failing): an
+ * alert only (the event, the log line, the status), or also a replace
+ * onto a spare (health_spare.c).
+ */
+enum on_failing { ON_FAILING_ALERT, ON_FAILING_REPLACE };
 
 extern const char *volume_state_name (enum volume_state s);
 
@@ -216,6 +237,10 @@ struct health_params {
   const char *prometheus_file;
   const char *on_change;
   struct health_settings set;
+  /* What a member becoming failing sets off (health_spare.c): with
+   * ON_FAILING_REPLACE and ops.spare_start, a replace onto a spare.
+   */
+  enum on_failing on_failing;
   /* Optional, nr_members entries: members are compared for latency only
    * with peers of the same class (local drives with local drives, NBD
    * exports with NBD exports: a network round trip is not a slow drive).
@@ -278,6 +303,17 @@ struct health_ops {
    * replace, replace.h).
    */
   void (*status_extra) (void *opaque, struct json_object *root);
+  /* Hot spares (may be NULL), from health's spare thread, which may
+   * block in them (never the health thread).  spares_refresh: look at
+   * the spares again (spares.h), every probe_interval.  spare_start:
+   * replace member i onto a spare (replace_onto_spare, config the
+   * health_params' one): 0 started (the spare's path in spare), 1 not
+   * now (a replace or reshape runs: tried again a tick later), -1 it
+   * cannot be (why).  Its end comes back through health_spare_ended.
+   */
+  void (*spares_refresh) (void *opaque);
+  int (*spare_start) (void *opaque, unsigned i, const char *config,
+                      char *spare, size_t slen, char *why, size_t len);
 };
 
 struct health;
@@ -293,6 +329,21 @@ extern struct health *health_new (const struct health_params *p,
 extern char *health_status_text (struct health *h);
 /* Start the health, prober and hook threads (after nbdkit forks). */
 extern int health_start (struct health *h);
+/* Stop the spare thread (on_failing): no replace onto a spare starts
+ * from now on; waits for one being started.  Before the volume's jobs
+ * are stopped at shutdown; health_free does it too.
+ */
+extern void health_stop_spare_thread (struct health *h);
+/* The replace on_failing asked for (spare_start) will start on member i
+ * onto spare -- said before its copier runs (replace.c).
+ */
+extern void health_spare_started (struct health *h, unsigned i,
+                                  const char *spare);
+/* The replace on_failing started on member i has ended (replace.c):
+ * replaced, or not (why).  No-op when h is NULL.
+ */
+extern void health_spare_ended (struct health *h, unsigned i, bool replaced,
+                                const char *why);
 /* Stop the threads, write the last status (running: false), free.
  * Returns false when a prober is still blocked in a dead device: then h
  * is kept, and so must be everything its ops touch (the volume's

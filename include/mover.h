@@ -154,6 +154,11 @@ struct mover {
   bool skip_unreadable;
   pthread_t thread;
   bool thread_started;
+  /* The copier could not be started: job->ended was called by
+   * mover_start, which returns -1 (so the job's end is its caller's to
+   * report, not ended's).
+   */
+  bool start_failed;
 
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -224,8 +229,9 @@ extern int mover_debug_gate;
 extern void mover_init (struct mover *mv);
 
 /* Reserve the volume's job slot: -1 with why when a job runs or is being
- * started.  Then mover_start publishes mv and starts its copier, or
- * mover_unreserve gives the slot back.
+ * started (errno EAGAIN), or the volume is read-only (EROFS).  Then
+ * mover_start publishes mv and starts its copier, or mover_unreserve gives the
+ * slot back.
  */
 extern int mover_reserve (struct volume *v, char *why, size_t len);
 extern void mover_unreserve (struct volume *v);

@@ -51,6 +51,12 @@
  * volume that assembles with the config as it then is, and a half-copied
  * NEW is refused.
  *
+ * NEW may be one of the volume's spares (spares.h): it is taken from
+ * them as it is (opened and claimed already), and the config is then
+ * rewritten by config_replace_with_spare (NEW in old's place, out of the
+ * spares, old listed as removed).  A replace that does not switch gives
+ * the spare back (usable again, unless NEW failed).
+ *
  * Read errors on old: each window is read again, then block by block;
  * blocks that stay unreadable stop the replace, which reports them as the
  * volume's logical byte ranges -- or, with skip_unreadable, are written as
@@ -75,10 +81,13 @@ struct replace_params {
   bool force;            /* NEW may hold an nbdstripe header or md superblock */
   bool skip_unreadable;  /* copy on past unreadable blocks (zeros on NEW) */
   const char *config;    /* the config file to rewrite, or NULL */
+  bool automatic;        /* started by on_failing = "replace": its end is
+                          * told to health (health_spare_ended) */
 };
 
 /* Start replacing.  Refused (-1, why) when a replace runs (or is being
- * started) already, the index is wrong, NEW cannot be opened for writing,
+ * started) already (errno EAGAIN), the volume is read-only (EROFS), the
+ * index is wrong, NEW cannot be opened for writing,
  * is too small, is another member (or overlaps one), takes blocks larger
  * than the volume promised its clients, or holds metadata without force;
  * or when the volume has neither a config nor metadata (ad hoc).  Nothing
@@ -88,9 +97,26 @@ struct replace_params {
 extern int replace_start (struct volume *v, const struct replace_params *p,
                           char *why, size_t len);
 
+/* on_failing = "replace" (health.h's spare_start): member index onto the
+ * first of the volume's spares, in the config's order, that can take its
+ * place now (spares_candidate), config as replace_params has it.  Each
+ * spare skipped is logged with the reason.  0: started, the spare's path
+ * in spare; 1: a replace or a reshape runs (try again later), why; -1:
+ * none can (why names each spare and its reason), or the volume cannot
+ * be replaced at all (read-only).  Slow (a spare's drive is read): from
+ * a thread of its own, no lock held.
+ */
+extern int replace_onto_spare (struct volume *v, unsigned index,
+                               const char *config, char *spare, size_t slen,
+                               char *why, size_t len);
+/* health's ops for it (health_ops.spare_start, opaque the volume). */
+struct health_ops;
+extern void replace_health_ops (struct health_ops *ops);
+
 /* What runs the copy, and what the control socket asks of it (cancel,
  * wait, status, the test gate's step), is the mover's (mover.h): a
- * replace's status is under "replace", with member, old, new and, with a
+ * replace's status is under "replace", with member, old, new, spare
+ * (NEW was a spare), automatic (started by on_failing) and, with a
  * config, config, config_updated and config_note beside the mover's
  * fields.
  */

@@ -65,6 +65,7 @@ struct assembly;
 struct member_op;
 struct json_object;
 struct scrub;
+struct spares;
 struct volume;
 
 /* Runs a request's member operations (the volume's own path). */
@@ -199,6 +200,10 @@ struct volume {
   /* The scrub (scrub.h): the running or last one, under scrub_lock. */
   struct scrub *scrub;
   pthread_mutex_t scrub_lock;
+  /* The hot spares (spares.h), NULL when there are none: opened and
+   * claimed with the members (volume_open_config), closed with them.
+   */
+  struct spares *spares;
   /* Which members hold writes not yet synced (dirty.h), by index: a
    * member switched in by a replace takes over its index's state.  An
    * array of LAYOUT_MAX_MEMBERS of its own, cache-line aligned (the
@@ -229,12 +234,16 @@ extern void volume_bump_generation (struct volume *v, int skip,
                                     const char *why);
 
 /* The job slot (mover.h).  reserve: -1 with why when the volume is
- * read-only, or a job runs or is being started (one that has ended is
- * waited for, 10 s at most, to let go).  publish: requests from now on
- * see vm.  withdraw: no request sees it any more, and those that did have
- * ended.
+ * read-only (errno EROFS), or a job runs or is being started (EAGAIN;
+ * one that has ended is waited for, 10 s at most, to let go).  publish:
+ * requests from now on see vm.  withdraw: no request sees it any more,
+ * and those that did have ended.
  */
 extern int volume_mover_reserve (struct volume *v, char *why, size_t len);
+/* Whether a job runs or is being started now (why says which): a
+ * reserve would be refused with EAGAIN.
+ */
+extern bool volume_mover_busy (struct volume *v, char *why, size_t len);
 extern void volume_mover_unreserve (struct volume *v);
 extern void volume_mover_publish (struct volume *v, struct volume_mover *vm);
 extern void volume_mover_withdraw (struct volume *v);
@@ -338,7 +347,8 @@ extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the
- * reopened member, record that one dropped out.
+ * reopened member, record that one dropped out, look at its spares
+ * again.  Every other op NULL (spare_start is the replace's).
  */
 extern void volume_health_ops (struct volume *v, struct health_ops *ops);
 

@@ -101,6 +101,10 @@ stripe_cleanup (void)
    */
   control_stop (control);
   control = NULL;
+  /* Nor does on_failing start one (a spare's replace being started is
+   * waited for).
+   */
+  health_stop_spare_thread (health);
   if (volume_opened) {
     mover_stop (&volume);
     scrub_stop (&volume);
@@ -284,6 +288,7 @@ start_health (void)
     p.prometheus_file = cfg.health.prometheus_file;
     p.on_change = cfg.health.on_change;
     p.set = cfg.health.set;
+    p.on_failing = cfg.on_failing;
   }
   if (meta_uuid_shown (&volume.meta, uuid)[0])
     p.uuid = uuid;
@@ -294,6 +299,11 @@ start_health (void)
   }
   p.member_class = classes;
   volume_health_ops (&volume, &ops);
+  /* on_failing = "replace": a replace onto a spare, the config rewritten
+   * (a volume served ad hoc has neither).
+   */
+  if (config_file)
+    replace_health_ops (&ops);
   health = health_new (&p, volume.nr_members, paths, &ops);
   if (health == NULL) {
     stripe_error ("health: %m");

@@ -43,6 +43,7 @@ struct loader {
   unsigned nr_joining;
   char *leaving;
   int leaving_line;
+  int spare_line[LAYOUT_MAX_MEMBERS]; /* each spare's line */
 };
 
 /* Error reporting.  Every message is one line "FILE:LINE: KEY: what is
@@ -540,12 +541,12 @@ set_chunk (struct loader *ld, const config_setting_t *s)
  * string twice is refused here; the same file under two names is found
  * when the members are opened.
  */
-/* A list of member names (members, joining, removed) into out[],
- * *nr of them; empty allowed when empty_ok.
+/* A list of device names (members, joining, removed: noun "member";
+ * spares: "spare") into out[], *nr of them; empty allowed when empty_ok.
  */
 static int
 set_member_list (struct loader *ld, const config_setting_t *s, char **out,
-                 unsigned *nr, bool empty_ok)
+                 unsigned *nr, bool empty_ok, const char *noun)
 {
   static const char expected[] = "an absolute path or an NBD URI";
   int n;
@@ -553,30 +554,33 @@ set_member_list (struct loader *ld, const config_setting_t *s, char **out,
   if (config_setting_type (s) != CONFIG_TYPE_ARRAY
       && config_setting_type (s) != CONFIG_TYPE_LIST)
     return error_at (ld, s,
-                     "expected an array of members, each %s, such as "
+                     "expected an array of %ss, each %s, such as "
                      "[ \"/dev/nvme0n1\", \"nbd://host/export\" ], got %s",
-                     expected, TYPE_AND_VALUE (s));
+                     noun, expected, TYPE_AND_VALUE (s));
   n = config_setting_length (s);
   if (n == 0 && !empty_ok)
     return error_at (ld, s, "empty: a volume needs 1 to %d members",
                      LAYOUT_MAX_MEMBERS);
   if (n > LAYOUT_MAX_MEMBERS)
-    return error_at (ld, s, "%d given: at most %d members are supported", n,
-                     LAYOUT_MAX_MEMBERS);
+    return error_at (ld, s, "%d given: at most %d %ss are supported", n,
+                     LAYOUT_MAX_MEMBERS, noun);
 
   for (int i = 0; i < n; ++i) {
     const config_setting_t *m = config_setting_get_elem (s, i);
-    const char *path = get_string (ld, m, "a member (a string)");
+    char what[32];
+    const char *path;
 
+    snprintf (what, sizeof what, "a %s (a string)", noun);
+    path = get_string (ld, m, what);
     if (path == NULL)
       return -1;
     if (path[0] == '\0')
-      return error_at (ld, m, "empty member: expected %s", expected);
+      return error_at (ld, m, "empty %s: expected %s", noun, expected);
     if (log_has_control (path))
       return error_at (ld, m,
-                       "%s holds a control character: a member's path or "
+                       "%s holds a control character: a %s's path or "
                        "URI must not (it would reach log lines raw)",
-                       QUOTE_LONG (path));
+                       QUOTE_LONG (path), noun);
     if (path[0] != '/' && !member_is_uri (path)) {
       if (strstr (path, "://"))
         return error_at (ld, m,
@@ -585,18 +589,18 @@ set_member_list (struct loader *ld, const config_setting_t *s, char **out,
                          "expected %s",
                          QUOTE (path), expected);
       return error_at (ld, m,
-                       "%s is a relative path: each member must be %s (a "
+                       "%s is a relative path: each %s must be %s (a "
                        "relative path in a config file is ambiguous: a "
                        "daemon does not run in the config's directory)",
-                       QUOTE (path), expected);
+                       QUOTE (path), noun, expected);
     }
     for (int j = 0; j < i; ++j)
       if (strcmp (path, out[j]) == 0)
         return error_at (ld, m,
                          "%s is the same %s as %s[%d]: each "
-                         "member can be used once",
+                         "%s can be used once",
                          QUOTE (path), path[0] == '/' ? "path" : "URI",
-                         config_setting_name (s), j);
+                         config_setting_name (s), j, noun);
     if (dup_string (ld, m, path, &out[i]) == -1)
       return -1;
     *nr = i + 1;
@@ -607,21 +611,48 @@ set_member_list (struct loader *ld, const config_setting_t *s, char **out,
 static int
 set_members (struct loader *ld, const config_setting_t *s)
 {
-  return set_member_list (ld, s, ld->cfg->members, &ld->cfg->nr_members,
-                          false);
+  return set_member_list (ld, s, ld->cfg->members, &ld->cfg->nr_members, false,
+                          "member");
 }
 
 static int
 set_joining (struct loader *ld, const config_setting_t *s)
 {
-  return set_member_list (ld, s, ld->joining, &ld->nr_joining, true);
+  return set_member_list (ld, s, ld->joining, &ld->nr_joining, true, "member");
 }
 
 static int
 set_removed (struct loader *ld, const config_setting_t *s)
 {
-  return set_member_list (ld, s, ld->cfg->removed, &ld->cfg->nr_removed,
-                          true);
+  return set_member_list (ld, s, ld->cfg->removed, &ld->cfg->nr_removed, true,
+                          "member");
+}
+
+/* Whether each spare is a member, joining or removed is checked once
+ * the whole file is read (check_spares): the lines are kept for it.
+ */
+static int
+set_spares (struct loader *ld, const config_setting_t *s)
+{
+  if (set_member_list (ld, s, ld->cfg->spares, &ld->cfg->nr_spares, true,
+                       "spare")
+      == -1)
+    return -1;
+  for (unsigned k = 0; k < ld->cfg->nr_spares; ++k)
+    ld->spare_line[k] = setting_line (ld, config_setting_get_elem (s, k));
+  return 0;
+}
+
+static int
+set_on_failing (struct loader *ld, const config_setting_t *s)
+{
+  static const char *const names[] = { "alert", "replace", NULL };
+  int i;
+
+  if (get_choice (ld, s, names, &i) == -1)
+    return -1;
+  ld->cfg->on_failing = i == 0 ? ON_FAILING_ALERT : ON_FAILING_REPLACE;
+  return 0;
 }
 
 static int
@@ -976,6 +1007,8 @@ static const struct key top_keys[] = { { "name", set_name },
                                        { "joining", set_joining },
                                        { "leaving", set_leaving },
                                        { "removed", set_removed },
+                                       { "spares", set_spares },
+                                       { "on_failing", set_on_failing },
                                        { NULL, NULL } };
 
 /* Edit distance, for "did you mean": typos are the usual unknown keys. */
@@ -1120,6 +1153,44 @@ check_reshape (struct loader *ld)
                            "served again (drop it from removed to use the "
                            "device anew, after 'nbdstripe create --force')",
                            cfg->removed[r], i);
+  return 0;
+}
+
+/* A spare is none of the members (joining ones included, after
+ * check_reshape) and none of the removed ones: a device is used one way.
+ * on_failing = "replace" without a spare loads, but is said.
+ */
+static int
+check_spares (struct loader *ld, const config_t *conf)
+{
+  struct stripe_config *cfg = ld->cfg;
+
+  for (unsigned k = 0; k < cfg->nr_spares; ++k) {
+    for (unsigned i = 0; i < cfg->nr_members; ++i)
+      if (strcmp (cfg->spares[k], cfg->members[i]) == 0)
+        return error_line (ld, ld->spare_line[k],
+                           "spares[%u]: \"%s\" is %s[%u] too: a device is "
+                           "a member or a spare, not both",
+                           k, cfg->spares[k],
+                           i < cfg->nr_members - cfg->nr_joining ? "members"
+                                                                 : "joining",
+                           i < cfg->nr_members - cfg->nr_joining
+                             ? i
+                             : i - (cfg->nr_members - cfg->nr_joining));
+    for (unsigned r = 0; r < cfg->nr_removed; ++r)
+      if (strcmp (cfg->spares[k], cfg->removed[r]) == 0)
+        return error_line (ld, ld->spare_line[k],
+                           "spares[%u]: \"%s\" was removed from the volume "
+                           "(removed[%u]): a removed member is never used "
+                           "again (drop it from removed, and wipe it, to make "
+                           "it a spare)",
+                           k, cfg->spares[k], r);
+  }
+  if (cfg->on_failing == ON_FAILING_REPLACE && cfg->nr_spares == 0)
+    return warn_at (ld, config_lookup (conf, "on_failing"),
+                    "\"replace\" but no spares: a failing member is "
+                    "reported, never replaced (list devices in spares = "
+                    "[ ... ])");
   return 0;
 }
 
@@ -1377,9 +1448,9 @@ load (const char *path, const char *text, struct stripe_config *cfg,
 
   if (walk_group (&ld, config_root_setting (&conf), top_keys) == -1
       || check_required (&ld) == -1 || check_reshape (&ld) == -1
-      || check_data_offset (&ld, &conf) == -1
-      || check_serve (&ld, &conf) == -1 || check_tls (&ld, &conf) == -1
-      || set_defaults (&ld) == -1)
+      || check_spares (&ld, &conf) == -1
+      || check_data_offset (&ld, &conf) == -1 || check_serve (&ld, &conf) == -1
+      || check_tls (&ld, &conf) == -1 || set_defaults (&ld) == -1)
     goto out;
   r = 0;
 
@@ -1400,6 +1471,7 @@ config_free (struct stripe_config *cfg)
   for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i) {
     free (cfg->members[i]);
     free (cfg->removed[i]);
+    free (cfg->spares[i]);
   }
   free (cfg->serve.socket);
   free (cfg->serve.address);

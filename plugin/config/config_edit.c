@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: rewriting one member of a config file (nbdstripe replace).
- * See config_replace_member in include/config.h.
+/* nbdstripe: rewriting the members of a config file: one member (nbdstripe
+ * replace), one member by a spare, the members settings as a whole (grow,
+ * shrink).  See config_replace_member in include/config.h.
  *
  * The file is the user's: comments, order and layout stay as they are.
  * Only the member's element of the top-level members list changes, found
@@ -290,6 +291,249 @@ out:
   config_text_free (&text);
   free (real);
   free (qnew);
+  free (out);
+  return r;
+}
+
+/* ---- a member replaced by a spare (on_failing = "replace") ---- */
+
+/* One change of the text: [a, b) becomes with (NULL: nothing). */
+struct edit {
+  size_t a, b;
+  char *with;
+};
+
+/* Whether text[a, b) is blanks (spaces and tabs) only. */
+static bool
+blank (const char *text, size_t a, size_t b)
+{
+  for (; a < b; ++a)
+    if (text[a] != ' ' && text[a] != '\t' && text[a] != '\r')
+      return false;
+  return true;
+}
+
+/* A cut [*a, *b) that leaves its line empty, or with only a comment
+ * (the spare's: "# the blue one"), takes the line with it.
+ */
+static void
+whole_line (const struct config_text *t, size_t *a, size_t *b)
+{
+  size_t ls = *a, le = *b, c = *b;
+
+  while (ls > 0 && t->text[ls - 1] != '\n')
+    ls--;
+  while (le < t->len && t->text[le] != '\n')
+    le++;
+  while (c < le && (t->text[c] == ' ' || t->text[c] == '\t'))
+    c++;
+  if (c < le
+      && (t->text[c] == '#' || (t->text[c] == '/' && t->text[c + 1] == '/')))
+    c = le;
+  if (blank (t->text, ls, *a) && blank (t->text, c, le)) {
+    *a = ls;
+    *b = le < t->len ? le + 1 : le;
+  }
+}
+
+static int
+by_position (const void *x, const void *y)
+{
+  const struct edit *p = x, *q = y;
+
+  /* From the end of the text back; at one place, the longer first (an
+   * insertion then lands before what follows the deletion).
+   */
+  if (p->a != q->a)
+    return p->a < q->a ? 1 : -1;
+  return p->b < q->b ? 1 : p->b > q->b ? -1 : 0;
+}
+
+/* text with the edits made (they do not overlap); malloc'd. */
+static char *
+apply (const struct config_text *t, struct edit *e, unsigned n)
+{
+  char *out = strdup (t->text);
+
+  qsort (e, n, sizeof *e, by_position);
+  for (unsigned k = 0; k < n && out; ++k) {
+    size_t olen = strlen (out), wl = e[k].with ? strlen (e[k].with) : 0;
+    char *next = malloc (olen - (e[k].b - e[k].a) + wl + 1);
+
+    if (next) {
+      memcpy (next, out, e[k].a);
+      if (wl)
+        memcpy (next + e[k].a, e[k].with, wl);
+      memcpy (next + e[k].a + wl, out + e[k].b, olen - e[k].b + 1);
+    }
+    free (out);
+    out = next;
+  }
+  return out;
+}
+
+/* Whether after is cfg with member index spare, spare out of the spares
+ * and old appended to the removed: nothing else of these lists changed.
+ */
+static bool
+spare_took_over (const struct stripe_config *cfg,
+                 const struct stripe_config *after, unsigned index,
+                 const char *old, const char *spare)
+{
+  unsigned j = 0;
+
+  if (after->nr_members != cfg->nr_members
+      || after->nr_joining != cfg->nr_joining
+      || after->nr_spares + 1 != cfg->nr_spares
+      || after->nr_removed != cfg->nr_removed + 1
+      || strcmp (after->removed[cfg->nr_removed], old) != 0)
+    return false;
+  for (unsigned i = 0; i < cfg->nr_members; ++i)
+    if (strcmp (after->members[i], i == index ? spare : cfg->members[i]) != 0)
+      return false;
+  for (unsigned i = 0; i < cfg->nr_removed; ++i)
+    if (strcmp (after->removed[i], cfg->removed[i]) != 0)
+      return false;
+  for (unsigned i = 0; i < cfg->nr_spares; ++i)
+    if (strcmp (cfg->spares[i], spare) != 0
+        && (j >= after->nr_spares
+            || strcmp (after->spares[j++], cfg->spares[i]) != 0))
+      return false;
+  return j == after->nr_spares;
+}
+
+int
+config_replace_with_spare (const char *path, unsigned index, const char *old,
+                           const char *spare, char *why, size_t len)
+{
+  struct stripe_config cfg, after;
+  struct config_text text = { 0 };
+  struct edit e[4] = { { 0 } };
+  char err[1024], *real = NULL, *out = NULL, *qold = NULL;
+  size_t cut[2][2], a, b;
+  unsigned n = 0, ncut, k;
+  int line, r = -1;
+
+  memset (&cfg, 0, sizeof cfg);
+  memset (&after, 0, sizeof after);
+  real = realpath (path, NULL);
+  if (real == NULL) {
+    snprintf (why, len, "%s: %s", path, strerror (errno));
+    goto out;
+  }
+  if (config_text_read (real, &text, &line, err, sizeof err) == -1) {
+    snprintf (why, len, "%s: %s", real, err);
+    goto out;
+  }
+  if (config_load_text (path, text.text, &cfg, err, sizeof err) == -1) {
+    snprintf (why, len, "%s", err);
+    goto out;
+  }
+  if (index >= cfg.nr_members - cfg.nr_joining
+      || strcmp (cfg.members[index], old) != 0) {
+    snprintf (why, len, "%s: member %u is not %s", path, index, old);
+    goto out;
+  }
+  for (k = 0; k < cfg.nr_spares && strcmp (cfg.spares[k], spare) != 0; ++k)
+    ;
+  if (k == cfg.nr_spares) {
+    snprintf (why, len, "%s: %s is not one of its spares", path, spare);
+    goto out;
+  }
+
+  /* members[index]: the spare. */
+  if (config_text_element_span (&text, "members", (int) index, &a, &b) == -1) {
+    snprintf (why, len,
+              "%s: member %u of the members list cannot be found "
+              "in the text",
+              path, index);
+    goto out;
+  }
+  e[n++] = (struct edit){ a, b, quote (spare) };
+  /* spares[k]: gone, with its comma (and its line when it had one). */
+  if (config_text_element_cut (&text, "spares", (int) k, cut, &ncut) == -1) {
+    snprintf (why, len, "%s: spares[%u] cannot be found in the text", path, k);
+    goto out;
+  }
+  for (unsigned c = 0; c < ncut; ++c) {
+    a = cut[c][0];
+    b = cut[c][1];
+    whole_line (&text, &a, &b);
+    e[n++] = (struct edit){ a, b, NULL };
+  }
+  /* removed: old at its end, or a removed setting of its own on the line
+   * after the members setting.
+   */
+  qold = quote (old);
+  if (qold == NULL)
+    goto oom;
+  if (cfg.nr_removed > 0) {
+    if (config_text_element_span (&text, "removed", (int) cfg.nr_removed - 1,
+                                  &a, &b)
+        == -1) {
+      snprintf (why, len, "%s: the removed list cannot be found in the text",
+                path);
+      goto out;
+    }
+    if (asprintf (&e[n].with, ", %s", qold) == -1)
+      goto oom;
+    e[n].a = e[n].b = b;
+    n++;
+  }
+  else if (config_text_setting_span (&text, "removed", &a, &b) == 0) {
+    /* removed = [ ]; */
+    if (asprintf (&e[n].with, "removed = [ %s ];", qold) == -1)
+      goto oom;
+    e[n].a = a;
+    e[n].b = b;
+    n++;
+  }
+  else {
+    if (config_text_setting_span (&text, "members", &a, &b) == -1) {
+      snprintf (why, len, "%s: no top-level members setting in the text",
+                path);
+      goto out;
+    }
+    while (b < text.len && text.text[b] != '\n')
+      b++;
+    if (asprintf (&e[n].with, "%sremoved = [ %s ];\n",
+                  b < text.len ? "" : "\n", qold)
+        == -1)
+      goto oom;
+    e[n].a = e[n].b = b < text.len ? b + 1 : b;
+    n++;
+  }
+  if (e[0].with == NULL)
+    goto oom;
+  out = apply (&text, e, n);
+  if (out == NULL)
+    goto oom;
+
+  /* What it says now: the spare in old's place, and nothing else. */
+  if (config_load_text (path, out, &after, err, sizeof err) == -1) {
+    snprintf (why, len, "the rewritten config does not load: %s", err);
+    goto out;
+  }
+  if (!spare_took_over (&cfg, &after, index, old, spare)) {
+    snprintf (why, len,
+              "the rewritten config does not name %s as member "
+              "%u, without it among the spares and %s among the removed",
+              spare, index, old);
+    goto out;
+  }
+  r = commit (real, out, why, len);
+  goto out;
+
+oom:
+  snprintf (why, len, "out of memory");
+out:
+  for (unsigned i = 0; i < n; ++i)
+    free (e[i].with);
+  config_free (&cfg);
+  config_free (&after);
+  config_text_free (&text);
+  free (real);
+  free (qold);
   free (out);
   return r;
 }

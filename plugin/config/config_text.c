@@ -334,6 +334,106 @@ config_text_element_span (const struct config_text *text, const char *name,
 }
 
 int
+config_text_element_cut (const struct config_text *text, const char *name,
+                         int idx, size_t cut[2][2], unsigned *nr)
+{
+  size_t a, b, len = strlen (name);
+  struct lexer lx;
+  struct token t, prev = { .type = TOKEN_END };
+  const char *before = NULL, *after = NULL; /* the commas around idx */
+  const char *elem = NULL, *elem_end = NULL;
+  int depth = 0, k = 0;
+
+  if (config_text_element_span (text, name, idx, &a, &b) == -1)
+    return -1;
+  lexer_init (&lx, text);
+  /* The setting, as config_text_element_span found it. */
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return -1;
+    if (t.type == TOKEN_OTHER) {
+      if (*t.start == '{' || *t.start == '[' || *t.start == '(')
+        depth++;
+      else if ((*t.start == '}' || *t.start == ']' || *t.start == ')')
+               && depth > 0)
+        depth--;
+      else if ((*t.start == '=' || *t.start == ':') && depth == 0
+               && prev.type == TOKEN_NAME
+               && (size_t) (prev.end - prev.start) == len
+               && memcmp (prev.start, name, len) == 0)
+        break;
+    }
+    prev = t;
+  }
+  next_token (&lx, &t); /* the [ or ( */
+  depth = 0;
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END)
+      return -1;
+    if (t.type == TOKEN_OTHER && depth == 0
+        && (*t.start == ']' || *t.start == ')'))
+      break;
+    if (t.type == TOKEN_OTHER && depth == 0 && *t.start == ',') {
+      if (k == idx - 1)
+        before = t.start;
+      else if (k == idx)
+        after = t.start;
+      k++;
+      if (k > idx && after)
+        break;
+      continue;
+    }
+    if (t.type == TOKEN_OTHER
+        && (*t.start == '[' || *t.start == '(' || *t.start == '{'))
+      depth++;
+    else if (t.type == TOKEN_OTHER
+             && (*t.start == ']' || *t.start == ')' || *t.start == '}'))
+      depth--;
+    if (k == idx) {
+      if (elem == NULL)
+        elem = t.start;
+      elem_end = t.end;
+    }
+  }
+  if (elem == NULL || (size_t) (elem - text->text) != a
+      || (size_t) (elem_end - text->text) != b)
+    return -1;
+  *nr = 1;
+  cut[0][0] = a;
+  cut[0][1] = b;
+  if (after) {
+    /* "x" , -> one span when only space separates them. */
+    size_t c = after - text->text;
+    if (strspn (text->text + b, " \t\r\n") >= c - b)
+      cut[0][1] = c + 1;
+    else {
+      cut[1][0] = c;
+      cut[1][1] = c + 1;
+      *nr = 2;
+    }
+  }
+  else if (before) {
+    size_t c = before - text->text;
+    bool space = true;
+    for (size_t i = c + 1; i < a && space; ++i)
+      space = text->text[i] == ' ' || text->text[i] == '\t'
+              || text->text[i] == '\r' || text->text[i] == '\n';
+    if (space)
+      cut[0][0] = c;
+    else {
+      cut[1][0] = cut[0][0];
+      cut[1][1] = cut[0][1];
+      cut[0][0] = c;
+      cut[0][1] = c + 1;
+      *nr = 2;
+    }
+  }
+  return 0;
+}
+
+int
 config_text_setting_span (const struct config_text *text, const char *name,
                           size_t *start, size_t *end)
 {

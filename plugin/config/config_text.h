@@ -69,6 +69,18 @@ extern int config_text_element_span (const struct config_text *t,
                                      const char *name, int idx,
                                      size_t *start, size_t *end);
 
+/* What to delete to drop element idx of the top-level list named name
+ * (as config_text_element_span finds it) with one comma next to it: the
+ * comma after it, or, for the last element, the comma before it.  One or
+ * two spans [cut[k][0], cut[k][1]) in *nr, in text order, none of them
+ * reaching a comment: the element's own tokens, and the comma (joined to
+ * the element's span when nothing but space is between them).  -1 as
+ * config_text_element_span.
+ */
+extern int config_text_element_cut (const struct config_text *t,
+                                    const char *name, int idx,
+                                    size_t cut[2][2], unsigned *nr);
+
 /* Where the top-level setting named name is in the text, [*start, *end)
  * from its name to the ; or , that ends it (or to the end of the text):
  * -1 when there is none at the top level.

@@ -117,8 +117,31 @@ volume_mover_reserve (struct volume *v, char *why, size_t len)
     pthread_mutex_unlock (&v->mover_lock);
     return 0;
   }
+  /* Busy (try again later) or never (read-only): on_failing's replace
+   * tells them apart.
+   */
+  errno = v->readonly && !v->mover_starting && atomic_load (&v->mover) == NULL
+            ? EROFS
+            : EAGAIN;
   pthread_mutex_unlock (&v->mover_lock);
   return -1;
+}
+
+bool
+volume_mover_busy (struct volume *v, char *why, size_t len)
+{
+  struct volume_mover *vm;
+  bool busy;
+
+  pthread_mutex_lock (&v->mover_lock);
+  vm = atomic_load (&v->mover);
+  busy = v->mover_starting || (vm != NULL && !vm->ended (vm));
+  if (v->mover_starting)
+    snprintf (why, len, "a replace is being started already");
+  else if (busy)
+    snprintf (why, len, "%s is running", vm->what);
+  pthread_mutex_unlock (&v->mover_lock);
+  return busy;
 }
 
 void

@@ -18,6 +18,7 @@
 #include "identity.h"
 #include "log.h"
 #include "scrub.h"
+#include "spares.h"
 #include "util.h"
 #include "volume.h"
 
@@ -285,6 +286,8 @@ volume_close (struct volume *v)
     v->movers = vm->next;
     vm->free (vm);
   }
+  /* After the jobs: a replace hands the spare it took back. */
+  spares_close (v);
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "meta.h"
 #include "scrub.h"
+#include "spares.h"
 #include "util.h"
 #include "volume.h"
 
@@ -253,16 +254,26 @@ health_status_extra (void *opaque, struct json_object *root)
 {
   struct volume_mover *vm = volume_mover_last (opaque);
   struct json_object *s = scrub_status (opaque);
+  struct json_object *sp = spares_status (opaque);
 
   if (vm)
     vm->status (vm, root);
   if (s)
     json_put (root, "scrub", s);
+  if (sp)
+    json_put (root, "spares", sp);
+}
+
+static void
+health_spares_refresh (void *opaque)
+{
+  spares_refresh (opaque);
 }
 
 void
 volume_health_ops (struct volume *v, struct health_ops *ops)
 {
+  memset (ops, 0, sizeof *ops);
   ops->opaque = v;
   ops->check = health_check;
   ops->probe = health_probe;
@@ -270,5 +281,6 @@ volume_health_ops (struct volume *v, struct health_ops *ops)
   ops->discard = health_discard;
   ops->dropped = health_dropped;
   ops->status_extra = health_status_extra;
+  ops->spares_refresh = v->spares ? health_spares_refresh : NULL;
 }
 

@@ -55,6 +55,40 @@ const char *const health_event_names[] = { "MemberRecovered", "MemberSlow",
                                            "MemberFailing", "MemberFailed" };
 
 const char *
+health_event_name (const struct event *e)
+{
+  switch (e->kind) {
+  case EV_STATE: return health_event_names[e->state];
+  case EV_REPLACING: return "MemberReplacing";
+  case EV_REPLACED: return "MemberReplaced";
+  case EV_NOT_REPLACED: return "MemberNotReplaced";
+  }
+  return "?";
+}
+
+void
+health_event_clear (struct event *e)
+{
+  free (e->old_path);
+  free (e->new_path);
+  e->old_path = e->new_path = NULL;
+}
+
+void
+health_push_event (struct health *h, struct event *e)
+{
+  if (h->nr_pending < MAX_EVENTS)
+    h->pending[h->nr_pending++] = *e;
+  else {
+    health_event_clear (e);
+    h->pending_overflow = true;
+  }
+  memset (e, 0, sizeof *e);
+  h->dirty = true;
+  pthread_cond_signal (&h->cond);
+}
+
+const char *
 volume_state_name (enum volume_state s)
 {
   switch (s) {
@@ -251,16 +285,12 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
               "health: member %u (%s): %s -> %s%s%s", i, m->path,
               health_state_names[old], health_state_names[s],
               reason ? ": " : "", reason ? reason : "");
-  if (h->nr_pending < MAX_EVENTS) {
-    struct event *e = &h->pending[h->nr_pending++];
-    e->member = i;
-    e->state = s;
-    snprintf (e->reason, sizeof e->reason, "%s", reason ? reason : "");
+  {
+    struct event e = { .member = i, .state = s, .kind = EV_STATE };
+    snprintf (e.reason, sizeof e.reason, "%s", reason ? reason : "");
+    health_push_event (h, &e);
   }
-  else
-    h->pending_overflow = true;
-  h->dirty = true;
-  pthread_cond_signal (&h->cond);
+  health_spare_state_changed (h, i, s);
 }
 
 const char *
@@ -638,6 +668,7 @@ health_new (const struct health_params *p, unsigned nr_members,
     pthread_cond_init (&h->hook_cond, &ca);
     pthread_cond_init (&h->probe_cond, &ca);
     pthread_cond_init (&h->drive_cond, &ca);
+    pthread_cond_init (&h->spare.cond, &ca);
     pthread_condattr_destroy (&ca);
   }
 
@@ -1007,6 +1038,10 @@ health_start (struct health *h)
     e = errno;
     goto err;
   }
+  if (health_start_spare_thread (h) == -1) {
+    e = errno;
+    goto err;
+  }
   return 0;
 err:
   errno = e;
@@ -1020,6 +1055,7 @@ health_free (struct health *h)
   if (h == NULL)
     return true;
   if (h->started) {
+    health_stop_spare_thread (h);
     pthread_mutex_lock (&h->lock);
     h->stop = true;
     pthread_cond_broadcast (&h->cond);
@@ -1065,6 +1101,11 @@ health_free (struct health *h)
       return false;
     }
   }
+  for (unsigned k = 0; k < h->nr_pending; ++k)
+    health_event_clear (&h->pending[k]);
+  for (unsigned k = 0; k < h->hook_len; ++k)
+    health_event_clear (&h->hookq[(h->hook_head + k) % MAX_EVENTS]);
+  health_spare_free (h);
   if (h->m) {
     for (unsigned i = 0; i < h->n; ++i) {
       free (h->m[i].path);
@@ -1084,6 +1125,7 @@ health_free (struct health *h)
   pthread_cond_destroy (&h->hook_cond);
   pthread_cond_destroy (&h->probe_cond);
   pthread_cond_destroy (&h->drive_cond);
+  pthread_cond_destroy (&h->spare.cond);
   free (h);
   return true;
 }

@@ -42,13 +42,16 @@ health_hand_events_to_hook (struct health *h, unsigned n)
   if (n > h->nr_pending)
     n = h->nr_pending;
   for (unsigned k = 0; k < n; ++k) {
-    if (h->p.on_change == NULL)
+    if (h->p.on_change == NULL) {
+      health_event_clear (&h->pending[k]);
       continue;
+    }
     if (h->hook_len == MAX_EVENTS) {
       stripe_warning ("health: on_change is behind by %d events: dropping "
                       "%s for member %u",
-                      MAX_EVENTS, health_event_names[h->pending[k].state],
+                      MAX_EVENTS, health_event_name (&h->pending[k]),
                       h->pending[k].member);
+      health_event_clear (&h->pending[k]);
       continue;
     }
     h->hookq[(h->hook_head + h->hook_len++) % MAX_EVENTS] = h->pending[k];
@@ -59,14 +62,20 @@ health_hand_events_to_hook (struct health *h, unsigned n)
   pthread_cond_signal (&h->hook_cond);
 }
 
-/* Run PROGRAM EVENT VOLUME INDEX PATH, bounded by on_change_timeout. */
+/* Run PROGRAM EVENT VOLUME INDEX PATH, bounded by on_change_timeout.
+ * A replace event's PATH is the member's device it is about (the old
+ * one), NBDSTRIPE_OLD_PATH and NBDSTRIPE_NEW_PATH (the spare; "" when
+ * none was found) beside it.  The member's path is read under the lock
+ * (a replace changes it).
+ */
 static void
 run_hook (struct health *h, const struct event *e)
 {
-  const char *event = health_event_names[e->state];
-  const char *path = h->m[e->member].path;
-  char index[16], *envp[256 + 8];
-  char *vars[6] = { NULL };
+  const char *event = health_event_name (e);
+  char *path = NULL;
+  char index[16], *envp[256 + 10];
+  char *vars[8] = { NULL };
+  int nvars = e->kind == EV_STATE ? 6 : 8;
   const char *argv[6];
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
@@ -74,6 +83,17 @@ run_hook (struct health *h, const struct event *e)
   int r, pidfd, status = 0, n = 0;
   bool timed_out = false;
 
+  if (e->kind != EV_STATE)
+    path = strdup (e->old_path ? e->old_path : "");
+  else {
+    pthread_mutex_lock (&h->lock);
+    path = strdup (h->m[e->member].path);
+    pthread_mutex_unlock (&h->lock);
+  }
+  if (path == NULL) {
+    stripe_error ("health: on_change: out of memory");
+    return;
+  }
   snprintf (index, sizeof index, "%u", e->member);
   argv[0] = h->p.on_change;
   argv[1] = event;
@@ -85,15 +105,24 @@ run_hook (struct health *h, const struct event *e)
       || asprintf (&vars[1], "NBDSTRIPE_VOLUME=%s", h->p.name) < 0
       || asprintf (&vars[2], "NBDSTRIPE_MEMBER=%u", e->member) < 0
       || asprintf (&vars[3], "NBDSTRIPE_MEMBER_PATH=%s", path) < 0
-      || asprintf (&vars[4], "NBDSTRIPE_STATE=%s", health_state_names[e->state]) < 0
-      || asprintf (&vars[5], "NBDSTRIPE_REASON=%s", e->reason) < 0) {
+      || asprintf (&vars[4], "NBDSTRIPE_STATE=%s",
+                   health_state_names[e->state])
+           < 0
+      || asprintf (&vars[5], "NBDSTRIPE_REASON=%s", e->reason) < 0
+      || (nvars > 6
+          && (asprintf (&vars[6], "NBDSTRIPE_OLD_PATH=%s",
+                        e->old_path ? e->old_path : "")
+                < 0
+              || asprintf (&vars[7], "NBDSTRIPE_NEW_PATH=%s",
+                           e->new_path ? e->new_path : "")
+                   < 0))) {
     stripe_error ("health: on_change: out of memory");
     goto out;
   }
   for (char **p = environ; p && *p && n < 256; ++p)
     if (strncmp (*p, "NBDSTRIPE_", 10) != 0)
       envp[n++] = *p;
-  for (int k = 0; k < 6; ++k)
+  for (int k = 0; k < nvars; ++k)
     envp[n++] = vars[k];
   envp[n] = NULL;
 
@@ -162,8 +191,9 @@ run_hook (struct health *h, const struct event *e)
     stripe_debug ("health: on_change %s %s %s %s %s: done", h->p.on_change,
                   event, h->p.name, index, path);
 out:
-  for (int k = 0; k < 6; ++k)
+  for (int k = 0; k < 8; ++k)
     free (vars[k]);
+  free (path);
 }
 
 void *
@@ -182,6 +212,7 @@ health_hook_main (void *arg)
     h->hook_len--;
     pthread_mutex_unlock (&h->lock);
     run_hook (h, &e);
+    health_event_clear (&e);
     pthread_mutex_lock (&h->lock);
   }
   pthread_mutex_unlock (&h->lock);

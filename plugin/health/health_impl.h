@@ -11,6 +11,9 @@
  *   health_hook.c     the on_change program, run for each event in order
  *   health_drive.c    the drive poller thread: drive health (drive.h)
  *                     read in the background, the rule applied
+ *   health_spare.c    the spare thread: the spares looked at again, and
+ *                     on_failing = "replace", the policy that replaces a
+ *                     failing member onto a spare
  */
 #ifndef NBDSTRIPE_HEALTH_IMPL_H
 #define NBDSTRIPE_HEALTH_IMPL_H
@@ -54,10 +57,20 @@ struct hist_set {
   uint64_t sum[OP_NR_TRACKED]; /* ns, of the samples in b (lat_ns) */
 };
 
+/* What an event says: member's new state, or how on_failing's replace
+ * onto a spare goes (health_spare.c).
+ */
+enum event_kind { EV_STATE, EV_REPLACING, EV_REPLACED, EV_NOT_REPLACED };
+
 struct event {
   unsigned member;
-  enum member_state state;
+  enum member_state state; /* EV_STATE: the new one; else the one then */
+  enum event_kind kind;
   char reason[REASON_MAX];
+  /* Replace events: the member's device and the spare (malloc'd, owned
+   * by the event: health_event_clear).
+   */
+  char *old_path, *new_path;
 };
 
 struct member_health {
@@ -101,6 +114,10 @@ struct member_health {
    */
   char scrub_reason[REASON_MAX];
   char floor[REASON_MAX];
+  /* on_failing (health_spare.c): a replace onto a spare was tried since
+   * the member last left failing (not again until it does).
+   */
+  bool spare_tried;
   struct wear_sample {
     uint64_t mono;   /* ns */
     int64_t written; /* bytes */
@@ -126,6 +143,28 @@ struct drive_poller {
   pthread_t thread;
   _Atomic bool busy; /* in a drive's commands */
   bool abandoned;    /* under h->lock */
+};
+
+/* on_failing's state (health_spare.c), under h->lock. */
+enum spare_phase { SPARE_IDLE, SPARE_STARTING, SPARE_RUNNING };
+
+struct spare_policy {
+  pthread_t thread;
+  bool started, stop;
+  pthread_cond_t cond;
+  enum spare_phase phase;
+  unsigned member; /* the replace being started or run */
+  char *old_path, *spare;
+  char failing[REASON_MAX];        /* why the member was failing */
+  uint64_t retry_at, next_refresh; /* monotonic ns */
+  /* The last word, for the status: "waiting", "replacing", "replaced",
+   * "not_replaced" ("" none yet).
+   */
+  char last_state[16];
+  unsigned last_member;
+  char *last_old, *last_spare;
+  char last_reason[REASON_MAX];
+  double last_unix;
 };
 
 struct health {
@@ -160,10 +199,20 @@ struct health {
   /* Events for the hook thread. */
   struct event hookq[MAX_EVENTS];
   unsigned hook_head, hook_len;
+
+  struct spare_policy spare;
 };
 
 extern const char *const health_state_names[];
 extern const char *const health_event_names[];
+
+/* The event's name: "MemberFailing", "MemberReplacing"... */
+extern const char *health_event_name (const struct event *e);
+/* Queue e for the status file and the hook (lock held); e's paths are
+ * taken.  Frees what an event owns.
+ */
+extern void health_push_event (struct health *h, struct event *e);
+extern void health_event_clear (struct event *e);
 
 /* Called with h->lock held. */
 extern void health_set_state (struct health *h, unsigned i,
@@ -224,6 +273,15 @@ extern void health_stop_drive_poller (struct health *h);
 /* The member's drive object for the status (a new reference). */
 struct json_object;
 extern struct json_object *health_drive_json (struct health *h, unsigned i);
+
+/* health_spare.c */
+extern int health_start_spare_thread (struct health *h);
+/* Lock held: a member's state changed (a failing one may be replaced). */
+extern void health_spare_state_changed (struct health *h, unsigned i,
+                                        enum member_state s);
+/* The "on_failing" object of the status (a new reference); lock held. */
+extern struct json_object *health_spare_json (struct health *h);
+extern void health_spare_free (struct health *h);
 
 /* health_hook.c */
 extern void health_hand_events_to_hook (struct health *h, unsigned n);

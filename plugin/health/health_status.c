@@ -127,6 +127,7 @@ build_json (struct health *h, bool running, double now,
     json_object_array_add (members, jm);
   }
   json_put (root, "members", members);
+  json_put (root, "on_failing", health_spare_json (h));
   if (extra) {
     json_object_object_foreach (extra, key, val)
       json_put (root, key, json_object_get (val));
@@ -463,6 +464,48 @@ build_prom (struct health *h, bool running, double now,
                  json_object_object_get_ex (r, g[k].key, &x)
                    ? json_object_get_double (x)
                    : 0.0);
+      }
+    }
+  }
+  /* The spares, from the status's "spares" array (spares.h). */
+  if (extra) {
+    struct json_object *sa, *x;
+    if (json_object_object_get_ex (extra, "spares", &sa)
+        && json_object_is_type (sa, json_type_array)) {
+      size_t n = json_object_array_length (sa), usable = 0;
+
+      for (size_t k = 0; k < n; ++k)
+        if (json_object_object_get_ex (json_object_array_get_idx (sa, k),
+                                       "usable", &x)
+            && json_object_get_boolean (x))
+          usable++;
+      fputs ("# HELP nbdstripe_spares Hot spares the volume holds.\n"
+             "# TYPE nbdstripe_spares gauge\nnbdstripe_spares",
+             fp);
+      VOL ();
+      fprintf (fp, "} %zu\n", n);
+      fputs ("# HELP nbdstripe_spares_usable Hot spares that could take "
+             "any member's place now.\n"
+             "# TYPE nbdstripe_spares_usable gauge\nnbdstripe_spares_usable",
+             fp);
+      VOL ();
+      fprintf (fp, "} %zu\n", usable);
+      if (n > 0)
+        fputs ("# HELP nbdstripe_spare_usable Whether the spare could take "
+               "any member's place now (the status says why not).\n"
+               "# TYPE nbdstripe_spare_usable gauge\n",
+               fp);
+      for (size_t k = 0; k < n; ++k) {
+        struct json_object *o = json_object_array_get_idx (sa, k);
+        fputs ("nbdstripe_spare_usable", fp);
+        VOL ();
+        fprintf (fp, ",spare=\"%zu\",path=\"", k);
+        prom_str (fp, json_object_object_get_ex (o, "path", &x)
+                        ? json_object_get_string (x)
+                        : "");
+        fprintf (fp, "\"} %d\n",
+                 json_object_object_get_ex (o, "usable", &x)
+                   && json_object_get_boolean (x));
       }
     }
   }

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "member.h"
 #include "meta.h"
+#include "spares.h"
 #include "volume.h"
 
 /* What opening member i found, beside its record (a->members[i]). */
@@ -399,5 +400,12 @@ volume_open_config (struct volume *v, const struct stripe_config *cfg,
   if (assemble (cfg, a) == -1)
     return -1;
   o.assembly = a;
-  return volume_open (v, a->nr, a->paths, &o);
+  if (volume_open (v, a->nr, a->paths, &o) == -1)
+    return -1;
+  /* The spares, checked against the members as they are opened. */
+  if (spares_open (v, cfg->nr_spares, cfg->spares, o.claim) == -1) {
+    volume_close (v);
+    return -1;
+  }
+  return 0;
 }

@@ -312,6 +312,7 @@ mover_start (struct mover *mv, char *why, size_t len)
   e = pthread_create (&mv->thread, NULL, mover_copier, mv);
   if (e != 0) {
     mover_fail (mv, "cannot start the copier: %s", strerror (e));
+    mv->start_failed = true;
     volume_mover_withdraw (mv->v);
     mv->job->ended (mv);
     snprintf (why, len, "cannot start the copier: %s", strerror (e));

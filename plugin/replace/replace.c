@@ -20,6 +20,7 @@
 #include "meta.h"
 #include "mover.h"
 #include "replace.h"
+#include "spares.h"
 #include "volume.h"
 
 /* Zeroes written to NEW at a time where it cannot zero. */
@@ -31,9 +32,12 @@ struct replace {
   unsigned index;
   struct member newm; /* NEW (after the switch: old, to be closed) */
   bool newm_open;
+  bool from_spare; /* NEW was taken from the volume's spares */
+  bool automatic;  /* on_failing's (replace_params) */
   char *old_path, *new_path, *config;
   /* Under mv.lock. */
   bool config_updated;
+  bool new_failed; /* NEW failed an operation: a spare goes back failing */
   char config_note[1024];
 };
 
@@ -112,11 +116,15 @@ run_dual (struct replace *r, struct volume *v, struct member_op *ops,
     else if (ext[nr].kind == OP_ZERO)
       ext[nr].err = zero_by_writing (r, ext[nr].offset, ext[nr].length);
   }
-  if (ext[nr].err)
+  if (ext[nr].err) {
+    pthread_mutex_lock (&r->mv.lock);
+    r->new_failed = true;
+    pthread_mutex_unlock (&r->mv.lock);
     mover_fail (&r->mv, "the new member (%s) failed: %s at offset %" PRIu64
                 ": %s",
                 r->new_path, op_name (ext[nr].kind), ext[nr].offset,
                 strerror (ext[nr].err));
+  }
   /* The client's request is old's to answer. */
   ret = ops_result (ops, nr, &err);
   errno = err;
@@ -216,6 +224,7 @@ replace_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
 static void
 replace_write_failed (struct mover *mv, const struct member_op *op)
 {
+  of (mv)->new_failed = true;
   mover_fail_locked (mv, "the new member (%s) failed: write at offset %"
                      PRIu64 ": %s",
                      of (mv)->new_path, op->offset, strerror (op->err));
@@ -233,6 +242,17 @@ replace_unreadable (struct mover *mv, char *why, size_t len)
 
 /* ---- the switch ---- */
 
+static void
+new_failed (struct replace *r)
+{
+  int e = errno;
+
+  pthread_mutex_lock (&r->mv.lock);
+  r->new_failed = true;
+  pthread_mutex_unlock (&r->mv.lock);
+  errno = e;
+}
+
 /* The config names NEW, or old says it is replaced: false (the replace
  * failed) when neither can be done.  *marked: old was marked.
  */
@@ -244,8 +264,11 @@ record_new (struct replace *r, const struct meta_slot *old_slot, bool *marked)
 
   *marked = false;
   if (r->config
-      && config_replace_member (r->config, r->index, r->old_path, r->new_path,
-                                why, sizeof why)
+      && (r->from_spare
+            ? config_replace_with_spare (r->config, r->index, r->old_path,
+                                         r->new_path, why, sizeof why)
+            : config_replace_member (r->config, r->index, r->old_path,
+                                     r->new_path, why, sizeof why))
            == 0) {
     pthread_mutex_lock (&r->mv.lock);
     r->config_updated = true;
@@ -303,6 +326,7 @@ replace_finish (struct mover *mv)
    * under the hold then has only their writes since to carry.
    */
   if (mover_io (mv, &r->newm, OP_FLUSH, NULL, 0, 0) == -1) {
+    new_failed (r);
     mover_fail (mv, "flushing the new member (%s): %m", r->new_path);
     return;
   }
@@ -317,12 +341,14 @@ replace_finish (struct mover *mv)
                   "already)",
                   r->index, r->old_path, r->new_path);
   if (mover_io (mv, &r->newm, OP_FLUSH, NULL, 0, 0) == -1) {
+    new_failed (r);
     mover_fail (mv, "flushing the new member (%s): %m", r->new_path);
     goto release;
   }
   old_slot = meta_member_slot (&v->meta, r->index);
   if (meta_write_new (&v->meta, r->index, &r->newm, new_uuid, why, sizeof why)
       == -1) {
+    new_failed (r);
     mover_fail (mv, "writing the new member's metadata (%s): %s", r->new_path,
                 why);
     goto release;
@@ -377,16 +403,39 @@ release:
   mv->hold_ns = volume_switch_end (v);
 }
 
+/* The end: NEW closed -- after the switch it holds the old member --
+ * or, taken from the spares, given back to them when the replace did not
+ * switch (failing, if it failed).  An automatic replace's end is told
+ * to health, unless mover_start, failing, says it to its caller.
+ */
 static void
 replace_ended (struct mover *mv)
 {
   struct replace *r = of (mv);
+  bool done = mv->state == MOVER_DONE;
+  char problem[600];
 
-  if (mv->state != MOVER_DONE)
+  if (!done)
     stripe_error ("replace: member %u (%s) not replaced by %s: %s", r->index,
                   r->old_path, r->new_path, mv->error);
-  member_close (&r->newm);
+  if (r->from_spare && done) {
+    member_close (&r->newm);
+    spares_return (mv->v, r->new_path, NULL, true, NULL);
+  }
+  else if (r->from_spare) {
+    snprintf (problem, sizeof problem,
+              "failing: the replace of member %u "
+              "onto it failed: %.500s",
+              r->index, mv->error);
+    spares_return (mv->v, r->new_path, &r->newm, false,
+                   r->new_failed ? problem : NULL);
+    member_close (&r->newm); /* nothing, unless the spare was not found */
+  }
+  else
+    member_close (&r->newm);
   r->newm_open = false;
+  if (r->automatic && !mv->start_failed)
+    health_spare_ended (mv->v->health, r->index, done, done ? "" : mv->error);
 }
 
 static void
@@ -397,6 +446,8 @@ replace_status_fields (struct mover *mv, struct json_object *o)
   json_put (o, "member", json_object_new_int64 (r->index));
   json_put (o, "old", json_text (r->old_path));
   json_put (o, "new", json_text (r->new_path));
+  json_put (o, "spare", json_object_new_boolean (r->from_spare));
+  json_put (o, "automatic", json_object_new_boolean (r->automatic));
   if (r->config) {
     json_put (o, "config", json_text (r->config));
     json_put (o, "config_updated", json_object_new_boolean (r->config_updated));
@@ -410,6 +461,9 @@ replace_discard (struct mover *mv)
 {
   struct replace *r = of (mv);
 
+  /* Refused before it started: a spare goes back as it was. */
+  if (r->newm_open && r->from_spare)
+    spares_return (mv->v, r->new_path, &r->newm, false, NULL);
   if (r->newm_open)
     member_close (&r->newm);
   free (r->old_path);
@@ -493,10 +547,19 @@ prepare_new (struct volume *v, struct replace *r,
   uint64_t need = old->need;
   char reason[512], how[512];
   unsigned j;
+  int t;
 
-  if (member_open (&r->newm, p->index, p->new_path, &old->params, reason,
-                   sizeof reason)
-      == -1) {
+  /* One of the spares: taken as it is, opened and claimed. */
+  t = spares_take (v, p->new_path, p->index, &r->newm, reason, sizeof reason);
+  if (t == -1) {
+    snprintf (why, len, "%s", reason);
+    return -1;
+  }
+  r->from_spare = t == 1;
+  if (!r->from_spare
+      && member_open (&r->newm, p->index, p->new_path, &old->params, reason,
+                      sizeof reason)
+           == -1) {
     snprintf (why, len, "%s: %s", p->new_path, reason);
     return -1;
   }
@@ -528,7 +591,7 @@ prepare_new (struct volume *v, struct replace *r,
               p->new_path, reason);
     return -1;
   }
-  if (member_claim (&r->newm, reason, sizeof reason) == -1) {
+  if (!r->from_spare && member_claim (&r->newm, reason, sizeof reason) == -1) {
     snprintf (why, len, "%s: %s", p->new_path, reason);
     return -1;
   }
@@ -555,6 +618,7 @@ new_replace (struct volume *v, const struct replace_params *p)
   r->mv.rate = p->rate;
   r->mv.skip_unreadable = p->skip_unreadable;
   r->index = p->index;
+  r->automatic = p->automatic;
   r->old_path = strdup (v->members[p->index].path);
   r->new_path = strdup (p->new_path);
   r->config = p->config ? strdup (p->config) : NULL;
@@ -603,9 +667,73 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   r->mv.start = v->members[p->index].data_offset;
   r->mv.end = v->members[p->index].need;
   mover_init (&r->mv);
+  /* on_failing's: said before the copier runs (health_spare.c). */
+  if (r->automatic)
+    health_spare_started (v->health, r->index, r->new_path);
   if (mover_start (&r->mv, why, len) == -1)
     return -1;
   stripe_info ("replace: member %u: copying %s to %s (%" PRIu64 " bytes)",
                r->index, r->old_path, r->new_path, r->mv.end - r->mv.start);
   return 0;
+}
+
+/* ---- on_failing = "replace" ---- */
+
+int
+replace_onto_spare (struct volume *v, unsigned index, const char *config,
+                    char *spare, size_t slen, char *why, size_t len)
+{
+  char path[4096], reason[1024], skipped[1024] = "";
+  size_t n = 0;
+  int c;
+
+  /* Not now: spares are looked at (their drives read) only when a
+   * replace could start.
+   */
+  if (volume_mover_busy (v, why, len))
+    return 1;
+  for (unsigned k = 0; (c = spares_candidate (v, k, index, path, sizeof path,
+                                              reason, sizeof reason))
+                       != -1;
+       ++k) {
+    struct replace_params p = {
+      .index = index, .new_path = path, .config = config, .automatic = true
+    };
+
+    if (c == 0 && reason[0] == '\0')
+      continue; /* a spare that is a member now */
+    if (c == 1 && replace_start (v, &p, reason, sizeof reason) == 0) {
+      snprintf (spare, slen, "%s", path);
+      return 0;
+    }
+    if (c == 1 && errno == EAGAIN) {
+      snprintf (why, len, "%s", reason);
+      return 1;
+    }
+    if (c == 1 && errno == EROFS) {
+      snprintf (why, len, "%s", reason);
+      return -1;
+    }
+    stripe_warning ("on_failing: member %u: spare %s skipped: %s", index, path,
+                    reason);
+    if (n < sizeof skipped)
+      n += snprintf (skipped + n, sizeof skipped - n, "%s%s: %s",
+                     n ? "; " : "", path, reason);
+  }
+  snprintf (why, len, "no spare can take its place%s%s", n ? ": " : "",
+            n ? skipped : " (none left)");
+  return -1;
+}
+
+static int
+spare_start_op (void *opaque, unsigned i, const char *config, char *spare,
+                size_t slen, char *why, size_t len)
+{
+  return replace_onto_spare (opaque, i, config, spare, slen, why, len);
+}
+
+void
+replace_health_ops (struct health_ops *ops)
+{
+  ops->spare_start = spare_start_op;
 }

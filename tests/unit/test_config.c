@@ -350,6 +350,8 @@ example_conf_loads_and_shows_the_defaults (void **state)
                     minimal.health.set.error_threshold);
   assert_int_equal (example.health.set.drive_interval,
                     minimal.health.set.drive_interval);
+  assert_int_equal (example.nr_spares, minimal.nr_spares);
+  assert_int_equal (example.on_failing, minimal.on_failing);
   config_free (&example);
 }
 
@@ -907,6 +909,98 @@ removed_member_listed_again_is_refused (void **state)
                          "and is members[1] again");
 }
 
+/* ---- hot spares and on_failing ---- */
+
+static void
+spares_are_listed_and_on_failing_defaults_to_alert (void **state)
+{
+  struct fixture *f = *state;
+  const struct stripe_config *c = &f->cfg;
+
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS));
+  assert_int_equal (c->nr_spares, 0);
+  assert_int_equal (c->on_failing, ON_FAILING_ALERT);
+  assert_int_equal (c->nr_warnings, 0);
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS
+                            "spares = [ \"/dev/vdc\", \"nbd://h/e\" ];\n"
+                            "on_failing = \"replace\";\n"));
+  assert_int_equal (c->nr_spares, 2);
+  assert_string_equal (c->spares[0], "/dev/vdc");
+  assert_string_equal (c->spares[1], "nbd://h/e");
+  assert_int_equal (c->on_failing, ON_FAILING_REPLACE);
+  assert_int_equal (c->nr_warnings, 0);
+  assert_loads (f, load (f, "name = \"n\";\n" MEMBERS "spares = [ ];\n"
+                            "on_failing = \"alert\";\n"));
+  assert_int_equal (c->nr_spares, 0);
+  assert_int_equal (c->on_failing, ON_FAILING_ALERT);
+}
+
+static void
+a_spare_that_is_a_member_joining_or_removed_is_refused_at_its_line (
+  void **state)
+{
+  struct fixture *f = *state;
+
+  assert_error_contains (f,
+                         load (f, "name = \"n\";\n" MEMBERS
+                                  "spares = [ \"/dev/vdc\",\n"
+                                  "  \"/dev/vdb\" ];\n"),
+                         "test.conf:4: spares[1]: \"/dev/vdb\" is members[1] "
+                         "too: a device is a member or a spare, not both");
+  assert_error_contains (f,
+                         load (f, "name = \"n\";\n" MEMBERS
+                                  "joining = [ \"/dev/vdc\" ];\n"
+                                  "spares = [ \"/dev/vdc\" ];\n"),
+                         "test.conf:4: spares[0]: \"/dev/vdc\" is joining[0] "
+                         "too");
+  assert_error_contains (f,
+                         load (f, "name = \"n\";\n" MEMBERS
+                                  "removed = [ \"/dev/old\" ];\n"
+                                  "spares = [ \"/dev/old\" ];\n"),
+                         "test.conf:4: spares[0]: \"/dev/old\" was removed "
+                         "from the volume (removed[0])");
+}
+
+static void
+spares_are_checked_as_members_are_and_named_as_spares (void **state)
+{
+  struct fixture *f = *state;
+
+  assert_error_contains (f,
+                         load (f, "name = \"n\";\n" MEMBERS
+                                  "spares = [ \"/dev/vdc\", "
+                                  "\"/dev/vdc\" ];\n"),
+                         ":3: spares[1]: \"/dev/vdc\" is the same path as "
+                         "spares[0]: each spare can be used once");
+  assert_error_contains (
+    f, load (f, "name = \"n\";\n" MEMBERS "spares = [ \"dev/vdc\" ];\n"),
+    ":3: spares[0]: \"dev/vdc\" is a relative path: "
+    "each spare must be an absolute path or an NBD URI");
+  assert_error_contains (
+    f, load (f, "name = \"n\";\n" MEMBERS "spares = \"/dev/vdc\";\n"),
+    ":3: spares: expected an array of spares");
+}
+
+static void
+on_failing_is_alert_or_replace_and_replace_without_spares_warns (void **state)
+{
+  struct fixture *f = *state;
+  const struct stripe_config *c = &f->cfg;
+
+  assert_error_contains (
+    f, load (f, "name = \"n\";\n" MEMBERS "on_failing = \"swap\";\n"),
+    ":3: on_failing: expected \"alert\" or "
+    "\"replace\", got \"swap\"");
+  assert_loads (
+    f, load (f, "name = \"n\";\n" MEMBERS "on_failing = \"replace\";\n"));
+  assert_int_equal (c->on_failing, ON_FAILING_REPLACE);
+  assert_int_equal (c->nr_warnings, 1);
+  if (strstr (c->warnings[0], "test.conf:3: on_failing: \"replace\" but no "
+                              "spares")
+      == NULL)
+    fail_msg ("warning \"%s\"", c->warnings[0]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -923,6 +1017,12 @@ main (int argc, char **argv)
     config_test (joining_and_leaving_at_once_are_refused),
     config_test (joining_a_member_twice_is_refused),
     config_test (removed_member_listed_again_is_refused),
+    config_test (spares_are_listed_and_on_failing_defaults_to_alert),
+    config_test (
+      a_spare_that_is_a_member_joining_or_removed_is_refused_at_its_line),
+    config_test (spares_are_checked_as_members_are_and_named_as_spares),
+    config_test (
+      on_failing_is_alert_or_replace_and_replace_without_spares_warns),
     config_test (full_config_sets_every_key),
     config_test (example_conf_loads_and_shows_the_defaults),
     config_test (tcp_port_alone_listens_on_127_0_0_1_and_has_no_socket),

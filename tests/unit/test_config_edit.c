@@ -361,6 +361,103 @@ members_that_do_not_load_leave_the_file_as_it_was (void **state)
   assert_int_equal (others_in_dir (f->dir, NULL), 0);
 }
 
+/* ---- a member replaced by a spare (config_replace_with_spare) ---- */
+
+/* Members "/m/0" and m1, spares SPARES (the list's body), then extra. */
+#define SPARE_CONFIG(m1, spares, extra)                                       \
+  "# Volume v, spares for on_failing = \"replace\".\n"                        \
+  "name = \"v\";\n"                                                           \
+  "members = [ \"/m/0\", " m1 " ];   # two disks\n"                           \
+  "spares = [" spares "];\n"                                                  \
+  "on_failing = \"replace\";\n" extra
+
+static void
+a_spare_takes_the_member_s_place_leaves_the_spares_and_old_is_removed (
+  void **state)
+{
+  struct fixture *f = *state;
+
+  put (f->path, SPARE_CONFIG ("\"/m/1\"",
+                              "\n  \"/s/0\",   # the blue one\n"
+                              "  \"/s/1\"    # the red one\n",
+                              "health = { interval = 7; };\n"));
+  if (config_replace_with_spare (f->path, 1, "/m/1", "/s/0", f->why,
+                                 sizeof f->why)
+      == -1)
+    fail_msg ("%s", f->why);
+  /* The spare's line goes, its comment with it; the other spare and its
+   * comment stay; removed comes on the line after the members.
+   */
+  assert_string_equal (get (f->path),
+                       "# Volume v, spares for on_failing = \"replace\".\n"
+                       "name = \"v\";\n"
+                       "members = [ \"/m/0\", \"/s/0\" ];   # two disks\n"
+                       "removed = [ \"/m/1\" ];\n"
+                       "spares = [\n"
+                       "  \"/s/1\"    # the red one\n"
+                       "];\n"
+                       "on_failing = \"replace\";\n"
+                       "health = { interval = 7; };\n");
+  assert_int_equal (others_in_dir (f->dir, NULL), 0);
+}
+
+static void
+the_last_spare_leaves_an_empty_list_and_removed_grows_at_its_end (void **state)
+{
+  struct fixture *f = *state;
+  struct stripe_config c;
+  char err[1024];
+
+  put (f->path, SPARE_CONFIG ("\"/m/1\"", " \"/s/0\", \"/s/1\" ",
+                              "removed = [ \"/gone/0\" ]; # shrunk in May\n"));
+  if (config_replace_with_spare (f->path, 0, "/m/0", "/s/1", f->why,
+                                 sizeof f->why)
+      == -1)
+    fail_msg ("%s", f->why);
+  assert_string_equal (
+    get (f->path), "# Volume v, spares for on_failing = \"replace\".\n"
+                   "name = \"v\";\n"
+                   "members = [ \"/s/1\", \"/m/1\" ];   # two disks\n"
+                   "spares = [ \"/s/0\" ];\n"
+                   "on_failing = \"replace\";\n"
+                   "removed = [ \"/gone/0\", \"/m/0\" ]; # shrunk in May\n");
+  if (config_replace_with_spare (f->path, 1, "/m/1", "/s/0", f->why,
+                                 sizeof f->why)
+      == -1)
+    fail_msg ("%s", f->why);
+  assert_int_equal (config_load (f->path, &c, err, sizeof err), 0);
+  assert_int_equal (c.nr_spares, 0);
+  assert_int_equal (c.nr_members, 2);
+  assert_string_equal (c.members[0], "/s/1");
+  assert_string_equal (c.members[1], "/s/0");
+  assert_int_equal (c.nr_removed, 3);
+  assert_string_equal (c.removed[0], "/gone/0");
+  assert_string_equal (c.removed[1], "/m/0");
+  assert_string_equal (c.removed[2], "/m/1");
+  config_free (&c);
+  assert_non_null (strstr (get (f->path), "spares = [  ];"));
+}
+
+static void
+a_spare_not_listed_or_a_member_not_old_is_refused_and_nothing_changes (
+  void **state)
+{
+  struct fixture *f = *state;
+
+  put (f->path, SPARE_CONFIG ("\"/m/1\"", " \"/s/0\" ", ""));
+  assert_int_equal (config_replace_with_spare (f->path, 1, "/m/1", "/s/9",
+                                               f->why, sizeof f->why),
+                    -1);
+  assert_non_null (strstr (f->why, "/s/9 is not one of its spares"));
+  assert_int_equal (config_replace_with_spare (f->path, 1, "/m/0", "/s/0",
+                                               f->why, sizeof f->why),
+                    -1);
+  assert_non_null (strstr (f->why, "member 1 is not /m/0"));
+  assert_string_equal (get (f->path),
+                       SPARE_CONFIG ("\"/m/1\"", " \"/s/0\" ", ""));
+  assert_int_equal (others_in_dir (f->dir, NULL), 0);
+}
+
 int
 main (void)
 {
@@ -377,6 +474,12 @@ main (void)
     edit_test (a_grow_lists_the_joining_members_then_all_of_them),
     edit_test (a_shrink_names_the_leaving_member_then_lists_it_removed),
     edit_test (members_that_do_not_load_leave_the_file_as_it_was),
+    edit_test (
+      a_spare_takes_the_member_s_place_leaves_the_spares_and_old_is_removed),
+    edit_test (
+      the_last_spare_leaves_an_empty_list_and_removed_grows_at_its_end),
+    edit_test (
+      a_spare_not_listed_or_a_member_not_old_is_refused_and_nothing_changes),
   };
 #undef edit_test
   return cmocka_run_group_tests_name ("config_edit", tests, NULL, NULL);

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Hot spares and on_failing (#23): a member that becomes failing is
+# replaced onto a spare by the server itself, or (alert) only reported.
+#
+# Volume: 2 members of 16 MiB, chunk 64K, headers: m0 a file, m1 a stock
+# nbdkit file server behind the error filter, whose trims fail with EIO
+# while $D_TMP/inject exists -- so that one client trim makes member 1
+# failing at a known moment (health: one I/O error, below the threshold)
+# while its reads, which the copy needs, and its writes, which mark it
+# replaced, still work.  Spares, in this order: small (8 MiB: too small
+# for a member) and big (16 MiB).  A client writes a random pattern over
+# the whole volume first.
+#
+# --policy replace (on_failing = "replace"); the server holds each window
+# of a copy 300 ms (-D stripe.replace_hold_ms), so that a copy spans
+# the writes of a client (tests/replace/writer.py: random blocks, each
+# into a reference file too, before the replace, across the copy and the
+# switch, and after it):
+# - before: status --json lists both spares claimed, small not usable
+#   ("too small"), big usable; Prometheus nbdstripe_spares 2,
+#   nbdstripe_spares_usable 1; `nbdstripe status` shows them.
+# - the trim fails (EIO); hook events, in order: MemberFailing 1,
+#   MemberReplacing 1 (NBDSTRIPE_OLD_PATH m1's URI, NBDSTRIPE_NEW_PATH
+#   big), MemberRecovered 1 (now big), MemberReplaced 1 (old, new).
+# - the log says small was skipped and why; the replace object says
+#   done, spare, automatic, config_updated; on_failing.last replaced;
+#   status member 1 is big, ok; spares [small].
+# - the writer wrote during the copy and after the switch, every write
+#   answered; the volume reads back its reference; big's data area is
+#   member 1's share of it (the layout, tests/replace/race.py fill); the
+#   config is exactly the old one
+#   with big as member 1, big out of spares, m1 under removed; m1's
+#   header is marked replaced (flags 0x1), big's says member 1 of 2.
+# - stopped, m1's server killed, served again from the rewritten config:
+#   the reference again.
+#
+# --policy replace --busy: the same, but a replace of member 0 (by the
+# command, rate-limited) is running when member 1 becomes failing: the
+# status's on_failing says "waiting" (that replace runs) and no replace
+# starts; once that one is cancelled, member 1 is replaced onto big as
+# above (no writer: the pattern is the reference).
+#
+# --policy alert (the default, said explicitly): the same trim; hook
+# MemberFailing only; two status rewrites later: member 1 still m1 and
+# failing, no replace, on_failing.last null, both spares listed, the
+# config unchanged; the volume reads back the pattern.
+source "$(dirname "$0")/../lib/replace.sh" || exit 1
+rp_init libnbd
+
+policy=${2:-replace}
+busy=0
+[[ ${3:-} == --busy && $policy == replace ]] && busy=1
+[[ ${1:-} == --policy && ( $policy == replace || $policy == alert ) &&
+   ( -z ${3:-} || $busy -eq 1 ) ]] ||
+  d_fail "usage: spares.sh --policy replace [--busy] | --policy alert"
+
+size=$((16 * M))
+truncate -s "$size" "$D_TMP/m0" "$D_TMP/m1.back" "$D_TMP/big" "$D_TMP/new0"
+truncate -s $((8 * M)) "$D_TMP/small"
+r_unix m1 --filter=error file "$D_TMP/m1.back" error-trim=EIO \
+  error-trim-rate=100% "error-trim-file=$D_TMP/inject"
+M1=$R_URI
+M1_PID=$R_PID
+
+# The hook: one '|'-separated line a run, to hook.log and to a FIFO the
+# test holds open read-write (so the hook never blocks on it).
+mkfifo "$D_TMP/events"
+exec {EVFD}<>"$D_TMP/events"
+cat >"$D_TMP/hook.sh" <<EOF
+#!/usr/bin/env -S -u LD_PRELOAD bash
+line=\$(printf '%s|' "\$1" "\$2" "\$3" "\$4" "\${NBDSTRIPE_OLD_PATH-}" \\
+  "\${NBDSTRIPE_NEW_PATH-}" "\${NBDSTRIPE_REASON-}")
+printf '%s\n' "\$line" >>"$D_TMP/hook.log"
+printf '%s\n' "\$line" >"$D_TMP/events"
+EOF
+chmod +x "$D_TMP/hook.sh"
+
+rp_volume vol 64K "spares = [ \"$D_TMP/small\", \"$D_TMP/big\" ];
+on_failing = \"$policy\";" "$D_TMP/m0" "$M1"
+sed -i "s|^health = { status_file = \"\\(.*\\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; on_change = \"$D_TMP/hook.sh\"; interval = 1; window = 3; probe_interval = 1; };|" "$RP_CONF"
+grep -q on_change "$RP_CONF" || d_fail "the config has no on_change: $(cat "$RP_CONF")"
+rp_create
+cp "$RP_CONF" "$D_TMP/vol.conf.before"
+if [[ $policy == replace ]]; then
+  rp_start vol -D stripe.replace_hold_ms=300
+else
+  rp_start vol
+fi
+vsize=$(jq -r .volume.size "$RP_STATUS")
+head -c "$vsize" /dev/urandom >"$D_TMP/pattern"
+rp_write_pattern "$D_TMP/pattern"
+cp "$D_TMP/pattern" "$D_TMP/ref"
+
+# next_event NAME MEMBER PATH [OLD NEW]: the next hook run, within 10 s,
+# is NAME for MEMBER whose device is PATH (and with OLD and NEW as its
+# NBDSTRIPE_OLD_PATH and _NEW_PATH).
+next_event ()
+{
+  local line f
+  if ! IFS= read -r -t 10 -u "$EVFD" line; then
+    d_bad "no hook run within 10 s (expected $1 $2)"
+    return 1
+  fi
+  IFS='|' read -r -a f <<<"$line"
+  if [[ ${f[0]} != "$1" || ${f[1]} != vol || ${f[2]} != "$2" ||
+        ${f[3]} != "$3" ||
+        ( $# -gt 3 && ( ${f[4]} != "$4" || ${f[5]} != "$5" ) ) ]]; then
+    d_bad "hook run: expected $* (event volume index path old new), got: $line"
+    return 1
+  fi
+  d_ok "hook: $1 member $2 ($3)${4:+ $4 -> $5}: ${f[6]}"
+}
+
+d_log "before: the spares, claimed, the small one not usable"
+rp_ctl until 'len(s.get("spares", [])) == 2' 5 >"$D_TMP/st0.json" ||
+  d_fail "the status lists no spares: $(cat "$D_TMP/st0.json")"
+jq -e --arg small "$D_TMP/small" --arg big "$D_TMP/big" --arg p "$policy" '
+  .spares[0].path == $small and .spares[0].claimed and
+  (.spares[0].usable | not) and (.spares[0].reason | test("too small")) and
+  .spares[0].size == 8388608 and
+  .spares[1].path == $big and .spares[1].claimed and .spares[1].usable and
+  .spares[1].reason == "" and .on_failing.policy == $p and
+  .on_failing.last == null' "$D_TMP/st0.json" >/dev/null ||
+  d_bad "the spares in the status: $(jq -c '.spares, .on_failing' "$D_TMP/st0.json")"
+grep -q "^nbdstripe_spares{volume=\"vol\"} 2$" "$D_TMP/vol.prom" &&
+  grep -q "^nbdstripe_spares_usable{volume=\"vol\"} 1$" "$D_TMP/vol.prom" &&
+  grep -q -F "nbdstripe_spare_usable{volume=\"vol\",spare=\"0\",path=\"$D_TMP/small\"} 0" "$D_TMP/vol.prom" ||
+  d_bad "Prometheus: $(grep spare "$D_TMP/vol.prom")"
+d_run status d_ns status "$RP_CONF"
+grep -q -E "^ +0 no +yes .*  $D_TMP/small: too small" "$D_TMP/status.out" &&
+  grep -q -E "^ +1 yes +yes .*  $D_TMP/big$" "$D_TMP/status.out" &&
+  grep -q -E "On failing : $policy$" "$D_TMP/status.out" ||
+  d_bad "nbdstripe status does not show the spares as they are"
+
+if [[ $busy -eq 1 ]]; then
+  d_log "a replace of member 0 runs"
+  d_run manual d_ns replace --rate 1M "$RP_CONF" 0 "$D_TMP/new0"
+  [[ $D_RC -eq 0 ]] || d_fail "the replace of member 0 did not start"
+  rp_wait manual --new "$D_TMP/new0" --state copying --deadline 10 ||
+    d_fail "the replace of member 0 is not copying"
+elif [[ $policy == replace ]]; then
+  d_log "a client writing"
+  base=$(rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add')
+  "$RP_PY" "$(dirname "$0")/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
+    >"$D_TMP/writer.json" 2>"$D_TMP/writer.err" &
+  wpid=$!
+  rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $base + 8" 30 \
+    >/dev/null || d_fail "the writer did not start writing"
+fi
+
+d_log "member 1 failing: a trim of it fails"
+: >"$D_TMP/inject"
+rp_nbdsh -u "$RP_URI" -c '
+import sys
+try:
+    h.trim(65536, 65536)
+    print("the trim succeeded")
+    sys.exit(1)
+except nbd.Error as e:
+    assert "EIO" in str (e), e
+' || d_bad "a trim of member 1 did not fail with EIO"
+next_event MemberFailing 1 "$M1"
+
+if [[ $policy == alert ]]; then
+  t=$(jq -r .updated_unix "$RP_STATUS")
+  rp_ctl until "s['updated_unix'] > $t + 1.5" 10 >"$D_TMP/st1.json" ||
+    d_bad "the status was not rewritten"
+  if IFS= read -r -t 0.5 -u "$EVFD" line; then
+    d_bad "a hook run after MemberFailing: $line"
+  fi
+  jq -e --arg m1 "$M1" '.members[1].path == $m1 and
+    .members[1].state == "failing" and (has("replace") | not) and
+    .on_failing.last == null and (.spares | length) == 2 and
+    .spares[1].usable' "$D_TMP/st1.json" >/dev/null ||
+    d_bad "on_failing = alert: $(jq -c '.members[1].state, .members[1].path, .replace, .on_failing, .spares' "$D_TMP/st1.json")"
+  cmp -s "$RP_CONF" "$D_TMP/vol.conf.before" || d_bad "the config changed"
+  rp_same alert "$D_TMP/pattern"
+  rp_stop
+  d_done
+fi
+
+if [[ $busy -eq 1 ]]; then
+  rp_ctl until 's["on_failing"]["last"] is not None and s["on_failing"]["last"]["state"] == "waiting"' 10 \
+    >"$D_TMP/st-wait.json" || d_bad "on_failing does not say it waits"
+  jq -e '.on_failing.last.member == 1 and
+    (.on_failing.last.reason | contains("a replace of member 0 is running"))
+    and .replace.member == 0 and .replace.state == "copying"' \
+    "$D_TMP/st-wait.json" >/dev/null ||
+    d_bad "waiting: $(jq -c '.on_failing, .replace.state' "$D_TMP/st-wait.json")"
+  if IFS= read -r -t 0.3 -u "$EVFD" line; then
+    d_bad "a hook run while the other replace runs: $line"
+  fi
+  d_run cancel d_ns replace --cancel "$RP_CONF"
+  rp_wait cancelled --new "$D_TMP/new0" --state cancelled --deadline 10 ||
+    d_bad "the replace of member 0 was not cancelled"
+fi
+next_event MemberReplacing 1 "$M1" "$M1" "$D_TMP/big"
+next_event MemberRecovered 1 "$D_TMP/big"
+next_event MemberReplaced 1 "$M1" "$M1" "$D_TMP/big"
+rp_ctl until 's["on_failing"]["last"]["state"] == "replaced"' 10 \
+  >"$D_TMP/st2.json" || d_bad "on_failing.last is not replaced"
+jq -e --arg big "$D_TMP/big" --arg m1 "$M1" --arg conf "$RP_CONF" '
+  .replace.state == "done" and .replace.member == 1 and .replace.old == $m1
+  and .replace.new == $big and .replace.spare and .replace.automatic and
+  .replace.config_updated and .replace.unreadable == [] and
+  .on_failing.last.member == 1 and .on_failing.last.spare == $big and
+  .members[1].path == $big and .members[1].state == "ok" and
+  (.spares | length) == 1 and (.spares[0].reason | test("too small"))' \
+  "$D_TMP/st2.json" >/dev/null ||
+  d_bad "after the replace: $(jq -c '.replace, .on_failing, .members[1].path, .members[1].state, .spares' "$D_TMP/st2.json")"
+grep -q -F "on_failing: member 1: spare $D_TMP/small skipped: too small" \
+  "$D_TMP/vol.log" || d_bad "the log does not say why small was skipped"
+
+d_log "the data, the config, the old member's header"
+if [[ $busy -eq 0 ]]; then
+  wrc=0
+  wait "$wpid" || wrc=$?
+  cat "$D_TMP/writer.json" "$D_TMP/writer.err"
+  [[ $wrc -eq 0 ]] || d_fail "writer.py failed (exit $wrc)"
+  [[ $(jq .writes_copying "$D_TMP/writer.json") -ge 8 &&
+     $(jq .writes_after "$D_TMP/writer.json") -ge 8 &&
+     $(jq -r .end "$D_TMP/writer.json") == done ]] ||
+    d_bad "the writer did not write across the copy and after it"
+fi
+rp_same replaced "$D_TMP/ref"
+truncate -s "$size" "$D_TMP/exp0" "$D_TMP/exp1"
+"$RP_PY" "$(dirname "$0")/race.py" fill "$D_TMP/ref" "2,65536,$M" \
+  "$D_TMP/exp0" "$D_TMP/exp1" || d_fail "race.py fill"
+rp_member_cmp "member 1's share of the reference on big" "$D_TMP/exp1" \
+  "$D_TMP/big" "$M" $((size - M))
+cat >"$D_TMP/vol.conf.want" <<EOF
+name = "vol";
+chunk = "64K";
+members = [
+  "$D_TMP/m0",
+  "$D_TMP/big" ];
+removed = [ "$M1" ];
+serve = { socket = "$RP_SOCK"; pidfile = "$RP_PIDFILE"; threads = 8; };
+$(grep '^health = ' "$D_TMP/vol.conf.before")
+spares = [ "$D_TMP/small" ];
+on_failing = "replace";
+EOF
+if diff -u "$D_TMP/vol.conf.want" "$RP_CONF"; then
+  d_ok "the config: big is member 1, small the only spare, m1 removed"
+else
+  d_bad "the config is not as expected (above)"
+fi
+[[ $(rp_header_field "$D_TMP/m1.back" "format") == "version 2, flags 0x1"* ]] ||
+  d_bad "m1: format '$(rp_header_field "$D_TMP/m1.back" "format")', expected flags 0x1 (replaced)"
+[[ $(rp_header_field "$D_TMP/big" "member") == "1 of 2 "* ]] ||
+  d_bad "big: member '$(rp_header_field "$D_TMP/big" "member")'"
+rp_stop
+
+d_log "served again from the rewritten config, m1's server gone"
+kill -KILL "$M1_PID" && d_wait_gone "$M1_PID" 10 && rp_forget "$M1_PID"
+rp_start vol2
+rp_same again "$D_TMP/ref"
+rp_stop
+d_done
