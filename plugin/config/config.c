@@ -38,7 +38,7 @@ struct loader {
   char *err;
   size_t errlen;
   struct config_text text; /* the file, as libconfig parses it */
-  /* A reshape's keys, until check_reshape puts them in cfg. */
+  /* A reshape's keys, until loader_check_reshape puts them in cfg. */
   char *joining[LAYOUT_MAX_MEMBERS];
   unsigned nr_joining;
   char *leaving;
@@ -60,7 +60,7 @@ setting_file (const struct loader *ld, const config_setting_t *s)
 
 /* The key as a user would write it: "chunk", "serve.port", "members[2]". */
 static void
-setting_key (const config_setting_t *s, char *buf, size_t len)
+loader_setting_key (const config_setting_t *s, char *buf, size_t len)
 {
   const config_setting_t *chain[8];
   size_t depth = 0, n = 0;
@@ -84,7 +84,7 @@ setting_key (const config_setting_t *s, char *buf, size_t len)
 
 /* libconfig's line, except for list elements (config_text.h says why). */
 static unsigned
-setting_line (const struct loader *ld, const config_setting_t *s)
+loader_setting_line (const struct loader *ld, const config_setting_t *s)
 {
   const config_setting_t *parent = config_setting_parent (s);
 
@@ -104,7 +104,7 @@ static void __attribute__ ((format (printf, 5, 0)))
 vreport (struct loader *ld, const config_setting_t *s, char *buf, size_t len,
          const char *fmt, va_list args)
 {
-  unsigned line = s ? setting_line (ld, s) : 0;
+  unsigned line = s ? loader_setting_line (ld, s) : 0;
   char key[160];
   size_t n;
   int r;
@@ -117,7 +117,7 @@ vreport (struct loader *ld, const config_setting_t *s, char *buf, size_t len,
     r = snprintf (buf, len, "%s: ", setting_file (ld, s));
   n = r < 0 ? 0 : (size_t) r;
   if (s)
-    setting_key (s, key, sizeof key);
+    loader_setting_key (s, key, sizeof key);
   if (s && key[0] != '\0' && n < len) {
     r = snprintf (buf + n, len - n, "%s: ", key);
     n += r < 0 ? 0 : (size_t) r;
@@ -128,7 +128,8 @@ vreport (struct loader *ld, const config_setting_t *s, char *buf, size_t len,
 
 /* "FILE:LINE: KEY: message" for setting s.  Returns -1. */
 static int __attribute__ ((format (printf, 3, 4)))
-error_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
+loader_error_at (struct loader *ld, const config_setting_t *s, const char *fmt,
+                 ...)
 {
   va_list args;
 
@@ -142,7 +143,8 @@ error_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
  * the operator must hear about it.  Returns 0 (-1 out of memory).
  */
 static int __attribute__ ((format (printf, 3, 4)))
-warn_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
+loader_warn_at (struct loader *ld, const config_setting_t *s, const char *fmt,
+                ...)
 {
   struct stripe_config *cfg = ld->cfg;
   char buf[1024];
@@ -155,7 +157,7 @@ warn_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
     return 0;
   cfg->warnings[cfg->nr_warnings] = strdup (buf);
   if (cfg->warnings[cfg->nr_warnings] == NULL)
-    return error_at (ld, s, "out of memory");
+    return loader_error_at (ld, s, "out of memory");
   cfg->nr_warnings++;
   return 0;
 }
@@ -164,7 +166,7 @@ warn_at (struct loader *ld, const config_setting_t *s, const char *fmt, ...)
  * belong to no setting.  Returns -1.
  */
 static int __attribute__ ((format (printf, 3, 4)))
-error_line (struct loader *ld, int line, const char *fmt, ...)
+loader_error_line (struct loader *ld, int line, const char *fmt, ...)
 {
   va_list args;
   size_t n;
@@ -203,7 +205,7 @@ type_name (const config_setting_t *s)
 
 /* The value as written: "100K", 100000, true, 1.5. */
 static const char *
-value_text (const config_setting_t *s, char *buf, size_t len)
+loader_value_text (const config_setting_t *s, char *buf, size_t len)
 {
   switch (config_setting_type (s)) {
   case CONFIG_TYPE_INT:
@@ -222,18 +224,19 @@ value_text (const config_setting_t *s, char *buf, size_t len)
 
 /* For a value of the wrong type: "a string (\"10809\")", "a group". */
 static const char *
-type_and_value (const config_setting_t *s, char *buf, size_t len)
+loader_type_and_value (const config_setting_t *s, char *buf, size_t len)
 {
   char v[96];
 
   if (config_setting_is_aggregate (s))
     return type_name (s);
-  snprintf (buf, len, "%s (%s)", type_name (s), value_text (s, v, sizeof v));
+  snprintf (buf, len, "%s (%s)", type_name (s),
+            loader_value_text (s, v, sizeof v));
   return buf;
 }
 
-#define VALUE(s) value_text ((s), (char[96]){ 0 }, 96)
-#define TYPE_AND_VALUE(s) type_and_value ((s), (char[128]){ 0 }, 128)
+#define VALUE(s) loader_value_text ((s), (char[96]){ 0 }, 96)
+#define TYPE_AND_VALUE(s) loader_type_and_value ((s), (char[128]){ 0 }, 128)
 #define QUOTE(str) log_quote ((str), (char[96]){ 0 }, 96)
 /* For a string whose every byte matters (a control character in it). */
 #define QUOTE_LONG(str) log_quote ((str), (char[512]){ 0 }, 512)
@@ -324,8 +327,8 @@ config_parse_size (const char *s, uint64_t *out)
 
 /* A size: a string with an optional suffix, or a non-negative integer. */
 static int
-get_size (struct loader *ld, const config_setting_t *s, uint64_t *out,
-          const char *expected)
+loader_get_size (struct loader *ld, const config_setting_t *s, uint64_t *out,
+                 const char *expected)
 {
   long long ll;
 
@@ -343,31 +346,33 @@ get_size (struct loader *ld, const config_setting_t *s, uint64_t *out,
     }
     break;
   default:
-    return error_at (ld, s, "expected %s, got %s", expected,
-                     TYPE_AND_VALUE (s));
+    return loader_error_at (ld, s, "expected %s, got %s", expected,
+                            TYPE_AND_VALUE (s));
   }
-  return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+  return loader_error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
 }
 
 /* The string of s (owned by libconfig), or NULL after reporting. */
 static const char *
-get_string (struct loader *ld, const config_setting_t *s, const char *expected)
+loader_get_string (struct loader *ld, const config_setting_t *s,
+                   const char *expected)
 {
   if (config_setting_type (s) != CONFIG_TYPE_STRING) {
-    error_at (ld, s, "expected %s, got %s", expected, TYPE_AND_VALUE (s));
+    loader_error_at (ld, s, "expected %s, got %s", expected,
+                     TYPE_AND_VALUE (s));
     return NULL;
   }
   return config_setting_get_string (s);
 }
 
 static int
-dup_string (struct loader *ld, const config_setting_t *s, const char *str,
-            char **out)
+loader_dup_string (struct loader *ld, const config_setting_t *s,
+                   const char *str, char **out)
 {
   char *copy = strdup (str);
 
   if (copy == NULL)
-    return error_at (ld, s, "out of memory");
+    return loader_error_at (ld, s, "out of memory");
   free (*out);
   *out = copy;
   return 0;
@@ -378,29 +383,31 @@ dup_string (struct loader *ld, const config_setting_t *s, const char *str,
  * different depending on who starts it.
  */
 static int
-get_abs_path (struct loader *ld, const config_setting_t *s, char **out)
+loader_get_abs_path (struct loader *ld, const config_setting_t *s, char **out)
 {
   static const char expected[] =
     "an absolute path (a relative path is ambiguous: a daemon does not run "
     "in the config's directory)";
-  const char *str = get_string (ld, s, expected);
+  const char *str = loader_get_string (ld, s, expected);
 
   if (str == NULL)
     return -1;
   if (str[0] != '/')
-    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+    return loader_error_at (ld, s, "expected %s, got %s", expected,
+                            QUOTE (str));
   if (log_has_control (str))
-    return error_at (ld, s,
-                     "%s holds a control character: a path must not (it "
-                     "would reach log lines raw)",
-                     QUOTE_LONG (str));
-  return dup_string (ld, s, str, out);
+    return loader_error_at (
+      ld, s,
+      "%s holds a control character: a path must not (it "
+      "would reach log lines raw)",
+      QUOTE_LONG (str));
+  return loader_dup_string (ld, s, str, out);
 }
 
 /* One of names[], as its index. */
 static int
-get_choice (struct loader *ld, const config_setting_t *s,
-            const char *const *names, int *out)
+loader_get_choice (struct loader *ld, const config_setting_t *s,
+                   const char *const *names, int *out)
 {
   char expected[128] = "";
   const char *str;
@@ -413,7 +420,7 @@ get_choice (struct loader *ld, const config_setting_t *s,
                    : names[i + 1] ? ", "
                                   : " or ",
                    names[i]);
-  str = get_string (ld, s, expected);
+  str = loader_get_string (ld, s, expected);
   if (str == NULL)
     return -1;
   for (i = 0; names[i]; ++i)
@@ -421,7 +428,7 @@ get_choice (struct loader *ld, const config_setting_t *s,
       *out = i;
       return 0;
     }
-  return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+  return loader_error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
 }
 
 /* The keys.  Every integer in a range is set by set_number, after its
@@ -434,8 +441,8 @@ struct key {
   int (*set) (struct loader *ld, const config_setting_t *s);
 };
 
-static int walk_group (struct loader *ld, const config_setting_t *group,
-                       const struct key *keys);
+static int loader_walk_group (struct loader *ld, const config_setting_t *group,
+                              const struct key *keys);
 
 /* The offset of field f, which set_number writes as an unsigned: f must be
  * one, or an int, which C lets be written through an unsigned (C11 6.5p7)
@@ -485,19 +492,20 @@ set_number (struct loader *ld, const config_setting_t *s)
   char key[160];
   long long ll;
 
-  setting_key (s, key, sizeof key);
+  loader_setting_key (s, key, sizeof key);
   for (n = numbers; n->key && strcmp (n->key, key) != 0; ++n)
     ;
   if (n->key == NULL) /* a key table and numbers[] disagree */
-    return error_at (ld, s, "a number with no limits known to the loader");
+    return loader_error_at (ld, s,
+                            "a number with no limits known to the loader");
   if (config_setting_type (s) != CONFIG_TYPE_INT
       && config_setting_type (s) != CONFIG_TYPE_INT64)
-    return error_at (ld, s, "expected %s from %u to %u, got %s", n->what,
-                     n->min, n->max, TYPE_AND_VALUE (s));
+    return loader_error_at (ld, s, "expected %s from %u to %u, got %s",
+                            n->what, n->min, n->max, TYPE_AND_VALUE (s));
   ll = config_setting_get_int64 (s);
   if (ll < n->min || ll > n->max)
-    return error_at (ld, s, "expected %s from %u to %u, got %lld", n->what,
-                     n->min, n->max, ll);
+    return loader_error_at (ld, s, "expected %s from %u to %u, got %lld",
+                            n->what, n->min, n->max, ll);
   *(unsigned *) ((char *) ld->cfg + n->offset) = ll;
   return 0;
 }
@@ -507,7 +515,7 @@ set_name (struct loader *ld, const config_setting_t *s)
 {
   static const char expected[] =
     "a name of 1 to 63 characters from A-Z a-z 0-9 . _ -";
-  const char *name = get_string (ld, s, expected);
+  const char *name = loader_get_string (ld, s, expected);
   size_t len;
 
   if (name == NULL)
@@ -517,8 +525,9 @@ set_name (struct loader *ld, const config_setting_t *s)
       || strspn (name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                        "0123456789._-")
            != len)
-    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (name));
-  return dup_string (ld, s, name, &ld->cfg->name);
+    return loader_error_at (ld, s, "expected %s, got %s", expected,
+                            QUOTE (name));
+  return loader_dup_string (ld, s, name, &ld->cfg->name);
 }
 
 static int
@@ -528,10 +537,10 @@ set_chunk (struct loader *ld, const config_setting_t *s)
     "a size such as \"128K\" (a non-zero multiple of 4096 bytes)";
   uint64_t chunk;
 
-  if (get_size (ld, s, &chunk, expected) == -1)
+  if (loader_get_size (ld, s, &chunk, expected) == -1)
     return -1;
   if (chunk == 0 || chunk % LAYOUT_CHUNK_ALIGN != 0)
-    return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+    return loader_error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
   ld->cfg->chunk = chunk;
   return 0;
 }
@@ -553,17 +562,18 @@ set_member_list (struct loader *ld, const config_setting_t *s, char **out,
 
   if (config_setting_type (s) != CONFIG_TYPE_ARRAY
       && config_setting_type (s) != CONFIG_TYPE_LIST)
-    return error_at (ld, s,
-                     "expected an array of %ss, each %s, such as "
-                     "[ \"/dev/nvme0n1\", \"nbd://host/export\" ], got %s",
-                     noun, expected, TYPE_AND_VALUE (s));
+    return loader_error_at (
+      ld, s,
+      "expected an array of %ss, each %s, such as "
+      "[ \"/dev/nvme0n1\", \"nbd://host/export\" ], got %s",
+      noun, expected, TYPE_AND_VALUE (s));
   n = config_setting_length (s);
   if (n == 0 && !empty_ok)
-    return error_at (ld, s, "empty: a volume needs 1 to %d members",
-                     LAYOUT_MAX_MEMBERS);
+    return loader_error_at (ld, s, "empty: a volume needs 1 to %d members",
+                            LAYOUT_MAX_MEMBERS);
   if (n > LAYOUT_MAX_MEMBERS)
-    return error_at (ld, s, "%d given: at most %d %ss are supported", n,
-                     LAYOUT_MAX_MEMBERS, noun);
+    return loader_error_at (ld, s, "%d given: at most %d %ss are supported", n,
+                            LAYOUT_MAX_MEMBERS, noun);
 
   for (int i = 0; i < n; ++i) {
     const config_setting_t *m = config_setting_get_elem (s, i);
@@ -571,37 +581,38 @@ set_member_list (struct loader *ld, const config_setting_t *s, char **out,
     const char *path;
 
     snprintf (what, sizeof what, "a %s (a string)", noun);
-    path = get_string (ld, m, what);
+    path = loader_get_string (ld, m, what);
     if (path == NULL)
       return -1;
     if (path[0] == '\0')
-      return error_at (ld, m, "empty %s: expected %s", noun, expected);
+      return loader_error_at (ld, m, "empty %s: expected %s", noun, expected);
     if (log_has_control (path))
-      return error_at (ld, m,
-                       "%s holds a control character: a %s's path or "
-                       "URI must not (it would reach log lines raw)",
-                       QUOTE_LONG (path), noun);
+      return loader_error_at (ld, m,
+                              "%s holds a control character: a %s's path or "
+                              "URI must not (it would reach log lines raw)",
+                              QUOTE_LONG (path), noun);
     if (path[0] != '/' && !member_is_uri (path)) {
       if (strstr (path, "://"))
-        return error_at (ld, m,
-                         "%s: not an NBD URI (nbd://, nbds://, nbd+unix://, "
-                         "nbds+unix://, nbd+vsock://, nbds+vsock://): "
-                         "expected %s",
-                         QUOTE (path), expected);
-      return error_at (ld, m,
-                       "%s is a relative path: each %s must be %s (a "
-                       "relative path in a config file is ambiguous: a "
-                       "daemon does not run in the config's directory)",
-                       QUOTE (path), noun, expected);
+        return loader_error_at (
+          ld, m,
+          "%s: not an NBD URI (nbd://, nbds://, nbd+unix://, "
+          "nbds+unix://, nbd+vsock://, nbds+vsock://): "
+          "expected %s",
+          QUOTE (path), expected);
+      return loader_error_at (ld, m,
+                              "%s is a relative path: each %s must be %s (a "
+                              "relative path in a config file is ambiguous: a "
+                              "daemon does not run in the config's directory)",
+                              QUOTE (path), noun, expected);
     }
     for (int j = 0; j < i; ++j)
       if (strcmp (path, out[j]) == 0)
-        return error_at (ld, m,
-                         "%s is the same %s as %s[%d]: each "
-                         "%s can be used once",
-                         QUOTE (path), path[0] == '/' ? "path" : "URI",
-                         config_setting_name (s), j, noun);
-    if (dup_string (ld, m, path, &out[i]) == -1)
+        return loader_error_at (ld, m,
+                                "%s is the same %s as %s[%d]: each "
+                                "%s can be used once",
+                                QUOTE (path), path[0] == '/' ? "path" : "URI",
+                                config_setting_name (s), j, noun);
+    if (loader_dup_string (ld, m, path, &out[i]) == -1)
       return -1;
     *nr = i + 1;
   }
@@ -629,7 +640,7 @@ set_removed (struct loader *ld, const config_setting_t *s)
 }
 
 /* Whether each spare is a member, joining or removed is checked once
- * the whole file is read (check_spares): the lines are kept for it.
+ * the whole file is read (loader_check_spares): the lines are kept for it.
  */
 static int
 set_spares (struct loader *ld, const config_setting_t *s)
@@ -639,7 +650,8 @@ set_spares (struct loader *ld, const config_setting_t *s)
       == -1)
     return -1;
   for (unsigned k = 0; k < ld->cfg->nr_spares; ++k)
-    ld->spare_line[k] = setting_line (ld, config_setting_get_elem (s, k));
+    ld->spare_line[k] =
+      loader_setting_line (ld, config_setting_get_elem (s, k));
   return 0;
 }
 
@@ -649,7 +661,7 @@ set_on_failing (struct loader *ld, const config_setting_t *s)
   static const char *const names[] = { "alert", "replace", NULL };
   int i;
 
-  if (get_choice (ld, s, names, &i) == -1)
+  if (loader_get_choice (ld, s, names, &i) == -1)
     return -1;
   ld->cfg->on_failing = i == 0 ? ON_FAILING_ALERT : ON_FAILING_REPLACE;
   return 0;
@@ -658,12 +670,13 @@ set_on_failing (struct loader *ld, const config_setting_t *s)
 static int
 set_leaving (struct loader *ld, const config_setting_t *s)
 {
-  const char *path = get_string (ld, s, "the member leaving (a string)");
+  const char *path =
+    loader_get_string (ld, s, "the member leaving (a string)");
 
   if (path == NULL)
     return -1;
   ld->leaving_line = config_setting_source_line (s);
-  return dup_string (ld, s, path, &ld->leaving);
+  return loader_dup_string (ld, s, path, &ld->leaving);
 }
 
 static const char *const metadata_names[] = { "header", "none", "md", NULL };
@@ -687,7 +700,7 @@ set_metadata (struct loader *ld, const config_setting_t *s)
 {
   int i;
 
-  if (get_choice (ld, s, metadata_names, &i) == -1)
+  if (loader_get_choice (ld, s, metadata_names, &i) == -1)
     return -1;
   ld->cfg->metadata = metadata_modes[i];
   return 0;
@@ -699,7 +712,7 @@ set_layout (struct loader *ld, const config_setting_t *s)
   static const char *const names[] = { "original", "alternate", NULL };
   int i;
 
-  if (get_choice (ld, s, names, &i) == -1)
+  if (loader_get_choice (ld, s, names, &i) == -1)
     return -1;
   ld->cfg->layout = i == 0 ? LAYOUT_MD_ORIG : LAYOUT_MD_ALT;
   ld->cfg->layout_given = true;
@@ -715,18 +728,19 @@ set_uuid (struct loader *ld, const config_setting_t *s)
   static const char expected[] =
     "an array UUID such as \"01234567-89ab-cdef-0123-456789abcdef\" "
     "or mdadm's \"01234567:89abcdef:01234567:89abcdef\"";
-  const char *str = get_string (ld, s, expected);
+  const char *str = loader_get_string (ld, s, expected);
 
   if (str == NULL)
     return -1;
   if (config_parse_uuid (str, ld->cfg->uuid) == -1)
-    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+    return loader_error_at (ld, s, "expected %s, got %s", expected,
+                            QUOTE (str));
   ld->cfg->uuid_given = true;
   return 0;
 }
 
 /* Only the form here; whether data_offset may be given at all depends on
- * metadata, which may come later in the file (check_data_offset).
+ * metadata, which may come later in the file (loader_check_data_offset).
  */
 static int
 set_data_offset (struct loader *ld, const config_setting_t *s)
@@ -735,10 +749,10 @@ set_data_offset (struct loader *ld, const config_setting_t *s)
     "a size such as \"1M\" (a multiple of 4096 bytes)";
   uint64_t off;
 
-  if (get_size (ld, s, &off, expected) == -1)
+  if (loader_get_size (ld, s, &off, expected) == -1)
     return -1;
   if (off % HEADER_SIZE != 0)
-    return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+    return loader_error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
   ld->cfg->data_offset = off;
   ld->cfg->data_offset_given = true;
   return 0;
@@ -751,25 +765,26 @@ set_cache (struct loader *ld, const config_setting_t *s)
   static const char expected[] =
     "\"writeback\", \"writethrough\" or \"direct\" (or nbdkit's "
     "\"default\" or \"none\")";
-  const char *str = get_string (ld, s, expected);
+  const char *str = loader_get_string (ld, s, expected);
 
   if (str == NULL)
     return -1;
   if (cache_mode_parse (str, &ld->cfg->cache) == -1)
-    return error_at (ld, s, "expected %s, got %s", expected, QUOTE (str));
+    return loader_error_at (ld, s, "expected %s, got %s", expected,
+                            QUOTE (str));
   return 0;
 }
 
 static int
 set_socket (struct loader *ld, const config_setting_t *s)
 {
-  if (get_abs_path (ld, s, &ld->cfg->serve.socket) == -1)
+  if (loader_get_abs_path (ld, s, &ld->cfg->serve.socket) == -1)
     return -1;
   if (strlen (ld->cfg->serve.socket) > SOCKET_PATH_MAX)
-    return error_at (ld, s,
-                     "too long (%zu bytes): a Unix socket path has "
-                     "at most %zu bytes",
-                     strlen (ld->cfg->serve.socket), SOCKET_PATH_MAX);
+    return loader_error_at (ld, s,
+                            "too long (%zu bytes): a Unix socket path has "
+                            "at most %zu bytes",
+                            strlen (ld->cfg->serve.socket), SOCKET_PATH_MAX);
   return 0;
 }
 
@@ -777,37 +792,37 @@ static int
 set_address (struct loader *ld, const config_setting_t *s)
 {
   const char *addr =
-    get_string (ld, s, "an address to listen on such as \"127.0.0.1\"");
+    loader_get_string (ld, s, "an address to listen on such as \"127.0.0.1\"");
 
   if (addr == NULL)
     return -1;
   if (addr[0] == '\0' || strpbrk (addr, " \t\r\n") != NULL)
-    return error_at (ld, s,
-                     "expected an address to listen on such as "
-                     "\"127.0.0.1\", got %s",
-                     QUOTE (addr));
-  return dup_string (ld, s, addr, &ld->cfg->serve.address);
+    return loader_error_at (ld, s,
+                            "expected an address to listen on such as "
+                            "\"127.0.0.1\", got %s",
+                            QUOTE (addr));
+  return loader_dup_string (ld, s, addr, &ld->cfg->serve.address);
 }
 
 static int
 set_export_name (struct loader *ld, const config_setting_t *s)
 {
-  const char *name = get_string (ld, s, "an export name (a string)");
+  const char *name = loader_get_string (ld, s, "an export name (a string)");
 
   if (name == NULL)
     return -1;
   if (strlen (name) > NBD_MAX_EXPORT_NAME)
-    return error_at (ld, s,
-                     "too long (%zu bytes): NBD export names have at "
-                     "most %d bytes",
-                     strlen (name), NBD_MAX_EXPORT_NAME);
-  return dup_string (ld, s, name, &ld->cfg->serve.export_name);
+    return loader_error_at (ld, s,
+                            "too long (%zu bytes): NBD export names have at "
+                            "most %d bytes",
+                            strlen (name), NBD_MAX_EXPORT_NAME);
+  return loader_dup_string (ld, s, name, &ld->cfg->serve.export_name);
 }
 
 static int
 set_pidfile (struct loader *ld, const config_setting_t *s)
 {
-  return get_abs_path (ld, s, &ld->cfg->serve.pidfile);
+  return loader_get_abs_path (ld, s, &ld->cfg->serve.pidfile);
 }
 
 static int
@@ -817,7 +832,7 @@ set_tls (struct loader *ld, const config_setting_t *s)
   static const enum tls_mode modes[] = { TLS_OFF, TLS_ON, TLS_REQUIRE };
   int i;
 
-  if (get_choice (ld, s, names, &i) == -1)
+  if (loader_get_choice (ld, s, names, &i) == -1)
     return -1;
   ld->cfg->serve.tls = modes[i];
   return 0;
@@ -834,21 +849,21 @@ check_exists (struct loader *ld, const config_setting_t *s, const char *path,
 
   if (stat (path, &st) == -1) {
     if (errno == ENOENT)
-      return error_at (ld, s, "%s: no such %s", QUOTE (path),
-                       type == S_IFDIR ? "directory" : "file");
-    return error_at (ld, s, "%s: %s", QUOTE (path), strerror (errno));
+      return loader_error_at (ld, s, "%s: no such %s", QUOTE (path),
+                              type == S_IFDIR ? "directory" : "file");
+    return loader_error_at (ld, s, "%s: %s", QUOTE (path), strerror (errno));
   }
   if (type == S_IFDIR && !S_ISDIR (st.st_mode))
-    return error_at (ld, s, "%s is not a directory", QUOTE (path));
+    return loader_error_at (ld, s, "%s is not a directory", QUOTE (path));
   if (type == S_IFREG && !S_ISREG (st.st_mode))
-    return error_at (ld, s, "%s is not a regular file", QUOTE (path));
+    return loader_error_at (ld, s, "%s is not a regular file", QUOTE (path));
   return 0;
 }
 
 static int
 set_tls_certificates (struct loader *ld, const config_setting_t *s)
 {
-  if (get_abs_path (ld, s, &ld->cfg->serve.tls_certificates) == -1)
+  if (loader_get_abs_path (ld, s, &ld->cfg->serve.tls_certificates) == -1)
     return -1;
   return check_exists (ld, s, ld->cfg->serve.tls_certificates, S_IFDIR);
 }
@@ -862,7 +877,7 @@ set_tls_psk (struct loader *ld, const config_setting_t *s)
   const char *psk;
   struct stat st;
 
-  if (get_abs_path (ld, s, &ld->cfg->serve.tls_psk) == -1)
+  if (loader_get_abs_path (ld, s, &ld->cfg->serve.tls_psk) == -1)
     return -1;
   psk = ld->cfg->serve.tls_psk;
   if (check_exists (ld, s, psk, S_IFREG) == -1)
@@ -874,11 +889,12 @@ set_tls_psk (struct loader *ld, const config_setting_t *s)
       how = "readable";
     else if ((st.st_mode & 044) == 0)
       how = "writable";
-    return warn_at (ld, s,
-                    "%s has mode %04o: %s by group or others, and whoever "
-                    "holds the key can read and write the volume; chmod "
-                    "0600 it",
-                    QUOTE_LONG (psk), (unsigned) (st.st_mode & 07777), how);
+    return loader_warn_at (
+      ld, s,
+      "%s has mode %04o: %s by group or others, and whoever "
+      "holds the key can read and write the volume; chmod "
+      "0600 it",
+      QUOTE_LONG (psk), (unsigned) (st.st_mode & 07777), how);
   }
   return 0;
 }
@@ -887,8 +903,8 @@ static int
 set_tls_verify_peer (struct loader *ld, const config_setting_t *s)
 {
   if (config_setting_type (s) != CONFIG_TYPE_BOOL)
-    return error_at (ld, s, "expected true or false, got %s",
-                     TYPE_AND_VALUE (s));
+    return loader_error_at (ld, s, "expected true or false, got %s",
+                            TYPE_AND_VALUE (s));
   ld->cfg->serve.tls_verify_peer = config_setting_get_bool (s);
   return 0;
 }
@@ -896,13 +912,13 @@ set_tls_verify_peer (struct loader *ld, const config_setting_t *s)
 static int
 set_status_file (struct loader *ld, const config_setting_t *s)
 {
-  return get_abs_path (ld, s, &ld->cfg->health.status_file);
+  return loader_get_abs_path (ld, s, &ld->cfg->health.status_file);
 }
 
 static int
 set_prometheus_file (struct loader *ld, const config_setting_t *s)
 {
-  return get_abs_path (ld, s, &ld->cfg->health.prometheus_file);
+  return loader_get_abs_path (ld, s, &ld->cfg->health.prometheus_file);
 }
 
 static int
@@ -910,13 +926,13 @@ set_on_change (struct loader *ld, const config_setting_t *s)
 {
   const char *prog;
 
-  if (get_abs_path (ld, s, &ld->cfg->health.on_change) == -1)
+  if (loader_get_abs_path (ld, s, &ld->cfg->health.on_change) == -1)
     return -1;
   prog = ld->cfg->health.on_change;
   if (check_exists (ld, s, prog, S_IFREG) == -1)
     return -1;
   if (access (prog, X_OK) == -1)
-    return error_at (ld, s, "%s is not executable", QUOTE (prog));
+    return loader_error_at (ld, s, "%s is not executable", QUOTE (prog));
   return 0;
 }
 
@@ -932,12 +948,12 @@ set_slow_factor (struct loader *ld, const config_setting_t *s)
   case CONFIG_TYPE_INT:
   case CONFIG_TYPE_INT64: f = config_setting_get_int64 (s); break;
   default:
-    return error_at (ld, s, "expected %s, got %s", expected,
-                     TYPE_AND_VALUE (s));
+    return loader_error_at (ld, s, "expected %s, got %s", expected,
+                            TYPE_AND_VALUE (s));
   }
   /* !(f > 1) also catches NaN; "1e999" reads as infinity. */
   if (!(f > 1) || !isfinite (f))
-    return error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
+    return loader_error_at (ld, s, "expected %s, got %s", expected, VALUE (s));
   ld->cfg->health.set.slow_factor = f;
   return 0;
 }
@@ -946,9 +962,9 @@ static const struct key remote_keys[] = { { "connections", set_number },
                                           { NULL, NULL } };
 
 static int
-set_remote (struct loader *ld, const config_setting_t *s)
+loader_set_remote (struct loader *ld, const config_setting_t *s)
 {
-  return walk_group (ld, s, remote_keys);
+  return loader_walk_group (ld, s, remote_keys);
 }
 
 static const struct key serve_keys[] = {
@@ -982,34 +998,35 @@ static const struct key health_keys[] = {
 };
 
 static int
-set_serve (struct loader *ld, const config_setting_t *s)
+loader_set_serve (struct loader *ld, const config_setting_t *s)
 {
-  return walk_group (ld, s, serve_keys);
+  return loader_walk_group (ld, s, serve_keys);
 }
 
 static int
-set_health (struct loader *ld, const config_setting_t *s)
+loader_set_health (struct loader *ld, const config_setting_t *s)
 {
-  return walk_group (ld, s, health_keys);
+  return loader_walk_group (ld, s, health_keys);
 }
 
-static const struct key top_keys[] = { { "name", set_name },
-                                       { "chunk", set_chunk },
-                                       { "members", set_members },
-                                       { "metadata", set_metadata },
-                                       { "data_offset", set_data_offset },
-                                       { "layout", set_layout },
-                                       { "uuid", set_uuid },
-                                       { "cache", set_cache },
-                                       { "serve", set_serve },
-                                       { "health", set_health },
-                                       { "remote", set_remote },
-                                       { "joining", set_joining },
-                                       { "leaving", set_leaving },
-                                       { "removed", set_removed },
-                                       { "spares", set_spares },
-                                       { "on_failing", set_on_failing },
-                                       { NULL, NULL } };
+static const struct key loader_top_keys[] = { { "name", set_name },
+                                              { "chunk", set_chunk },
+                                              { "members", set_members },
+                                              { "metadata", set_metadata },
+                                              { "data_offset",
+                                                set_data_offset },
+                                              { "layout", set_layout },
+                                              { "uuid", set_uuid },
+                                              { "cache", set_cache },
+                                              { "serve", loader_set_serve },
+                                              { "health", loader_set_health },
+                                              { "remote", loader_set_remote },
+                                              { "joining", set_joining },
+                                              { "leaving", set_leaving },
+                                              { "removed", set_removed },
+                                              { "spares", set_spares },
+                                              { "on_failing", set_on_failing },
+                                              { NULL, NULL } };
 
 /* Edit distance, for "did you mean": typos are the usual unknown keys. */
 static size_t
@@ -1056,21 +1073,21 @@ unknown_key (struct loader *ld, const config_setting_t *s,
                    k->name);
   }
   if (config_setting_is_root (group))
-    return error_at (ld, s, "unknown key%s; the valid keys are: %s", hint,
-                     valid);
-  return error_at (ld, s, "unknown key%s; the valid keys in %s are: %s", hint,
-                   config_setting_name (group), valid);
+    return loader_error_at (ld, s, "unknown key%s; the valid keys are: %s",
+                            hint, valid);
+  return loader_error_at (ld, s, "unknown key%s; the valid keys in %s are: %s",
+                          hint, config_setting_name (group), valid);
 }
 
 static int
-walk_group (struct loader *ld, const config_setting_t *group,
-            const struct key *keys)
+loader_walk_group (struct loader *ld, const config_setting_t *group,
+                   const struct key *keys)
 {
   int n;
 
   if (!config_setting_is_group (group))
-    return error_at (ld, group, "expected a group { ... }, got %s",
-                     TYPE_AND_VALUE (group));
+    return loader_error_at (ld, group, "expected a group { ... }, got %s",
+                            TYPE_AND_VALUE (group));
   n = config_setting_length (group);
   for (int i = 0; i < n; ++i) {
     const config_setting_t *s = config_setting_get_elem (group, i);
@@ -1090,18 +1107,19 @@ walk_group (struct loader *ld, const config_setting_t *group,
 /* Rules across keys, checked after the walk. */
 
 static int
-check_required (struct loader *ld)
+loader_check_required (struct loader *ld)
 {
   if (ld->cfg->name == NULL)
-    return error_line (ld, 0,
-                       "name: missing: every volume needs a name "
-                       "(1 to 63 characters from A-Z a-z 0-9 . _ -), e.g. "
-                       "name = \"fast0\";");
+    return loader_error_line (
+      ld, 0,
+      "name: missing: every volume needs a name "
+      "(1 to 63 characters from A-Z a-z 0-9 . _ -), e.g. "
+      "name = \"fast0\";");
   if (ld->cfg->nr_members == 0)
-    return error_line (ld, 0,
-                       "members: missing: list the member paths in "
-                       "order, e.g. members = [ \"/dev/nvme0n1\", "
-                       "\"/dev/nvme1n1\" ];");
+    return loader_error_line (ld, 0,
+                              "members: missing: list the member paths in "
+                              "order, e.g. members = [ \"/dev/nvme0n1\", "
+                              "\"/dev/nvme1n1\" ];");
   return 0;
 }
 
@@ -1110,23 +1128,25 @@ check_required (struct loader *ld)
  * them; none of them was removed.
  */
 static int
-check_reshape (struct loader *ld)
+loader_check_reshape (struct loader *ld)
 {
   struct stripe_config *cfg = ld->cfg;
 
   if (ld->nr_joining && ld->leaving)
-    return error_line (ld, ld->leaving_line,
-                       "leaving: a volume is grown (joining) or shrunk "
-                       "(leaving), not both at once");
+    return loader_error_line (ld, ld->leaving_line,
+                              "leaving: a volume is grown (joining) or shrunk "
+                              "(leaving), not both at once");
   if (cfg->nr_members + ld->nr_joining > LAYOUT_MAX_MEMBERS)
-    return error_line (ld, 0, "joining: %u members with the joining ones: "
-                       "at most %d are supported",
-                       cfg->nr_members + ld->nr_joining, LAYOUT_MAX_MEMBERS);
+    return loader_error_line (ld, 0,
+                              "joining: %u members with the joining ones: "
+                              "at most %d are supported",
+                              cfg->nr_members + ld->nr_joining,
+                              LAYOUT_MAX_MEMBERS);
   for (unsigned j = 0; j < ld->nr_joining; ++j) {
     for (unsigned i = 0; i < cfg->nr_members; ++i)
       if (strcmp (ld->joining[j], cfg->members[i]) == 0)
-        return error_line (ld, 0, "joining: \"%s\" is members[%u] already",
-                           ld->joining[j], i);
+        return loader_error_line (
+          ld, 0, "joining: \"%s\" is members[%u] already", ld->joining[j], i);
     cfg->members[cfg->nr_members++] = ld->joining[j];
     ld->joining[j] = NULL;
   }
@@ -1138,64 +1158,68 @@ check_reshape (struct loader *ld)
         cfg->has_leaving = true;
       }
     if (!cfg->has_leaving)
-      return error_line (ld, ld->leaving_line,
-                         "leaving: \"%s\" is none of the members", ld->leaving);
+      return loader_error_line (ld, ld->leaving_line,
+                                "leaving: \"%s\" is none of the members",
+                                ld->leaving);
     if (cfg->nr_members == 1)
-      return error_line (ld, ld->leaving_line,
-                         "leaving: the only member cannot leave");
+      return loader_error_line (ld, ld->leaving_line,
+                                "leaving: the only member cannot leave");
   }
   for (unsigned r = 0; r < cfg->nr_removed; ++r)
     for (unsigned i = 0; i < cfg->nr_members; ++i)
       if (strcmp (cfg->removed[r], cfg->members[i]) == 0)
-        return error_line (ld, 0,
-                           "removed: \"%s\" was removed from the volume and "
-                           "is members[%u] again: a removed member is never "
-                           "served again (drop it from removed to use the "
-                           "device anew, after 'nbdstripe create --force')",
-                           cfg->removed[r], i);
+        return loader_error_line (
+          ld, 0,
+          "removed: \"%s\" was removed from the volume and "
+          "is members[%u] again: a removed member is never "
+          "served again (drop it from removed to use the "
+          "device anew, after 'nbdstripe create --force')",
+          cfg->removed[r], i);
   return 0;
 }
 
 /* A spare is none of the members (joining ones included, after
- * check_reshape) and none of the removed ones: a device is used one way.
- * on_failing = "replace" without a spare loads, but is said.
+ * loader_check_reshape) and none of the removed ones: a device is used one
+ * way. on_failing = "replace" without a spare loads, but is said.
  */
 static int
-check_spares (struct loader *ld, const config_t *conf)
+loader_check_spares (struct loader *ld, const config_t *conf)
 {
   struct stripe_config *cfg = ld->cfg;
 
   for (unsigned k = 0; k < cfg->nr_spares; ++k) {
     for (unsigned i = 0; i < cfg->nr_members; ++i)
       if (strcmp (cfg->spares[k], cfg->members[i]) == 0)
-        return error_line (ld, ld->spare_line[k],
-                           "spares[%u]: \"%s\" is %s[%u] too: a device is "
-                           "a member or a spare, not both",
-                           k, cfg->spares[k],
-                           i < cfg->nr_members - cfg->nr_joining ? "members"
-                                                                 : "joining",
-                           i < cfg->nr_members - cfg->nr_joining
-                             ? i
-                             : i - (cfg->nr_members - cfg->nr_joining));
+        return loader_error_line (
+          ld, ld->spare_line[k],
+          "spares[%u]: \"%s\" is %s[%u] too: a device is "
+          "a member or a spare, not both",
+          k, cfg->spares[k],
+          i < cfg->nr_members - cfg->nr_joining ? "members" : "joining",
+          i < cfg->nr_members - cfg->nr_joining
+            ? i
+            : i - (cfg->nr_members - cfg->nr_joining));
     for (unsigned r = 0; r < cfg->nr_removed; ++r)
       if (strcmp (cfg->spares[k], cfg->removed[r]) == 0)
-        return error_line (ld, ld->spare_line[k],
-                           "spares[%u]: \"%s\" was removed from the volume "
-                           "(removed[%u]): a removed member is never used "
-                           "again (drop it from removed, and wipe it, to make "
-                           "it a spare)",
-                           k, cfg->spares[k], r);
+        return loader_error_line (
+          ld, ld->spare_line[k],
+          "spares[%u]: \"%s\" was removed from the volume "
+          "(removed[%u]): a removed member is never used "
+          "again (drop it from removed, and wipe it, to make "
+          "it a spare)",
+          k, cfg->spares[k], r);
   }
   if (cfg->on_failing == ON_FAILING_REPLACE && cfg->nr_spares == 0)
-    return warn_at (ld, config_lookup (conf, "on_failing"),
-                    "\"replace\" but no spares: a failing member is "
-                    "reported, never replaced (list devices in spares = "
-                    "[ ... ])");
+    return loader_warn_at (
+      ld, config_lookup (conf, "on_failing"),
+      "\"replace\" but no spares: a failing member is "
+      "reported, never replaced (list devices in spares = "
+      "[ ... ])");
   return 0;
 }
 
 static int
-check_data_offset (struct loader *ld, const config_t *conf)
+loader_check_data_offset (struct loader *ld, const config_t *conf)
 {
   const config_setting_t *s = config_lookup (conf, "data_offset");
   struct stripe_config *cfg = ld->cfg;
@@ -1211,23 +1235,25 @@ check_data_offset (struct loader *ld, const config_t *conf)
   else if (cfg->metadata == METADATA_MD) {
     /* A v1.2 superblock at 4 KiB, 4 KiB long: data after it. */
     if (cfg->data_offset < 2 * HEADER_SIZE)
-      return error_at (ld, s,
-                       "expected at least %u with metadata = \"md\": the "
-                       "md superblock (version 1.2) is at 4096, %u bytes "
-                       "long",
-                       2 * HEADER_SIZE, HEADER_SIZE);
+      return loader_error_at (
+        ld, s,
+        "expected at least %u with metadata = \"md\": the "
+        "md superblock (version 1.2) is at 4096, %u bytes "
+        "long",
+        2 * HEADER_SIZE, HEADER_SIZE);
   }
   else if (cfg->data_offset < HEADER_SIZE)
-    return error_at (ld, s,
-                     "expected at least %u: the member header takes "
-                     "the first %u bytes (use metadata = \"none\" for data "
-                     "at offset 0)",
-                     HEADER_SIZE, HEADER_SIZE);
+    return loader_error_at (
+      ld, s,
+      "expected at least %u: the member header takes "
+      "the first %u bytes (use metadata = \"none\" for data "
+      "at offset 0)",
+      HEADER_SIZE, HEADER_SIZE);
   return 0;
 }
 
 static int
-check_serve (struct loader *ld, const config_t *conf)
+loader_check_serve (struct loader *ld, const config_t *conf)
 {
   const config_setting_t *sock = config_lookup (conf, "serve.socket");
   const config_setting_t *address = config_lookup (conf, "serve.address");
@@ -1235,21 +1261,22 @@ check_serve (struct loader *ld, const config_t *conf)
 
   if (sock && (port || address)) {
     const config_setting_t *tcp = port ? port : address;
-    return error_at (ld, tcp,
-                     "cannot be combined with serve.socket (line "
-                     "%u): serve either on a Unix socket or on TCP address "
-                     "+ port, not both",
-                     config_setting_source_line (sock));
+    return loader_error_at (
+      ld, tcp,
+      "cannot be combined with serve.socket (line "
+      "%u): serve either on a Unix socket or on TCP address "
+      "+ port, not both",
+      config_setting_source_line (sock));
   }
   if (address && !port)
-    return error_at (ld, address,
-                     "needs serve.port: TCP is address + port "
-                     "(for a Unix socket, give serve.socket instead)");
+    return loader_error_at (ld, address,
+                            "needs serve.port: TCP is address + port "
+                            "(for a Unix socket, give serve.socket instead)");
   return 0;
 }
 
 static int
-check_tls (struct loader *ld, const config_t *conf)
+loader_check_tls (struct loader *ld, const config_t *conf)
 {
   const config_setting_t *tls, *certs, *psk, *verify;
   const struct stripe_config *cfg = ld->cfg;
@@ -1268,20 +1295,22 @@ check_tls (struct loader *ld, const config_t *conf)
     const char *addr = cfg->serve.address ? cfg->serve.address : "127.0.0.1";
 
     if (tls == NULL)
-      return error_at (ld, config_lookup (conf, "serve.port"),
-                       "TCP without TLS: every local user, and every host "
-                       "that can reach %s, could read and write the volume; "
-                       "set tls = \"require\" with tls_psk (a key file) or "
-                       "tls_certificates (a directory), or tls = \"off\" to "
-                       "accept that",
-                       addr);
+      return loader_error_at (
+        ld, config_lookup (conf, "serve.port"),
+        "TCP without TLS: every local user, and every host "
+        "that can reach %s, could read and write the volume; "
+        "set tls = \"require\" with tls_psk (a key file) or "
+        "tls_certificates (a directory), or tls = \"off\" to "
+        "accept that",
+        addr);
     if (cfg->serve.tls == TLS_OFF
-        && warn_at (ld, tls,
-                    "\"off\" on TCP %s:%d: every local user, and every "
-                    "host that can reach that address, can read and write "
-                    "volume '%s' (tls = \"require\" with a key or "
-                    "certificates prevents it)",
-                    addr, cfg->serve.port, cfg->name)
+        && loader_warn_at (
+             ld, tls,
+             "\"off\" on TCP %s:%d: every local user, and every "
+             "host that can reach that address, can read and write "
+             "volume '%s' (tls = \"require\" with a key or "
+             "certificates prevents it)",
+             addr, cfg->serve.port, cfg->name)
              == -1)
       return -1;
   }
@@ -1295,32 +1324,32 @@ check_tls (struct loader *ld, const config_t *conf)
                                 : cfg->serve.tls_verify_peer ? verify
                                                              : NULL;
     if (s)
-      return error_at (ld, s,
-                       "given but serve.tls is \"off\": set tls = "
-                       "\"on\" or \"require\", or remove it");
+      return loader_error_at (ld, s,
+                              "given but serve.tls is \"off\": set tls = "
+                              "\"on\" or \"require\", or remove it");
     return 0;
   }
   if (!certs && !psk)
-    return error_at (ld, tls,
-                     "\"%s\" needs serve.tls_certificates (a "
-                     "directory) or serve.tls_psk (a file)",
-                     cfg->serve.tls == TLS_ON ? "on" : "require");
+    return loader_error_at (ld, tls,
+                            "\"%s\" needs serve.tls_certificates (a "
+                            "directory) or serve.tls_psk (a file)",
+                            cfg->serve.tls == TLS_ON ? "on" : "require");
   if (certs && psk) {
     const config_setting_t *later =
       config_setting_index (psk) > config_setting_index (certs) ? psk : certs;
-    return error_at (ld, later,
-                     "serve.tls_certificates (line %u) and "
-                     "serve.tls_psk (line %u) cannot both be given: choose "
-                     "X.509 certificates or a pre-shared key",
-                     config_setting_source_line (certs),
-                     config_setting_source_line (psk));
+    return loader_error_at (
+      ld, later,
+      "serve.tls_certificates (line %u) and "
+      "serve.tls_psk (line %u) cannot both be given: choose "
+      "X.509 certificates or a pre-shared key",
+      config_setting_source_line (certs), config_setting_source_line (psk));
   }
   if (cfg->serve.tls_verify_peer && !certs)
-    return error_at (ld, verify,
-                     "needs serve.tls_certificates: client "
-                     "certificates are verified against its CA (with a "
-                     "pre-shared key the key itself authenticates the "
-                     "client)");
+    return loader_error_at (ld, verify,
+                            "needs serve.tls_certificates: client "
+                            "certificates are verified against its CA (with a "
+                            "pre-shared key the key itself authenticates the "
+                            "client)");
   return 0;
 }
 
@@ -1340,7 +1369,7 @@ set_default (struct loader *ld, char **field, const char *fmt, ...)
   va_end (args);
   if (r == -1) {
     *field = NULL;
-    return error_line (ld, 0, "out of memory");
+    return loader_error_line (ld, 0, "out of memory");
   }
   return 0;
 }
@@ -1411,22 +1440,22 @@ load (const char *path, const char *text, struct stripe_config *cfg,
 
   cfg->path = strdup (path);
   if (cfg->path == NULL)
-    return error_line (&ld, 0, "out of memory");
+    return loader_error_line (&ld, 0, "out of memory");
 
   if (text) {
     ld.text.len = strlen (text);
     ld.text.text = strdup (text);
     if (ld.text.text == NULL)
-      return error_line (&ld, 0, "out of memory");
+      return loader_error_line (&ld, 0, "out of memory");
   }
   else if (config_text_read (path, &ld.text, &line, why, sizeof why) == -1)
-    return error_line (&ld, line, "%s", why);
+    return loader_error_line (&ld, line, "%s", why);
   config_text_scan (&ld.text, &found);
   if (found.include_line > 0) {
     config_text_free (&ld.text);
-    return error_line (&ld, found.include_line,
-                       "@include is not supported: one file "
-                       "describes one volume");
+    return loader_error_line (&ld, found.include_line,
+                              "@include is not supported: one file "
+                              "describes one volume");
   }
 
   config_init (&conf);
@@ -1438,19 +1467,22 @@ load (const char *path, const char *text, struct stripe_config *cfg,
   }
   /* Only now: a syntax error is the first thing to fix. */
   if (found.truncated_line > 0) {
-    error_line (&ld, found.truncated_line,
-                "integer %s does not fit in 32 bits, and "
-                "libconfig would silently truncate it: write a size as a "
-                "string such as \"4G\", or add the L suffix",
-                found.truncated);
+    loader_error_line (
+      &ld, found.truncated_line,
+      "integer %s does not fit in 32 bits, and "
+      "libconfig would silently truncate it: write a size as a "
+      "string such as \"4G\", or add the L suffix",
+      found.truncated);
     goto out;
   }
 
-  if (walk_group (&ld, config_root_setting (&conf), top_keys) == -1
-      || check_required (&ld) == -1 || check_reshape (&ld) == -1
-      || check_spares (&ld, &conf) == -1
-      || check_data_offset (&ld, &conf) == -1 || check_serve (&ld, &conf) == -1
-      || check_tls (&ld, &conf) == -1 || set_defaults (&ld) == -1)
+  if (loader_walk_group (&ld, config_root_setting (&conf), loader_top_keys)
+        == -1
+      || loader_check_required (&ld) == -1 || loader_check_reshape (&ld) == -1
+      || loader_check_spares (&ld, &conf) == -1
+      || loader_check_data_offset (&ld, &conf) == -1
+      || loader_check_serve (&ld, &conf) == -1
+      || loader_check_tls (&ld, &conf) == -1 || set_defaults (&ld) == -1)
     goto out;
   r = 0;
 
