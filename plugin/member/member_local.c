@@ -367,7 +367,7 @@ try_blk_ioctl (struct member *m, _Atomic int *cap, unsigned long req,
  * the first time).  Only EIO and EPERM are reported.
  */
 static int
-do_trim (struct member *m, uint64_t offset, uint64_t len)
+local_trim (struct member *m, uint64_t offset, uint64_t len)
 {
   struct local *l = L (m);
   int r;
@@ -465,8 +465,8 @@ local_learn_zero (struct member *m, uint64_t offset, uint64_t len)
  * when no such method works (nbdkit writes zeroes instead).
  */
 static int
-do_zero (struct member *m, uint64_t offset, uint64_t len, bool may_trim,
-         bool fast)
+local_zero (struct member *m, uint64_t offset, uint64_t len, bool may_trim,
+            bool fast)
 {
   struct local *l = L (m);
 
@@ -526,8 +526,8 @@ err:
  * most max_runs runs.  A hole in a local file reads as zeroes.
  */
 static int
-do_extents (struct member *m, uint64_t offset, uint64_t length,
-            unsigned max_runs, struct extent_list *out)
+local_extents (struct member *m, uint64_t offset, uint64_t length,
+               unsigned max_runs, struct extent_list *out)
 {
   struct local *l = L (m);
   uint64_t end = offset + length;
@@ -804,15 +804,15 @@ local_start_op (struct member *m, struct ioexec *x, struct member_op *op)
     }
     return;
   case OP_TRIM:
-    if (do_trim (m, op->offset, op->length) == -1)
+    if (local_trim (m, op->offset, op->length) == -1)
       ioexec_done (x, op, errno);
     return;
   case OP_ZERO:
-    if (do_zero (m, op->offset, op->length, op->may_trim, op->fast) == -1)
+    if (local_zero (m, op->offset, op->length, op->may_trim, op->fast) == -1)
       ioexec_done (x, op, errno);
     return;
   case OP_EXTENTS:
-    if (do_extents (m, op->offset, op->length, op->max_runs, op->extents)
+    if (local_extents (m, op->offset, op->length, op->max_runs, op->extents)
         == -1)
       ioexec_done (x, op, errno);
     return;
