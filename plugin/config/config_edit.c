@@ -402,6 +402,141 @@ spare_took_over (const struct stripe_config *cfg,
   return j == after->nr_spares;
 }
 
+/* Reads the config at real (path as the user gave it) into text and cfg,
+ * and finds old as members[index] and spare as spares[*k].  -1 with why.
+ */
+static int
+read_for_spare (const char *path, const char *real, unsigned index,
+                const char *old, const char *spare, struct config_text *text,
+                struct stripe_config *cfg, unsigned *k, char *why, size_t len)
+{
+  char err[1024];
+  int line;
+
+  if (config_text_read (real, text, &line, err, sizeof err) == -1) {
+    snprintf (why, len, "%s: %s", real, err);
+    return -1;
+  }
+  if (config_load_text (path, text->text, cfg, err, sizeof err) == -1) {
+    snprintf (why, len, "%s", err);
+    return -1;
+  }
+  if (index >= cfg->nr_members - cfg->nr_joining
+      || strcmp (cfg->members[index], old) != 0) {
+    snprintf (why, len, "%s: member %u is not %s", path, index, old);
+    return -1;
+  }
+  for (*k = 0; *k < cfg->nr_spares && strcmp (cfg->spares[*k], spare) != 0;
+       ++*k)
+    ;
+  if (*k == cfg->nr_spares) {
+    snprintf (why, len, "%s: %s is not one of its spares", path, spare);
+    return -1;
+  }
+  return 0;
+}
+
+/* The edit *e that adds old to the removed: at the end of the removed
+ * list, in place of an empty one, or as a removed setting of its own on
+ * the line after the members setting.  -1 with why.
+ */
+static int
+removed_edit (const struct config_text *text, const struct stripe_config *cfg,
+              const char *path, const char *old, struct edit *e, char *why,
+              size_t len)
+{
+  char *qold = quote (old);
+  size_t a, b;
+  int r = -1;
+
+  if (qold == NULL)
+    goto oom;
+  if (cfg->nr_removed > 0) {
+    if (config_text_element_span (text, "removed", (int) cfg->nr_removed - 1,
+                                  &a, &b)
+        == -1) {
+      snprintf (why, len, "%s: the removed list cannot be found in the text",
+                path);
+      goto out;
+    }
+    if (asprintf (&e->with, ", %s", qold) == -1)
+      goto oom;
+    e->a = e->b = b;
+  }
+  else if (config_text_setting_span (text, "removed", &a, &b) == 0) {
+    /* removed = [ ]; */
+    if (asprintf (&e->with, "removed = [ %s ];", qold) == -1)
+      goto oom;
+    e->a = a;
+    e->b = b;
+  }
+  else {
+    if (config_text_setting_span (text, "members", &a, &b) == -1) {
+      snprintf (why, len, "%s: no top-level members setting in the text",
+                path);
+      goto out;
+    }
+    while (b < text->len && text->text[b] != '\n')
+      b++;
+    if (asprintf (&e->with, "%sremoved = [ %s ];\n", b < text->len ? "" : "\n",
+                  qold)
+        == -1)
+      goto oom;
+    e->a = e->b = b < text->len ? b + 1 : b;
+  }
+  r = 0;
+  goto out;
+
+oom:
+  snprintf (why, len, "out of memory");
+out:
+  free (qold);
+  return r;
+}
+
+/* The edits e[*n...] of the text: members[index] becomes spare,
+ * spares[k] goes, old joins the removed.  -1 with why; e[0...*n) are
+ * the caller's to free either way.
+ */
+static int
+spare_edits (const struct config_text *text, const struct stripe_config *cfg,
+             const char *path, unsigned index, unsigned k, const char *old,
+             const char *spare, struct edit *e, unsigned *n, char *why,
+             size_t len)
+{
+  size_t cut[2][2], a, b;
+  unsigned ncut;
+
+  /* members[index]: the spare. */
+  if (config_text_element_span (text, "members", (int) index, &a, &b) == -1) {
+    snprintf (why, len,
+              "%s: member %u of the members list cannot be found "
+              "in the text",
+              path, index);
+    return -1;
+  }
+  e[(*n)++] = (struct edit){ a, b, quote (spare) };
+  /* spares[k]: gone, with its comma (and its line when it had one). */
+  if (config_text_element_cut (text, "spares", (int) k, cut, &ncut) == -1) {
+    snprintf (why, len, "%s: spares[%u] cannot be found in the text", path, k);
+    return -1;
+  }
+  for (unsigned c = 0; c < ncut; ++c) {
+    a = cut[c][0];
+    b = cut[c][1];
+    whole_line (text, &a, &b);
+    e[(*n)++] = (struct edit){ a, b, NULL };
+  }
+  if (removed_edit (text, cfg, path, old, &e[*n], why, len) == -1)
+    return -1;
+  (*n)++;
+  if (e[0].with == NULL) {
+    snprintf (why, len, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
 int
 config_replace_with_spare (const char *path, unsigned index, const char *old,
                            const char *spare, char *why, size_t len)
@@ -409,10 +544,9 @@ config_replace_with_spare (const char *path, unsigned index, const char *old,
   struct stripe_config cfg, after;
   struct config_text text = { 0 };
   struct edit e[4] = { { 0 } };
-  char err[1024], *real = NULL, *out = NULL, *qold = NULL;
-  size_t cut[2][2], a, b;
-  unsigned n = 0, ncut, k;
-  int line, r = -1;
+  char err[1024], *real = NULL, *out = NULL;
+  unsigned n = 0, k;
+  int r = -1;
 
   memset (&cfg, 0, sizeof cfg);
   memset (&after, 0, sizeof after);
@@ -421,93 +555,16 @@ config_replace_with_spare (const char *path, unsigned index, const char *old,
     snprintf (why, len, "%s: %s", path, strerror (errno));
     goto out;
   }
-  if (config_text_read (real, &text, &line, err, sizeof err) == -1) {
-    snprintf (why, len, "%s: %s", real, err);
+  if (read_for_spare (path, real, index, old, spare, &text, &cfg, &k, why, len)
+        == -1
+      || spare_edits (&text, &cfg, path, index, k, old, spare, e, &n, why, len)
+           == -1)
     goto out;
-  }
-  if (config_load_text (path, text.text, &cfg, err, sizeof err) == -1) {
-    snprintf (why, len, "%s", err);
-    goto out;
-  }
-  if (index >= cfg.nr_members - cfg.nr_joining
-      || strcmp (cfg.members[index], old) != 0) {
-    snprintf (why, len, "%s: member %u is not %s", path, index, old);
-    goto out;
-  }
-  for (k = 0; k < cfg.nr_spares && strcmp (cfg.spares[k], spare) != 0; ++k)
-    ;
-  if (k == cfg.nr_spares) {
-    snprintf (why, len, "%s: %s is not one of its spares", path, spare);
-    goto out;
-  }
-
-  /* members[index]: the spare. */
-  if (config_text_element_span (&text, "members", (int) index, &a, &b) == -1) {
-    snprintf (why, len,
-              "%s: member %u of the members list cannot be found "
-              "in the text",
-              path, index);
-    goto out;
-  }
-  e[n++] = (struct edit){ a, b, quote (spare) };
-  /* spares[k]: gone, with its comma (and its line when it had one). */
-  if (config_text_element_cut (&text, "spares", (int) k, cut, &ncut) == -1) {
-    snprintf (why, len, "%s: spares[%u] cannot be found in the text", path, k);
-    goto out;
-  }
-  for (unsigned c = 0; c < ncut; ++c) {
-    a = cut[c][0];
-    b = cut[c][1];
-    whole_line (&text, &a, &b);
-    e[n++] = (struct edit){ a, b, NULL };
-  }
-  /* removed: old at its end, or a removed setting of its own on the line
-   * after the members setting.
-   */
-  qold = quote (old);
-  if (qold == NULL)
-    goto oom;
-  if (cfg.nr_removed > 0) {
-    if (config_text_element_span (&text, "removed", (int) cfg.nr_removed - 1,
-                                  &a, &b)
-        == -1) {
-      snprintf (why, len, "%s: the removed list cannot be found in the text",
-                path);
-      goto out;
-    }
-    if (asprintf (&e[n].with, ", %s", qold) == -1)
-      goto oom;
-    e[n].a = e[n].b = b;
-    n++;
-  }
-  else if (config_text_setting_span (&text, "removed", &a, &b) == 0) {
-    /* removed = [ ]; */
-    if (asprintf (&e[n].with, "removed = [ %s ];", qold) == -1)
-      goto oom;
-    e[n].a = a;
-    e[n].b = b;
-    n++;
-  }
-  else {
-    if (config_text_setting_span (&text, "members", &a, &b) == -1) {
-      snprintf (why, len, "%s: no top-level members setting in the text",
-                path);
-      goto out;
-    }
-    while (b < text.len && text.text[b] != '\n')
-      b++;
-    if (asprintf (&e[n].with, "%sremoved = [ %s ];\n",
-                  b < text.len ? "" : "\n", qold)
-        == -1)
-      goto oom;
-    e[n].a = e[n].b = b < text.len ? b + 1 : b;
-    n++;
-  }
-  if (e[0].with == NULL)
-    goto oom;
   out = apply (&text, e, n);
-  if (out == NULL)
-    goto oom;
+  if (out == NULL) {
+    snprintf (why, len, "out of memory");
+    goto out;
+  }
 
   /* What it says now: the spare in old's place, and nothing else. */
   if (config_load_text (path, out, &after, err, sizeof err) == -1) {
@@ -522,10 +579,7 @@ config_replace_with_spare (const char *path, unsigned index, const char *old,
     goto out;
   }
   r = commit (real, out, why, len);
-  goto out;
 
-oom:
-  snprintf (why, len, "out of memory");
 out:
   for (unsigned i = 0; i < n; ++i)
     free (e[i].with);
@@ -533,7 +587,6 @@ out:
   config_free (&after);
   config_text_free (&text);
   free (real);
-  free (qold);
   free (out);
   return r;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: cache mode names (include/cache_mode.h).
  * A file of its own so that the config loader can use them without the
- * I/O engine (its fuzz target links config.c, config_text.c, log.c and this).
+ * I/O engine (its fuzz target links the loader's files, config_text.c,
+ * log.c and this).
  */
 
 #include <string.h>

@@ -66,7 +66,10 @@ echo "== building $out/fuzz_config with $cc"
   -I"$src/include" "${libconfig_cflags[@]}" \
   "$src/tests/fuzz/fuzz_config.c" "$src/plugin/core/cache_mode.c" \
   "$src/plugin/util/log.c" \
-  "$src/plugin/config/config.c" "$src/plugin/config/config_text.c" \
+  "$src/plugin/config/config.c" "$src/plugin/config/config_report.c" \
+  "$src/plugin/config/config_value.c" "$src/plugin/config/config_volume.c" \
+  "$src/plugin/config/config_sections.c" \
+  "$src/plugin/config/config_check.c" "$src/plugin/config/config_text.c" \
   "${libconfig_libs[@]}" -o "$out/fuzz_config"
 
 mkdir "$work/corpus"
