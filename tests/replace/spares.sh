@@ -87,7 +87,11 @@ if [[ $policy == replace ]]; then
 else
   rp_start vol
 fi
-vsize=$(jq -r .volume.size "$RP_STATUS")
+# The size from the server itself: the status file is written by the
+# health thread after the socket is up, so right after the start it may
+# not be there yet (this once gave an empty pattern).
+vsize=$(d_nbd_size "$RP_URI") || d_fail "nbdinfo --size"
+[[ $vsize -gt 0 ]] || d_fail "volume size: '$vsize'"
 head -c "$vsize" /dev/urandom >"$D_TMP/pattern"
 rp_write_pattern "$D_TMP/pattern"
 cp "$D_TMP/pattern" "$D_TMP/ref"
