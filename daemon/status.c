@@ -36,6 +36,7 @@
 #include "json.h"
 #include "nbdstripe.h"
 #include "utf8.h"
+#include "util.h"
 
 /* A status file describes at most 64 members in some 100 KiB; anything
  * much bigger is not one.
@@ -466,15 +467,6 @@ parse_status (const char *buf, size_t len, char *why, size_t whylen)
     return NULL;
   }
   return obj;
-}
-
-static double
-now_unix (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_REALTIME, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* Why a status file cannot be trusted: printed one line a reason on
