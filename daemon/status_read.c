@@ -16,6 +16,7 @@
 
 #include <json-c/json.h>
 
+#include "json.h"
 #include "status.h"
 
 /* A status file describes at most 64 members in some 100 KiB; anything
@@ -23,17 +24,17 @@
  */
 #define STATUS_MAX_SIZE (16 * 1024 * 1024)
 
+/* A status's fields read with json.h's getters, for a caller that
+ * shows "?" for whatever is wrong: true or false, no reason.
+ */
+
 /* o[key] if o is an object and the value has that type, else NULL. */
 struct json_object *
 field (struct json_object *o, const char *key, enum json_type type)
 {
   struct json_object *v;
 
-  if (o == NULL || !json_object_is_type (o, json_type_object)
-      || !json_object_object_get_ex (o, key, &v) || v == NULL
-      || !json_object_is_type (v, type))
-    return NULL;
-  return v;
+  return json_get_value (o, key, type, &v, NULL, 0) == 0 ? v : NULL;
 }
 
 /* o[key] is the string s (all of it: JSON strings may hold NULs). */
@@ -52,35 +53,25 @@ is_null (struct json_object *o, const char *key)
 {
   struct json_object *v;
 
-  return o != NULL && json_object_is_type (o, json_type_object)
-         && json_object_object_get_ex (o, key, &v) && v == NULL;
+  return json_get_value (o, key, json_type_null, &v, NULL, 0) == 0;
 }
 
-/* A non-negative integer (json-c saturates what does not fit in 64 bits;
- * an integral double in range is taken too).
+/* A non-negative integer (json-c saturates what does not fit in 64
+ * bits).  The plugin writes integers; an integral number in range
+ * written otherwise (2.0) is taken too.
  */
 bool
 get_uint (struct json_object *o, const char *key, uint64_t *out)
 {
-  struct json_object *v;
   double d;
 
-  if ((v = field (o, key, json_type_int)) != NULL) {
-    int64_t i = json_object_get_int64 (v);
-
-    if (i < 0)
-      return false;
-    *out = i == INT64_MAX ? json_object_get_uint64 (v) : (uint64_t) i;
+  if (json_get_uint64 (o, key, out, NULL, 0) == 0)
     return true;
-  }
-  if ((v = field (o, key, json_type_double)) != NULL) {
-    d = json_object_get_double (v);
-    if (!(d >= 0 && d < 18446744073709551616.0) || d != floor (d))
-      return false;
-    *out = d;
-    return true;
-  }
-  return false;
+  if (json_get_double (o, key, &d, NULL, 0) == -1
+      || !(d >= 0 && d < 18446744073709551616.0) || d != floor (d))
+    return false;
+  *out = d;
+  return true;
 }
 
 /* Any finite number (json-c takes NaN and Infinity; 1e400 reads as
@@ -89,19 +80,7 @@ get_uint (struct json_object *o, const char *key, uint64_t *out)
 bool
 get_number (struct json_object *o, const char *key, double *out)
 {
-  struct json_object *v;
-
-  if ((v = field (o, key, json_type_int)) != NULL) {
-    int64_t i = json_object_get_int64 (v);
-
-    *out = i == INT64_MAX ? (double) json_object_get_uint64 (v) : (double) i;
-    return true;
-  }
-  if ((v = field (o, key, json_type_double)) != NULL) {
-    *out = json_object_get_double (v);
-    return isfinite (*out);
-  }
-  return false;
+  return json_get_double (o, key, out, NULL, 0) == 0;
 }
 
 /* The whole file, or -1 with the reason in why.  A status file is a
