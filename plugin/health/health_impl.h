@@ -3,8 +3,11 @@
  * the tracker's state and the functions one file lends another.  Not for
  * anyone else: include/health.h is the interface.
  *
- *   health.c          recording (the I/O path), the rules of the states,
- *                     the health thread's ticks, start and stop
+ *   health.c          the tracker made, started and freed; names, events
+ *   health_record.c   recording (the I/O path), the rules of the states
+ *   health_hist.c     the latency histograms read: edges, quantiles
+ *   health_inflight.c requests in flight, and io_timeout's check
+ *   health_tick.c     the health thread: its ticks, slow, expiry
  *   health_status.c   the status file (JSON) and the Prometheus file,
  *                     written atomically
  *   health_prober.c   the prober thread: checks, drops, re-probes
@@ -239,6 +242,14 @@ extern void health_op_hist (uint64_t out[NBUCKETS], uint64_t *sum,
                             const struct hist_set *hs, enum op_kind op);
 extern void health_op_hist_live (uint64_t out[NBUCKETS], uint64_t *sum,
                                  struct member_health *m, enum op_kind op);
+
+/* health_tick.c: the health thread. */
+extern void *health_main (void *arg);
+
+/* health_inflight.c: fail the members a request has waited on longer
+ * than io_timeout (lock held).
+ */
+extern void health_check_in_flight (struct health *h, uint64_t now);
 
 /* health_status.c: write the status files now.  Called with the lock
  * held; drops it while writing.
