@@ -10,6 +10,7 @@
  *   health_tick.c     the health thread: its ticks, slow, expiry
  *   health_status.c   the status file (JSON) and the Prometheus file,
  *                     written atomically
+ *   health_prom.c     the Prometheus text
  *   health_prober.c   the prober thread: checks, drops, re-probes
  *   health_hook.c     the on_change program, run for each event in order
  *   health_drive.c    the drive poller thread: drive health (drive.h)
@@ -255,6 +256,14 @@ extern void health_check_in_flight (struct health *h, uint64_t now);
  * held; drops it while writing.
  */
 extern void health_write_status (struct health *h, bool running);
+
+/* health_prom.c: the Prometheus text, malloc'd (*len its length; NULL
+ * when out of memory).  Lock held; extra: the status's extra objects,
+ * or NULL.
+ */
+struct json_object;
+extern char *health_build_prom (struct health *h, bool running, double now,
+                                struct json_object *extra, size_t *len);
 
 /* health_prober.c */
 extern int health_start_prober (struct health *h);
