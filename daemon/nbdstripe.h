@@ -134,7 +134,9 @@ extern const char *human_size (uint64_t bytes, char *buf, size_t len);
 /* "128KiB", "1536KiB", "4097": exact, in the config's syntax. */
 extern const char *exact_size (uint64_t bytes, char *buf, size_t len);
 
-/* What a served volume's status file says (status.c), for list and stop. */
+/* What a served volume's status file says (status_judge.c), for list
+ * and stop.
+ */
 enum seen_state {
   SEEN_OK,
   SEEN_DEGRADED,
@@ -206,19 +208,19 @@ extern struct json_object *control_ask (const char *path,
 
 /* A replace object (a status's "replace", replace.h) in one line for
  * people: "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB),
- * 410MiB/s, ETA 5 s" (status.c).
+ * 410MiB/s, ETA 5 s" (status_progress.c).
  */
 extern const char *replace_progress (struct json_object *r, char *buf,
                                      size_t len);
 
 /* A scrub object (a status's "scrub", scrub.h) in one line for people:
  * "running, 37% (1.2GiB of 3.2GiB), 410MiB/s, ETA 5 s, 2 unreadable
- * ranges" (status.c).
+ * ranges" (status_progress.c).
  */
 extern const char *scrub_progress (struct json_object *s, char *buf,
                                    size_t len);
 
-/* Untrusted text (n bytes) made safe for a terminal (status.c). */
+/* Untrusted text (n bytes) made safe for a terminal (status_fmt.c). */
 extern const char *safe_text (const char *s, size_t n, char *out, size_t len);
 
 #endif /* NBDSTRIPE_DAEMON_H */

@@ -228,6 +228,99 @@ scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   print_json (j);
 }
 
+/* scrub --cancel: 0 when the server stopped the scrub. */
+static int
+cancel_scrub (struct outcome *o, const struct stripe_config *cfg,
+              const char *ctl)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+  int status = 1;
+
+  json_put (req, "op", json_text ("scrub_cancel"));
+  ans = ask (o, cfg, ctl, req, "scrub --cancel");
+  if (ans) {
+    if (!o->json)
+      printf ("scrub of volume '%s' cancelled\n", cfg->name);
+    status = 0;
+  }
+  json_object_put (ans);
+  return status;
+}
+
+/* Ask the server to start a scrub at rate; whether it did. */
+static bool
+start_scrub (struct outcome *o, const struct stripe_config *cfg,
+             const char *ctl, uint64_t rate)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+
+  json_put (req, "op", json_text ("scrub"));
+  json_put (req, "rate", json_u64 (rate));
+  ans = ask (o, cfg, ctl, req, "scrub");
+  if (ans == NULL)
+    return false;
+  json_object_put (ans);
+  return true;
+}
+
+/* Without --wait: the scrub as it has just started (for --json), and
+ * where to follow it.
+ */
+static void
+report_started (struct outcome *o, const struct stripe_config *cfg,
+                const char *ctl, const char *arg)
+{
+  struct json_object *req = json_object_new_object (), *ans;
+  char why[1024];
+
+  json_put (req, "op", json_text ("status"));
+  ans = control_ask (ctl, req, 5000, why, sizeof why);
+  json_object_put (req);
+  if (ans)
+    keep (o, answer_scrub (ans));
+  json_object_put (ans);
+  if (!o->json)
+    printf ("scrub of volume '%s' started: nbdstripe status %s shows its "
+            "progress\n",
+            cfg->name, arg);
+}
+
+/* --wait: the scrub followed to its end, its progress shown; the exit
+ * status (conclude's, or 1 when the server went away).
+ */
+static int
+follow_scrub (struct outcome *o, const struct stripe_config *cfg,
+              const char *ctl)
+{
+  bool tty = isatty (STDERR_FILENO);
+  int last = -1, status = 1;
+  char why[1024];
+
+  for (;;) {
+    struct json_object *req = json_object_new_object (), *ans, *s;
+    json_put (req, "op", json_text ("status"));
+    ans = control_ask (ctl, req, 0, why, sizeof why);
+    json_object_put (req);
+    if (ans == NULL) {
+      if (tty)
+        fputc ('\n', stderr);
+      fail (o, "the server went away during the scrub (%s)", why);
+      break;
+    }
+    s = answer_scrub (ans);
+    if (s)
+      keep (o, s);
+    if (s && show (s, tty, o->json, &last)) {
+      status = conclude (o, s, cfg->name);
+      json_object_put (ans);
+      break;
+    }
+    json_object_put (ans);
+    usleep (200000);
+  }
+  return status;
+}
+
 int
 cmd_scrub (const struct command *cmd, int argc, char **argv)
 {
@@ -245,7 +338,7 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
   bool waited = false;
   const char *copy_opt = NULL;
   uint64_t rate = SCRUB_DEFAULT_RATE;
-  char ctl[4096], why[1024];
+  char ctl[4096];
   int c, status = 1;
 
   memset (&cfg, 0, sizeof cfg);
@@ -282,69 +375,17 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
   control_path (cfg.health.status_file, ctl, sizeof ctl);
 
   if (cancel) {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("scrub_cancel"));
-    ans = ask (&o, &cfg, ctl, req, "scrub --cancel");
-    if (ans) {
-      if (!o.json)
-        printf ("scrub of volume '%s' cancelled\n", cfg.name);
-      status = 0;
-    }
-    json_object_put (ans);
+    status = cancel_scrub (&o, &cfg, ctl);
     goto out;
   }
-
-  {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("scrub"));
-    json_put (req, "rate", json_u64 (rate));
-    ans = ask (&o, &cfg, ctl, req, "scrub");
-    if (ans == NULL)
-      goto out;
-    json_object_put (ans);
-    started = true;
-  }
-  if (!wait) {
-    struct json_object *req = json_object_new_object (), *ans;
-    json_put (req, "op", json_text ("status"));
-    ans = control_ask (ctl, req, 5000, why, sizeof why);
-    json_object_put (req);
-    if (ans)
-      keep (&o, answer_scrub (ans));
-    json_object_put (ans);
-    if (!o.json)
-      printf ("scrub of volume '%s' started: nbdstripe status %s shows its "
-              "progress\n",
-              cfg.name, argv[optind]);
+  started = start_scrub (&o, &cfg, ctl, rate);
+  if (started && !wait) {
+    report_started (&o, &cfg, ctl, argv[optind]);
     status = 0;
-    goto out;
   }
-  {
-    bool tty = isatty (STDERR_FILENO);
-    int last = -1;
+  else if (started) {
     waited = true;
-    for (;;) {
-      struct json_object *req = json_object_new_object (), *ans, *s;
-      json_put (req, "op", json_text ("status"));
-      ans = control_ask (ctl, req, 0, why, sizeof why);
-      json_object_put (req);
-      if (ans == NULL) {
-        if (tty)
-          fputc ('\n', stderr);
-        fail (&o, "the server went away during the scrub (%s)", why);
-        break;
-      }
-      s = answer_scrub (ans);
-      if (s)
-        keep (&o, s);
-      if (s && show (s, tty, o.json, &last)) {
-        status = conclude (&o, s, cfg.name);
-        json_object_put (ans);
-        break;
-      }
-      json_object_put (ans);
-      usleep (200000);
-    }
+    status = follow_scrub (&o, &cfg, ctl);
   }
 
 out:

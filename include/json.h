@@ -74,6 +74,15 @@ extern int json_get_double (struct json_object *o, const char *key,
 extern int json_get_bool (struct json_object *o, const char *key, bool *out,
                           char *why, size_t len);
 
+/* The value of o[key] as json-c holds it, when of type t: not a new
+ * reference (it lives as long as o).  A string comes as it is, NUL bytes
+ * included (json_object_get_string_len says how long): for text that is
+ * shown escaped rather than used.  t json_type_null: *out is NULL.
+ */
+extern int json_get_value (struct json_object *o, const char *key,
+                           enum json_type t, struct json_object **out,
+                           char *why, size_t len);
+
 /* An object or an array: not a new reference (it lives as long as o). */
 extern int json_get_object (struct json_object *o, const char *key,
                             struct json_object **out, char *why, size_t len);

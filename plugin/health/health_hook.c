@@ -62,45 +62,17 @@ health_hand_events_to_hook (struct health *h, unsigned n)
   pthread_cond_signal (&h->hook_cond);
 }
 
-/* Run PROGRAM EVENT VOLUME INDEX PATH, bounded by on_change_timeout.
- * A replace event's PATH is the member's device it is about (the old
- * one), NBDSTRIPE_OLD_PATH and NBDSTRIPE_NEW_PATH (the spare; "" when
- * none was found) beside it.  The member's path is read under the lock
- * (a replace changes it).
+/* The hook's environment in envp (room for 256 + 9): ours without the
+ * NBDSTRIPE_ variables, then the event's, malloc'd into vars (the
+ * caller frees them).  -1 when out of memory.
  */
-static void
-run_hook (struct health *h, const struct event *e)
+static int
+hook_env (struct health *h, const struct event *e, const char *path, int nvars,
+          char *vars[8], char **envp)
 {
   const char *event = health_event_name (e);
-  char *path = NULL;
-  char index[16], *envp[256 + 10];
-  char *vars[8] = { NULL };
-  int nvars = e->kind == EV_STATE ? 6 : 8;
-  const char *argv[6];
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  pid_t pid;
-  int r, pidfd, status = 0, n = 0;
-  bool timed_out = false;
+  int n = 0;
 
-  if (e->kind != EV_STATE)
-    path = strdup (e->old_path ? e->old_path : "");
-  else {
-    pthread_mutex_lock (&h->lock);
-    path = strdup (h->m[e->member].path);
-    pthread_mutex_unlock (&h->lock);
-  }
-  if (path == NULL) {
-    stripe_error ("health: on_change: out of memory");
-    return;
-  }
-  snprintf (index, sizeof index, "%u", e->member);
-  argv[0] = h->p.on_change;
-  argv[1] = event;
-  argv[2] = h->p.name;
-  argv[3] = index;
-  argv[4] = path;
-  argv[5] = NULL;
   if (asprintf (&vars[0], "NBDSTRIPE_EVENT=%s", event) < 0
       || asprintf (&vars[1], "NBDSTRIPE_VOLUME=%s", h->p.name) < 0
       || asprintf (&vars[2], "NBDSTRIPE_MEMBER=%u", e->member) < 0
@@ -115,16 +87,27 @@ run_hook (struct health *h, const struct event *e)
                 < 0
               || asprintf (&vars[7], "NBDSTRIPE_NEW_PATH=%s",
                            e->new_path ? e->new_path : "")
-                   < 0))) {
-    stripe_error ("health: on_change: out of memory");
-    goto out;
-  }
+                   < 0)))
+    return -1;
   for (char **p = environ; p && *p && n < 256; ++p)
     if (strncmp (*p, "NBDSTRIPE_", 10) != 0)
       envp[n++] = *p;
   for (int k = 0; k < nvars; ++k)
     envp[n++] = vars[k];
   envp[n] = NULL;
+  return 0;
+}
+
+/* Start the hook with stdin on /dev/null, in a process group of its own
+ * (a timeout kills it whole), no signal blocked and every one at its
+ * default.  0, or posix_spawn's error.
+ */
+static int
+hook_spawn (struct health *h, const char **argv, char **envp, pid_t *pid)
+{
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  int r;
 
   posix_spawn_file_actions_init (&fa);
   posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -141,17 +124,22 @@ run_hook (struct health *h, const struct event *e)
     posix_spawnattr_setsigdefault (&attr, &all);
   }
   r =
-    posix_spawn (&pid, h->p.on_change, &fa, &attr, (char *const *) argv, envp);
+    posix_spawn (pid, h->p.on_change, &fa, &attr, (char *const *) argv, envp);
   posix_spawn_file_actions_destroy (&fa);
   posix_spawnattr_destroy (&attr);
-  if (r != 0) {
-    errno = r;
-    stripe_error ("health: on_change %s %s %s %s %s: %m", h->p.on_change,
-                  event, h->p.name, index, path);
-    goto out;
-  }
+  return r;
+}
 
-  pidfd = pidfd_open (pid, 0);
+/* Wait for the hook at most on_change_timeout, then kill its group, and
+ * reap it (*status: waitpid's).  True when it was killed for the
+ * timeout.
+ */
+static bool
+hook_wait (struct health *h, pid_t pid, int *status)
+{
+  bool timed_out = false;
+  int r, pidfd = pidfd_open (pid, 0);
+
   if (pidfd >= 0) {
     struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
     int ms = h->p.set.on_change_timeout * 1000;
@@ -173,8 +161,62 @@ run_hook (struct health *h, const struct event *e)
     kill (-pid, SIGKILL);
     kill (pid, SIGKILL);
   }
-  while (waitpid (pid, &status, 0) == -1 && errno == EINTR)
+  while (waitpid (pid, status, 0) == -1 && errno == EINTR)
     ;
+  return timed_out;
+}
+
+/* Run PROGRAM EVENT VOLUME INDEX PATH, bounded by on_change_timeout.
+ * A replace event's PATH is the member's device it is about (the old
+ * one), NBDSTRIPE_OLD_PATH and NBDSTRIPE_NEW_PATH (the spare; "" when
+ * none was found) beside it.  The member's path is read under the lock
+ * (a replace changes it).
+ */
+static void
+run_hook (struct health *h, const struct event *e)
+{
+  const char *event = health_event_name (e);
+  char *path = NULL;
+  char index[16], *envp[256 + 10];
+  char *vars[8] = { NULL };
+  int nvars = e->kind == EV_STATE ? 6 : 8;
+  const char *argv[6];
+  pid_t pid;
+  int r, status = 0;
+  bool timed_out;
+
+  if (e->kind != EV_STATE)
+    path = strdup (e->old_path ? e->old_path : "");
+  else {
+    pthread_mutex_lock (&h->lock);
+    path = strdup (h->m[e->member].path);
+    pthread_mutex_unlock (&h->lock);
+  }
+  if (path == NULL) {
+    stripe_error ("health: on_change: out of memory");
+    return;
+  }
+  snprintf (index, sizeof index, "%u", e->member);
+  argv[0] = h->p.on_change;
+  argv[1] = event;
+  argv[2] = h->p.name;
+  argv[3] = index;
+  argv[4] = path;
+  argv[5] = NULL;
+  if (hook_env (h, e, path, nvars, vars, envp) == -1) {
+    stripe_error ("health: on_change: out of memory");
+    goto out;
+  }
+
+  r = hook_spawn (h, argv, envp, &pid);
+  if (r != 0) {
+    errno = r;
+    stripe_error ("health: on_change %s %s %s %s %s: %m", h->p.on_change,
+                  event, h->p.name, index, path);
+    goto out;
+  }
+
+  timed_out = hook_wait (h, pid, &status);
   if (timed_out)
     stripe_error ("health: on_change %s %s %s %s %s: killed after %u s",
                   h->p.on_change, event, h->p.name, index, path,

@@ -3,10 +3,14 @@
  * the tracker's state and the functions one file lends another.  Not for
  * anyone else: include/health.h is the interface.
  *
- *   health.c          recording (the I/O path), the rules of the states,
- *                     the health thread's ticks, start and stop
+ *   health.c          the tracker made, started and freed; names, events
+ *   health_record.c   recording (the I/O path), the rules of the states
+ *   health_hist.c     the latency histograms read: edges, quantiles
+ *   health_inflight.c requests in flight, and io_timeout's check
+ *   health_tick.c     the health thread: its ticks, slow, expiry
  *   health_status.c   the status file (JSON) and the Prometheus file,
  *                     written atomically
+ *   health_prom.c     the Prometheus text
  *   health_prober.c   the prober thread: checks, drops, re-probes
  *   health_hook.c     the on_change program, run for each event in order
  *   health_drive.c    the drive poller thread: drive health (drive.h)
@@ -240,10 +244,26 @@ extern void health_op_hist (uint64_t out[NBUCKETS], uint64_t *sum,
 extern void health_op_hist_live (uint64_t out[NBUCKETS], uint64_t *sum,
                                  struct member_health *m, enum op_kind op);
 
+/* health_tick.c: the health thread. */
+extern void *health_main (void *arg);
+
+/* health_inflight.c: fail the members a request has waited on longer
+ * than io_timeout (lock held).
+ */
+extern void health_check_in_flight (struct health *h, uint64_t now);
+
 /* health_status.c: write the status files now.  Called with the lock
  * held; drops it while writing.
  */
 extern void health_write_status (struct health *h, bool running);
+
+/* health_prom.c: the Prometheus text, malloc'd (*len its length; NULL
+ * when out of memory).  Lock held; extra: the status's extra objects,
+ * or NULL.
+ */
+struct json_object;
+extern char *health_build_prom (struct health *h, bool running, double now,
+                                struct json_object *extra, size_t *len);
 
 /* health_prober.c */
 extern int health_start_prober (struct health *h);

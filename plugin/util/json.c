@@ -91,11 +91,11 @@ json_has (struct json_object *o, const char *key)
          && json_object_object_get_ex (o, key, NULL);
 }
 
-/* A JSON value's kind, in words for a message. */
+/* A JSON type in words for a message. */
 static const char *
-kind (struct json_object *v)
+type_words (enum json_type t)
 {
-  switch (json_object_get_type (v)) {
+  switch (t) {
   case json_type_null: return "null";
   case json_type_boolean: return "true or false";
   case json_type_double: return "a number with a fraction or an exponent";
@@ -105,6 +105,13 @@ kind (struct json_object *v)
   case json_type_string: return "a string";
   }
   return "of an unknown type";
+}
+
+/* A JSON value's kind, in words for a message. */
+static const char *
+kind (struct json_object *v)
+{
+  return type_words (json_object_get_type (v));
 }
 
 /* o[key], present (null included); else -1 and why. */
@@ -128,6 +135,18 @@ member_of (struct json_object *o, const char *key, enum json_type t,
   if (!json_object_is_type (*v, t))
     return fail_why (why, len, EINVAL, "\"%s\" must be %s, not %s", key, what,
                      kind (*v));
+  return 0;
+}
+
+int
+json_get_value (struct json_object *o, const char *key, enum json_type t,
+                struct json_object **out, char *why, size_t len)
+{
+  struct json_object *v;
+
+  if (member_of (o, key, t, type_words (t), &v, why, len) == -1)
+    return -1;
+  *out = v;
   return 0;
 }
 

@@ -176,6 +176,38 @@ json_string_holding_a_nul_is_refused (void **state)
 }
 
 static void
+json_value_of_a_type_comes_as_json_c_holds_it (void **state)
+{
+  struct json_object *o = parse ("{ \"path\": \"/dev/sdb\\u0000x\","
+                                 "  \"eta\": null, \"n\": 3 }");
+  struct json_object *v = NULL;
+
+  (void) state;
+  /* A string holding a NUL, whole: for text shown escaped. */
+  assert_int_equal (
+    json_get_value (o, "path", json_type_string, &v, why, sizeof why), 0);
+  assert_int_equal (json_object_get_string_len (v), 10);
+  assert_memory_equal (json_object_get_string (v), "/dev/sdb\0x", 10);
+  /* null is a type of its own here. */
+  v = o;
+  assert_int_equal (
+    json_get_value (o, "eta", json_type_null, &v, why, sizeof why), 0);
+  assert_null (v);
+  v = o;
+  assert_int_equal (
+    json_get_value (o, "n", json_type_null, &v, why, sizeof why), -1);
+  assert_string_equal (why, "\"n\" must be null, not an integer");
+  assert_ptr_equal (v, o);
+  assert_int_equal (
+    json_get_value (o, "eta", json_type_boolean, &v, why, sizeof why), -1);
+  assert_string_equal (why, "\"eta\" must be true or false, not null");
+  assert_int_equal (
+    json_get_value (o, "gone", json_type_int, &v, why, sizeof why), -1);
+  assert_string_equal (why, "\"gone\" is missing");
+  assert_ptr_equal (v, o);
+}
+
+static void
 json_integers_keep_64_bits_and_are_refused_beyond_their_range (void **state)
 {
   struct json_object *o = parse ("{ \"imax\": 9223372036854775807,"
@@ -248,6 +280,7 @@ main (int argc, char **argv)
     fixture_test (json_null_member_is_present_but_of_no_type),
     fixture_test (json_not_an_object_has_no_members),
     fixture_test (json_string_holding_a_nul_is_refused),
+    fixture_test (json_value_of_a_type_comes_as_json_c_holds_it),
     fixture_test (
       json_integers_keep_64_bits_and_are_refused_beyond_their_range),
     fixture_test (json_number_beyond_the_finite_is_refused),

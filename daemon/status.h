@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbdstripe status: how its files share the work (status.c: the
+ * command).
+ *
+ *   status_read.c      the status file, its text as JSON, typed fields
+ *   status_judge.c     a live server behind it? the volume's verdict
+ *   status_fmt.c       fields as text for people: escaped, in columns
+ *   status_table.c     the table: volume, members, spares, last errors
+ *   status_drives.c    the drives side by side
+ *   status_progress.c  a replace, reshape or scrub in one line
+ *
+ * A status is untrusted input (status.c says how it is shown).
+ */
+#ifndef NBDSTRIPE_DAEMON_STATUS_H
+#define NBDSTRIPE_DAEMON_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+
+/* The exit status of `nbdstripe status`: the monitoring plugins'. */
+enum verdict { V_OK = 0, V_DEGRADED = 1, V_FAILED = 2, V_UNKNOWN = 3 };
+
+/* Why a status file cannot be trusted: printed one line a reason on
+ * stderr (status), or only the first kept (list, stop).  gone: a reason
+ * says the server is not there at all.
+ */
+struct notes {
+  bool print;
+  bool gone;
+  char first[1024];
+};
+
+/* A status file, read and judged. */
+struct view {
+  char *buf; /* the file's text */
+  size_t len;
+  struct json_object *st; /* NULL: not a JSON object */
+  bool format_ok;         /* of STATUS_FORMAT */
+  bool live, alive;
+  bool from_socket; /* the control socket's live answer */
+  enum verdict v;
+};
+
+/* status_read.c */
+extern struct json_object *field (struct json_object *o, const char *key,
+                                  enum json_type type);
+extern bool text_is (struct json_object *o, const char *key, const char *s);
+extern bool is_null (struct json_object *o, const char *key);
+extern bool get_uint (struct json_object *o, const char *key, uint64_t *out);
+extern bool get_number (struct json_object *o, const char *key, double *out);
+extern int read_file (const char *path, char **out, size_t *outlen, char *why,
+                      size_t whylen);
+extern struct json_object *parse_status (const char *buf, size_t len,
+                                         char *why, size_t whylen);
+
+/* status_fmt.c: each returns buf, or a constant ("?", "-"). */
+extern const char *get_text (struct json_object *o, const char *key, char *buf,
+                             size_t len);
+extern const char *fmt_uint (struct json_object *o, const char *key, char *buf,
+                             size_t len);
+extern const char *fmt_count (struct json_object *o, const char *key,
+                              char *buf, size_t len);
+extern const char *fmt_bytes (struct json_object *o, const char *key,
+                              char *buf, size_t len);
+extern const char *fmt_latency (struct json_object *o, const char *key,
+                                char *buf, size_t len);
+extern const char *fmt_duration (double s, char *buf, size_t len);
+extern const char *fmt_ago (struct json_object *o, const char *key, double now,
+                            char *buf, size_t len);
+
+/* status_judge.c: judge reads the file, judge_live asks the control
+ * socket ctl (false, nothing said, when it does not answer).
+ */
+extern void judge (const char *file, const char *name, unsigned interval,
+                   double now, struct notes *n, struct view *w);
+extern bool judge_live (const char *ctl, const char *name, unsigned interval,
+                        double now, struct notes *n, struct view *w);
+extern void view_free (struct view *w);
+
+/* status_table.c, status_drives.c */
+extern void print_volume (struct json_object *st,
+                          const struct stripe_config *cfg, double now,
+                          bool live, bool alive, const char *ctl);
+extern void print_members (struct json_object *st);
+extern void print_spares (struct json_object *st);
+extern void print_last_errors (struct json_object *st, double now);
+extern void print_drives (struct json_object *st);
+
+#endif /* NBDSTRIPE_DAEMON_STATUS_H */
