@@ -27,8 +27,8 @@
 #       time the copier is held at PHASE, a batch is sent, and
 #       `nbdstripe grow --cancel` (shrink's) pauses the reshape with the
 #       batch in flight across it.  Paused: the status says so and how to
-#       go on, a second cancel is refused, requests all over the volume
-#       are served; then `nbdstripe grow --wait CONF` goes on, held at
+#       go on, a second cancel and a replace are refused, requests all
+#       over the volume are served; then `nbdstripe grow --wait CONF` goes on, held at
 #       every phase as before, to its end (exit 0).
 #
 #       --fail PHASE:NTH FILE: no batches before it; the NTH time the
@@ -313,6 +313,13 @@ class Run:
         if p.returncode != 1 or "paused already" not in p.stderr:
             self.problems.append("a second --cancel was not refused as "
                                  "paused already")
+        new = os.path.join(os.path.dirname(pz["config"]), "replace-new")
+        with open(new, "wb") as f:
+            f.truncate(64 << 20)
+        p = self.cmd("replace", pz["config"], "0", new)
+        if p.returncode == 0 or "must end first" not in p.stderr:
+            self.problems.append("a replace while paused was not refused "
+                                 "naming the reshape")
         b = self.boundary(st)
         size = len(self.model)
         if self.limit is not None:

@@ -121,6 +121,18 @@ one ()
   else
     d_bad "$label: served again, the volume lost or changed bytes (above)"
   fi
+  if [[ $label == cancel ]]; then
+    # Nothing under way now: --wait has nothing to wait for, and VOLUME
+    # alone without it has nothing to go on with.
+    d_run none.wait d_ns "$kind" --wait "$RP_CONF"
+    [[ $D_RC -eq 0 ]] && grep -q "no grow or shrink is under way" \
+      "$D_TMP/none.wait.out" &&
+      d_ok "$kind --wait VOLUME with none under way: says so, exit 0" ||
+      d_bad "$kind --wait VOLUME with none under way: exit $D_RC"
+    d_run none.go d_ns "$kind" "$RP_CONF"
+    d_expect_fail none.go && d_expect_err none.go "nothing to continue" &&
+      d_ok "$kind VOLUME with none under way: refused, nothing to continue"
+  fi
   rp_stop
   members_check "$label" "$D_TMP/$label.image"
 }
