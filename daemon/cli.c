@@ -213,7 +213,8 @@ const struct command commands[] = {
     .name = "grow",
     .run = cmd_grow,
     .synopsis = "[--rate RATE] [--wait] [--force] [--offline] [--dry-run]\n"
-                "        [--json] VOLUME NEW... | --size max VOLUME",
+                "        [--json] VOLUME NEW... | --size max VOLUME\n"
+                "        | [--wait] [--rate RATE] VOLUME | --cancel VOLUME",
     .summary = "add members, restriped while served",
     .help = "Add NEW (files, block devices or NBD URIs) as members and "
             "restripe the\n"
@@ -224,6 +225,11 @@ const struct command commands[] = {
             "room of members replaced by bigger ones.  Crash-safe: served "
             "again, it\n"
             "goes on where it was.  'nbdstripe status' shows the progress.\n"
+            "VOLUME alone: the grow or shrink under way (paused, or going on "
+            "after a\n"
+            "restart) goes on, and with --wait is followed to its end; none "
+            "under way:\n"
+            "--wait says so and exits 0, without it that is an error.\n"
             "      --size max    no NEW: the room of bigger members\n"
             "      --rate RATE   move at most RATE bytes a second (200M)\n"
             "  -w, --wait        follow it to its end\n"
@@ -232,6 +238,10 @@ const struct command commands[] = {
             "      --offline     the volume is not served: move here "
             "(implies --wait)\n"
             "  -n, --dry-run     say what it would do, do nothing\n"
+            "      --cancel      pause the grow or shrink at the end of its "
+            "window: the\n"
+            "                    volume is served as it is; VOLUME alone goes "
+            "on\n"
             "  -j, --json        say what was done, as JSON\n",
     .usage_status = 2,
   },
@@ -239,7 +249,8 @@ const struct command commands[] = {
     .name = "shrink",
     .run = cmd_shrink,
     .synopsis = "[--rate RATE] [--wait] [--force] [--offline] [--dry-run]\n"
-                "        [--json] VOLUME INDEX --size BYTES",
+                "        [--json] VOLUME INDEX --size BYTES\n"
+                "        | [--wait] [--rate RATE] VOLUME | --cancel VOLUME",
     .summary = "remove a member, restriped while served",
     .help = "Move the data off member INDEX onto the others while clients "
             "go on, then\n"
@@ -249,7 +260,8 @@ const struct command commands[] = {
             "--dry-run gives,\n"
             "and give that size as --size; refused while the volume holds "
             "data beyond\n"
-            "it (fstrim the file system first).\n"
+            "it (fstrim the file system first).  VOLUME alone, --cancel: "
+            "as grow's.\n"
             "      --size BYTES  the size the volume will have\n"
             "      --rate RATE   move at most RATE bytes a second (200M)\n"
             "  -w, --wait        follow it to its end\n"
@@ -258,6 +270,7 @@ const struct command commands[] = {
             "      --offline     the volume is not served: move here "
             "(implies --wait)\n"
             "  -n, --dry-run     say the size it would have, do nothing\n"
+            "      --cancel      pause it at the end of its window\n"
             "  -j, --json        say what was done, as JSON\n",
     .usage_status = 2,
   },

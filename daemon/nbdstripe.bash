@@ -25,7 +25,7 @@ _nbdstripe_options ()
     echo "--rate --wait --force --skip-unreadable --offline --cancel --json"
     ;;
   grow | shrink)
-    echo "--rate --size --wait --force --offline --dry-run --json"
+    echo "--rate --size --wait --force --offline --dry-run --cancel --json"
     ;;
   scrub) echo "--rate --wait --cancel --json" ;;
   esac
@@ -148,7 +148,8 @@ _nbdstripe ()
     _nbdstripe_files "$cur"
     ;;
   grow | shrink)
-    # VOLUME, then (grow) NEW...: files and block devices; (shrink) INDEX.
+    # VOLUME, then (grow) NEW...: files and block devices; (shrink) INDEX;
+    # with --cancel, VOLUME alone.
     if ((n == 0)); then
       while IFS= read -r line; do
         COMPREPLY+=("$line")
@@ -156,7 +157,7 @@ _nbdstripe ()
       if [[ $cur == */* || $cur == .* || ${#COMPREPLY[@]} -eq 0 ]]; then
         _nbdstripe_files "$cur" '*.conf'
       fi
-    elif [[ $cmd == grow ]]; then
+    elif [[ $cmd == grow && " ${COMP_WORDS[*]} " != *" --cancel "* ]]; then
       _nbdstripe_files "$cur"
     fi
     ;;

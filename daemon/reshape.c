@@ -3,6 +3,8 @@
  * bigger ones, or one fewer (include/reshape.h).  A served volume is asked
  * through its control socket; --offline opens it here and moves the data
  * itself.  --dry-run says what would be done (the size a shrink leaves).
+ * With VOLUME alone, the reshape under way (paused, or continued by a
+ * restart) goes on and is followed; --cancel pauses it.
  */
 
 #include <errno.h>
@@ -27,6 +29,7 @@ struct run {
   const struct command *cmd;
   struct reshape_params p;
   bool wait, off, json;
+  bool cont, cancel; /* VOLUME alone: go on; --cancel: pause */
   struct stripe_config cfg;
   struct json_object *plan, *last; /* what it does; its last state */
   char err[1024];
@@ -112,15 +115,18 @@ follow (struct run *r, struct json_object *(*status) (void *), void *opaque)
       fprintf (stderr, "\r%s", replace_progress (st, buf, sizeof buf));
     if (state && strcmp (state, "copying") != 0
         && strcmp (state, "switching") != 0) {
+      const char *kind = get_text (st, "kind") ? get_text (st, "kind")
+                                               : r->cmd->name;
       if (!r->json && tty)
         fputc ('\n', stderr);
       if (strcmp (state, "done") == 0) {
         if (!r->json)
-          printf ("%s of '%s' done: %" PRIu64 " bytes\n", r->cmd->name,
-                  r->cfg.name, get_u64 (st, "size_to"));
+          printf ("%s of '%s' done: %" PRIu64 " bytes\n", kind, r->cfg.name,
+                  get_u64 (st, "size_to"));
         return 0;
       }
-      say_error (r, "%s %s: %s", r->cmd->name, state,
+      /* "paused": the error says why and how to go on. */
+      say_error (r, "%s %s: %s", kind, state,
                  get_text (st, "error") ? get_text (st, "error") : "");
       return 1;
     }
@@ -156,6 +162,19 @@ offline (struct run *r)
   if (volume_start (v) == -1) {
     say_error (r, "%s: cannot start the members: %s", r->cfg.path,
                strerror (errno));
+    goto close;
+  }
+  if (a.reshape.active && !r->cont) {
+    say_error (r, "%s: a grow or shrink is under way on the members: "
+               "'nbdstripe %s --offline %s' (VOLUME alone) goes on with it",
+               r->cmd->name, r->cmd->name, r->cfg.path);
+    goto close;
+  }
+  if (!a.reshape.active && r->cont) {
+    if (!r->json)
+      printf ("no grow or shrink is under way on volume '%s'\n",
+              r->cfg.name);
+    status = 0;
     goto close;
   }
   if (a.reshape.active) {
@@ -258,6 +277,122 @@ served (struct run *r)
   return follow (r, served_status, &c);
 }
 
+/* VOLUME alone: the reshape under way goes on (paused) or is followed
+ * (running).  None under way: nothing to wait for (exit 0), or, without
+ * --wait, nothing to continue (an error: the devices were forgotten?).
+ */
+static int
+served_continue (struct run *r)
+{
+  struct served_ctl c;
+  struct json_object *req = json_object_new_object (), *ans, *st;
+  bool ok = false, none, running;
+  char why[1024], pb[512];
+
+  control_path (r->cfg.health.status_file, c.path, sizeof c.path);
+  json_put (req, "op", json_text ("reshape"));
+  json_put (req, "kind", json_text ("continue"));
+  if (r->p.rate)
+    json_put (req, "rate", json_u64 (r->p.rate));
+  ans = control_ask (c.path, req, 0, why, sizeof why);
+  json_object_put (req);
+  if (ans == NULL) {
+    say_error (r, "%s: %s%s", r->cfg.path,
+               errno == EPERM ? "" : "the volume is not served (served "
+                                     "again, a reshape under way goes on; "
+                                     "or --offline): ",
+               why);
+    return 1;
+  }
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
+    say_error (r, "%s: %s", r->cmd->name,
+               get_text (ans, "error") ? get_text (ans, "error")
+                                       : "refused");
+    json_object_put (ans);
+    return 1;
+  }
+  none = json_get_bool (ans, "none", &none, NULL, 0) == 0 && none;
+  running = json_get_bool (ans, "running", &running, NULL, 0) == 0 && running;
+  json_object_put (ans);
+  st = served_status (&c);
+  json_object_put (r->last);
+  r->last = st;
+  if (none) {
+    if (r->wait) {
+      if (!r->json)
+        printf ("no grow or shrink is under way on volume '%s'\n",
+                r->cfg.name);
+      return 0;
+    }
+    say_error (r, "%s: nothing to continue: no grow or shrink is under way "
+               "on volume '%s' (to grow it, name the devices to add)",
+               r->cmd->name, r->cfg.name);
+    return 1;
+  }
+  if (!r->json && st && get_text (st, "kind"))
+    printf ("volume '%s' (%s): %s\n", r->cfg.name,
+            running ? "under way" : "going on",
+            replace_progress (st, pb, sizeof pb));
+  if (!r->wait)
+    return 0;
+  return follow (r, served_status, &c);
+}
+
+/* --cancel: the running reshape stops at the end of its window; its
+ * pause is waited for, and said with the way on.
+ */
+static int
+served_cancel (struct run *r)
+{
+  struct served_ctl c;
+  struct json_object *req = json_object_new_object (), *ans;
+  bool ok = false;
+  char why[1024], pb[512];
+  const char *state;
+
+  control_path (r->cfg.health.status_file, c.path, sizeof c.path);
+  json_put (req, "op", json_text ("cancel"));
+  json_put (req, "job", json_text ("reshape"));
+  ans = control_ask (c.path, req, 0, why, sizeof why);
+  json_object_put (req);
+  if (ans == NULL) {
+    say_error (r, "%s: %s%s", r->cfg.path,
+               errno == EPERM ? "" : "the volume is not served: ", why);
+    return 1;
+  }
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
+    say_error (r, "%s --cancel: %s", r->cmd->name,
+               get_text (ans, "error") ? get_text (ans, "error")
+                                       : "refused");
+    json_object_put (ans);
+    return 1;
+  }
+  json_object_put (ans);
+  for (;;) {
+    struct json_object *st = served_status (&c);
+    if (st == NULL) {
+      say_error (r, "the server went away: served again, the %s goes on",
+                 r->cmd->name);
+      return 1;
+    }
+    json_object_put (r->last);
+    r->last = st;
+    state = get_text (st, "state");
+    if (state == NULL || strcmp (state, "copying") != 0)
+      break;
+    usleep (20000);
+  }
+  if (state && strcmp (state, "paused") == 0) {
+    if (!r->json)
+      printf ("volume '%s': %s\n", r->cfg.name,
+              replace_progress (r->last, pb, sizeof pb));
+    return 0;
+  }
+  say_error (r, "%s --cancel: too late: %s", r->cmd->name,
+             replace_progress (r->last, pb, sizeof pb));
+  return 1;
+}
+
 /* The operands after VOLUME: grow's devices (absolute paths, URIs as
  * they are), or shrink's INDEX.
  */
@@ -266,6 +401,8 @@ operands (struct run *r, int argc, char **argv, char **abs)
 {
   int first = optind + 1;
 
+  if (r->cont || r->cancel)
+    return 0;
   if (r->p.kind == RESHAPE_SHRINK) {
     char *end;
     unsigned long idx;
@@ -301,6 +438,10 @@ result_json (struct run *r, const char *arg, bool loaded, int status)
   json_put (j, "dry_run", json_object_new_boolean (r->p.dry_run));
   json_put (j, "plan", r->plan ? json_object_get (r->plan) : NULL);
   json_put (j, "reshape", r->last ? json_object_get (r->last) : NULL);
+  if (r->cont)
+    json_put (j, "continued", json_object_new_boolean (status == 0));
+  if (r->cancel)
+    json_put (j, "cancelled", json_object_new_boolean (status == 0));
   json_put (j, "ok", json_object_new_boolean (status == 0));
   json_put (j, "error", r->err[0] ? json_text (r->err) : NULL);
   print_json (j);
@@ -317,13 +458,14 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
     { "force", no_argument, NULL, 'f' },
     { "offline", no_argument, NULL, 'O' },
     { "dry-run", no_argument, NULL, 'n' },
+    { "cancel", no_argument, NULL, 'c' },
     { "json", no_argument, NULL, 'j' },
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct run r = { .cmd = cmd, .p = { .kind = kind } };
   char *abs[LAYOUT_MAX_MEMBERS] = { NULL };
-  const char *size = NULL;
+  const char *size = NULL, *other = NULL; /* an option --cancel excludes */
   bool loaded = false;
   int c, status = 1;
 
@@ -334,17 +476,37 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
         return cli_usage_error (cmd, "--rate '%s': expected a size such as "
                                 "200M (bytes a second)",
                                 optarg);
+      other = "--rate";
       break;
-    case 's': size = optarg; break;
-    case 'w': r.wait = true; break;
-    case 'f': r.p.force = true; break;
-    case 'O': r.off = true; break;
-    case 'n': r.p.dry_run = true; break;
+    case 's': size = optarg; other = "--size"; break;
+    case 'w': r.wait = true; other = "--wait"; break;
+    case 'f': r.p.force = true; other = "--force"; break;
+    case 'O': r.off = true; other = "--offline"; break;
+    case 'n': r.p.dry_run = true; other = "--dry-run"; break;
+    case 'c': r.cancel = true; break;
     case 'j': r.json = true; break;
     default: return cli_option (cmd, c);
     }
   }
-  if (kind == RESHAPE_GROW && size) {
+  if (r.cancel) {
+    if (other)
+      return cli_usage_error (cmd, "--cancel and %s: --cancel takes only "
+                              "VOLUME (and --json)",
+                              other);
+    c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME");
+  }
+  else if (argc - optind == 1 && !(kind == RESHAPE_GROW && size)) {
+    /* VOLUME alone: go on with the reshape under way. */
+    r.cont = true;
+    if (size || r.p.force || r.p.dry_run)
+      return cli_usage_error (cmd, "%s with VOLUME alone (going on with "
+                              "the grow or shrink under way): it takes "
+                              "--wait, --rate, --offline, --json",
+                              size ? "--size" : r.p.force ? "--force"
+                                                          : "--dry-run");
+    c = 0;
+  }
+  else if (kind == RESHAPE_GROW && size) {
     if (strcmp (size, "max") != 0)
       return cli_usage_error (cmd, "--size '%s': grow takes --size max (the "
                               "room the members have)",
@@ -376,7 +538,10 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
   if (!loaded)
     goto out;
   r.p.config = r.cfg.path;
-  status = r.off ? offline (&r) : served (&r);
+  status = r.off       ? offline (&r)
+           : r.cancel  ? served_cancel (&r)
+           : r.cont    ? served_continue (&r)
+                       : served (&r);
 
 out:
   if (r.json)

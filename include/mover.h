@@ -127,7 +127,9 @@ struct mover_job {
    * job any more).
    */
   void (*ended) (struct mover *mv);
-  /* The job's fields of the status (mv->lock held). */
+  /* The job's fields of the status, after the shared ones, which it
+   * may put its own way (mv->lock held).
+   */
   void (*status) (struct mover *mv, struct json_object *o);
   void (*free) (struct mover *mv);
 };

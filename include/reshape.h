@@ -78,6 +78,22 @@ extern int reshape_start (struct volume *v, const struct reshape_params *p,
 extern int reshape_resume (struct volume *v, const struct assembly *a,
                            const char *config, char *why, size_t len);
 
+/* A reshape stopped half-way (cancelled, or a member failed) stays: the
+ * volume is served through both layouts from where it stopped, its
+ * status's state "paused" (paused_by "cancel" or "error", the error
+ * saying why and how to go on), and it goes on when served again or:
+ *
+ * reshape_cancel: ask the running reshape to stop at the end of its
+ * window.  reshape_continue: a paused one goes on from the position
+ * recorded (rate: as reshape_params'), the headers written again first
+ * (the journal's window replayed if it stopped half-written).  -1 with
+ * why: errno ENOENT when none is under way, EALREADY when it runs
+ * (continue) or is paused or switching already (cancel).
+ */
+extern int reshape_cancel (struct volume *v, char *why, size_t len);
+extern int reshape_continue (struct volume *v, uint64_t rate, char *why,
+                             size_t len);
+
 /* The config of a volume assembled from it names a reshape its members
  * say is not under way (a->config_stale: a crash between the config's
  * rewrite and the headers' at either end): written as the members say.

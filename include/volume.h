@@ -240,6 +240,13 @@ extern void volume_bump_generation (struct volume *v, int skip,
  * and those that did have ended.
  */
 extern int volume_mover_reserve (struct volume *v, char *why, size_t len);
+/* The same, taking over from over, a job that has ended but is still
+ * published (a restripe stopped half-way, continued): publish puts the
+ * new job in its place.
+ */
+extern int volume_mover_reserve_over (struct volume *v,
+                                      struct volume_mover *over, char *why,
+                                      size_t len);
 /* Whether a job runs or is being started now (why says which): a
  * reserve would be refused with EAGAIN.
  */

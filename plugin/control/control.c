@@ -172,7 +172,8 @@ replace_request (struct control *c, struct json_object *req,
 }
 
 /* A reshape request: kind "grow" (new: the devices), "shrink" (member,
- * size) or "size" (grow --size max); force, dry_run, rate.
+ * size) or "size" (grow --size max); force, dry_run, rate.  Kind
+ * "continue" (rate only) is handle's.
  */
 static int
 reshape_request (struct control *c, struct json_object *req,
@@ -245,6 +246,16 @@ reshape_request (struct control *c, struct json_object *req,
   return 0;
 }
 
+/* A reshape request with kind "continue": go on with the one paused. */
+static bool
+continue_request (struct json_object *req)
+{
+  const char *kind = NULL;
+
+  return json_get_string (req, "kind", &kind, NULL, 0) == 0
+         && strcmp (kind, "continue") == 0;
+}
+
 static struct json_object *
 handle (struct control *c, struct json_object *req)
 {
@@ -276,6 +287,32 @@ handle (struct control *c, struct json_object *req)
         || replace_start (c->v, &p, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
+  }
+  if (strcmp (name, "reshape") == 0 && continue_request (req)) {
+    static const char *const keys[] = { "op", "kind", "rate", NULL };
+    const char *bad = unknown_key (req, keys);
+    int64_t rate = 0;
+    if (bad) {
+      snprintf (why, sizeof why, "reshape: unknown field \"%.100s\"", bad);
+      return refusal (why);
+    }
+    if (json_has (req, "rate")
+        && (json_get_int64 (req, "rate", &rate, NULL, 0) == -1 || rate < 0
+            || rate == INT64_MAX))
+      return refusal ("reshape: \"rate\" must be bytes a second");
+    if (reshape_continue (c->v, (uint64_t) rate, why, sizeof why) == 0)
+      o = ok_answer ();
+    else if (errno == ENOENT || errno == EALREADY) {
+      /* Nothing to continue: what there is, for the command to say. */
+      o = ok_answer ();
+      json_put (o, errno == ENOENT ? "none" : "running",
+                json_object_new_boolean (true));
+      json_put (o, "why", json_text (why));
+    }
+    else
+      return refusal (why);
+    json_put (o, "continued", json_object_new_boolean (!json_has (o, "why")));
+    return o;
   }
   if (strcmp (name, "reshape") == 0) {
     struct reshape_params p = { .config = c->config };
@@ -316,7 +353,19 @@ handle (struct control *c, struct json_object *req)
     return ok_answer ();
   }
   if (strcmp (name, "cancel") == 0) {
-    if (mover_cancel (c->v, why, sizeof why) == -1)
+    static const char *const keys[] = { "op", "job", NULL };
+    const char *bad = unknown_key (req, keys), *job = "replace";
+    if (bad) {
+      snprintf (why, sizeof why, "cancel: unknown field \"%.100s\"", bad);
+      return refusal (why);
+    }
+    if (json_has (req, "job")
+        && (json_get_string (req, "job", &job, NULL, 0) == -1
+            || (strcmp (job, "replace") != 0 && strcmp (job, "reshape") != 0)))
+      return refusal ("cancel: \"job\" must be replace or reshape");
+    if ((strcmp (job, "reshape") == 0 ? reshape_cancel : mover_cancel) (
+          c->v, why, sizeof why)
+        == -1)
       return refusal (why);
     return ok_answer ();
   }

@@ -91,9 +91,30 @@ mover_ended (struct volume *v)
   return vm != NULL && !atomic_load (&vm->stays) && vm->ended (vm);
 }
 
+static int reserve (struct volume *v, struct volume_mover *over, char *why,
+                    size_t len);
+
 int
 volume_mover_reserve (struct volume *v, char *why, size_t len)
 {
+  return reserve (v, NULL, why, len);
+}
+
+int
+volume_mover_reserve_over (struct volume *v, struct volume_mover *over,
+                           char *why, size_t len)
+{
+  return reserve (v, over, why, len);
+}
+
+/* over: a job that stays published though it has ended (a restripe
+ * stopped half-way), which the job reserved for takes over from.
+ */
+static int
+reserve (struct volume *v, struct volume_mover *over, char *why, size_t len)
+{
+  struct volume_mover *cur;
+
   pthread_mutex_lock (&v->mover_lock);
   /* A job that has ended is not running: once the status says so (and
    * the command's --wait has returned), a new one is not refused.  Wait
@@ -105,11 +126,15 @@ volume_mover_reserve (struct volume *v, char *why, size_t len)
     nanosleep (&ts, NULL);
     pthread_mutex_lock (&v->mover_lock);
   }
-  if (v->mover_starting)
+  cur = atomic_load (&v->mover);
+  if (over && cur == over && !over->ended (over))
+    snprintf (why, len, "%s is running", over->what);
+  else if (v->mover_starting)
     snprintf (why, len, "a replace is being started already");
-  else if (atomic_load (&v->mover) != NULL)
-    snprintf (why, len, "%s is running already",
-              atomic_load (&v->mover)->what);
+  else if (cur != NULL && cur != over)
+    snprintf (why, len, "%s %s", cur->what,
+              atomic_load (&cur->stays) ? "must end first"
+                                        : "is running already");
   else if (v->readonly)
     snprintf (why, len, "the volume is served read-only");
   else {

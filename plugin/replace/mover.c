@@ -201,7 +201,6 @@ status_json (struct mover *mv)
   elapsed = (mv->t_end ? mv->t_end : now) - mv->t_start;
   rate = elapsed ? copied / (elapsed / 1e9) : 0;
   json_put (o, "state", json_text (state_names[mv->state]));
-  mv->job->status (mv, o);
   json_put (o, "bytes_copied", json_u64 (copied));
   json_put (o, "bytes_total", json_u64 (total));
   json_put (o, "rate", json_object_new_double (rate));
@@ -228,6 +227,8 @@ status_json (struct mover *mv)
   }
   if (mv->error[0])
     json_put (o, "error", json_text (mv->error));
+  /* After the shared fields: the job may say them its own way. */
+  mv->job->status (mv, o);
   lost = json_object_new_array ();
   for (unsigned i = 0; i < mv->nr_lost; ++i) {
     struct json_object *l = json_object_new_object ();
@@ -334,6 +335,11 @@ mover_cancel (struct volume *v, char *why, size_t len)
   struct mover *mv = of (atomic_load (&v->mover));
 
   if (mv == NULL) {
+    snprintf (why, len, "no replace is running");
+    return -1;
+  }
+  /* A grow or shrink has a cancel of its own (reshape.h). */
+  if (strcmp (mv->job->status_key, "replace") != 0) {
     snprintf (why, len, "no replace is running");
     return -1;
   }

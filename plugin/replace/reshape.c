@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,10 +168,28 @@ reshape_withdraw (struct mover *mv)
     return true;
   /* Before the slot says it stays (what a refusal quotes). */
   snprintf (mv->vm.what, sizeof mv->vm.what,
-            "a %s, stopped half-way (it goes on when the volume is served "
-            "again),",
-            reshape_kind_names[of (mv)->kind]);
+            "a %s, paused half-way ('nbdstripe %s --wait VOLUME' goes on),",
+            reshape_kind_names[of (mv)->kind],
+            of (mv)->kind == RESHAPE_SHRINK ? "shrink" : "grow");
   return false;
+}
+
+/* Why a reshape stopped half-way, and the way on (mv->lock held). */
+static const char *
+way_on (struct reshape *rs, char *buf, size_t len)
+{
+  struct mover *mv = &rs->mv;
+  const char *kind = rs->kind == RESHAPE_SHRINK ? "shrink" : "grow";
+
+  if (mv->state == MOVER_CANCELLED)
+    snprintf (buf, len, "cancelled; the volume is served as it is; "
+              "'nbdstripe %s --wait %s' goes on from here",
+              kind, rs->config);
+  else
+    snprintf (buf, len, "%s; the volume is served as it is; once the member "
+              "works again, 'nbdstripe %s --wait %s' goes on from here",
+              mv->error, kind, rs->config);
+  return buf;
 }
 
 static void
@@ -177,12 +197,15 @@ reshape_ended (struct mover *mv)
 {
   struct reshape *rs = of (mv);
 
-  if (mv->state != MOVER_DONE) {
-    stripe_error ("%s: stopped at %" PRIu64 " of %" PRIu64 " bytes: %s (the "
-                  "volume is served as it is; the %s goes on when it is "
+  if (mv->state != MOVER_DONE && !mv->start_failed) {
+    char why[1024];
+    pthread_mutex_lock (&mv->lock);
+    way_on (rs, why, sizeof why);
+    pthread_mutex_unlock (&mv->lock);
+    stripe_error ("%s: paused at %" PRIu64 " of %" PRIu64 " bytes: %s (or "
                   "served again)",
                   reshape_kind_names[rs->kind], mv->watermark - mv->start,
-                  mv->end - mv->start, mv->error, reshape_kind_names[rs->kind]);
+                  mv->end - mv->start, why);
   }
   if (rs->rplan_set)
     plan_free (&rs->rplan);
@@ -206,6 +229,18 @@ reshape_status (struct mover *mv, struct json_object *o)
   json_put (o, "journaled_windows", json_object_new_int64 (rs->journaled));
   json_put (o, "direction",
             json_text (rs->rs.backward ? "backward" : "forward"));
+  /* Stopped half-way, it stays, and goes on when asked (the error says
+   * how): paused, not over.
+   */
+  if ((mv->state == MOVER_FAILED || mv->state == MOVER_CANCELLED)
+      && !mv->start_failed) {
+    char why[1024];
+    json_put (o, "state", json_text ("paused"));
+    json_put (o, "error", json_text (way_on (rs, why, sizeof why)));
+    json_put (o, "paused_by", json_text (mv->state == MOVER_CANCELLED
+                                           ? "cancel"
+                                           : "error"));
+  }
 }
 
 static void
@@ -781,3 +816,139 @@ reshape_fix_config (const char *config, const struct assembly *a, char *why,
   return r;
 }
 
+
+/* ---- paused and continued while served ---- */
+
+/* The job published on v if it is a reshape (NULL: none).  A job is
+ * freed only when the volume closes.
+ */
+static struct reshape *
+published (struct volume *v)
+{
+  struct mover *mv = (struct mover *) atomic_load (&v->mover);
+
+  return mv && mv->job == &reshape_job ? of (mv) : NULL;
+}
+
+int
+reshape_cancel (struct volume *v, char *why, size_t len)
+{
+  struct reshape *rs = published (v);
+  struct mover *mv;
+  int r = -1;
+
+  if (rs == NULL) {
+    snprintf (why, len, "no grow or shrink is under way");
+    errno = ENOENT;
+    return -1;
+  }
+  mv = &rs->mv;
+  pthread_mutex_lock (&mv->lock);
+  if (mv->state == MOVER_COPYING) {
+    mv->cancel = true;
+    pthread_cond_broadcast (&mv->cond);
+    r = 0;
+  }
+  else if (mv->state == MOVER_SWITCHING) {
+    snprintf (why, len, "too late: the %s is switching to the new layout",
+              reshape_kind_names[rs->kind]);
+    errno = EALREADY;
+  }
+  else {
+    snprintf (why, len, "the %s is paused already", reshape_kind_names[rs->kind]);
+    errno = EALREADY;
+  }
+  pthread_mutex_unlock (&mv->lock);
+  return r;
+}
+
+/* The new job's reshape from the paused one's: the same layouts and
+ * members, from the position recorded.
+ */
+static struct reshape *
+copy_of (const struct reshape *old)
+{
+  struct reshape *rs = calloc (1, sizeof *rs);
+
+  if (rs == NULL || (rs->config = strdup (old->config)) == NULL) {
+    free (rs);
+    return NULL;
+  }
+  rs->kind = old->kind;
+  rs->from = old->from;
+  rs->to = old->to;
+  memcpy (rs->from_map, old->from_map, sizeof rs->from_map);
+  memcpy (rs->to_map, old->to_map, sizeof rs->to_map);
+  rs->nr_union = old->nr_union;
+  rs->has_leaving = old->has_leaving;
+  rs->leaving = old->leaving;
+  rs->journal_cap = old->journal_cap;
+  rs->rec = old->rec;
+  rs->rec.position = old->mv.recorded;
+  rs->rec.journal = false;
+  rs->rec.journal_position = rs->rec.journal_length = 0;
+  rs->rec.journal_crc = 0;
+  restripe_init (&rs->rs, &rs->from, rs->from_map, &rs->to, rs->to_map,
+                 rs->nr_union, rs->rec.backward);
+  rs->mv.v = old->mv.v;
+  return rs;
+}
+
+int
+reshape_continue (struct volume *v, uint64_t rate, char *why, size_t len)
+{
+  struct reshape *old = published (v), *rs;
+  enum mover_state s;
+
+  if (old == NULL) {
+    snprintf (why, len, "no grow or shrink is under way");
+    errno = ENOENT;
+    return -1;
+  }
+  s = mover_state (&old->mv);
+  if (s == MOVER_COPYING || s == MOVER_SWITCHING) {
+    snprintf (why, len, "the %s is running", reshape_kind_names[old->kind]);
+    errno = EALREADY;
+    return -1;
+  }
+  if (volume_mover_reserve_over (v, &old->mv.vm, why, len) == -1)
+    return -1;
+  /* Its copier has ended or is about to (nothing it waits for): the slot
+   * reserved, no one else joins it.
+   */
+  if (old->mv.thread_started) {
+    pthread_join (old->mv.thread, NULL);
+    old->mv.thread_started = false;
+  }
+  rs = copy_of (old);
+  if (rs == NULL) {
+    mover_unreserve (v);
+    snprintf (why, len, "out of memory");
+    return -1;
+  }
+  /* The headers say where it is again (one whose record failed half-way
+   * may say more, or a journal), or the journal's window, stopped
+   * half-written, is written again from the journal first.  The old job
+   * still serves requests meanwhile: it keeps clients off that window.
+   */
+  if (old->fenced) {
+    rs->rec.journal = true;
+    rs->rec.journal_position = old->fence_pos;
+    rs->rec.journal_length = old->fence_len;
+    rs->rec.journal_crc = old->fence_crc;
+    if (replay (rs, why, len) == -1)
+      goto err;
+  }
+  else if (reshape_record (rs) == -1) {
+    snprintf (why, len, "%s", rs->mv.error);
+    goto err;
+  }
+  stripe_notice ("%s: going on from %" PRIu64 " of %" PRIu64 " bytes",
+                 reshape_kind_names[rs->kind], rs->rec.position, rs->rs.size);
+  return go (rs, v, rs->rec.position, rate, why, len);
+
+err:
+  reshape_free (&rs->mv);
+  mover_unreserve (v);
+  return -1;
+}

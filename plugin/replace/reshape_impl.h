@@ -35,6 +35,15 @@ struct reshape {
   char *config;
   unsigned nr_joining;         /* the last members of the union */
   unsigned checkpoints, journaled;
+  /* A journaled window from its journal's record on to its own (the
+   * copier's; read by requests once the move has stopped): the window's
+   * old places may be overwritten, its bytes are the journal's.  If the
+   * move stops there, requests over it fail with EIO until it goes on
+   * (reshape_continue, or served again: the journal replayed).
+   */
+  bool fenced;
+  uint64_t fence_pos, fence_len;
+  uint32_t fence_crc;
 };
 
 static inline struct reshape *

@@ -103,6 +103,17 @@ reshape_request (struct volume_mover *vm, struct volume *v,
     r = volume_request_view (v, &v->view, rq);
     goto out;
   }
+  if ((at.state == MOVER_FAILED || at.state == MOVER_CANCELLED) && rs->fenced
+      && p < rs->fence_pos + rs->fence_len && rs->fence_pos < p + w) {
+    stripe_debug ("%s: request at %" PRIu64 "+%" PRIu64 ": its window "
+                  "stopped half-written (its bytes are in the journal "
+                  "until the %s goes on): EIO",
+                  reshape_kind_names[rs->kind], rq->offset, rq->count,
+                  reshape_kind_names[rs->kind]);
+    errno = EIO;
+    r = -1;
+    goto out;
+  }
   /* Logical bytes [a, b) are in both; below a (forward: above b) new. */
   if (rs->rs.backward) {
     a = size - at.watermark;
@@ -323,6 +334,14 @@ reshape_before_write (struct mover *mv, const uint8_t *buf, uint64_t pos,
   rs->rec.journal_position = pos;
   rs->rec.journal_length = len;
   rs->rec.journal_crc = crc32c (0, buf, len);
+  /* From the record on (some headers may say journal even if it fails),
+   * a replay may write the journal's bytes over the window: no client
+   * may write it meanwhile, nor read old places the window overwrites.
+   */
+  rs->fence_pos = pos;
+  rs->fence_len = len;
+  rs->fence_crc = rs->rec.journal_crc;
+  rs->fenced = true;
   if (reshape_record (rs) == -1)
     return -1;
   rs->journaled++;
@@ -342,7 +361,10 @@ reshape_after_write (struct mover *mv, uint64_t pos, uint64_t len)
 
   if (!rs->rec.journal || rs->rec.journal_position != pos)
     return 0;
-  return reshape_checkpoint (rs, pos + len);
+  if (reshape_checkpoint (rs, pos + len) == -1)
+    return -1;
+  rs->fenced = false;
+  return 0;
 }
 
 bool

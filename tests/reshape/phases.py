@@ -23,6 +23,23 @@
 #       the server killed (SIGKILL).  Requests not completed are uncertain:
 #       each 4 KiB block holds what it held before or after them.
 #
+#       --cancel PHASE:NTH (with --nbdstripe BIN --config CONF): the NTH
+#       time the copier is held at PHASE, a batch is sent, and
+#       `nbdstripe grow --cancel` (shrink's) pauses the reshape with the
+#       batch in flight across it.  Paused: the status says so and how to
+#       go on, a second cancel and a replace are refused, requests all
+#       over the volume are served; then `nbdstripe grow --wait CONF` goes on, held at
+#       every phase as before, to its end (exit 0).
+#
+#       --fail PHASE:NTH FILE: no batches before it; the NTH time the
+#       copier is held at PHASE, FILE is created (a member's error filter
+#       fails every request from then on) and the reshape goes on: it
+#       must pause (paused_by "error") naming FILE's member (--member)
+#       and the way on.  Paused: requests above where the copy is are
+#       served (each either fails, EIO, or holds the model: the window
+#       stopped half-written, whose bytes are in the journal); FILE is
+#       removed and `grow --wait` goes on as with --cancel.
+#
 #       STATE.model and STATE.json (the uncertain blocks) are written.
 #
 #   phases.py verify URI CTL STATE OUT
@@ -38,6 +55,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -87,6 +105,9 @@ class Run:
         self.limit = status(ctl).get("size_to") \
             if status(ctl).get("kind") == "shrink" else None
         self.model = bytearray(self.volume_read())
+        self.pause = None       # --cancel / --fail: what and where
+        self.cont = None        # the `grow --wait` going on after it
+        self.paused_ops = []
 
     def handle(self):
         h = self.nbd.NBD()
@@ -224,15 +245,131 @@ class Run:
                 self.problems.append("%s at %d+%d failed: %s"
                                      % (r.kind, r.lo, r.length, r.error))
 
+    # ---- paused ----
+
+    def wait_all(self):
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            with self.lock:
+                if all(r.done for r in self.all):
+                    return True
+            time.sleep(0.01)
+        self.problems.append("requests still in flight %d s after the "
+                             "pause" % DEADLINE)
+        return False
+
+    def cmd(self, *args):
+        p = subprocess.run([self.pause["nbdstripe"]] + list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=DEADLINE)
+        sys.stderr.write("$ nbdstripe %s -> %d\n%s%s" % (
+            " ".join(args), p.returncode, p.stdout, p.stderr))
+        return p
+
+    def one_sync(self, kind, lo, length):
+        """A request now; a write lands in the model only if it succeeded;
+        a read must hold the model.  Returns the error or None."""
+        h = self.handle()
+        try:
+            if kind == "write":
+                data = os.urandom(length)
+                h.pwrite(data, lo)
+                self.model[lo:lo + length] = data
+            else:
+                got = h.pread(length, lo)
+                if got != bytes(self.model[lo:lo + length]):
+                    self.problems.append("paused: read at %d+%d returned "
+                                         "other bytes than the model"
+                                         % (lo, length))
+            return None
+        except self.nbd.Error as e:
+            return str(e)
+        finally:
+            h.shutdown()
+
+    def paused(self, st):
+        """The reshape has paused: check it says so, use the volume,
+        then go on with `grow --wait` in the background."""
+        pz = self.pause
+        verb = "shrink" if st.get("kind") == "shrink" else "grow"
+        self.wait_all()
+        self.check_reads()
+        err = st.get("error") or ""
+        want = "cancel" if pz["mode"] == "cancel" else "error"
+        if st.get("paused_by") != want:
+            self.problems.append("paused_by %r, not %r" %
+                                 (st.get("paused_by"), want))
+        if "nbdstripe %s --wait %s" % (verb, pz["config"]) not in err:
+            self.problems.append("the status does not say how to go on: %r"
+                                 % err)
+        if pz["mode"] == "fail" and pz["member"] not in err:
+            self.problems.append("the status does not name the failed "
+                                 "member %s: %r" % (pz["member"], err))
+        p = self.cmd("status", pz["config"])
+        if "paused" not in p.stdout or "%s --wait" % verb not in p.stdout:
+            self.problems.append("nbdstripe status does not show the pause "
+                                 "and the way on")
+        p = self.cmd(verb, "--cancel", pz["config"])
+        if p.returncode != 1 or "paused already" not in p.stderr:
+            self.problems.append("a second --cancel was not refused as "
+                                 "paused already")
+        new = os.path.join(os.path.dirname(pz["config"]), "replace-new")
+        with open(new, "wb") as f:
+            f.truncate(64 << 20)
+        p = self.cmd("replace", pz["config"], "0", new)
+        if p.returncode == 0 or "must end first" not in p.stderr:
+            self.problems.append("a replace while paused was not refused "
+                                 "naming the reshape")
+        b = self.boundary(st)
+        size = len(self.model)
+        if self.limit is not None:
+            size = min(size, self.limit)
+        if pz["mode"] == "cancel":
+            # Everywhere: below, in and above where the copy stopped.
+            self.batch(st)
+            self.wait_all()
+            self.check_reads()
+        else:
+            # Above where the copy stopped: the old layout, off the failed
+            # new member.  The first window may fail (EIO: stopped
+            # half-written, its bytes in the journal); past 4 MiB not.
+            assert st.get("direction") == "forward"
+            for off in (b, b + 8 * BLOCK, b + (5 << 20), size - 16 * BLOCK):
+                if off < b or off + 4 * BLOCK > size:
+                    continue
+                for kind in ("read", "write", "read"):
+                    e = self.one_sync(kind, off, 4 * BLOCK)
+                    if e is not None and off >= b + (4 << 20):
+                        self.problems.append("paused: %s at %d (above the "
+                                             "copy, off the failed member) "
+                                             "failed: %s" % (kind, off, e))
+                    self.paused_ops.append([kind, off, e is None])
+            os.unlink(pz["file"])
+        # The way on.
+        self.cont = subprocess.Popen(
+            [pz["nbdstripe"], verb, "--wait", pz["config"]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True)
+
     # ---- the run ----
 
     def run(self, kill, server_pid):
         seen = 0
         kills = 0
+        nth = 0
+        pz = self.pause
         end = time.monotonic() + 300
         while time.monotonic() < end:
             st = status(self.ctl)
-            if st.get("state") in ("done", "failed", "cancelled"):
+            if st.get("state") == "paused" and pz and self.cont is None:
+                self.paused(st)
+                seen = 0
+                continue
+            if st.get("state") == "paused" and self.cont is not None \
+                    and self.cont.poll() is None:
+                time.sleep(0.005)   # until the job going on is published
+                continue
+            if st.get("state") in ("done", "failed", "cancelled", "paused"):
                 break
             if not st.get("phase_held") or st.get("phase_seq", 0) == seen:
                 time.sleep(0.005)
@@ -240,18 +377,40 @@ class Run:
             seen = st["phase_seq"]
             phase = st.get("phase")
             self.phases.append(phase)
-            self.batch(st)
-            self.settle(st)
+            quiet = pz and pz["mode"] == "fail" and self.cont is None
+            if not quiet:
+                self.batch(st)
+                self.settle(st)
             if kill and phase == kill[0]:
                 kills += 1
                 if kills == kill[1]:
                     self.batch(st)
                     os.kill(server_pid, signal.SIGKILL)
                     return st, True
+            if pz and self.cont is None and phase == pz["phase"]:
+                nth += 1
+                if nth == pz["nth"] and pz["mode"] == "cancel":
+                    p = self.cmd("shrink" if st.get("kind") == "shrink"
+                                 else "grow", "--cancel", pz["config"])
+                    if p.returncode != 0 or "paused" not in p.stdout:
+                        self.problems.append("--cancel did not pause it")
+                    continue
+                if nth == pz["nth"]:
+                    open(pz["file"], "w").close()
             try:
                 ask_ctl(self.ctl, {"op": "step", "at": phase})
             except OSError:
                 pass
+        if self.cont is not None:
+            out, err = self.cont.communicate(timeout=DEADLINE)
+            sys.stderr.write("$ nbdstripe ... --wait -> %d\n%s%s"
+                             % (self.cont.returncode, out, err))
+            if self.cont.returncode != 0 or "done" not in out:
+                self.problems.append("going on with --wait did not end "
+                                     "done (exit %d)"
+                                     % self.cont.returncode)
+        elif pz:
+            self.problems.append("the reshape never paused")
         st = status(self.ctl)
         for _ in range(DEADLINE * 100):
             with self.lock:
@@ -340,6 +499,16 @@ def main(argv):
             kill = (p, int(nth))
             pid = int(rest[rest.index("--server-pid") + 1])
         r = Run(uri, ctl)
+        for mode in ("--cancel", "--fail"):
+            if mode in rest:
+                i = rest.index(mode)
+                p, nth = rest[i + 1].split(":")
+                r.pause = {"mode": mode[2:], "phase": p, "nth": int(nth),
+                           "nbdstripe": rest[rest.index("--nbdstripe") + 1],
+                           "config": rest[rest.index("--config") + 1]}
+                if mode == "--fail":
+                    r.pause["file"] = rest[i + 2]
+                    r.pause["member"] = rest[rest.index("--member") + 1]
         st, killed = r.run(kill, pid)
         r.save(state)
         if not killed and st.get("state") != "done":
@@ -350,7 +519,8 @@ def main(argv):
             if bytes(got[:len(r.model)]) != bytes(r.model[:len(got)]):
                 r.problems.append("the volume differs from the model")
         print(json.dumps({"phases": r.phases, "killed": killed,
-                          "requests": len(r.all), "state": st}))
+                          "requests": len(r.all), "state": st,
+                          "paused_ops": r.paused_ops}))
         for p in r.problems:
             print("phases.py: " + p, file=sys.stderr)
         return 1 if r.problems else 0

@@ -22,6 +22,19 @@
 #                                  replayed); acknowledged requests hold,
 #                                  those in flight hold their bytes before or
 #                                  after
+#   phases.sh grow|shrink --cancel P:N
+#                                  `nbdstripe grow --cancel` (shrink's) the
+#                                  Nth time the copier is held at phase P,
+#                                  a batch of requests in flight across it;
+#                                  paused, the status says how to go on and
+#                                  requests all over the volume are served;
+#                                  `grow --wait VOLUME` goes on to the end
+#   phases.sh grow --fail P:N      the new member an NBD export behind
+#                                  nbdkit's error filter, failing from the
+#                                  Nth time the copier is held at phase P:
+#                                  the grow pauses naming it, the volume is
+#                                  served off it; unfailed, `grow --wait
+#                                  VOLUME` goes on to the end
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
@@ -52,11 +65,14 @@ setup ()
 
 # members_check LABEL IMAGE: the member files hold the image where the
 # new layout puts it, member by member in the config's order.
+declare -A backing # a member's URI -> the file behind it
+new_member=$D_TMP/m2
+
 members_check ()
 {
   local label=$1 image=$2 args=() m
   while read -r m; do
-    args+=("$m:$M:$data")
+    args+=("${backing[$m]:-$m}:$M:$data")
   done < <(sed -n 's/^members = \[ \(.*\) \];/\1/p' "$RP_CONF" |
              tr ',' '\n' | tr -d ' "')
   if "$RP_PY" "$RP_LIB/md_raid0_model.py" check --chunk 65536 --layout 2 \
@@ -77,7 +93,7 @@ one ()
   shift
   rp_start "$label" -D stripe.replace_gate=1
   if [[ $kind == grow ]]; then
-    d_run "$label.grow" d_ns grow "$RP_CONF" "$D_TMP/m2"
+    d_run "$label.grow" d_ns grow "$RP_CONF" "$new_member"
   else
     d_run "$label.shrink" d_ns shrink "$RP_CONF" 1 --size $((2 * data))
   fi
@@ -105,11 +121,37 @@ one ()
   else
     d_bad "$label: served again, the volume lost or changed bytes (above)"
   fi
+  if [[ $label == cancel ]]; then
+    # Nothing under way now: --wait has nothing to wait for, and VOLUME
+    # alone without it has nothing to go on with.
+    d_run none.wait d_ns "$kind" --wait "$RP_CONF"
+    [[ $D_RC -eq 0 ]] && grep -q "no grow or shrink is under way" \
+      "$D_TMP/none.wait.out" &&
+      d_ok "$kind --wait VOLUME with none under way: says so, exit 0" ||
+      d_bad "$kind --wait VOLUME with none under way: exit $D_RC"
+    d_run none.go d_ns "$kind" "$RP_CONF"
+    d_expect_fail none.go && d_expect_err none.go "nothing to continue" &&
+      d_ok "$kind VOLUME with none under way: refused, nothing to continue"
+  fi
   rp_stop
   members_check "$label" "$D_TMP/$label.image"
 }
 
-if [[ ${1:-} == --kill ]]; then
+if [[ ${1:-} == --cancel ]]; then
+  setup 0
+  one cancel --cancel "$2" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF"
+elif [[ ${1:-} == --fail ]]; then
+  [[ $kind == grow ]] || d_fail "--fail is for a grow (a new member failing)"
+  nbdkit --filter=error null --dump-plugin >/dev/null 2>&1 ||
+    d_skip "nbdkit's error filter is not installed"
+  setup 0
+  r_unix m2srv --filter=error file "$D_TMP/m2" error=EIO error-rate=1 \
+    error-file="$D_TMP/m2.fail"
+  new_member=$R_URI
+  backing[$R_URI]=$D_TMP/m2
+  one fail --fail "$2" "$D_TMP/m2.fail" --member "$R_URI" \
+    --nbdstripe "$NBDSTRIPE" --config "$RP_CONF"
+elif [[ ${1:-} == --kill ]]; then
   shift
   n=0
   for k in "$@"; do
