@@ -36,6 +36,9 @@ def members_label(doc):
     if m["mode"] == "files":
         return "members: files on this machine's disk, the volume %s at every N, not throttled" % (
             fmt_size(doc["parameters"]["volume_size"]))
+    if m["mode"] == "ram":
+        return "members: files in RAM (tmpfs), the volume %s at every N" % (
+            fmt_size(doc["parameters"]["volume_size"]))
     if m["mode"] == "remote":
         r = m["remote"]
         return "emulated remote members (NBD servers): %d MB/s%s per member" % (
@@ -105,10 +108,12 @@ def scaling_chart(doc, cdir, profile, rows):
     """Throughput vs N, read and write side by side: the measured median
     with its range, the ideal N x (N = 1) drawn first (dashed, wide, grey:
     visible even where the measured line lies on it) and the reference's
-    point at N = 1."""
+    point at N = 1.  RAM members: no ideal (nothing to scale), the
+    reference at every N."""
     field, ylabel = unit(profile)
     datf = os.path.join(cdir, "scaling-%s.dat" % profile)
     ref = doc["parameters"]["reference"]
+    ram = doc["members"]["mode"] == "ram"
     panels = []
     with open(datf, "w") as f:
         block = 0
@@ -121,10 +126,10 @@ def scaling_chart(doc, cdir, profile, rows):
             fp = next((r for r in rows if r["rw"] == rw and r["config"] == ref), None)
             f.write("# %s: N median min max ideal reference reference_min reference_max\n" % rw)
             for r in pr:
-                isref = fp is not None and r["n"] == 1
+                isref = fp is not None and (r["n"] == 1 or ram)
                 f.write("%d %.3f %.3f %.3f %s %s %s %s\n" % (
                     r["n"], r[field], r.get(field + "_min", r[field]), r.get(field + "_max", r[field]),
-                    "%.3f" % (one * r["n"]) if one else "NaN",
+                    "%.3f" % (one * r["n"]) if one and not ram else "NaN",
                     "%.3f" % fp[field] if isref else "NaN",
                     "%.3f" % fp.get(field + "_min", fp[field]) if isref else "NaN",
                     "%.3f" % fp.get(field + "_max", fp[field]) if isref else "NaN"))
@@ -140,13 +145,14 @@ def scaling_chart(doc, cdir, profile, rows):
              % (",".join(str(n) for n in ns), max(ns) + 0.5))
     for rw, b in panels:
         s.append("set title %s" % q(rw))
-        s.append("plot " + ", \\\n  ".join([
+        s.append("plot " + ", \\\n  ".join(([] if ram else [
             "%s index %d using 1:5 with lines dt (5,3) lw 9 lc rgb '%s' title 'ideal: N x (N=1)'"
-            % (q(datf), b, IDEAL),
+            % (q(datf), b, IDEAL)]) + [
             "%s index %d using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 1.3 lc rgb '%s' title 'stripe plugin, measured'"
             % (q(datf), b, MEASURED),
             "%s index %d using 1:6:7:8 with yerrorbars pt 6 ps 2.5 lw 2 lc rgb '%s' title %s"
-            % (q(datf), b, REFERENCE, q("%s, same member (N=1)" % ref_label(doc)))]))
+            % (q(datf), b, REFERENCE, q("%s, %s" % (ref_label(doc), "one file in RAM (every N)" if ram
+                                                   else "same member (N=1)")))]))
     s.append("unset multiplot")
     png = os.path.join(cdir, "scaling-%s.png" % profile)
     gnuplot(png, "\n".join(s) + "\n")

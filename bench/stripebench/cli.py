@@ -11,7 +11,7 @@ import shutil
 import signal
 
 from . import charts, results
-from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, RAM_PROFILE
 from .runner import Bench
 from .util import BenchError, log, parse_size
 
@@ -26,7 +26,8 @@ through nbdkit's file plugin (remote members: nbdkit's nbd plugin), (c) the
 striped volume with N = 2, 4 (8) members.  Members are emulated independent
 SSDs (loop devices throttled by the kernel's block throttling), real drives
 (--members) or emulated remote NBD servers (--remote: nbdkit memory servers
-behind the rate and delay filters)."""
+behind the rate and delay filters); or files in RAM (--ram), where the request
+path itself is measured against the file plugin's."""
 
 EPILOG = """\
 examples:
@@ -48,6 +49,9 @@ examples:
   # the fsync profile: 4 jobs x 4K random write + flush, member files on
   # the machine's disk, a 256M volume at N = 1, 4, 16, 64 beside the file plugin
   bench/stripe-bench --fsync --repeat 3
+  # RAM members: member files in /dev/shm, RND4K Q32 at N = 1, 4 beside the
+  # file plugin on one file there (no disk: the request path's own cost)
+  bench/stripe-bench --ram --repeat 3
   # redraw the charts of a run from its results.json, running nothing
   bench/stripe-bench --replot bench/results/local/results.json
   bench/stripe-bench --replot            # every published run in bench/results/
@@ -79,8 +83,9 @@ def parse_args(argv):
     ap.add_argument("--chunk", type=parse_size,
                     help="chunk of the main runs (default 128K; --fsync: 64K)")
     ap.add_argument("--chunks", help="chunk-size sweep at the largest N, e.g. 64K,128K,256K,512K,1M")
-    ap.add_argument("--profiles", default=",".join(PROFILE_NAMES),
-                    help="comma list of profiles (default: all: %s)" % ",".join(PROFILE_NAMES))
+    ap.add_argument("--profiles",
+                    help="comma list of profiles (default: all: %s; --ram: %s)"
+                    % (",".join(PROFILE_NAMES), RAM_PROFILE))
     ap.add_argument("--rw", default="read,write", help="read,write (default both)")
     ap.add_argument("--ramp", type=float, help="ramp seconds, not measured (default 2; quick 0.5)")
     ap.add_argument("--runtime", type=float, help="measured seconds per run (default 10; quick 1.5)")
@@ -104,8 +109,9 @@ def parse_args(argv):
                                             "not with --remote)")
     g.add_argument("--member-size", type=parse_size,
                    help="size of each member file (default 1G; quick 256M; --remote: 512M, quick 128M, in RAM)")
-    g.add_argument("--workdir", default="/var/tmp/nbdstripe-bench-%d" % os.getpid(),
-                   help="where the member files go (default /var/tmp/nbdstripe-bench-PID)")
+    g.add_argument("--workdir",
+                   help="where the member files go (default /var/tmp/nbdstripe-bench-PID; "
+                        "--ram: RAM-DIR/nbdstripe-bench-PID)")
     g.add_argument("--keep-files", action="store_true", help="do not delete the member files at exit")
     g.add_argument("--loop-stack", type=int, choices=(1, 2), default=2,
                    help="2 (default): member = loop over loop over file, throttled at the inner one "
@@ -119,7 +125,17 @@ def parse_args(argv):
                         "file plugin on one file of that size; plugin cache=writeback unless --cache"
                         % (FSYNC_PROFILE[0], FSYNC_JOBS))
     g.add_argument("--volume-size", type=parse_size, default=256 << 20,
-                   help="--fsync: the volume's size, each of N members a 1/N of it (default 256M)")
+                   help="--fsync, --ram: the volume's size, each of N members a 1/N of it (default 256M)")
+    g = ap.add_argument_group("RAM members (--ram; root not needed)")
+    g.add_argument("--ram", action="store_true",
+                   help="members are files in a RAM file system (--ram-dir), written once, the volume "
+                        "the same size (--volume-size) whatever N; the reference is nbdkit's file plugin "
+                        "on one file of that size there, at every N: no disk and no throttle, so what "
+                        "is measured is the request path, the plugin's against the file plugin's; "
+                        "profile %s unless --profiles, N = 1,4 unless --counts, plugin "
+                        "cache=writeback (the file plugin's default) unless --cache" % RAM_PROFILE)
+    g.add_argument("--ram-dir", default="/dev/shm",
+                   help="--ram: a tmpfs or ramfs directory for the member files (default /dev/shm)")
     g = ap.add_argument_group("remote members (--remote; root not needed)")
     g.add_argument("--remote", action="store_true",
                    help="members are NBD servers: nbdkit memory plugin behind the rate filter "
@@ -154,6 +170,16 @@ def parse_args(argv):
 
     def fail(msg):
         ap.error(msg)
+    if a.ram:
+        if a.fsync or a.remote or a.members:
+            fail("--ram makes its own members (files in RAM): not with --fsync, --remote or --members")
+        a.counts = a.counts or "1,4"
+        a.cache = a.cache or "writeback"
+        a.profiles = a.profiles or RAM_PROFILE
+        a.workdir = a.workdir or os.path.join(a.ram_dir, "nbdstripe-bench-%d" % os.getpid())
+        a.sustained = False
+        if a.volume_size % (4 << 10):
+            fail("--volume-size must be a multiple of 4K")
     if a.fsync:
         if a.remote or a.members:
             fail("--fsync makes its own members (files on the disk): not with --remote or --members")
@@ -166,6 +192,8 @@ def parse_args(argv):
         if a.volume_size % (4 << 10):
             fail("--volume-size must be a multiple of 4K")
     a.counts = a.counts or "1,2,4"
+    a.profiles = a.profiles or ",".join(PROFILE_NAMES)
+    a.workdir = a.workdir or "/var/tmp/nbdstripe-bench-%d" % os.getpid()
     a.chunk = a.chunk or (128 << 10)
     a.cache = a.cache or "direct"
     try:
@@ -182,11 +210,11 @@ def parse_args(argv):
     for p in a.profiles:
         if p not in PROFILE_NAMES and not (a.fsync and p == FSYNC_PROFILE[0]):
             fail("unknown profile %s" % p)
-    if a.fsync:
+    if a.fsync or a.ram:
         for n in a.counts:
             if a.volume_size // n < a.chunk:
-                fail("--fsync: at N=%d a member (%d bytes) is smaller than a chunk"
-                     % (n, a.volume_size // n))
+                fail("--%s: at N=%d a member (%d bytes) is smaller than a chunk"
+                     % ("fsync" if a.fsync else "ram", n, a.volume_size // n))
     a.rw = [x.strip() for x in a.rw.split(",")]
     if any(x not in ("read", "write") for x in a.rw):
         fail("--rw: read and/or write")
@@ -270,7 +298,7 @@ def main(argv):
         if not shutil.which(tool):
             log("stripe-bench: %s not found" % tool)
             return 1
-    if not a.members and not a.remote and not a.fsync and os.geteuid() != 0:
+    if not a.members and not a.remote and not a.fsync and not a.ram and os.geteuid() != 0:
         log("stripe-bench: emulated members need root (loop devices, cgroup throttling); "
             "cannot throttle, so scaling cannot be measured. Use --members for real drives.")
         return 1

@@ -91,7 +91,7 @@ class FioMixin:
         key = self.ensure_server(config, n, chunk)   # servers start when first needed
         p, uri, _ = self.servers[key]
         fsync = name == FSYNC_PROFILE[0]
-        if config == "file" and not fsync:
+        if config == "file" and not self.ref_file:
             self.flushbufs(self.members[:1])
         fio_rw = ("" if seq else "rand") + rw
         job, w = self.fio(uri, "%s-%s" % (name, rw), fio_rw,
@@ -99,7 +99,7 @@ class FioMixin:
                           member_pids=self.member_pids(),
                           extra=["--fsync=1"] if fsync else (),
                           jobs=FSYNC_JOBS if fsync else 1)
-        if config == "file" and rw == "write" and not fsync:
+        if config == "file" and rw == "write" and not self.ref_file:
             self.flushbufs(self.members[:1])    # its writeback must not spill into the next run
         d = job[rw]
         lat = d.get("lat_ns", {})

@@ -156,6 +156,8 @@ class MembersMixin:
         """--fsync: members are plain files on the machine's disk (in
         --workdir), written once so that writes land on allocated blocks
         (no extent allocation, no size change for fdatasync to journal).
+        --ram: the same in a RAM file system (every page allocated before
+        the first run).
         The volume has the same size at every N: N files of a 1/N each,
         a set per N; the reference (nbdkit's file plugin) gets one file of
         the whole size."""

@@ -13,10 +13,12 @@ from .profiles import ALL_PROFILE_NAMES, PROFILE_NAMES
 from .util import fmt_size
 
 
-def aggregate(runs, chunk, ref, scaling_refused):
+def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
     """Medians of the runs of each (phase, config, N, chunk, profile, rw),
     with the minimum and maximum over the repetitions; returns (results,
-    index by that key)."""
+    index by that key).  vs_file_plugin: N = 1 against the reference, or
+    every N when ref_every_n (RAM members: the reference is the ceiling of
+    the request path, whatever N)."""
     groups = {}
     for r in runs:
         k = (r["phase"], r["config"], r["n"], r["chunk"], r["profile"], r["rw"])
@@ -46,7 +48,7 @@ def aggregate(runs, chunk, ref, scaling_refused):
         if one and one["mbps"] and scaling_refused is None:
             r["scaling"] = r["mbps"] / one["mbps"]
             r["efficiency"] = r["scaling"] / r["n"]
-        if r["n"] == 1:
+        if r["n"] == 1 or ref_every_n:
             f = idx.get((ph, ref, 1, None, r["profile"], r["rw"]))
             if f and f["mbps"]:
                 r["vs_file_plugin"] = r["mbps"] / f["mbps"]
@@ -94,7 +96,7 @@ def write_summary(doc, out):
         doc["date"], doc["machine"]["hostname"], doc["machine"]["kernel"],
         doc["machine"]["cpus"], doc["machine"]["loadavg_before"]))
     e = doc["members"]
-    if e["mode"] == "files":
+    if e["mode"] in ("files", "ram"):
         L.append("Members: %s; %d jobs  " % (e["method"], doc["parameters"].get("jobs", 1)))
     elif e["mode"] == "remote":
         L.append("Members: %d remote (%s), %s MB/s each way and %d ms per request per member, %s each; "

@@ -18,7 +18,7 @@ import time
 from . import results
 from .fio import FioMixin
 from .members import MembersMixin
-from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILES, fsync_targets, targets
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILES, fsync_targets, ram_targets, targets
 from .util import MB, BenchError, dev_sectors, fmt_size, free_tcp_port, log, run
 
 SCHEMA_VERSION = 2
@@ -46,8 +46,8 @@ class Bench(MembersMixin, FioMixin):
         self.ref = "nbd" if a.remote else "file"     # the N=1 reference config
         self.allocator = None
         self.limited = True
-        self.member_sets = None  # --fsync: N -> that volume's member files
-        self.ref_file = None     # --fsync: the file plugin's file
+        self.member_sets = None  # --fsync, --ram: N -> that volume's member files
+        self.ref_file = None     # --fsync, --ram: the file plugin's file
 
     # ------------------------------------------------------------ servers
     def start_server(self, key, argv, readonly, tcp=False):
@@ -133,8 +133,8 @@ class Bench(MembersMixin, FioMixin):
         key = self.server_key(config, n, chunk)
         if key not in self.servers:
             if config == "file" and self.ref_file:
-                # --fsync: its defaults (page cache, flush = fdatasync), as
-                # a user would run it
+                # --fsync, --ram: its defaults (page cache, flush =
+                # fdatasync), as a user would run it
                 argv = ["file", "file=" + self.ref_file]
             elif config == "file":
                 argv = ["file", "file=" + self.members[0]["dev"], "cache=none"]
@@ -362,6 +362,16 @@ class Bench(MembersMixin, FioMixin):
             if nmax > len(self.members):
                 raise BenchError("--counts needs %d members, --members gives %d" % (nmax, len(self.members)))
             method = "real drives"
+        elif a.ram:
+            fs = run(["stat", "-f", "-c", "%T", a.ram_dir], check=False).stdout.strip()
+            if fs not in ("tmpfs", "ramfs"):
+                raise BenchError("--ram-dir %s is on %s, not a RAM file system (tmpfs, ramfs)"
+                                 % (a.ram_dir, fs or "an unknown file system"))
+            log("== setting up member files in RAM for N = %s" % ",".join(map(str, a.counts)))
+            self.setup_files(a.counts)
+            method = ("files in RAM in %s (%s), written once; the volume %s at every N (N files of "
+                      "1/N each); nbdkit's file plugin on one file of %s there, with its defaults"
+                      % (a.workdir, fs, fmt_size(a.volume_size), fmt_size(a.volume_size)))
         elif a.fsync:
             log("== setting up member files for N = %s" % ",".join(map(str, a.counts)))
             self.setup_files(a.counts)
@@ -392,7 +402,7 @@ class Bench(MembersMixin, FioMixin):
                      "loop device (--direct-io=on) over its own file; cgroup %s block throttling" % (
                          self.throttle.kind if self.throttle else "NONE")
         cal = self.calibrate_remote() if a.remote else (
-            self.calibrate() if not (a.members or a.fsync) else None)
+            self.calibrate() if not (a.members or a.fsync or a.ram) else None)
         sweep_chunks = [c for c in (a.chunks or []) if c != a.chunk] if nmax > 1 else []
         per = len(self.profiles) * len(self.rws) * a.repeat
         self.total = per * (1 + len(a.counts)) + per * len(sweep_chunks + ([a.chunk] if sweep_chunks else []))
@@ -408,7 +418,10 @@ class Bench(MembersMixin, FioMixin):
         if a.sustained and not self.readonly:
             self.stop_volumes()
             sustained = self.run_sustained(a.counts, a.chunk)
-        self.results, idx = results.aggregate(self.runs, a.chunk, self.ref, self.scaling_refused)
+        if a.ram:
+            self.scaling_refused = "RAM members: nothing to scale (the request path is measured)"
+        self.results, idx = results.aggregate(self.runs, a.chunk, self.ref, self.scaling_refused,
+                                              ref_every_n=a.ram)
         doc = {
             "schema_version": SCHEMA_VERSION,
             "tool": "nbdstripe stripe-bench",
@@ -430,18 +443,18 @@ class Bench(MembersMixin, FioMixin):
                            "noise_threshold_cores": a.noise_threshold,
                            "plugin": a.plugin, "plugin_cache": self.plugin_cache,
                            "readonly": self.readonly, "reference": self.ref,
-                           "volume_size": a.volume_size if a.fsync else None,
+                           "volume_size": a.volume_size if (a.fsync or a.ram) else None,
                            "jobs": FSYNC_JOBS if a.fsync else 1},
             "members": {"mode": "real" if a.members else ("remote" if a.remote else (
-                            "files" if a.fsync else "emulated")),
+                            "files" if a.fsync else ("ram" if a.ram else "emulated"))),
                         "count": len(self.members), "method": method,
                         "devices": [m["dev"] for m in self.members],
-                        "mbps": None if (a.members or a.fsync) else a.mbps,
-                        "iops": None if (a.members or a.remote or a.fsync) else a.iops,
+                        "mbps": None if (a.members or a.fsync or a.ram) else a.mbps,
+                        "iops": None if (a.members or a.remote or a.fsync or a.ram) else a.iops,
                         "size": None if a.members else (
-                            a.volume_size // nmax if a.fsync else a.member_size),
+                            a.volume_size // nmax if (a.fsync or a.ram) else a.member_size),
                         "throttle": (self.throttle.kind if self.throttle else None)
-                        if not (a.members or a.remote or a.fsync) else None,
+                        if not (a.members or a.remote or a.fsync or a.ram) else None,
                         "remote": {"transport": a.transport, "server": "memory",
                                    "allocator": self.allocator,
                                    "rate_bits_per_s": a.mbps * MB * 8,
@@ -455,6 +468,7 @@ class Bench(MembersMixin, FioMixin):
             "results": self.results,
             "runs": self.runs,
             "targets": fsync_targets(idx, a.chunk, self.counts) if a.fsync else
+                       ram_targets(idx, a.chunk, self.counts) if a.ram else
                        targets(idx, a.remote, a.chunk, self.counts, self.rws),
             "sustained": sustained,
             "charts": [],

@@ -85,13 +85,16 @@ run_ops_plain (struct volume *v, struct member_op *ops, unsigned nr)
   return r;
 }
 
-/* ... or, while data moves, through the job moving it (mover.h). */
+/* ... or, while data moves, through the job moving it (mover.h): vm,
+ * the request's one reading of v->mover, made after it was counted
+ * (gate_enter; see the gate).  One reading for the whole request: a
+ * request that saw no job is waited for by the job's drain, whatever it
+ * does after.
+ */
 static inline int
-run_ops (struct volume *v, struct member_op *ops, unsigned nr)
+run_ops (struct volume *v, struct volume_mover *vm, struct member_op *ops,
+         unsigned nr)
 {
-  /* Read after the request was counted (gate_enter): see the gate. */
-  struct volume_mover *vm = atomic_load (&v->mover);
-
   if (vm != NULL)
     return vm->run_ops (vm, v, ops, nr, run_ops_plain);
   return run_ops_plain (v, ops, nr);
@@ -226,8 +229,8 @@ tail_writes (const struct member_op *ops, unsigned nr)
 
 /* The reads or writes of one request, on the members in mask. */
 static int
-run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
-        unsigned nr, uint64_t mask)
+run_rw (struct volume *v, struct volume_mover *vm, enum op_kind kind,
+        struct member_op *ops, unsigned nr, uint64_t mask)
 {
   uint64_t seen[LAYOUT_MAX_MEMBERS], tail;
   int r;
@@ -235,14 +238,14 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
   if (refuse_failed (v, mask) == -1)
     return -1;
   if (kind != OP_WRITE)
-    return run_ops (v, ops, nr);
+    return run_ops (v, vm, ops, nr);
   /* A member is switched only with no request in flight
    * (volume_quiesce): the sizes seen are those of the members written.
    */
   tail = tail_writes (ops, nr);
   if (tail && guard_sizes (v, tail, seen) == -1)
     return -1;
-  r = run_ops (v, ops, nr);
+  r = run_ops (v, vm, ops, nr);
   /* Marked whatever the outcome: a write that failed on one member may
    * have landed on another, or in part.
    */
@@ -254,8 +257,8 @@ run_rw (struct volume *v, enum op_kind kind, struct member_op *ops,
 }
 
 static int
-rw (struct volume *v, const struct volume_view *vw, enum op_kind kind,
-    void *buf, uint64_t count, uint64_t offset, bool fua)
+rw (struct volume *v, const struct volume_view *vw, struct volume_mover *vm,
+    enum op_kind kind, void *buf, uint64_t count, uint64_t offset, bool fua)
 {
   struct layout_piece p;
   struct io_plan plan;
@@ -270,7 +273,7 @@ rw (struct volume *v, const struct volume_view *vw, enum op_kind kind,
     struct member *m = &v->members[vw->map[p.member]];
     rw_op (&ops[0], m, kind, m->data_offset + p.member_offset, count, &iov, 1,
            fua);
-    return run_rw (v, kind, ops, 1, UINT64_C (1) << vw->map[p.member]);
+    return run_rw (v, vm, kind, ops, 1, UINT64_C (1) << vw->map[p.member]);
   }
 
   if (plan_rw (&plan, vw->layout, buf, count, offset) == -1)
@@ -282,7 +285,7 @@ rw (struct volume *v, const struct volume_view *vw, enum op_kind kind,
     rw_op (&ops[i], m, kind, m->data_offset + io->member_offset, io->length,
            io->iov, io->nr_iov, fua);
   }
-  r = run_rw (v, kind, ops, plan.nr_ios, mask);
+  r = run_rw (v, vm, kind, ops, plan.nr_ios, mask);
 out : {
   int err = errno;
   plan_free (&plan);
@@ -290,6 +293,10 @@ out : {
 }
   return r;
 }
+
+static int view_request (struct volume *v, const struct volume_view *vw,
+                         struct volume_mover *vm,
+                         const struct volume_request *rq);
 
 /* A request through the volume's own view, or through the job moving
  * data when it sees requests whole (a restripe).
@@ -305,15 +312,35 @@ request (struct volume *v, const struct volume_request *rq)
   vm = atomic_load (&v->mover);
   if (vm != NULL && vm->request != NULL)
     return vm->request (vm, v, rq);
-  return volume_request_view (v, &v->view, rq);
+  return view_request (v, &v->view, vm, rq);
+}
+
+/* The same for a read or a write, nearly every request: straight to
+ * rw, a struct volume_request built only for a job that takes it whole.
+ */
+static int
+request_rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
+            uint64_t offset, bool fua)
+{
+  struct volume_mover *vm;
+
+  if (check_request (v, count, offset) == -1)
+    return -1;
+  /* Read after the request was counted (gate_enter): see the gate. */
+  vm = atomic_load (&v->mover);
+  if (vm != NULL && vm->request != NULL) {
+    const struct volume_request rq = { .kind = kind, .buf = buf,
+                                       .count = count, .offset = offset,
+                                       .fua = fua };
+    return vm->request (vm, v, &rq);
+  }
+  return rw (v, &v->view, vm, kind, buf, count, offset, fua);
 }
 
 int
 volume_pread (struct volume *v, void *buf, uint64_t count, uint64_t offset)
 {
-  const struct volume_request rq = { .kind = OP_READ, .buf = buf,
-                                     .count = count, .offset = offset };
-  GATED (v, request (v, &rq));
+  GATED (v, request_rw (v, OP_READ, buf, count, offset, false));
 }
 
 int
@@ -321,11 +348,8 @@ volume_pwrite (struct volume *v, const void *buf, uint64_t count,
                uint64_t offset, bool fua)
 {
   /* The iovec is not const, but writes only read from it. */
-  const struct volume_request rq = {
-    .kind = OP_WRITE, .buf = (void *) buf, .count = count, .offset = offset,
-    .fua = fua || v->cache == CACHE_WRITETHROUGH,
-  };
-  GATED (v, request (v, &rq));
+  GATED (v, request_rw (v, OP_WRITE, (void *) buf, count, offset,
+                        fua || v->cache == CACHE_WRITETHROUGH));
 }
 
 /* The volume's members that spans (one per member of vw's layout)
@@ -346,7 +370,7 @@ spans_mask (const struct volume_view *vw, const struct layout_span *spans)
  */
 static int
 flush_members (struct volume *v, const struct volume_view *vw,
-               const struct layout_span *spans)
+               struct volume_mover *vm, const struct layout_span *spans)
 {
   struct member_op ops[LAYOUT_MAX_MEMBERS];
   unsigned nr = 0;
@@ -355,7 +379,7 @@ flush_members (struct volume *v, const struct volume_view *vw,
     if (spans[j].touched)
       ops[nr++] = (struct member_op){ .m = &v->members[vw->map[j]],
                                       .kind = OP_FLUSH };
-  return run_ops (v, ops, nr);
+  return run_ops (v, vm, ops, nr);
 }
 
 /* FLUSH: every write, trim and zero completed (on any connection) before
@@ -372,6 +396,7 @@ flush_ (struct volume *v)
   struct dirty_sync syncs[LAYOUT_MAX_MEMBERS];
   uint64_t need[LAYOUT_MAX_MEMBERS], held = 0, wait = 0;
   unsigned idx[LAYOUT_MAX_MEMBERS], nr = 0;
+  struct volume_mover *vm;
   int err = 0;
 
   for (unsigned i = 0; i < v->nr_members; ++i)
@@ -381,6 +406,8 @@ flush_ (struct volume *v)
     return 0;
   if (refuse_failed (v, held) == -1)
     return -1;
+  /* Read after the request was counted (gate_enter): see the gate. */
+  vm = atomic_load (&v->mover);
   for (; held; held &= held - 1) {
     unsigned i = __builtin_ctzll (held);
 
@@ -397,7 +424,7 @@ flush_ (struct volume *v)
    * them) before it waits for anyone else's.
    */
   if (nr > 0) {
-    run_ops (v, ops, nr);
+    run_ops (v, vm, ops, nr);
     for (unsigned k = 0; k < nr; ++k) {
       dirty_end (&v->dirty[idx[k]], &syncs[k], ops[k].err);
       if (ops[k].err && err == 0)
@@ -448,8 +475,8 @@ span_ops (struct volume *v, const struct volume_view *vw,
  * members at once.
  */
 static int
-trim_ (struct volume *v, const struct volume_view *vw, uint64_t count,
-       uint64_t offset, bool fua)
+trim_ (struct volume *v, const struct volume_view *vw,
+       struct volume_mover *vm, uint64_t count, uint64_t offset, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
@@ -458,10 +485,10 @@ trim_ (struct volume *v, const struct volume_view *vw, uint64_t count,
   layout_spans (vw->layout, offset, count, spans);
   if (refuse_failed (v, spans_mask (vw, spans)) == -1)
     return -1;
-  r = run_ops (v, ops, span_ops (v, vw, spans, OP_TRIM, ops));
+  r = run_ops (v, vm, ops, span_ops (v, vw, spans, OP_TRIM, ops));
   if (!fua && v->cache != CACHE_WRITETHROUGH)
     mark_dirty (v, spans_mask (vw, spans));
-  else if (flush_members (v, vw, spans) == -1 && r == 0)
+  else if (flush_members (v, vw, vm, spans) == -1 && r == 0)
     r = -1;
   return r;
 }
@@ -475,8 +502,9 @@ volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 }
 
 static int
-zero_ (struct volume *v, const struct volume_view *vw, uint64_t count,
-       uint64_t offset, bool may_trim, bool fast, bool fua)
+zero_ (struct volume *v, const struct volume_view *vw,
+       struct volume_mover *vm, uint64_t count, uint64_t offset,
+       bool may_trim, bool fast, bool fua)
 {
   struct layout_span spans[LAYOUT_MAX_MEMBERS];
   struct member_op ops[LAYOUT_MAX_MEMBERS];
@@ -518,7 +546,7 @@ zero_ (struct volume *v, const struct volume_view *vw, uint64_t count,
     for (unsigned k = 0; k < nr; ++k) {
       if (!ops[k].m->ops->async)
         ops[rest++] = ops[k];
-      else if (run_ops (v, &ops[k], 1) == -1) {
+      else if (run_ops (v, vm, &ops[k], 1) == -1) {
         if (!durable)
           mark_dirty (v, spans_mask (vw, spans));
         return -1;
@@ -526,13 +554,13 @@ zero_ (struct volume *v, const struct volume_view *vw, uint64_t count,
     }
     nr = rest;
   }
-  r = nr > 0 ? run_ops (v, ops, nr) : 0;
+  r = nr > 0 ? run_ops (v, vm, ops, nr) : 0;
   if (!durable)
     mark_dirty (v, spans_mask (vw, spans));
   if (r == -1)
     return -1;
   if (durable)
-    return flush_members (v, vw, spans);
+    return flush_members (v, vw, vm, spans);
   return 0;
 }
 
@@ -670,17 +698,18 @@ out:
   return ret;
 }
 
-int
-volume_request_view (struct volume *v, const struct volume_view *vw,
-                     const struct volume_request *rq)
+static int
+view_request (struct volume *v, const struct volume_view *vw,
+              struct volume_mover *vm, const struct volume_request *rq)
 {
   switch (rq->kind) {
   case OP_READ:
   case OP_WRITE:
-    return rw (v, vw, rq->kind, rq->buf, rq->count, rq->offset, rq->fua);
-  case OP_TRIM: return trim_ (v, vw, rq->count, rq->offset, rq->fua);
+    return rw (v, vw, vm, rq->kind, rq->buf, rq->count, rq->offset,
+               rq->fua);
+  case OP_TRIM: return trim_ (v, vw, vm, rq->count, rq->offset, rq->fua);
   case OP_ZERO:
-    return zero_ (v, vw, rq->count, rq->offset, rq->may_trim, rq->fast,
+    return zero_ (v, vw, vm, rq->count, rq->offset, rq->may_trim, rq->fast,
                   rq->fua);
   case OP_EXTENTS:
     return extents_ (v, vw, rq->count, rq->offset, rq->req_one, rq->add,
@@ -689,6 +718,13 @@ volume_request_view (struct volume *v, const struct volume_view *vw,
   }
   errno = EINVAL;
   return -1;
+}
+
+int
+volume_request_view (struct volume *v, const struct volume_view *vw,
+                     const struct volume_request *rq)
+{
+  return view_request (v, vw, atomic_load (&v->mover), rq);
 }
 
 int
