@@ -359,6 +359,68 @@ prom_replace (struct health *h, FILE *fp, bool running,
   }
 }
 
+/* A grow or shrink under way, paused or just ended, from the status's
+ * "reshape" object (reshape.c): what the replace gauges say, for the
+ * whole volume, plus whether it is paused (cancelled or a member
+ * failed: the status says the way on).
+ */
+static void
+prom_reshape (struct health *h, FILE *fp, bool running,
+              struct json_object *extra)
+{
+  struct json_object *r, *x;
+  if (!json_object_object_get_ex (extra, "reshape", &r))
+    return;
+  const char *state = json_object_object_get_ex (r, "state", &x)
+                        ? json_object_get_string (x)
+                        : "";
+  const char *kind = json_object_object_get_ex (r, "kind", &x)
+                       ? json_object_get_string (x)
+                       : "";
+  static const struct {
+    const char *name, *key, *help;
+  } g[] = {
+    { "bytes_moved", "bytes_copied", "Bytes of the volume restriped so far." },
+    { "bytes_total", "bytes_total", "Bytes of the volume to restripe." },
+    { "rate_bytes_per_second", "rate", "Restripe rate since the start." },
+    { "eta_seconds", "eta_seconds",
+      "Seconds left at that rate (0 once it has ended)." },
+    { "members_from", "members_from", "Members before the grow or shrink." },
+    { "members_to", "members_to", "Members after it." },
+  };
+
+  fputs ("# HELP nbdstripe_reshape_running Whether a grow or shrink is "
+         "moving data now.\n"
+         "# TYPE nbdstripe_reshape_running gauge\nnbdstripe_reshape_running",
+         fp);
+  prom_vol (h, fp);
+  fputs (",kind=\"", fp);
+  prom_str (fp, kind);
+  fprintf (fp, "\"} %d\n",
+           running
+             && (strcmp (state, "copying") == 0
+                 || strcmp (state, "switching") == 0));
+  fputs ("# HELP nbdstripe_reshape_paused Whether a grow or shrink stopped "
+         "half-way and waits to go on (the status says how).\n"
+         "# TYPE nbdstripe_reshape_paused gauge\nnbdstripe_reshape_paused",
+         fp);
+  prom_vol (h, fp);
+  fputs (",kind=\"", fp);
+  prom_str (fp, kind);
+  fprintf (fp, "\"} %d\n", strcmp (state, "paused") == 0);
+  for (size_t k = 0; k < sizeof g / sizeof g[0]; ++k) {
+    fprintf (fp,
+             "# HELP nbdstripe_reshape_%s %s\n"
+             "# TYPE nbdstripe_reshape_%s gauge\nnbdstripe_reshape_%s",
+             g[k].name, g[k].help, g[k].name, g[k].name);
+    prom_vol (h, fp);
+    fprintf (fp, "} %.0f\n",
+             json_object_object_get_ex (r, g[k].key, &x)
+               ? json_object_get_double (x)
+               : 0.0);
+  }
+}
+
 /* The spares, from the status's "spares" array (spares.h). */
 static void
 prom_spares (struct health *h, FILE *fp, struct json_object *extra)
@@ -497,6 +559,7 @@ health_build_prom (struct health *h, bool running, double now,
   prom_drive (h, fp);
   if (extra) {
     prom_replace (h, fp, running, extra);
+    prom_reshape (h, fp, running, extra);
     prom_spares (h, fp, extra);
     prom_scrub (h, fp, running, extra);
   }

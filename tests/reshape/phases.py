@@ -287,6 +287,30 @@ class Run:
         finally:
             h.shutdown()
 
+    def prom_paused(self, path, verb):
+        """The Prometheus file says paused (1), not running (0), within
+        10 s: the health thread rewrites it once the status changed."""
+        want = {"nbdstripe_reshape_paused": "1",
+                "nbdstripe_reshape_running": "0"}
+        deadline = time.monotonic() + 10
+        got = {}
+        while time.monotonic() < deadline:
+            try:
+                with open(path) as f:
+                    lines = f.read().splitlines()
+            except FileNotFoundError:
+                lines = []
+            got = {}
+            for ln in lines:
+                name, _, rest = ln.partition("{")
+                if name in want and 'kind="%s"' % verb in rest:
+                    got[name] = ln.rsplit(" ", 1)[1]
+            if got == want:
+                return
+            time.sleep(0.05)    # polling a file for a condition, bounded
+        self.problems.append("Prometheus file %s: %r, not %r within 10 s"
+                             % (path, got, want))
+
     def paused(self, st):
         """The reshape has paused: check it says so, use the volume,
         then go on with `grow --wait` in the background."""
@@ -305,6 +329,8 @@ class Run:
         if pz["mode"] == "fail" and pz["member"] not in err:
             self.problems.append("the status does not name the failed "
                                  "member %s: %r" % (pz["member"], err))
+        if pz.get("prom"):
+            self.prom_paused(pz["prom"], verb)
         p = self.cmd("status", pz["config"])
         if "paused" not in p.stdout or "%s --wait" % verb not in p.stdout:
             self.problems.append("nbdstripe status does not show the pause "
@@ -506,6 +532,8 @@ def main(argv):
                 r.pause = {"mode": mode[2:], "phase": p, "nth": int(nth),
                            "nbdstripe": rest[rest.index("--nbdstripe") + 1],
                            "config": rest[rest.index("--config") + 1]}
+                if "--prom" in rest:
+                    r.pause["prom"] = rest[rest.index("--prom") + 1]
                 if mode == "--fail":
                     r.pause["file"] = rest[i + 2]
                     r.pause["member"] = rest[rest.index("--member") + 1]

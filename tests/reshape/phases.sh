@@ -54,6 +54,10 @@ setup ()
   else
     rp_volume "vol$n" 64K "" "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2"
   fi
+  # The health section gets a Prometheus file, rewritten within a
+  # second of a change (the pause is checked there too).
+  sed -i "s|^health = { status_file = \"\(.*\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; interval = 1; };|" "$RP_CONF"
+  grep -q prometheus_file "$RP_CONF" || d_fail "no prometheus_file in $RP_CONF"
   rp_create
   rp_start "fill$n"
   # A shrink keeps two members' worth: the rest of the volume never
@@ -139,7 +143,8 @@ one ()
 
 if [[ ${1:-} == --cancel ]]; then
   setup 0
-  one cancel --cancel "$2" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF"
+  one cancel --cancel "$2" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" \
+    --prom "$D_TMP/vol.prom"
 elif [[ ${1:-} == --fail ]]; then
   [[ $kind == grow ]] || d_fail "--fail is for a grow (a new member failing)"
   nbdkit --filter=error null --dump-plugin >/dev/null 2>&1 ||
@@ -150,7 +155,7 @@ elif [[ ${1:-} == --fail ]]; then
   new_member=$R_URI
   backing[$R_URI]=$D_TMP/m2
   one fail --fail "$2" "$D_TMP/m2.fail" --member "$R_URI" \
-    --nbdstripe "$NBDSTRIPE" --config "$RP_CONF"
+    --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" --prom "$D_TMP/vol.prom"
 elif [[ ${1:-} == --kill ]]; then
   shift
   n=0
