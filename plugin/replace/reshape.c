@@ -243,7 +243,7 @@ reshape_status (struct mover *mv, struct json_object *o)
   }
 }
 
-static void
+void
 reshape_free (struct mover *mv)
 {
   struct reshape *rs = of (mv);
@@ -526,9 +526,9 @@ add_members (struct volume *v, struct member *nm, unsigned n, char *why,
   return r;
 }
 
-static int
-go (struct reshape *rs, struct volume *v, uint64_t position, uint64_t rate,
-    char *why, size_t len)
+int
+reshape_go (struct reshape *rs, struct volume *v, uint64_t position,
+            uint64_t rate, char *why, size_t len)
 {
   rs->mv.job = &reshape_job;
   rs->mv.v = v;
@@ -628,7 +628,7 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
   rs->has_leaving = p->kind == RESHAPE_SHRINK;
   rs->leaving = p->index;
   meta_set_reshape (&v->meta, &rs->rec);
-  return go (rs, v, 0, p->rate, why, len);
+  return reshape_go (rs, v, 0, p->rate, why, len);
 }
 
 int
@@ -773,7 +773,7 @@ reshape_resume (struct volume *v, const struct assembly *a, const char *config,
   stripe_notice ("%s under way: going on from %" PRIu64 " of %" PRIu64
                  " bytes",
                  reshape_kind_names[rs->kind], rs->rec.position, rs->rs.size);
-  if (go (rs, v, rs->rec.position, 0, why, len) == -1)
+  if (reshape_go (rs, v, rs->rec.position, 0, why, len) == -1)
     return -1;
   return 0;
 
@@ -945,7 +945,7 @@ reshape_continue (struct volume *v, uint64_t rate, char *why, size_t len)
   }
   stripe_notice ("%s: going on from %" PRIu64 " of %" PRIu64 " bytes",
                  reshape_kind_names[rs->kind], rs->rec.position, rs->rs.size);
-  return go (rs, v, rs->rec.position, rate, why, len);
+  return reshape_go (rs, v, rs->rec.position, rate, why, len);
 
 err:
   reshape_free (&rs->mv);

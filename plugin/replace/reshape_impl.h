@@ -95,4 +95,11 @@ extern int reshape_journal_io (struct reshape *rs, enum op_kind kind,
 extern uint64_t reshape_journal_room (const struct volume *v,
                                       unsigned nr_union);
 
+/* reshape.c: the job's start (its mover, at position, at rate) and its
+ * free, which reshape_start.c needs too.
+ */
+extern int reshape_go (struct reshape *rs, struct volume *v, uint64_t position,
+                       uint64_t rate, char *why, size_t len);
+extern void reshape_free (struct mover *mv);
+
 #endif /* NBDSTRIPE_RESHAPE_IMPL_H */
