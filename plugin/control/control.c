@@ -256,6 +256,109 @@ continue_request (struct json_object *req)
          && strcmp (kind, "continue") == 0;
 }
 
+/* "status": the live status, or the last job's when health is off. */
+static struct json_object *
+op_status (struct control *c)
+{
+  char *text = c->h ? health_status_text (c->h) : NULL;
+  struct json_object *st = text ? json_tokener_parse (text) : NULL;
+  struct json_object *o;
+
+  free (text);
+  o = json_object_new_object ();
+  json_put (o, "ok", json_object_new_boolean (true));
+  if (st)
+    json_put (o, "status", st);
+  else {
+    struct volume_mover *vm = volume_mover_last (c->v);
+    if (vm)
+      vm->status (vm, o);
+  }
+  return o;
+}
+
+/* "reshape" with kind "continue": a paused grow or shrink goes on. */
+static struct json_object *
+op_reshape_continue (struct control *c, struct json_object *req)
+{
+  static const char *const keys[] = { "op", "kind", "rate", NULL };
+  const char *bad = unknown_key (req, keys);
+  struct json_object *o;
+  int64_t rate = 0;
+  char why[1024];
+
+  if (bad) {
+    snprintf (why, sizeof why, "reshape: unknown field \"%.100s\"", bad);
+    return refusal (why);
+  }
+  if (json_has (req, "rate")
+      && (json_get_int64 (req, "rate", &rate, NULL, 0) == -1 || rate < 0
+          || rate == INT64_MAX))
+    return refusal ("reshape: \"rate\" must be bytes a second");
+  if (reshape_continue (c->v, (uint64_t) rate, why, sizeof why) == 0)
+    o = ok_answer ();
+  else if (errno == ENOENT || errno == EALREADY) {
+    /* Nothing to continue: what there is, for the command to say. */
+    o = ok_answer ();
+    json_put (o, errno == ENOENT ? "none" : "running",
+              json_object_new_boolean (true));
+    json_put (o, "why", json_text (why));
+  }
+  else
+    return refusal (why);
+  json_put (o, "continued", json_object_new_boolean (!json_has (o, "why")));
+  return o;
+}
+
+/* "scrub": a patrol read starts. */
+static struct json_object *
+op_scrub (struct control *c, struct json_object *req)
+{
+  static const char *const keys[] = { "op", "rate", NULL };
+  struct scrub_params p = { .rate = SCRUB_DEFAULT_RATE };
+  const char *bad = unknown_key (req, keys);
+  int64_t rate;
+  char why[1024];
+
+  if (bad) {
+    snprintf (why, sizeof why, "scrub: unknown field \"%.100s\"", bad);
+    return refusal (why);
+  }
+  if (json_has (req, "rate")) {
+    if (json_get_int64 (req, "rate", &rate, NULL, 0) == -1 || rate < 0
+        || rate == INT64_MAX)
+      return refusal ("scrub: \"rate\" must be bytes a second (0: as "
+                      "fast as it goes)");
+    p.rate = (uint64_t) rate;
+  }
+  if (scrub_start (c->v, &p, why, sizeof why) == -1)
+    return refusal (why);
+  return ok_answer ();
+}
+
+/* "cancel": the replace (default) or the reshape stops. */
+static struct json_object *
+op_cancel (struct control *c, struct json_object *req)
+{
+  static const char *const keys[] = { "op", "job", NULL };
+  const char *bad = unknown_key (req, keys), *job = "replace";
+  char why[1024];
+
+  if (bad) {
+    snprintf (why, sizeof why, "cancel: unknown field \"%.100s\"", bad);
+    return refusal (why);
+  }
+  if (json_has (req, "job")
+      && (json_get_string (req, "job", &job, NULL, 0) == -1
+          || (strcmp (job, "replace") != 0 && strcmp (job, "reshape") != 0)))
+    return refusal ("cancel: \"job\" must be replace or reshape");
+  if ((strcmp (job, "reshape") == 0 ? reshape_cancel : mover_cancel) (
+        c->v, why, sizeof why)
+      == -1)
+    return refusal (why);
+  return ok_answer ();
+}
+
 static struct json_object *
 handle (struct control *c, struct json_object *req)
 {
@@ -266,21 +369,8 @@ handle (struct control *c, struct json_object *req)
   if (json_get_string (req, "op", &name, NULL, 0) == -1)
     return refusal ("the request has no \"op\"");
 
-  if (strcmp (name, "status") == 0) {
-    char *text = c->h ? health_status_text (c->h) : NULL;
-    struct json_object *st = text ? json_tokener_parse (text) : NULL;
-    free (text);
-    o = json_object_new_object ();
-    json_put (o, "ok", json_object_new_boolean (true));
-    if (st)
-      json_put (o, "status", st);
-    else {
-      struct volume_mover *vm = volume_mover_last (c->v);
-      if (vm)
-        vm->status (vm, o);
-    }
-    return o;
-  }
+  if (strcmp (name, "status") == 0)
+    return op_status (c);
   if (strcmp (name, "replace") == 0) {
     struct replace_params p = { .config = c->config };
     if (replace_request (c, req, &p, why, sizeof why) == -1
@@ -288,32 +378,8 @@ handle (struct control *c, struct json_object *req)
       return refusal (why);
     return ok_answer ();
   }
-  if (strcmp (name, "reshape") == 0 && continue_request (req)) {
-    static const char *const keys[] = { "op", "kind", "rate", NULL };
-    const char *bad = unknown_key (req, keys);
-    int64_t rate = 0;
-    if (bad) {
-      snprintf (why, sizeof why, "reshape: unknown field \"%.100s\"", bad);
-      return refusal (why);
-    }
-    if (json_has (req, "rate")
-        && (json_get_int64 (req, "rate", &rate, NULL, 0) == -1 || rate < 0
-            || rate == INT64_MAX))
-      return refusal ("reshape: \"rate\" must be bytes a second");
-    if (reshape_continue (c->v, (uint64_t) rate, why, sizeof why) == 0)
-      o = ok_answer ();
-    else if (errno == ENOENT || errno == EALREADY) {
-      /* Nothing to continue: what there is, for the command to say. */
-      o = ok_answer ();
-      json_put (o, errno == ENOENT ? "none" : "running",
-                json_object_new_boolean (true));
-      json_put (o, "why", json_text (why));
-    }
-    else
-      return refusal (why);
-    json_put (o, "continued", json_object_new_boolean (!json_has (o, "why")));
-    return o;
-  }
+  if (strcmp (name, "reshape") == 0 && continue_request (req))
+    return op_reshape_continue (c, req);
   if (strcmp (name, "reshape") == 0) {
     struct reshape_params p = { .config = c->config };
     const char *paths[LAYOUT_MAX_MEMBERS];
@@ -327,48 +393,15 @@ handle (struct control *c, struct json_object *req)
     json_put (o, "plan", plan);
     return o;
   }
-  if (strcmp (name, "scrub") == 0) {
-    static const char *const keys[] = { "op", "rate", NULL };
-    struct scrub_params p = { .rate = SCRUB_DEFAULT_RATE };
-    const char *bad = unknown_key (req, keys);
-    int64_t rate;
-    if (bad) {
-      snprintf (why, sizeof why, "scrub: unknown field \"%.100s\"", bad);
-      return refusal (why);
-    }
-    if (json_has (req, "rate")) {
-      if (json_get_int64 (req, "rate", &rate, NULL, 0) == -1 || rate < 0
-          || rate == INT64_MAX)
-        return refusal ("scrub: \"rate\" must be bytes a second (0: as "
-                        "fast as it goes)");
-      p.rate = (uint64_t) rate;
-    }
-    if (scrub_start (c->v, &p, why, sizeof why) == -1)
-      return refusal (why);
-    return ok_answer ();
-  }
+  if (strcmp (name, "scrub") == 0)
+    return op_scrub (c, req);
   if (strcmp (name, "scrub_cancel") == 0) {
     if (scrub_cancel (c->v, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
   }
-  if (strcmp (name, "cancel") == 0) {
-    static const char *const keys[] = { "op", "job", NULL };
-    const char *bad = unknown_key (req, keys), *job = "replace";
-    if (bad) {
-      snprintf (why, sizeof why, "cancel: unknown field \"%.100s\"", bad);
-      return refusal (why);
-    }
-    if (json_has (req, "job")
-        && (json_get_string (req, "job", &job, NULL, 0) == -1
-            || (strcmp (job, "replace") != 0 && strcmp (job, "reshape") != 0)))
-      return refusal ("cancel: \"job\" must be replace or reshape");
-    if ((strcmp (job, "reshape") == 0 ? reshape_cancel : mover_cancel) (
-          c->v, why, sizeof why)
-        == -1)
-      return refusal (why);
-    return ok_answer ();
-  }
+  if (strcmp (name, "cancel") == 0)
+    return op_cancel (c, req);
   if (strcmp (name, "step") == 0 && mover_debug_gate) {
     const char *at = NULL;
     json_get_string (req, "at", &at, NULL, 0);
