@@ -48,23 +48,30 @@ keep (struct outcome *o, struct json_object *s)
   o->s = s ? json_object_get (s) : NULL;
 }
 
+/* o[key], a string (json.h's typed getter), or NULL when it is missing
+ * or not one: what the server answered is shown, never trusted.
+ */
 static const char *
 get_str (struct json_object *o, const char *key)
 {
-  struct json_object *x;
-  return o && json_object_object_get_ex (o, key, &x)
-             && json_object_is_type (x, json_type_string)
-           ? json_object_get_string (x)
-           : NULL;
+  const char *s;
+  return json_get_string (o, key, &s, NULL, 0) == 0 ? s : NULL;
 }
 
+/* o[key], a finite number, or 0 when it is missing or not one. */
 static double
 get_num (struct json_object *o, const char *key)
 {
-  struct json_object *x;
-  return o && json_object_object_get_ex (o, key, &x)
-           ? json_object_get_double (x)
-           : 0;
+  double d;
+  return json_get_double (o, key, &d, NULL, 0) == 0 ? d : 0;
+}
+
+/* o[key], an array (not a new reference), or NULL. */
+static struct json_object *
+get_array (struct json_object *o, const char *key)
+{
+  struct json_object *a;
+  return json_get_array (o, key, &a, NULL, 0) == 0 ? a : NULL;
 }
 
 /* The control socket's answer to op (a request made here), if ok. */
@@ -73,7 +80,8 @@ ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
      struct json_object *req, const char *what)
 {
   char why[1024];
-  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why), *ok;
+  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why);
+  bool ok;
 
   json_object_put (req);
   if (ans == NULL) {
@@ -86,8 +94,7 @@ ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
             cfg->path, why);
     return NULL;
   }
-  if (!json_object_object_get_ex (ans, "ok", &ok)
-      || !json_object_get_boolean (ok)) {
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
     fail (o, "%s: %s", what,
           get_str (ans, "error") ? get_str (ans, "error") : "refused");
     json_object_put (ans);
@@ -100,10 +107,11 @@ ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
 static struct json_object *
 answer_scrub (struct json_object *ans)
 {
-  struct json_object *st, *s = NULL;
+  struct json_object *st, *s;
 
-  if (json_object_object_get_ex (ans, "status", &st))
-    json_object_object_get_ex (st, "scrub", &s);
+  if (json_get_object (ans, "status", &st, NULL, 0) == -1
+      || json_get_object (st, "scrub", &s, NULL, 0) == -1)
+    return NULL;
   return s;
 }
 
@@ -148,11 +156,9 @@ conclude (struct outcome *o, struct json_object *s, const char *name)
   bool skipped = false;
 
   keep (o, s);
-  if (json_object_object_get_ex (s, "unreadable", &lost)
-      && json_object_is_type (lost, json_type_array))
+  if ((lost = get_array (s, "unreadable")) != NULL)
     nl = json_object_array_length (lost);
-  if (json_object_object_get_ex (s, "members", &members)
-      && json_object_is_type (members, json_type_array))
+  if ((members = get_array (s, "members")) != NULL)
     for (size_t i = 0; i < json_object_array_length (members); ++i)
       if (get_str (json_object_array_get_idx (members, i), "skipped"))
         skipped = true;
@@ -185,8 +191,7 @@ conclude (struct outcome *o, struct json_object *s, const char *name)
       fprintf (stderr, "  member %.0f (%s): %s\n", get_num (m, "index"),
                get_str (m, "path") ? get_str (m, "path") : "?",
                get_str (m, "skipped"));
-    if (json_object_object_get_ex (m, "unreadable", &r)
-        && json_object_is_type (r, json_type_array))
+    if ((r = get_array (m, "unreadable")) != NULL)
       for (size_t k = 0; k < json_object_array_length (r); ++k) {
         struct json_object *l = json_object_array_get_idx (r, k);
         fprintf (stderr,
@@ -219,7 +224,7 @@ scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
                 && strcmp (get_str (o->s, "state"), "running") != 0)
                      : NULL);
     json_put (j, "unreadable",
-              o->s && json_object_object_get_ex (o->s, "unreadable", &u)
+              o->s && (u = get_array (o->s, "unreadable")) != NULL
                 ? json_object_get (u)
                 : json_object_new_array ());
     json_put (j, "scrub", o->s ? json_object_get (o->s) : NULL);
