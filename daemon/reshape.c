@@ -227,13 +227,41 @@ served_status (void *opaque)
   return rs;
 }
 
+/* req (taken) to the control socket at path; the answer when the server
+ * took it, else NULL with the error said: the server unreachable (why,
+ * after unserved unless the socket's owner refused us) or its refusal
+ * (after what).
+ */
+static struct json_object *
+ask (struct run *r, const char *path, struct json_object *req,
+     const char *what, const char *unserved)
+{
+  struct json_object *ans;
+  bool ok = false;
+  char why[1024];
+
+  ans = control_ask (path, req, 0, why, sizeof why);
+  json_object_put (req);
+  if (ans == NULL) {
+    say_error (r, "%s: %s%s", r->cfg.path, errno == EPERM ? "" : unserved,
+               why);
+    return NULL;
+  }
+  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
+    say_error (r, "%s: %s", what,
+               get_text (ans, "error") ? get_text (ans, "error")
+                                       : "refused");
+    json_object_put (ans);
+    return NULL;
+  }
+  return ans;
+}
+
 static int
 served (struct run *r)
 {
   struct served_ctl c;
   struct json_object *req = json_object_new_object (), *ans, *arr;
-  bool ok = false;
-  char why[1024];
   const char *kind = r->p.kind == RESHAPE_GROW     ? "grow"
                      : r->p.kind == RESHAPE_SHRINK ? "shrink"
                                                    : "size";
@@ -254,20 +282,9 @@ served (struct run *r)
   json_put (req, "rate", json_u64 (r->p.rate));
   json_put (req, "force", json_object_new_boolean (r->p.force));
   json_put (req, "dry_run", json_object_new_boolean (r->p.dry_run));
-  ans = control_ask (c.path, req, 0, why, sizeof why);
-  json_object_put (req);
-  if (ans == NULL) {
-    say_error (r, "%s: %s%s", r->cfg.path,
-               errno == EPERM ? "" : "the volume is not served: ", why);
+  ans = ask (r, c.path, req, r->cmd->name, "the volume is not served: ");
+  if (ans == NULL)
     return 1;
-  }
-  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    say_error (r, "%s: %s", r->cmd->name,
-               get_text (ans, "error") ? get_text (ans, "error")
-                                       : "refused");
-    json_object_put (ans);
-    return 1;
-  }
   if (json_get_object (ans, "plan", &r->plan, NULL, 0) == 0)
     json_object_get (r->plan);
   json_object_put (ans);
@@ -286,31 +303,19 @@ served_continue (struct run *r)
 {
   struct served_ctl c;
   struct json_object *req = json_object_new_object (), *ans, *st;
-  bool ok = false, none, running;
-  char why[1024], pb[512];
+  bool none, running;
+  char pb[512];
 
   control_path (r->cfg.health.status_file, c.path, sizeof c.path);
   json_put (req, "op", json_text ("reshape"));
   json_put (req, "kind", json_text ("continue"));
   if (r->p.rate)
     json_put (req, "rate", json_u64 (r->p.rate));
-  ans = control_ask (c.path, req, 0, why, sizeof why);
-  json_object_put (req);
-  if (ans == NULL) {
-    say_error (r, "%s: %s%s", r->cfg.path,
-               errno == EPERM ? "" : "the volume is not served (served "
-                                     "again, a reshape under way goes on; "
-                                     "or --offline): ",
-               why);
+  ans = ask (r, c.path, req, r->cmd->name,
+             "the volume is not served (served again, a reshape under way "
+             "goes on; or --offline): ");
+  if (ans == NULL)
     return 1;
-  }
-  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    say_error (r, "%s: %s", r->cmd->name,
-               get_text (ans, "error") ? get_text (ans, "error")
-                                       : "refused");
-    json_object_put (ans);
-    return 1;
-  }
   none = json_get_bool (ans, "none", &none, NULL, 0) == 0 && none;
   running = json_get_bool (ans, "running", &running, NULL, 0) == 0 && running;
   json_object_put (ans);
@@ -346,27 +351,16 @@ served_cancel (struct run *r)
 {
   struct served_ctl c;
   struct json_object *req = json_object_new_object (), *ans;
-  bool ok = false;
-  char why[1024], pb[512];
+  char pb[512], what[128];
   const char *state;
 
   control_path (r->cfg.health.status_file, c.path, sizeof c.path);
   json_put (req, "op", json_text ("cancel"));
   json_put (req, "job", json_text ("reshape"));
-  ans = control_ask (c.path, req, 0, why, sizeof why);
-  json_object_put (req);
-  if (ans == NULL) {
-    say_error (r, "%s: %s%s", r->cfg.path,
-               errno == EPERM ? "" : "the volume is not served: ", why);
+  snprintf (what, sizeof what, "%s --cancel", r->cmd->name);
+  ans = ask (r, c.path, req, what, "the volume is not served: ");
+  if (ans == NULL)
     return 1;
-  }
-  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    say_error (r, "%s --cancel: %s", r->cmd->name,
-               get_text (ans, "error") ? get_text (ans, "error")
-                                       : "refused");
-    json_object_put (ans);
-    return 1;
-  }
   json_object_put (ans);
   for (;;) {
     struct json_object *st = served_status (&c);
