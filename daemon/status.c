@@ -102,6 +102,11 @@ cmd_status (const struct command *cmd, int argc, char **argv)
     goto out;
   }
 
+  /* Ages are shown from after the answer: the server dates a live
+   * status when it answers, after the "now" taken above, which would
+   * show as "0.0 s in the future".
+   */
+  now = now_unix ();
   printf ("%s:\n", cfg.path);
   if (w.format_ok) {
     print_volume (w.st, &cfg, now, w.live, w.alive,
