@@ -330,7 +330,7 @@ prom_replace (struct health *h, FILE *fp, bool running,
       const char *name, *key, *help;
     } g[] = {
       { "bytes_copied", "bytes_copied", "Bytes of the member copied so far." },
-      { "bytes_total", "bytes_total", "Bytes of the member to copy." },
+      { "bytes_to_copy", "bytes_total", "Bytes of the member to copy." },
       { "rate_bytes_per_second", "rate", "Copy rate since the start." },
       { "eta_seconds", "eta_seconds",
         "Seconds left at that rate (0 once the copy has ended)." },
@@ -381,7 +381,7 @@ prom_reshape (struct health *h, FILE *fp, bool running,
     const char *name, *key, *help;
   } g[] = {
     { "bytes_moved", "bytes_copied", "Bytes of the volume restriped so far." },
-    { "bytes_total", "bytes_total", "Bytes of the volume to restripe." },
+    { "bytes_to_move", "bytes_total", "Bytes of the volume to restripe." },
     { "rate_bytes_per_second", "rate", "Restripe rate since the start." },
     { "eta_seconds", "eta_seconds",
       "Seconds left at that rate (0 once it has ended)." },
@@ -491,10 +491,10 @@ prom_scrub (struct health *h, FILE *fp, bool running,
              json_object_object_get_ex (sc, "bytes_read", &x)
                ? json_object_get_double (x)
                : 0.0);
-    fputs ("# HELP nbdstripe_scrub_bytes_total Bytes the scrub reads in "
+    fputs ("# HELP nbdstripe_scrub_bytes_to_read Bytes the scrub reads in "
            "all.\n"
-           "# TYPE nbdstripe_scrub_bytes_total gauge\n"
-           "nbdstripe_scrub_bytes_total",
+           "# TYPE nbdstripe_scrub_bytes_to_read gauge\n"
+           "nbdstripe_scrub_bytes_to_read",
            fp);
     prom_vol (h, fp);
     fprintf (fp, "} %.0f\n",

@@ -24,6 +24,7 @@
 
 #include "drive.h"
 #include "health.h"
+#include "health_impl.h" /* health_build_prom */
 #include "unit_main.h"
 
 #define MS 1000000ull
@@ -874,6 +875,108 @@ scrub_finding_and_drive_prediction_keep_the_member_failing_together (
   health_free (h);
 }
 
+/* Prometheus's naming rules, which promtool enforces: a counter's name
+ * ends in _total, a gauge's never does; each metric has one TYPE, given
+ * before its first sample; every sample belongs to a metric so typed
+ * (a histogram's by its _bucket, _sum and _count).  Checked on a text
+ * with every section there is: members with counters and histograms, a
+ * drive reading, and a replace, a reshape, spares and a scrub in the
+ * status's extra objects, as health_status.c passes them.
+ */
+static void
+prometheus_names_follow_the_rules_in_every_section (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (2, 10, 20, 8, 30);
+  struct drive_health d = nvme_reading (100, 10, 3, 0, 0, 1000);
+  struct json_object *extra;
+  char *text, *line, *save = NULL;
+  char typed[64][128], kinds[64][16];
+  size_t len, n = 0;
+  unsigned counters = 0, gauges = 0, histograms = 0;
+
+  health_record (h, 0, OP_READ, 4096, 131072, 0, 0);
+  health_record (h, 1, OP_WRITE, 4096, 131072, 0, 0);
+  health_drive_record (h, 0, &d, health_now_ns ());
+  extra = json_tokener_parse (
+    "{\"replace\": {\"state\": \"copying\", \"member\": 1, "
+    "\"bytes_copied\": 1, \"bytes_total\": 2, \"rate\": 3, "
+    "\"eta_seconds\": 4},"
+    " \"reshape\": {\"state\": \"paused\", \"kind\": \"grow\", "
+    "\"bytes_copied\": 1, \"bytes_total\": 2, \"rate\": 3, "
+    "\"eta_seconds\": 4, \"members_from\": 2, \"members_to\": 3},"
+    " \"spares\": [{\"path\": \"/dev/s0\", \"usable\": true}],"
+    " \"scrub\": {\"state\": \"running\", \"bytes_read\": 1, "
+    "\"bytes_total\": 2, \"finished_unix\": 5, \"members\": "
+    "[{\"unreadable_bytes\": 0}, {\"unreadable_bytes\": 512}]}}");
+  assert_non_null (extra);
+  text = health_build_prom (h, true, 1e9, extra, &len);
+  assert_non_null (text);
+
+  for (line = strtok_r (text, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save)) {
+    char name[128], kind[16];
+    size_t k, nl;
+
+    if (sscanf (line, "# TYPE %127s %15s", name, kind) == 2) {
+      nl = strlen (name);
+      for (k = 0; k < n; ++k)
+        if (strcmp (typed[k], name) == 0)
+          fail_msg ("%s: TYPE given twice", name);
+      if (strcmp (kind, "counter") == 0) {
+        counters++;
+        if (nl < 6 || strcmp (name + nl - 6, "_total") != 0)
+          fail_msg ("counter %s: its name does not end in _total", name);
+      }
+      else if (strcmp (kind, "gauge") == 0) {
+        gauges++;
+        if (nl >= 6 && strcmp (name + nl - 6, "_total") == 0)
+          fail_msg ("gauge %s: its name ends in _total", name);
+      }
+      else if (strcmp (kind, "histogram") == 0)
+        histograms++;
+      else
+        fail_msg ("%s: unexpected type %s", name, kind);
+      assert_true (n < 64);
+      strcpy (typed[n], name);
+      strcpy (kinds[n], kind);
+      n++;
+      continue;
+    }
+    if (line[0] == '#')
+      continue;
+    nl = strcspn (line, "{ ");
+    for (k = 0; k < n; ++k) {
+      size_t tl = strlen (typed[k]);
+      const char *suffix = line + tl;
+
+      if (strncmp (line, typed[k], tl) != 0)
+        continue;
+      if (tl == nl)
+        break;
+      if (strcmp (kinds[k], "histogram") == 0
+          && ((nl == tl + 7 && strncmp (suffix, "_bucket", 7) == 0)
+              || (nl == tl + 4 && strncmp (suffix, "_sum", 4) == 0)
+              || (nl == tl + 6 && strncmp (suffix, "_count", 6) == 0)))
+        break;
+    }
+    if (k == n)
+      fail_msg ("sample with no TYPE before it: %s", line);
+  }
+  /* Every kind of section was there to be checked. */
+  assert_true (counters > 0 && gauges > 0 && histograms > 0);
+  free (text);
+  text = health_build_prom (h, true, 1e9, extra, &len);
+  assert_non_null (strstr (text, "nbdstripe_replace_bytes_copied{"));
+  assert_non_null (strstr (text, "nbdstripe_reshape_paused{"));
+  assert_non_null (strstr (text, "nbdstripe_spares{"));
+  assert_non_null (strstr (text, "nbdstripe_scrub_bytes_read{"));
+  assert_non_null (strstr (text, "nbdstripe_member_drive_"));
+  free (text);
+  json_object_put (extra);
+  health_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -913,6 +1016,7 @@ main (int argc, char **argv)
     cmocka_unit_test (wear_estimate_uses_the_write_rate_between_readings),
     cmocka_unit_test (
       scrub_finding_and_drive_prediction_keep_the_member_failing_together),
+    cmocka_unit_test (prometheus_names_follow_the_rules_in_every_section),
   };
 
   return run_unit_tests ("health", tests, sizeof tests / sizeof tests[0], argc,
