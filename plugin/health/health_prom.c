@@ -311,6 +311,55 @@ prom_member_rejected (struct health *h, FILE *fp)
   }
 }
 
+/* Gauges that show fields of one of the status's extra objects, each
+ * labelled with the volume and, when member >= 0, the member.
+ */
+struct prom_gauge {
+  const char *name, *key, *help;
+};
+
+static void
+prom_gauges (struct health *h, FILE *fp, const char *prefix,
+             const struct prom_gauge *g, size_t n, struct json_object *o,
+             int member)
+{
+  struct json_object *x;
+
+  for (size_t k = 0; k < n; ++k) {
+    fprintf (fp,
+             "# HELP nbdstripe_%s_%s %s\n"
+             "# TYPE nbdstripe_%s_%s gauge\nnbdstripe_%s_%s",
+             prefix, g[k].name, g[k].help, prefix, g[k].name, prefix,
+             g[k].name);
+    if (member >= 0)
+      prom_mem (h, fp, member);
+    else
+      prom_vol (h, fp);
+    fprintf (fp, "} %.0f\n",
+             json_object_object_get_ex (o, g[k].key, &x)
+               ? json_object_get_double (x)
+               : 0.0);
+  }
+}
+
+static const char *
+prom_text (struct json_object *o, const char *key)
+{
+  struct json_object *x;
+
+  return json_object_object_get_ex (o, key, &x) ? json_object_get_string (x)
+                                                 : "";
+}
+
+/* Whether a job in that state moves data now. */
+static int
+prom_moving (bool running, const char *state)
+{
+  return running
+         && (strcmp (state, "copying") == 0
+             || strcmp (state, "switching") == 0);
+}
+
 /* A member being replaced (or the last one), from the status's
  * "replace" object.
  */
@@ -318,45 +367,29 @@ static void
 prom_replace (struct health *h, FILE *fp, bool running,
               struct json_object *extra)
 {
+  static const struct prom_gauge g[] = {
+    { "bytes_copied", "bytes_copied", "Bytes of the member copied so far." },
+    { "bytes_to_copy", "bytes_total", "Bytes of the member to copy." },
+    { "rate_bytes_per_second", "rate", "Copy rate since the start." },
+    { "eta_seconds", "eta_seconds",
+      "Seconds left at that rate (0 once the copy has ended)." },
+  };
   struct json_object *r, *x;
-  if (json_object_object_get_ex (extra, "replace", &r)) {
-    const char *state = json_object_object_get_ex (r, "state", &x)
-                          ? json_object_get_string (x)
-                          : "";
-    unsigned member = json_object_object_get_ex (r, "member", &x)
-                        ? (unsigned) json_object_get_int64 (x)
-                        : 0;
-    static const struct {
-      const char *name, *key, *help;
-    } g[] = {
-      { "bytes_copied", "bytes_copied", "Bytes of the member copied so far." },
-      { "bytes_to_copy", "bytes_total", "Bytes of the member to copy." },
-      { "rate_bytes_per_second", "rate", "Copy rate since the start." },
-      { "eta_seconds", "eta_seconds",
-        "Seconds left at that rate (0 once the copy has ended)." },
-    };
-    fputs ("# HELP nbdstripe_replace_running Whether a member is being "
-           "replaced (copying or switching) now.\n"
-           "# TYPE nbdstripe_replace_running gauge\n"
-           "nbdstripe_replace_running",
-           fp);
-    prom_mem (h, fp, member);
-    fprintf (fp, "} %d\n",
-             running
-               && (strcmp (state, "copying") == 0
-                   || strcmp (state, "switching") == 0));
-    for (size_t k = 0; k < sizeof g / sizeof g[0]; ++k) {
-      fprintf (fp,
-               "# HELP nbdstripe_replace_%s %s\n"
-               "# TYPE nbdstripe_replace_%s gauge\nnbdstripe_replace_%s",
-               g[k].name, g[k].help, g[k].name, g[k].name);
-      prom_mem (h, fp, member);
-      fprintf (fp, "} %.0f\n",
-               json_object_object_get_ex (r, g[k].key, &x)
-                 ? json_object_get_double (x)
-                 : 0.0);
-    }
-  }
+  unsigned member;
+
+  if (!json_object_object_get_ex (extra, "replace", &r))
+    return;
+  member = json_object_object_get_ex (r, "member", &x)
+             ? (unsigned) json_object_get_int64 (x)
+             : 0;
+  fputs ("# HELP nbdstripe_replace_running Whether a member is being "
+         "replaced (copying or switching) now.\n"
+         "# TYPE nbdstripe_replace_running gauge\n"
+         "nbdstripe_replace_running",
+         fp);
+  prom_mem (h, fp, member);
+  fprintf (fp, "} %d\n", prom_moving (running, prom_text (r, "state")));
+  prom_gauges (h, fp, "replace", g, sizeof g / sizeof g[0], r, member);
 }
 
 /* A grow or shrink under way, paused or just ended, from the status's
@@ -368,18 +401,7 @@ static void
 prom_reshape (struct health *h, FILE *fp, bool running,
               struct json_object *extra)
 {
-  struct json_object *r, *x;
-  if (!json_object_object_get_ex (extra, "reshape", &r))
-    return;
-  const char *state = json_object_object_get_ex (r, "state", &x)
-                        ? json_object_get_string (x)
-                        : "";
-  const char *kind = json_object_object_get_ex (r, "kind", &x)
-                       ? json_object_get_string (x)
-                       : "";
-  static const struct {
-    const char *name, *key, *help;
-  } g[] = {
+  static const struct prom_gauge g[] = {
     { "bytes_moved", "bytes_copied", "Bytes of the volume restriped so far." },
     { "bytes_to_move", "bytes_total", "Bytes of the volume to restripe." },
     { "rate_bytes_per_second", "rate", "Restripe rate since the start." },
@@ -388,7 +410,13 @@ prom_reshape (struct health *h, FILE *fp, bool running,
     { "members_from", "members_from", "Members before the grow or shrink." },
     { "members_to", "members_to", "Members after it." },
   };
+  struct json_object *r;
+  const char *state, *kind;
 
+  if (!json_object_object_get_ex (extra, "reshape", &r))
+    return;
+  state = prom_text (r, "state");
+  kind = prom_text (r, "kind");
   fputs ("# HELP nbdstripe_reshape_running Whether a grow or shrink is "
          "moving data now.\n"
          "# TYPE nbdstripe_reshape_running gauge\nnbdstripe_reshape_running",
@@ -396,10 +424,7 @@ prom_reshape (struct health *h, FILE *fp, bool running,
   prom_vol (h, fp);
   fputs (",kind=\"", fp);
   prom_str (fp, kind);
-  fprintf (fp, "\"} %d\n",
-           running
-             && (strcmp (state, "copying") == 0
-                 || strcmp (state, "switching") == 0));
+  fprintf (fp, "\"} %d\n", prom_moving (running, state));
   fputs ("# HELP nbdstripe_reshape_paused Whether a grow or shrink stopped "
          "half-way and waits to go on (the status says how).\n"
          "# TYPE nbdstripe_reshape_paused gauge\nnbdstripe_reshape_paused",
@@ -408,17 +433,7 @@ prom_reshape (struct health *h, FILE *fp, bool running,
   fputs (",kind=\"", fp);
   prom_str (fp, kind);
   fprintf (fp, "\"} %d\n", strcmp (state, "paused") == 0);
-  for (size_t k = 0; k < sizeof g / sizeof g[0]; ++k) {
-    fprintf (fp,
-             "# HELP nbdstripe_reshape_%s %s\n"
-             "# TYPE nbdstripe_reshape_%s gauge\nnbdstripe_reshape_%s",
-             g[k].name, g[k].help, g[k].name, g[k].name);
-    prom_vol (h, fp);
-    fprintf (fp, "} %.0f\n",
-             json_object_object_get_ex (r, g[k].key, &x)
-               ? json_object_get_double (x)
-               : 0.0);
-  }
+  prom_gauges (h, fp, "reshape", g, sizeof g / sizeof g[0], r, -1);
 }
 
 /* The spares, from the status's "spares" array (spares.h). */
@@ -471,36 +486,20 @@ static void
 prom_scrub (struct health *h, FILE *fp, bool running,
             struct json_object *extra)
 {
+  static const struct prom_gauge g[] = {
+    { "bytes_read", "bytes_read", "Bytes the scrub has read." },
+    { "bytes_to_read", "bytes_total", "Bytes the scrub reads in all." },
+  };
   struct json_object *sc, *x, *ms;
   if (json_object_object_get_ex (extra, "scrub", &sc)) {
-    const char *state = json_object_object_get_ex (sc, "state", &x)
-                          ? json_object_get_string (x)
-                          : "";
     fputs ("# HELP nbdstripe_scrub_running Whether a scrub is reading the "
            "volume now.\n"
            "# TYPE nbdstripe_scrub_running gauge\nnbdstripe_scrub_running",
            fp);
     prom_vol (h, fp);
-    fprintf (fp, "} %d\n", running && strcmp (state, "running") == 0);
-    fputs ("# HELP nbdstripe_scrub_bytes_read Bytes the scrub has read.\n"
-           "# TYPE nbdstripe_scrub_bytes_read gauge\n"
-           "nbdstripe_scrub_bytes_read",
-           fp);
-    prom_vol (h, fp);
-    fprintf (fp, "} %.0f\n",
-             json_object_object_get_ex (sc, "bytes_read", &x)
-               ? json_object_get_double (x)
-               : 0.0);
-    fputs ("# HELP nbdstripe_scrub_bytes_to_read Bytes the scrub reads in "
-           "all.\n"
-           "# TYPE nbdstripe_scrub_bytes_to_read gauge\n"
-           "nbdstripe_scrub_bytes_to_read",
-           fp);
-    prom_vol (h, fp);
-    fprintf (fp, "} %.0f\n",
-             json_object_object_get_ex (sc, "bytes_total", &x)
-               ? json_object_get_double (x)
-               : 0.0);
+    fprintf (fp, "} %d\n",
+             running && strcmp (prom_text (sc, "state"), "running") == 0);
+    prom_gauges (h, fp, "scrub", g, sizeof g / sizeof g[0], sc, -1);
     if (json_object_object_get_ex (sc, "finished_unix", &x) && x) {
       fputs ("# HELP nbdstripe_scrub_last_finished_timestamp_seconds "
              "When the last scrub ended (Unix time).\n"
