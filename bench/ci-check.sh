@@ -5,14 +5,15 @@
 #     validate, and `stripe-bench --replot` redraws their charts;
 #  then `stripe-bench --quick`
 #  1. with 2 repetitions, on remote members (nbdkit servers behind the rate and delay filters),
-#     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1 (about 70 s; no root
+#     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1, reads only (about 50 s; no root
 #     needed), whose charts `--replot` must redraw from results.json alone,
 #     then
 #  2. on emulated local members with N = 1 and 2, every profile
 # must complete, its results.json must validate against
 # bench/results.schema.json and the chart files must exist; then
-#  3. `replace-impact --quick` (nbdstripe replace on emulated members) must
-# complete with every part in its results.json.  It asserts no speed.
+#  3. `replace-impact --quick` (nbdstripe replace on emulated members) and
+#  4. `reshape-impact --quick` (nbdstripe grow on emulated members) must
+# complete with every part in their results.json.  It asserts no speed.
 #
 #   bench/ci-check.sh [PLUGIN.so]
 #
@@ -67,10 +68,12 @@ case $rc in
 esac
 
 # ---- 1. remote members
-echo "== bench/stripe-bench --quick --repeat 2 --remote --counts 1,2 --profiles SEQ1M-Q8T1,RND4K-Q1T1 (output in $out/remote)"
+# Reads only: the write path over remote members is the test suite's
+# (tests/remote); this checks the harness's remote mode, both phases.
+echo "== bench/stripe-bench --quick --repeat 2 --remote --counts 1,2 --profiles SEQ1M-Q8T1,RND4K-Q1T1 --rw read (output in $out/remote)"
 start=$(date +%s)
 "$here/stripe-bench" --plugin "$plugin" --quick --repeat 2 --remote --counts 1,2 \
-  --profiles SEQ1M-Q8T1,RND4K-Q1T1 --out "$out/remote" --noisy-retries 0 ||
+  --profiles SEQ1M-Q8T1,RND4K-Q1T1 --rw read --out "$out/remote" --noisy-retries 0 ||
   fail "stripe-bench --remote exited with $?"
 echo "== remote run took $(( $(date +%s) - start )) s"
 rres=$out/remote
@@ -78,15 +81,16 @@ rres=$out/remote
 [ -s "$rres/results.csv" ] || fail "remote: results.csv missing"
 [ -s "$rres/summary.md" ] || fail "remote: summary.md missing"
 /usr/bin/python3 "$here/validate-results" "$rres/results.json" || fail "remote: results.json does not validate"
-# 2 profiles x 2 rw x (nbd plugin, N=1, N=2) main rows, RND4K-Q1T1 x 2 rw x 3
+# 2 profiles x read x (nbd plugin, N=1, N=2) main rows, RND4K-Q1T1 x read x 3
 # with rate and delay lifted; the member servers and their sockets are gone
 /usr/bin/python3 - "$rres/results.json" <<'PY' || fail "remote: unexpected results.json content"
 import json, os, re, subprocess, sys
 d = json.load(open(sys.argv[1]))
 rows = d["results"]
 assert d["members"]["mode"] == "remote" and d["parameters"]["reference"] == "nbd", "not a remote run"
-assert sum(r["phase"] == "main" for r in rows) == 12, "expected 12 main rows"
-assert sum(r["phase"] == "unthrottled" for r in rows) == 6, "expected 6 rows with limits lifted"
+assert sum(r["phase"] == "main" for r in rows) == 6, "expected 6 main rows"
+assert sum(r["phase"] == "unthrottled" for r in rows) == 3, "expected 3 rows with limits lifted"
+assert {r["rw"] for r in rows} == {"read"}, "reads only"
 assert len(d["runs"]) == 2 * len(rows), "expected 2 runs (repetitions) per result row"
 assert all(r["mbps_min"] <= r["mbps"] <= r["mbps_max"] for r in rows), "median outside its range"
 assert {r["config"] for r in rows} == {"nbd", "plugin"}, "configs"
@@ -181,5 +185,38 @@ assert [t["met"] in (True, False) for t in d["targets"]] == [True, True], "targe
 PY
 if losetup -l -n -O BACK-FILE 2>/dev/null | grep -q "$out/replace-members"; then
   fail "replace-impact: loop devices left behind"
+fi
+
+# ---- 4. nbdstripe grow while served (bench/reshape-impact --quick, about 40 s)
+"$here/reshape-impact" --help >/dev/null || fail "reshape-impact --help failed"
+echo "== bench/reshape-impact --quick (output in $out/reshape)"
+start=$(date +%s)
+"$here/reshape-impact" --plugin "$plugin" --nbdstripe "$nbdstripe" --quick --out "$out/reshape" \
+  --workdir "$out/reshape-members" --noisy-retries 0 || fail "reshape-impact exited with $?"
+echo "== reshape-impact took $(( $(date +%s) - start )) s"
+[ -s "$out/reshape/summary.md" ] || fail "reshape-impact: summary.md missing"
+# every part is there (no speed is asserted): both grows completed over the
+# whole volume with its read beside them, the new size seen by a new client,
+# 2 runs without and 2 with a grow
+/usr/bin/python3 - "$out/reshape/results.json" <<'PY' || fail "reshape-impact: unexpected results.json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [(g["from"], g["to"]) for g in d["grows"]] == [(2, 3), (4, 5)], "grows"
+for g in d["grows"]:
+    for r in g["runs"]:
+        assert r["bytes_total"] == r["size_from"] == r["read"]["bytes"] > 0, "grow %d: bytes" % r["from"]
+        assert r["size_to"] * r["from"] == r["size_from"] * r["to"], "grow %d: size" % r["from"]
+        assert r["size_seen_after"] == r["size_to"], "grow %d: the new size not seen" % r["from"]
+        assert r["grow_s"] > 0 and r["read"]["seconds"] > 0 and r["ratio"] > 0, "grow %d" % r["from"]
+        assert r["data_moved_s"] is not None and r["progress"], "grow %d: progress" % r["from"]
+runs = d["impact"]["runs"]
+for case in ("without_grow", "with_grow"):
+    rs = [r for r in runs if r["case"] == case]
+    assert len(rs) == 2 and all(r["iops"] > 0 and r["lat_p99_us"] > 0 for r in rs), case
+assert all(r["grow_end_state"] in ("paused", "done") for r in runs if r["case"] == "with_grow"), "end"
+assert [t["met"] in (True, False) for t in d["targets"]] == [True, True], "targets"
+PY
+if losetup -l -n -O BACK-FILE 2>/dev/null | grep -q "$out/reshape-members"; then
+  fail "reshape-impact: loop devices left behind"
 fi
 echo "PASS"

@@ -476,6 +476,9 @@ v_vm_boot ()
       "$@" </dev/null >"$log" 2>&1 &
   pid=$!
   V_PGIDS+=("$pid")
+  # For a caller that runs the boot in the background (its V_PGIDS is
+  # not this subshell's): the process group to stop on its way out.
+  echo "$pid" >"$V_TMP/qemu.$phase.pgid"
   wait "$pid" || rc=$?
   V_PGIDS=()
   tr -d '\r' <"$log" | grep -a '^vm: ' | sed 's/^/   | /'

@@ -10,12 +10,31 @@
 #                        scratch files, delete the scratch files (no
 #                        discard), umount, e2fsck -fn, disconnect
 #                     2: nbd-client, mount, verify, fstrim, umount,
-#                        e2fsck -fn, disconnect, nbd-client -C 4 again,
-#                        mount read-only, verify, disconnect
+#                        e2fsck -fn, disconnect; then the grow (below),
+#                        which ends with nbd-client -C 4, mount
+#                        read-only, verify
 #   vm.size=BYTES     the volume size the kernel must see
 #   vm.stride=N vm.width=N   ext4 stride and stripe_width (4 KiB blocks)
 #   vm.manifest=SHA256 vm.files=N   (phase 2) what phase 1 wrote
 #   vm.sabotage=WORD  a deliberate fault, to see the test fail
+#
+# The grow, in phase 2, talks with the host over the second serial port
+# (/dev/ttyS1, raw; one line per message, the host's test script at the
+# other end):
+#   guest: TRIMMED        the host counts the members' blocks, then
+#   host:  GO
+#   guest: GROW-READY     nbd-client -C 4, ext4 mounted read-write; from
+#                         now on the guest writes files of 512 KiB, each
+#                         fsynced before it says
+#   guest: WROTE N        (the host grows the volume meanwhile: paused
+#                         and going on, see nbd_client_vm.sh) until
+#   host:  GROWN BYTES    the grow is done, the volume has BYTES now.
+# The guest then: /DURING (the checksums of the files written during
+# the grow, for the host), umount, e2fsck -fn (the old size: still
+# clean), nbd-client -d, nbd-client -C 4 (the kernel must see BYTES),
+# e2fsck -fp, resize2fs, e2fsck -fn, the block count grown to the new
+# size, mount read-only, every checksum (phase 1's and the files written
+# during the grow), umount, disconnect.
 #
 # Every line for the host starts with "vm: ".  The last one is
 # "NBDSTRIPE-VM-PASS phase=N", then the VM exits through isa-debug-exit
@@ -89,6 +108,75 @@ verify ()       # verify WHEN
   log "$1: all $ok checksums verified"
 }
 
+# --- the grow (phase 2) ------------------------------------------------
+to_host () { echo "$*" >&4; }
+
+block_count () { /sbin/dumpe2fs -h "$NBD" 2>/dev/null | sed -n 's/^Block count: *//p'; }
+
+grow_while_writing ()
+{
+  stty -F /dev/ttyS1 raw -echo || fail "stty /dev/ttyS1"
+  exec 4<>/dev/ttyS1
+  to_host TRIMMED
+  read -r msg <&4 || fail "no answer from the host on /dev/ttyS1"
+  [ "$msg" = GO ] || fail "the host said '$msg', not GO"
+  cat <&4 >/tmp/host.msg &
+  connect -C 4
+  mount -t ext4 "$NBD" /mnt || fail "mount"
+  mkdir /mnt/during || fail "mkdir /mnt/during"
+  old_blocks=$(block_count)
+  : >/tmp/during.sums
+  to_host GROW-READY
+  nw=0
+  while ! grep -q '^GROWN ' /tmp/host.msg; do
+    nw=$((nw + 1))
+    [ $nw -le 120 ] || fail "wrote 120 files and the host never said GROWN"
+    dd if=/dev/urandom of=/mnt/during/d.$nw bs=64k count=8 conv=fsync 2>/dev/null ||
+      fail "write during/d.$nw"
+    (cd /mnt/during && sha256sum d.$nw >>/tmp/during.sums) || fail "sha256sum d.$nw"
+    to_host "WROTE $nw"
+  done
+  new_size=$(sed -n 's/^GROWN \([0-9]*\).*/\1/p' /tmp/host.msg)
+  log "wrote $nw files during the grow; the volume has $new_size bytes now"
+  cp /tmp/during.sums /mnt/DURING || fail "cp DURING"
+  umount /mnt || fail "umount"
+  fsck_clean
+  disconnect
+  P_size=$new_size
+  connect -C 4
+  run /sbin/e2fsck -fp "$NBD" || fail "e2fsck -fp $NBD (before resize2fs)"
+  if [ "$P_sabotage" = noresize ]; then
+    log "SABOTAGE: no resize2fs"
+  else
+    run /sbin/resize2fs "$NBD" || fail "resize2fs $NBD"
+    log "resize2fs: $(grep -i 'now' /tmp/run.out | head -n 1)"
+  fi
+  fsck_clean
+  new_blocks=$(block_count)
+  # The file system fills the device, up to the last block group that
+  # fits (resize2fs leaves out a last group too small to be worth it).
+  [ "$new_blocks" -gt "$old_blocks" ] ||
+    fail "resize2fs: $new_blocks blocks, as many as before ($old_blocks)"
+  [ $(( new_size / 4096 - new_blocks )) -lt 1024 ] ||
+    fail "resize2fs: $new_blocks blocks of 4 KiB, the device $new_size bytes"
+  log "ext4 grew from $old_blocks to $new_blocks blocks"
+  mount -t ext4 -o ro "$NBD" /mnt || fail "mount -o ro"
+  verify "after the grow and resize2fs, read-only, 4 connections"
+  cd /mnt/during || fail "no /mnt/during"
+  if ! sha256sum -c /tmp/during.sums >/tmp/verify.out 2>&1; then
+    grep -v ': OK$' /tmp/verify.out | head -n 20 | sed 's/^/vm: | /'
+    fail "the files written during the grow: checksums differ"
+  fi
+  ok=$(grep -c ': OK$' /tmp/verify.out)
+  [ "$ok" = "$nw" ] || fail "$ok of the $nw files written during the grow verified"
+  cd /
+  log "after the grow: all $ok files written during it verified; df: $(df -k /mnt | tail -n 1)"
+  echo "vm: DURING $(sha256sum /tmp/during.sums | cut -d' ' -f1) $nw"
+  umount /mnt || fail "umount"
+  fsck_clean
+  disconnect
+}
+
 case $P_phase in
 1)
   connect -C 4
@@ -147,11 +235,7 @@ case $P_phase in
   umount /mnt || fail "umount"
   fsck_clean
   disconnect
-  connect -C 4
-  mount -t ext4 -o ro "$NBD" /mnt || fail "mount -o ro"
-  verify "read-only, 4 connections"
-  umount /mnt || fail "umount"
-  disconnect
+  grow_while_writing
   ;;
 *)
   fail "vm.phase=$P_phase"
