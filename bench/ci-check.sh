@@ -8,7 +8,8 @@
 #     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1, reads only (about 50 s; no root
 #     needed), whose charts `--replot` must redraw from results.json alone,
 #     then
-#  2. on emulated local members with N = 1 and 2, every profile
+#  2. on emulated local members with N = 1 and 2, every profile, a scrub
+#     running through every plugin run (--scrub-during),
 # must complete, its results.json must validate against
 # bench/results.schema.json and the chart files must exist; then
 #  3. `replace-impact --quick` (nbdstripe replace on emulated members) and
@@ -118,10 +119,10 @@ if [ ! -e /sys/fs/cgroup/blkio/blkio.throttle.read_bps_device ] &&
 fi
 [ -e /dev/loop-control ] || skip "local part: no loop devices (/dev/loop-control missing) (remote part passed)"
 command -v losetup >/dev/null || skip "local part: losetup missing (remote part passed)"
-echo "== bench/stripe-bench --quick --counts 1,2 (output in $out)"
+echo "== bench/stripe-bench --quick --counts 1,2 --scrub-during (output in $out)"
 start=$(date +%s)
 "$here/stripe-bench" --plugin "$plugin" --quick --counts 1,2 --out "$out/res" \
-  --workdir "$out/members" --noisy-retries 0 || fail "stripe-bench exited with $?"
+  --workdir "$out/members" --noisy-retries 0 --scrub-during || fail "stripe-bench exited with $?"
 echo "== harness took $(( $(date +%s) - start )) s"
 
 res=$out/res
@@ -136,6 +137,18 @@ import json,sys
 d=json.load(open(sys.argv[1]))
 print(sum(1 for r in d["results"] if r["phase"]=="main"))' "$res/results.json")
 [ "$rows" -eq 30 ] || fail "expected 30 main rows (5 profiles x 2 rw x 3 configs), got $rows"
+# --scrub-during: a scrub read something in every plugin run (validate-results
+# checks that every plugin run and none other has one); the drive poller at
+# the plugin's default period
+/usr/bin/python3 - "$res/results.json" <<'PY' || fail "--scrub-during: unexpected results.json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["parameters"]
+assert p["scrub_during"] and p["scrub_rate"] == 256 << 20, "parameters"
+assert p["drive_interval_s"] == 600, "drive poller period %r" % p["drive_interval_s"]
+sc = [r["scrub"] for r in d["runs"] if r["config"] == "plugin"] + [s["scrub"] for s in d["sustained"]]
+assert sc and all(x["scrubs_started"] >= 1 and x["bytes_read"] > 0 for x in sc), "a run without scrub reads"
+PY
 
 for p in SEQ1M-Q8T1 SEQ1M-Q1T1 RND4K-Q32T1 RND4K-Q1T1 RND512K-Q8T1; do
   f=$res/charts/scaling-$p.png

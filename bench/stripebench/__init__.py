@@ -6,6 +6,7 @@
   members   emulated (throttled loop devices), real and remote members;
             the calibration of the emulation
   fio       one fio run with its CPU window; one measured row
+  scrub     --scrub-during: a scrub kept running through a plugin run
   runner    servers, the phases of a run, the results document, cleanup
   results   medians and spread over repetitions, results.json/.csv, summary.md
   charts    the gnuplot charts, from a results document alone (--replot)

@@ -13,6 +13,7 @@ import signal
 from . import charts, results
 from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, RAM_PROFILE
 from .runner import Bench
+from .scrub import SCRUB_DEFAULT_RATE
 from .util import BenchError, log, parse_size
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # bench/
@@ -52,6 +53,8 @@ examples:
   # RAM members: member files in /dev/shm, RND4K Q32 at N = 1, 4 beside the
   # file plugin on one file there (no disk: the request path's own cost)
   bench/stripe-bench --ram --repeat 3
+  # the cost of a scrub at its default rate: the same run with one going
+  bench/stripe-bench --profiles RND4K-Q32T1,SEQ1M-Q8T1 --repeat 3 --scrub-during
   # redraw the charts of a run from its results.json, running nothing
   bench/stripe-bench --replot bench/results/local/results.json
   bench/stripe-bench --replot            # every published run in bench/results/
@@ -161,6 +164,14 @@ def parse_args(argv):
     g.add_argument("--slow-mbps", type=int, help="emulated write MB/s after the cache is full (default mbps/3)")
     g.add_argument("--sustained-factor", type=int, default=3,
                    help="write this many times the cache size per member (default 3)")
+    g = ap.add_argument_group("background work")
+    g.add_argument("--scrub-during", action="store_true",
+                   help="keep a scrub (what `nbdstripe scrub` starts: its default rate, %d MiB/s in "
+                        "all, yielding to clients) running on the volume through every measured run "
+                        "of the stripe plugin, started again when it ends and cancelled after; the "
+                        "plugin gets status= (its control socket comes with it); results.json says "
+                        "so (parameters.scrub_during) and what each run's scrub read (runs[].scrub)"
+                        % (SCRUB_DEFAULT_RATE >> 20))
     ap.add_argument("--cache", choices=("direct", "writethrough", "writeback"),
                     help="plugin cache= mode when the plugin supports it (default direct = O_DIRECT; "
                          "--fsync: writeback, like the file plugin's default)")

@@ -11,6 +11,7 @@ import threading
 import time
 
 from .profiles import FSYNC_JOBS, FSYNC_PROFILE
+from .scrub import ScrubDuring, health_params
 from .util import GIB, MB, BenchError, fmt_size, proc_cpu, procs_cpu, sys_cpu
 
 
@@ -94,11 +95,15 @@ class FioMixin:
         if config == "file" and not self.ref_file:
             self.flushbufs(self.members[:1])
         fio_rw = ("" if seq else "rand") + rw
-        job, w = self.fio(uri, "%s-%s" % (name, rw), fio_rw,
-                          bs, qd, a.ramp, a.runtime, server_pid=p.pid,
-                          member_pids=self.member_pids(),
-                          extra=["--fsync=1"] if fsync else (),
-                          jobs=FSYNC_JOBS if fsync else 1)
+        scrub = self.scrub_start(key) if config == "plugin" else None
+        try:
+            job, w = self.fio(uri, "%s-%s" % (name, rw), fio_rw,
+                              bs, qd, a.ramp, a.runtime, server_pid=p.pid,
+                              member_pids=self.member_pids(),
+                              extra=["--fsync=1"] if fsync else (),
+                              jobs=FSYNC_JOBS if fsync else 1)
+        finally:
+            scrub = self.scrub_stop(key, scrub)
         if config == "file" and rw == "write" and not self.ref_file:
             self.flushbufs(self.members[:1])    # its writeback must not spill into the next run
         d = job[rw]
@@ -119,7 +124,30 @@ class FioMixin:
         r["other_user_cores"] = w.get("other_user_cores")
         r["other_cpu_cores"] = w.get("other_cpu_cores")
         r["noisy"] = bool(w) and w["other_user_cores"] > a.noise_threshold
+        if a.scrub_during:
+            r["scrub"] = scrub
         return r
+
+    # ------------------------------------------------------------ --scrub-during
+    def scrub_start(self, key):
+        """--scrub-during: a scrub kept running on volume KEY (a plugin
+        server) from before fio starts; None without the option."""
+        if not self.a.scrub_during:
+            return None
+        sd = ScrubDuring(self.ctl_path(key))
+        sd.start()
+        return sd
+
+    def scrub_stop(self, key, sd):
+        """The scrub cancelled; what it did (None without one).  The
+        volume's drive poller period is noted from its status the first
+        time."""
+        if sd is None:
+            return None
+        info = sd.stop()
+        if self.drive_interval is None:
+            self.drive_interval = health_params(self.ctl_path(key)).get("drive_interval")
+        return info
 
     def measure_retry(self, *args):
         r = self.measure(*args)

@@ -114,6 +114,14 @@ def write_summary(doc, out):
                 {"mbps": "MB/s", "iops": "IOPS", "lat_us": "us"}[c["metric"]], c["ratio"],
                 c["target"], "" if c.get("enforced", True) else ", not enforced")
             for c in e["calibration"]["checks"]), "" if e["calibration"]["ok"] else " -- FAILED"))
+    par = doc["parameters"]
+    if par.get("scrub_during"):
+        sc = [r["scrub"] for r in doc["runs"] if r.get("scrub")]
+        L.append("Scrub during every plugin run: %s/s (nbdstripe scrub's default), %s read in %d "
+                 "scrubs over %d runs; drive poller every %s s  " % (
+                     fmt_size(par["scrub_rate"]), fmt_size(sum(x["bytes_read"] for x in sc)),
+                     sum(x["scrubs_started"] for x in sc), len(sc),
+                     par.get("drive_interval_s") if par.get("drive_interval_s") is not None else "?"))
     unl = "rate and delay lifted" if e["mode"] == "remote" else "unthrottled"
     L.append("Load: %d of %d result rows noisy (other processes > %.2f CPUs)  " % (
         sum(1 for r in doc["results"] if r["noisy_runs"]), len(doc["results"]),

@@ -19,6 +19,7 @@ from . import results
 from .fio import FioMixin
 from .members import MembersMixin
 from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILES, fsync_targets, ram_targets, targets
+from .scrub import SCRUB_DEFAULT_RATE
 from .util import MB, BenchError, dev_sectors, fmt_size, free_tcp_port, log, run
 
 SCHEMA_VERSION = 2
@@ -48,6 +49,7 @@ class Bench(MembersMixin, FioMixin):
         self.limited = True
         self.member_sets = None  # --fsync, --ram: N -> that volume's member files
         self.ref_file = None     # --fsync, --ram: the file plugin's file
+        self.drive_interval = None   # --scrub-during: the volumes' drive poller period
 
     # ------------------------------------------------------------ servers
     def start_server(self, key, argv, readonly, tcp=False):
@@ -105,9 +107,19 @@ class Bench(MembersMixin, FioMixin):
         if self.plugin_cache:
             argv.append("cache=" + self.plugin_cache)
         argv.append("chunk=" + fmt_size(chunk))
+        if self.a.scrub_during:
+            # the status file brings the control socket beside it
+            argv.append("status=" + self.status_path(self.server_key("plugin", n, chunk)))
         members = self.member_sets[n] if self.member_sets else self.members[:n]
         argv += ["file=" + m["dev"] for m in members]   # a path or an NBD URI
         return argv
+
+    def status_path(self, key):
+        return os.path.join(self.sock_dir, "%s.status.json" % key)
+
+    def ctl_path(self, key):
+        """The plugin's control socket beside its status file (control.c)."""
+        return os.path.join(self.sock_dir, "%s.ctl" % key)
 
     def stop_volumes(self):
         """Stop every server but the remote members'."""
@@ -241,6 +253,7 @@ class Bench(MembersMixin, FioMixin):
             th = threading.Thread(target=sampler, daemon=True)
             th.start()
             t_start = time.time()
+            scrub = self.scrub_start(key)
             try:
                 job, w = self.fio(uri, "sustained-n%d" % n, "write",
                                   1 << 20, 8, 0, 0,
@@ -250,6 +263,7 @@ class Bench(MembersMixin, FioMixin):
             finally:
                 stop.set()
                 th.join()
+                scrub = self.scrub_stop(key, scrub)
                 if self.throttle:
                     for m in mem:
                         self.throttle.set_write_bps(m["majmin"], a.mbps * MB)
@@ -292,6 +306,8 @@ class Bench(MembersMixin, FioMixin):
                    "cache_bytes": a.cache_size if self.throttle else None,
                    "slow_mbps": a.slow_mbps if self.throttle else None,
                    "array_curve": arr, "member_curves": members_curve}
+            if a.scrub_during:
+                res["scrub"] = scrub
             out.append(res)
             print("  N=%d: %s written in %.1f s, mean %.1f MB/s%s" % (
                 n, fmt_size(total), elapsed, res["mean_mbps"],
@@ -444,7 +460,10 @@ class Bench(MembersMixin, FioMixin):
                            "plugin": a.plugin, "plugin_cache": self.plugin_cache,
                            "readonly": self.readonly, "reference": self.ref,
                            "volume_size": a.volume_size if (a.fsync or a.ram) else None,
-                           "jobs": FSYNC_JOBS if a.fsync else 1},
+                           "jobs": FSYNC_JOBS if a.fsync else 1,
+                           "scrub_during": a.scrub_during,
+                           "scrub_rate": SCRUB_DEFAULT_RATE if a.scrub_during else None,
+                           "drive_interval_s": self.drive_interval},
             "members": {"mode": "real" if a.members else ("remote" if a.remote else (
                             "files" if a.fsync else ("ram" if a.ram else "emulated"))),
                         "count": len(self.members), "method": method,

@@ -41,25 +41,56 @@
 # starts; once that one is cancelled, member 1 is replaced onto big as
 # above (no writer: the pattern is the reference).
 #
+# --policy replace --scrub: member 1 is a file served by nbdkit cc with
+# tests/replace/badrange.c (reads fail in two ranges of its first copy
+# window, B1 20K across a chunk boundary and B2 4K; writes work: the
+# error filter fails whole request kinds, the ddrescue filter serves
+# read-only) and the trigger is `nbdstripe scrub VOLUME --wait`, a writer
+# running throughout (it keeps off the unreadable logical ranges, whose
+# content the test models):
+# - the scrub reports exactly B1's and B2's logical ranges
+#   (rp_logical), exit 1; hook MemberFailing 1 with the scrub's reason.
+# - the automatic replace starts (MemberReplacing 1, old -> big) and, as
+#   documented (no --skip-unreadable for a replace the server starts),
+#   stops at the unreadable blocks: MemberNotReplaced 1 (old -> big),
+#   the replace failed, automatic, its unreadable ranges the scrub's;
+#   member 1 still m1 and failing, big a usable spare again, the config
+#   unchanged; the unreadable ranges still fail to read (no zeros).
+# - `nbdstripe replace --skip-unreadable VOL 1 big`, a second writer
+#   across it: done, lost ranges the scrub's; then as for --policy
+#   replace: the config (big member 1, m1 removed), headers, big's data,
+#   served again -- the reference with zeros in the lost ranges.
+#
 # --policy alert (the default, said explicitly): the same trim; hook
 # MemberFailing only; two status rewrites later: member 1 still m1 and
 # failing, no replace, on_failing.last null, both spares listed, the
 # config unchanged; the volume reads back the pattern.
-source "$(dirname "$0")/../lib/replace.sh" || exit 1
-rp_init libnbd
+HERE=$(dirname "$(realpath "$0")")
+source "$HERE/../lib/replace.sh" || exit 1
 
 policy=${2:-replace}
-busy=0
+busy=0 scrub=0
 [[ ${3:-} == --busy && $policy == replace ]] && busy=1
+[[ ${3:-} == --scrub && $policy == replace ]] && scrub=1
 [[ ${1:-} == --policy && ( $policy == replace || $policy == alert ) &&
-   ( -z ${3:-} || $busy -eq 1 ) ]] ||
-  d_fail "usage: spares.sh --policy replace [--busy] | --policy alert"
+   ( -z ${3:-} || $busy -eq 1 || $scrub -eq 1 ) ]] ||
+  d_fail "usage: spares.sh --policy replace [--busy | --scrub] | --policy alert"
+if [[ $scrub -eq 1 ]]; then rp_init libnbd gcc; else rp_init libnbd; fi
 
 size=$((16 * M))
 truncate -s "$size" "$D_TMP/m0" "$D_TMP/m1.back" "$D_TMP/big" "$D_TMP/new0"
 truncate -s $((8 * M)) "$D_TMP/small"
-r_unix m1 --filter=error file "$D_TMP/m1.back" error-trim=EIO \
-  error-trim-rate=100% "error-trim-file=$D_TMP/inject"
+RP_DO=$M
+C=$((64 * K))
+if [[ $scrub -eq 1 ]]; then
+  B1_at=$((RP_DO + 25 * C - 8 * K)) B1_len=$((20 * K))
+  B2_at=$((RP_DO + 40 * C + 12 * K)) B2_len=$((4 * K))
+  r_unix m1 cc "$HERE/badrange.c" EXTRA_CFLAGS="-Wall -Werror" \
+    file="$D_TMP/m1.back" bad=$B1_at:$B1_len bad=$B2_at:$B2_len
+else
+  r_unix m1 --filter=error file "$D_TMP/m1.back" error-trim=EIO \
+    error-trim-rate=100% "error-trim-file=$D_TMP/inject"
+fi
 M1=$R_URI
 M1_PID=$R_PID
 
@@ -113,6 +144,7 @@ next_event ()
     d_bad "hook run: expected $* (event volume index path old new), got: $line"
     return 1
   fi
+  NE_REASON=${f[6]}
   d_ok "hook: $1 member $2 ($3)${4:+ $4 -> $5}: ${f[6]}"
 }
 
@@ -145,17 +177,126 @@ if [[ $busy -eq 1 ]]; then
     d_fail "the replace of member 0 is not copying"
 elif [[ $policy == replace ]]; then
   d_log "a client writing"
+  avoid=()
+  if [[ $scrub -eq 1 ]]; then
+    # expected I AT LEN: member I's bytes [AT, AT+LEN) as the volume's
+    # logical ranges, "OFFSET LENGTH" a line (each within one chunk).
+    expected ()
+    {
+      local i=$1 at=$2 end=$(($2 + $3)) n
+      while [[ $at -lt $end ]]; do
+        n=$(( C - (at - RP_DO) % C ))
+        [[ $n -le $((end - at)) ]] || n=$((end - at))
+        echo "$(rp_logical "$i" "$at") $n"
+        at=$((at + n))
+      done
+    }
+    RP_N=2 RP_CHUNK=$C
+    want=$( { expected 1 "$B1_at" "$B1_len"; expected 1 "$B2_at" "$B2_len"; } | sort -n)
+    [[ $(wc -l <<<"$want") -eq 3 ]] || d_fail "B1 should span two chunks"
+    while read -r off len; do avoid+=(--avoid "$off:$len"); done <<<"$want"
+  fi
   base=$(rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add')
-  "$RP_PY" "$(dirname "$0")/writer.py" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
+  "$RP_PY" "$HERE/writer.py" "${avoid[@]}" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
     >"$D_TMP/writer.json" 2>"$D_TMP/writer.err" &
   wpid=$!
   rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $base + 8" 30 \
     >/dev/null || d_fail "the writer did not start writing"
 fi
 
-d_log "member 1 failing: a trim of it fails"
-: >"$D_TMP/inject"
-rp_nbdsh -u "$RP_URI" -c '
+# writer_done NAME PID [BEFORE COPYING]: the writer PID wrote at least
+# BEFORE (0) writes before a replace, COPYING (8) across it and 8 after
+# it, every write answered (its summary in $D_TMP/NAME.json).
+writer_done ()
+{
+  local wrc=0
+  wait "$2" || wrc=$?
+  cat "$D_TMP/$1.json" "$D_TMP/$1.err"
+  [[ $wrc -eq 0 ]] || d_fail "$1: writer.py failed (exit $wrc)"
+  [[ $(jq .writes_before "$D_TMP/$1.json") -ge ${3:-0} &&
+     $(jq .writes_copying "$D_TMP/$1.json") -ge ${4:-8} &&
+     $(jq .writes_after "$D_TMP/$1.json") -ge 8 ]] ||
+    d_bad "$1: the writer did not write before (${3:-0}), across (${4:-8}) and after the copy (8)"
+}
+
+if [[ $scrub -eq 1 ]]; then
+  d_log "the scrub finds member 1's unreadable places"
+  d_run scrub d_ns scrub --wait "$RP_CONF"
+  d_expect_fail scrub
+  got=$(sed -n 's/^  bytes \([0-9]*\)-[0-9]* (\([0-9]*\))$/\1 \2/p' "$D_TMP/scrub.err")
+  [[ $got == "$want" ]] && d_ok "scrub: the logical ranges of B1 and B2: $(echo $want)" ||
+    d_bad "scrub reports '$(echo $got)', expected '$(echo $want)'"
+  # Failing at the first block found (the reason says what is found so
+  # far: the replace starts while the scrub goes on), the status's reason
+  # the whole finding once the scrub has ended.
+  next_event MemberFailing 1 "$M1"
+  [[ $NE_REASON == "scrub: 4096 unreadable bytes in 1 place, the first at member offset $B1_at" ]] ||
+    d_bad "MemberFailing's reason is not the scrub's first finding: $NE_REASON"
+  reason="scrub: 24576 unreadable bytes in 2 places, the first at member offset $B1_at"
+  rp_ctl until "s['members'][1]['reason'] == '$reason'" 10 >/dev/null &&
+    d_ok "member 1's reason: $reason" ||
+    d_bad "member 1's reason is not the scrub's: $(rp_ctl until True 5 | jq -c '.members[1]')"
+  d_log "the automatic replace starts, and stops at the unreadable blocks"
+  next_event MemberReplacing 1 "$M1" "$M1" "$D_TMP/big"
+  next_event MemberNotReplaced 1 "$M1" "$M1" "$D_TMP/big"
+  [[ $NE_REASON == *"has unreadable blocks"* ]] ||
+    d_bad "MemberNotReplaced does not say why: $NE_REASON"
+  rp_ctl until 's["on_failing"]["last"]["state"] == "not_replaced" and len(s["spares"]) == 2 and s["spares"][1]["usable"]' 10 \
+    >"$D_TMP/st-auto.json" || d_bad "on_failing.last is not not_replaced, or big not a usable spare"
+  jq -e --arg big "$D_TMP/big" --arg m1 "$M1" '
+    .replace.state == "failed" and .replace.member == 1 and .replace.new == $big
+    and .replace.automatic and .members[1].path == $m1 and
+    .members[1].state == "failing" and .on_failing.last.member == 1' \
+    "$D_TMP/st-auto.json" >/dev/null ||
+    d_bad "after the automatic replace: $(jq -c '.replace, .on_failing, .members[1]' "$D_TMP/st-auto.json")"
+  got=$(jq -r '.replace.unreadable[] | "\(.offset) \(.length)"' "$D_TMP/st-auto.json")
+  [[ $got == "$want" ]] && d_ok "the replace reports the scrub's ranges" ||
+    d_bad "the replace reports '$(echo $got)', expected '$(echo $want)'"
+  cmp -s "$RP_CONF" "$D_TMP/vol.conf.before" && d_ok "the config unchanged" ||
+    d_bad "the config changed"
+  # Across the scrub; the replace stops in its first window (ms).
+  writer_done writer "$wpid" 8 0
+  [[ $(jq -r .end "$D_TMP/writer.json") == failed ]] ||
+    d_bad "the writer saw the replace end as $(jq -r .end "$D_TMP/writer.json")"
+  nok=0
+  while read -r off len; do
+    if rp_read_at "$RP_URI" "$off" "$len" "$D_TMP/bad.read" 2>/dev/null; then
+      d_bad "a read of the unreadable range $off+$len succeeded"
+    else
+      nok=$((nok + 1))
+    fi
+  done <<<"$want"
+  [[ $nok -ne 3 ]] || d_ok "the unreadable ranges still fail to read"
+
+  d_log "replace --skip-unreadable onto big, a client writing"
+  d_run manual d_ns replace --skip-unreadable "$RP_CONF" 1 "$D_TMP/big"
+  [[ $D_RC -eq 0 ]] || d_fail "replace --skip-unreadable did not start"
+  "$RP_PY" "$HERE/writer.py" "${avoid[@]}" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
+    >"$D_TMP/writer2.json" 2>"$D_TMP/writer2.err" &
+  rp_wait skip --new "$D_TMP/big" --state done --deadline 30 ||
+    d_fail "the replace onto big did not complete"
+  writer_done writer2 $!
+  got=$(jq -r '.unreadable[] | "\(.offset) \(.length)"' "$D_TMP/skip.json")
+  [[ $got == "$want" ]] && d_ok "the replace lists the scrub's ranges as lost" ||
+    d_bad "lost: '$(echo $got)', expected '$(echo $want)'"
+  while read -r off len; do
+    dd if=/dev/zero of="$D_TMP/ref" bs=4096 seek=$((off / 4096)) \
+      count=$((len / 4096)) conv=notrunc status=none
+  done <<<"$want"
+  rp_ctl until "s['members'][1]['path'] == '$D_TMP/big'" 10 >"$D_TMP/st2.json" ||
+    d_bad "member 1 is not big"
+  jq -e '.replace.spare and (.replace.automatic | not) and
+    .replace.config_updated and .members[1].state == "ok" and
+    (.spares | length) == 1' "$D_TMP/st2.json" >/dev/null ||
+    d_bad "after the replace: $(jq -c '.replace, .members[1], .spares' "$D_TMP/st2.json")"
+  grep -q -F "on_failing: member 1: spare $D_TMP/small skipped: too small" \
+    "$D_TMP/vol.log" || d_bad "the log does not say why small was skipped"
+fi
+
+if [[ $scrub -eq 0 ]]; then
+  d_log "member 1 failing: a trim of it fails"
+  : >"$D_TMP/inject"
+  rp_nbdsh -u "$RP_URI" -c '
 import sys
 try:
     h.trim(65536, 65536)
@@ -164,72 +305,68 @@ try:
 except nbd.Error as e:
     assert "EIO" in str (e), e
 ' || d_bad "a trim of member 1 did not fail with EIO"
-next_event MemberFailing 1 "$M1"
+  next_event MemberFailing 1 "$M1"
 
-if [[ $policy == alert ]]; then
-  t=$(jq -r .updated_unix "$RP_STATUS")
-  rp_ctl until "s['updated_unix'] > $t + 1.5" 10 >"$D_TMP/st1.json" ||
-    d_bad "the status was not rewritten"
-  if IFS= read -r -t 0.5 -u "$EVFD" line; then
-    d_bad "a hook run after MemberFailing: $line"
+  if [[ $policy == alert ]]; then
+    t=$(jq -r .updated_unix "$RP_STATUS")
+    rp_ctl until "s['updated_unix'] > $t + 1.5" 10 >"$D_TMP/st1.json" ||
+      d_bad "the status was not rewritten"
+    if IFS= read -r -t 0.5 -u "$EVFD" line; then
+      d_bad "a hook run after MemberFailing: $line"
+    fi
+    jq -e --arg m1 "$M1" '.members[1].path == $m1 and
+      .members[1].state == "failing" and (has("replace") | not) and
+      .on_failing.last == null and (.spares | length) == 2 and
+      .spares[1].usable' "$D_TMP/st1.json" >/dev/null ||
+      d_bad "on_failing = alert: $(jq -c '.members[1].state, .members[1].path, .replace, .on_failing, .spares' "$D_TMP/st1.json")"
+    cmp -s "$RP_CONF" "$D_TMP/vol.conf.before" || d_bad "the config changed"
+    rp_same alert "$D_TMP/pattern"
+    rp_stop
+    d_done
   fi
-  jq -e --arg m1 "$M1" '.members[1].path == $m1 and
-    .members[1].state == "failing" and (has("replace") | not) and
-    .on_failing.last == null and (.spares | length) == 2 and
-    .spares[1].usable' "$D_TMP/st1.json" >/dev/null ||
-    d_bad "on_failing = alert: $(jq -c '.members[1].state, .members[1].path, .replace, .on_failing, .spares' "$D_TMP/st1.json")"
-  cmp -s "$RP_CONF" "$D_TMP/vol.conf.before" || d_bad "the config changed"
-  rp_same alert "$D_TMP/pattern"
-  rp_stop
-  d_done
-fi
 
-if [[ $busy -eq 1 ]]; then
-  rp_ctl until 's["on_failing"]["last"] is not None and s["on_failing"]["last"]["state"] == "waiting"' 10 \
-    >"$D_TMP/st-wait.json" || d_bad "on_failing does not say it waits"
-  jq -e '.on_failing.last.member == 1 and
-    (.on_failing.last.reason | contains("a replace of member 0 is running"))
-    and .replace.member == 0 and .replace.state == "copying"' \
-    "$D_TMP/st-wait.json" >/dev/null ||
-    d_bad "waiting: $(jq -c '.on_failing, .replace.state' "$D_TMP/st-wait.json")"
-  if IFS= read -r -t 0.3 -u "$EVFD" line; then
-    d_bad "a hook run while the other replace runs: $line"
+  if [[ $busy -eq 1 ]]; then
+    rp_ctl until 's["on_failing"]["last"] is not None and s["on_failing"]["last"]["state"] == "waiting"' 10 \
+      >"$D_TMP/st-wait.json" || d_bad "on_failing does not say it waits"
+    jq -e '.on_failing.last.member == 1 and
+      (.on_failing.last.reason | contains("a replace of member 0 is running"))
+      and .replace.member == 0 and .replace.state == "copying"' \
+      "$D_TMP/st-wait.json" >/dev/null ||
+      d_bad "waiting: $(jq -c '.on_failing, .replace.state' "$D_TMP/st-wait.json")"
+    if IFS= read -r -t 0.3 -u "$EVFD" line; then
+      d_bad "a hook run while the other replace runs: $line"
+    fi
+    d_run cancel d_ns replace --cancel "$RP_CONF"
+    rp_wait cancelled --new "$D_TMP/new0" --state cancelled --deadline 10 ||
+      d_bad "the replace of member 0 was not cancelled"
   fi
-  d_run cancel d_ns replace --cancel "$RP_CONF"
-  rp_wait cancelled --new "$D_TMP/new0" --state cancelled --deadline 10 ||
-    d_bad "the replace of member 0 was not cancelled"
+  next_event MemberReplacing 1 "$M1" "$M1" "$D_TMP/big"
+  next_event MemberRecovered 1 "$D_TMP/big"
+  next_event MemberReplaced 1 "$M1" "$M1" "$D_TMP/big"
+  rp_ctl until 's["on_failing"]["last"]["state"] == "replaced"' 10 \
+    >"$D_TMP/st2.json" || d_bad "on_failing.last is not replaced"
+  jq -e --arg big "$D_TMP/big" --arg m1 "$M1" --arg conf "$RP_CONF" '
+    .replace.state == "done" and .replace.member == 1 and .replace.old == $m1
+    and .replace.new == $big and .replace.spare and .replace.automatic and
+    .replace.config_updated and .replace.unreadable == [] and
+    .on_failing.last.member == 1 and .on_failing.last.spare == $big and
+    .members[1].path == $big and .members[1].state == "ok" and
+    (.spares | length) == 1 and (.spares[0].reason | test("too small"))' \
+    "$D_TMP/st2.json" >/dev/null ||
+    d_bad "after the replace: $(jq -c '.replace, .on_failing, .members[1].path, .members[1].state, .spares' "$D_TMP/st2.json")"
+  grep -q -F "on_failing: member 1: spare $D_TMP/small skipped: too small" \
+    "$D_TMP/vol.log" || d_bad "the log does not say why small was skipped"
 fi
-next_event MemberReplacing 1 "$M1" "$M1" "$D_TMP/big"
-next_event MemberRecovered 1 "$D_TMP/big"
-next_event MemberReplaced 1 "$M1" "$M1" "$D_TMP/big"
-rp_ctl until 's["on_failing"]["last"]["state"] == "replaced"' 10 \
-  >"$D_TMP/st2.json" || d_bad "on_failing.last is not replaced"
-jq -e --arg big "$D_TMP/big" --arg m1 "$M1" --arg conf "$RP_CONF" '
-  .replace.state == "done" and .replace.member == 1 and .replace.old == $m1
-  and .replace.new == $big and .replace.spare and .replace.automatic and
-  .replace.config_updated and .replace.unreadable == [] and
-  .on_failing.last.member == 1 and .on_failing.last.spare == $big and
-  .members[1].path == $big and .members[1].state == "ok" and
-  (.spares | length) == 1 and (.spares[0].reason | test("too small"))' \
-  "$D_TMP/st2.json" >/dev/null ||
-  d_bad "after the replace: $(jq -c '.replace, .on_failing, .members[1].path, .members[1].state, .spares' "$D_TMP/st2.json")"
-grep -q -F "on_failing: member 1: spare $D_TMP/small skipped: too small" \
-  "$D_TMP/vol.log" || d_bad "the log does not say why small was skipped"
 
 d_log "the data, the config, the old member's header"
-if [[ $busy -eq 0 ]]; then
-  wrc=0
-  wait "$wpid" || wrc=$?
-  cat "$D_TMP/writer.json" "$D_TMP/writer.err"
-  [[ $wrc -eq 0 ]] || d_fail "writer.py failed (exit $wrc)"
-  [[ $(jq .writes_copying "$D_TMP/writer.json") -ge 8 &&
-     $(jq .writes_after "$D_TMP/writer.json") -ge 8 &&
-     $(jq -r .end "$D_TMP/writer.json") == done ]] ||
-    d_bad "the writer did not write across the copy and after it"
+if [[ $busy -eq 0 && $scrub -eq 0 ]]; then
+  writer_done writer "$wpid"
+  [[ $(jq -r .end "$D_TMP/writer.json") == done ]] ||
+    d_bad "the writer saw the replace end as $(jq -r .end "$D_TMP/writer.json")"
 fi
 rp_same replaced "$D_TMP/ref"
 truncate -s "$size" "$D_TMP/exp0" "$D_TMP/exp1"
-"$RP_PY" "$(dirname "$0")/race.py" fill "$D_TMP/ref" "2,65536,$M" \
+"$RP_PY" "$HERE/race.py" fill "$D_TMP/ref" "2,65536,$M" \
   "$D_TMP/exp0" "$D_TMP/exp1" || d_fail "race.py fill"
 rp_member_cmp "member 1's share of the reference on big" "$D_TMP/exp1" \
   "$D_TMP/big" "$M" $((size - M))

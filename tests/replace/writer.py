@@ -3,7 +3,7 @@
 # A client writing to a served volume across a replace, for
 # tests/replace/remote.sh.  Run with /usr/bin/python3 (python3-libnbd).
 #
-#   writer.py URI CTL REFERENCE [AFTER]
+#   writer.py [--avoid OFFSET:LENGTH]... URI CTL REFERENCE [AFTER]
 #       REFERENCE holds the volume's bytes (its size is the volume's).
 #       Writes random blocks (4K to 64K, 512-aligned) at random offsets of
 #       the volume, each one into REFERENCE too, a flush every 16 writes,
@@ -12,7 +12,11 @@
 #       every 8 writes and goes on until the replace has ended (done,
 #       failed, cancelled), then AFTER (default 32) writes more -- on the
 #       new member once the switch is done.  Waits for the replace to
-#       start first (a deadline of 30 s).
+#       start first (a deadline of 30 s); one that has started and
+#       ended between two polls counts, when none was in the status at
+#       the start.  --avoid: no write touches
+#       that logical range (tests/replace/spares.sh --scrub: places the
+#       replace loses, whose content the test models itself).
 #
 # Output: a JSON summary on stdout (writes while copying, after the end,
 # the replace's end state); exit status 1 if a write failed or a
@@ -40,8 +44,14 @@ def state(ctl):
 
 
 def main(argv):
+    avoid = []
+    while len(argv) >= 2 and argv[0] == "--avoid":
+        a, n = (int(x) for x in argv[1].split(":"))
+        avoid.append((a, a + n))
+        argv = argv[2:]
     if len(argv) not in (3, 4):
-        print("usage: writer.py URI CTL REFERENCE [AFTER]", file=sys.stderr)
+        print("usage: writer.py [--avoid OFFSET:LENGTH]... URI CTL REFERENCE "
+              "[AFTER]", file=sys.stderr)
         return 2
     uri, ctl, ref = argv[0], argv[1], argv[2]
     after = int(argv[3]) if len(argv) == 4 else 32
@@ -57,13 +67,18 @@ def main(argv):
     counts = {"before": 0, "copying": 0, "after": 0}
     phase, end_state, n = "before", None, 0
     deadline = time.monotonic() + 30
+    first = state(ctl)
     left = after
     while True:
         if n % 8 == 0 and phase != "after":
             s = state(ctl)
             if s in ("copying", "switching"):
                 phase = "copying"
-            elif s in ENDS and phase == "copying":
+            elif s in ENDS and (phase == "copying" or
+                                (phase == "before" and first is None)):
+                # Ended -- or started and ended between two polls (one
+                # that stops in its first window), while none was there
+                # when the writer started.
                 phase, end_state = "after", s
             elif phase == "before" and time.monotonic() > deadline:
                 print("the replace did not start within 30 s", file=sys.stderr)
@@ -73,6 +88,8 @@ def main(argv):
                 return 1
         length = rnd.randrange(8, 129) * 512
         off = rnd.randrange(0, (size - length) // 512 + 1) * 512
+        if any(off < b and a < off + length for a, b in avoid):
+            continue
         data = rnd.randbytes(length)
         h.pwrite(data, off)
         os.pwrite(fd, data, off)

@@ -36,8 +36,21 @@
 #     nbdstripe_member_drive_predicts_failure 1 for it, 0 for member 1;
 #     `nbdstripe status` shows the reason, and its drives table a row
 #     per member: the NVMe and SATA figures, why the others have none.
+#     on_failing = "replace", but the spare (/tmp/spare.img) is not
+#     there yet: not replaced, the reason naming the spare, member 0
+#     stays failing (so that the checks above hold still).
+#   - the spare made, the warning cleared (member 0 ok again) and
+#     injected again: member 0 is replaced onto the spare by the server
+#     itself: the replace done and automatic, /dev/nvme0n1 -> the spare,
+#     member 0 the spare and ok, no spare left; the config rewritten
+#     (the spare member 0, /dev/nvme0n1 removed, spares empty); the
+#     hook's events in order (MemberFailing, MemberNotReplaced, ...,
+#     MemberReplacing, MemberReplaced with the old and new paths); the
+#     volume's first 1 MiB read back in the guest is the 1 MiB of
+#     random data written while member 0 was failing, not replaced
+#     (sha256).
 #
-# One boot, about 30 s under TCG; skipped (77) in the sanitizer build
+# One boot, about 35 s under TCG; skipped (77) in the sanitizer build
 # (the guest runs the plain build's binaries) and without qemu.  To see
 # it fail: VM_SABOTAGE=noinject (no critical warning is asked for: the
 # guest times out waiting for "failing").
@@ -47,7 +60,7 @@ source "$here/../lib/vm.sh"
 
 [[ -z ${STRIPE_LD_PRELOAD:-} ]] ||
   v_skip "sanitizer build (STRIPE_LD_PRELOAD set): the TCG VM runs in the plain build only"
-v_init jq python3
+v_init jq python3 nbdcopy
 VM_TIMEOUT=${VM_TIMEOUT:-150}
 VM_SABOTAGE=${VM_SABOTAGE:-none}
 NVME_SERIAL=nbdstripe-nvme0
@@ -63,11 +76,12 @@ v_initramfs_begin "$here/drive_health_guest.sh"
 v_initramfs_bin "$NBDSTRIPE" nbdstripe
 v_initramfs_bin "$NBDKIT" nbdkit
 v_initramfs_bin "$(command -v jq)" jq
+v_initramfs_bin "$(command -v nbdcopy)" nbdcopy
 v_initramfs_lib "$STRIPE_PLUGIN" /usr/lib/nbdstripe/nbdkit-stripe-plugin.so
 v_initramfs_modules nvme ahci sd_mod loop
 v_initramfs_pack
 
-truncate -s 64M "$V_TMP/nvme.img" "$V_TMP/sata.img" || v_fail "truncate"
+truncate -s 12M "$V_TMP/nvme.img" "$V_TMP/sata.img" || v_fail "truncate"
 QMP=$V_TMP/qmp.sock
 STOP=$V_TMP/qmp.stop
 VM_DEADLINE=$(( SECONDS + VM_TIMEOUT ))
@@ -91,7 +105,7 @@ file ()
   tr -d '\r' <"$CONSOLE" |
     sed -n "/^vmf: BEGIN $1\$/,/^vmf: END $1\$/p" | sed -n 's/^vmf: | //p'
 }
-for f in status1.json status2.json prom hook.log status2.txt; do
+for f in status1.json status2.json prom hook.log status2.txt status3.json dh.conf; do
   file "$f" >"$V_TMP/$f"
   [[ -s $V_TMP/$f ]] || v_fail "the guest printed no $f"
 done
@@ -188,4 +202,46 @@ for re in '^ +0 nvme +50C +0% +0%/0% +500KiB .* predicted: critical warning 0x04
     v_bad "nbdstripe status, drives: no line matches $re"
   fi
 done
+
+d3='.members[0].drive'
+check "no spare yet: member 0 not replaced, the reason names the spare" status2.json \
+  '.on_failing.policy == "replace" and .on_failing.last.state == "not_replaced" and
+   .on_failing.last.member == 0 and
+   (.on_failing.last.reason | test("no spare can take its place: /tmp/spare.img"))' \
+  '.on_failing, .spares'
+check "the warning again, the spare there: member 0 replaced onto it by the server" status3.json \
+  '.replace.state == "done" and .replace.automatic and .replace.spare and
+   .replace.member == 0 and .replace.old == "/dev/nvme0n1" and
+   .replace.new == "/tmp/spare.img" and .replace.config_updated and
+   .replace.unreadable == [] and .on_failing.last.state == "replaced" and
+   .on_failing.last.spare == "/tmp/spare.img"' '.replace, .on_failing'
+check "member 0 is the spare, ok (a file: no drive); no spare left; the volume ok" status3.json \
+  '.members[0].path == "/tmp/spare.img" and .members[0].state == "ok" and
+   .members[0].drive.available == false and .spares == [] and
+   .volume.state == "ok"'
+if grep -q -F 'members = [ "/tmp/spare.img", "/dev/sda", ' "$V_TMP/dh.conf" &&
+   grep -q -x -F 'removed = [ "/dev/nvme0n1" ];' "$V_TMP/dh.conf" &&
+   ! grep -q -F 'nvme0n1", ' "$V_TMP/dh.conf" &&
+   ! grep -q -F '"/tmp/spare.img" ]' "$V_TMP/dh.conf"; then
+  v_ok "the config: the spare member 0, /dev/nvme0n1 removed, no longer a spare"
+else
+  v_bad "the config is not as expected:"
+  sed 's/^/   conf: /' "$V_TMP/dh.conf" >&2
+fi
+events=$(sed -n 's/^\(Member[A-Za-z]*\) 0 .*/\1/p' "$V_TMP/hook.log" | tr '\n' ' ')
+if [[ $events =~ ^MemberFailing\ MemberNotReplaced\ .*MemberFailing\ MemberReplacing\ (MemberRecovered\ )?MemberReplaced\ $ ]] &&
+   grep -q -F "MemberReplacing 0 state=failing reason=failing ($reason): replaced by spare /tmp/spare.img old=/dev/nvme0n1 new=/tmp/spare.img" "$V_TMP/hook.log" &&
+   grep -q -E '^MemberReplaced 0 .* old=/dev/nvme0n1 new=/tmp/spare.img$' "$V_TMP/hook.log"; then
+  v_ok "the hook: $events(old and new paths)"
+else
+  v_bad "the hook's events for member 0: $events"
+  cat "$V_TMP/hook.log" >&2
+fi
+want=$(tr -d '\r' <"$CONSOLE" | sed -n 's/^vm: ORACLE pattern_sha256=//p')
+got=$(tr -d '\r' <"$CONSOLE" | sed -n 's/^vm: ORACLE readback_sha256=//p')
+if [[ $want =~ ^[0-9a-f]{64}$ && $got == "$want" ]]; then
+  v_ok "the volume's first 1 MiB read back after the replace: the data written ($want)"
+else
+  v_bad "the data read back after the replace: sha256 '$got', written '$want'"
+fi
 v_done

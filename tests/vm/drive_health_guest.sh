@@ -7,15 +7,24 @@
 # build), its drive health read through the real kernel drivers.
 #
 #   1. nbdstripe create, serve (health.drive_interval = 1, an on_change
-#      hook, a Prometheus file); wait until the NVMe and the SATA
+#      hook, a Prometheus file; on_failing = "replace" and a spare,
+#      /tmp/spare.img, not there yet); wait until the NVMe and the SATA
 #      member's drives have been read; print the status (--json and the
 #      table), and the kernel's count of sectors written to nvme0n1 (the
 #      oracle for the drive's data units written).
 #   2. Ask the host for a critical warning on the NVMe controller
 #      ("vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning
-#      4": reliability degraded), wait until member 0 is failing; print
-#      the status, the Prometheus file and the hook's log.
-#   3. Stop the server; its last status.
+#      4": reliability degraded), wait until member 0 is failing and
+#      on_failing has given up (no spare: it is not there); print the
+#      status, the Prometheus file.  Then 1 MiB of random data written
+#      to the volume (nbdcopy --flush), its sha256 printed.
+#   3. The spare made (a 12 MiB file), wait until it is usable; the
+#      warning cleared (0), wait until member 0 is ok again (a member is
+#      tried once each time it becomes failing); the warning again (4):
+#      wait until the replace onto the spare is done; print the status,
+#      the config, the hook's log, and the sha256 of the volume's first
+#      1 MiB read back.
+#   4. Stop the server; its last status.
 #
 # Files for the host go to the console between "vmf: BEGIN NAME" and
 # "vmf: END NAME", each line "vmf: | LINE".  vm.sabotage=noinject skips
@@ -44,14 +53,14 @@ wait_for ()
 wait_for "/dev/nvme0n1 is there" 30 test -b /dev/nvme0n1 || fail "no /dev/nvme0n1"
 wait_for "/dev/sda is there" 30 test -b /dev/sda || fail "no /dev/sda"
 
-truncate -s 48M /tmp/loop.img /tmp/file.img || fail "truncate"
+truncate -s 8M /tmp/loop.img /tmp/file.img || fail "truncate"
 LOOP=$(losetup -f) && losetup "$LOOP" /tmp/loop.img || fail "losetup"
 log "loop device $LOOP over /tmp/loop.img"
 
 mkdir -p /etc/nbdstripe /run/nbdstripe
 cat >/hook.sh <<'EOF'
 #!/bin/sh
-echo "$1 $3 state=$NBDSTRIPE_STATE reason=$NBDSTRIPE_REASON" >>/run/hook.log
+echo "$1 $3 state=$NBDSTRIPE_STATE reason=$NBDSTRIPE_REASON old=$NBDSTRIPE_OLD_PATH new=$NBDSTRIPE_NEW_PATH" >>/run/hook.log
 EOF
 chmod 755 /hook.sh
 CONF=/etc/nbdstripe/dh.conf
@@ -65,7 +74,10 @@ health = {
   prometheus_file = "/run/nbdstripe/dh.prom";
   on_change = "/hook.sh";
   drive_interval = 1;
+  probe_interval = 1;
 };
+spares = [ "/tmp/spare.img" ];
+on_failing = "replace";
 EOF
 
 export NBDSTRIPE_PLUGIN=/usr/lib/nbdstripe/nbdkit-stripe-plugin.so
@@ -93,9 +105,21 @@ drive_read ()
 # member_state INDEX STATE: the status says member INDEX is STATE.
 member_state ()
 {
+  status_has ".members[$1].state == \"$2\""
+}
+# status_has JQ: the status --json satisfies the filter JQ.
+status_has ()
+{
   # (its exit status says the volume's state: not a failure here)
   nbdstripe status --json $CONF >/tmp/st.json 2>/dev/null;
-    jq -e ".members[$1].state == \"$2\"" /tmp/st.json
+    jq -e "$1" /tmp/st.json
+}
+# first1m: the sha256 of the volume's first 1 MiB (nbdcopy has no
+# length: head ends it).
+first1m ()
+{
+  nbdcopy "nbd+unix:///?socket=/run/nbdstripe/dh.sock" - 2>/dev/null |
+    head -c 1048576 | sha256sum | cut -d' ' -f1
 }
 
 wait_for "the NVMe drive was read" 30 drive_read 0 || fail "member 0's drive never read"
@@ -113,10 +137,34 @@ fi
 wait_for "member 0 is failing" 30 member_state 0 failing ||
   { jq -c '.members[0] | {state, reason, drive}' /tmp/st.json | sed 's/^/vm: | /'
     fail "member 0 never became failing"; }
+wait_for "on_failing: not replaced (no spare yet)" 10 \
+  status_has '.on_failing.last.state == "not_replaced"' ||
+  fail "on_failing did not give up without a spare"
 show status2.json nbdstripe status --json $CONF
 show status2.txt nbdstripe status $CONF
 show prom cat /run/nbdstripe/dh.prom
-wait_for "the hook ran" 10 grep -q MemberFailing /run/hook.log
+
+# (Not before status2: the drives table's data written is checked there.)
+head -c 1048576 /dev/urandom >/tmp/pattern
+run nbdcopy --flush /tmp/pattern "nbd+unix:///?socket=/run/nbdstripe/dh.sock" ||
+  fail "nbdcopy the pattern to the volume"
+echo "vm: ORACLE pattern_sha256=$(sha256sum </tmp/pattern | cut -d' ' -f1)"
+truncate -s 12M /tmp/spare.img || fail "truncate the spare"
+wait_for "the spare is usable" 30 status_has '.spares[0].usable' ||
+  fail "the spare never became usable"
+echo "vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning 0"
+wait_for "member 0 is ok again" 30 member_state 0 ok ||
+  fail "member 0 did not leave failing once the warning was cleared"
+echo "vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning 4"
+wait_for "the replace onto the spare is done" 60 \
+  status_has '.replace.state == "done" and .on_failing.last.state == "replaced"' ||
+  { jq -c '.replace, .on_failing' /tmp/st.json | sed 's/^/vm: | /'
+    fail "member 0 was not replaced onto the spare"; }
+show status3.json nbdstripe status --json $CONF
+show dh.conf cat $CONF
+echo "vm: ORACLE readback_sha256=$(first1m)"
+log "read back"
+wait_for "the hook ran" 10 grep -q MemberReplaced /run/hook.log
 show hook.log cat /run/hook.log
 
 kill "$(cat /run/nbdstripe/dh.pid)"
