@@ -89,6 +89,31 @@ members_check ()
   fi
 }
 
+# released LABEL: the shrink has ended and the server still runs: the
+# member removed (m1) is no longer claimed -- another volume is created
+# on it at once -- the status says it is removed, the volume ok, and the
+# volume still holds the model.
+released ()
+{
+  local label=$1 rc=0
+  d_run "$label.st" d_ns status --json "$RP_CONF"
+  jq -e '.members[1].state == "removed" and .volume.state == "ok"' \
+    "$D_TMP/$label.st.out" >/dev/null &&
+    d_ok "$label: member 1 removed in the status, the volume ok" ||
+    d_bad "$label: the status does not show member 1 removed, the volume ok"
+  truncate -s "$size" "$D_TMP/other1"
+  d_conf "$D_TMP/other.conf" other 64K "" "$D_TMP/m1" "$D_TMP/other1"
+  d_run "$label.other" d_ns create --force "$D_TMP/other.conf"
+  [[ $D_RC -eq 0 ]] &&
+    d_ok "$label: the removed member released while served: another volume created on it" ||
+    d_bad "$label: the removed member is still claimed by the server (above)"
+  "$RP_PY" "$HERE/phases.py" verify "$RP_URI" "$RP_CTL" \
+    "$D_TMP/$label.state" "$D_TMP/$label.released.image" || rc=$?
+  [[ $rc -eq 0 ]] &&
+    d_ok "$label: still served, every byte holds the model" ||
+    d_bad "$label: the volume served lost or changed bytes (above)"
+}
+
 # one LABEL [--kill P:N]: the reshape with phases.py run, then served
 # again and verified.
 one ()
@@ -114,6 +139,7 @@ one ()
     d_wait_gone "$RP_PID" 30 || d_fail "$label: the server did not die"
     rp_forget "$RP_PID"
   else
+    [[ $kind == shrink ]] && released "$label"
     rp_stop
   fi
   rp_start "$label-again"
