@@ -40,6 +40,16 @@
 #       stopped half-written, whose bytes are in the journal); FILE is
 #       removed and `grow --wait` goes on as with --cancel.
 #
+#       --fail ... --index I --maps OLD:NEW: the member failing is member
+#       I, one the volume has now (not the new one); OLD and NEW the
+#       layouts' members (union indices, "0,1:0,1,2").  Paused: 16 KiB
+#       requests inside one chunk, in the part already copied and in the
+#       part not yet (a window away from where the copy stopped): those
+#       on member I fail (EIO), nothing of them written; those on the
+#       others are served and hold the model.  FILE removed, the member
+#       is waited for to leave the failed state, the writes that failed
+#       are written again (now served), then `grow --wait` as above.
+#
 #       STATE.model and STATE.json (the uncertain blocks) are written.
 #
 #   phases.py verify URI CTL STATE OUT
@@ -66,6 +76,7 @@ sys.dont_write_bytecode = True          # no __pycache__ in the source tree
 from replace_ctl import ask as ask_ctl  # noqa: E402
 
 BLOCK = 4096
+CHUNK = 65536
 KINDS = ("write", "fua", "zero", "trim")
 DEADLINE = 60
 
@@ -108,6 +119,7 @@ class Run:
         self.pause = None       # --cancel / --fail: what and where
         self.cont = None        # the `grow --wait` going on after it
         self.paused_ops = []
+        self.failed_writes = []  # paused: writes the failed member refused
 
     def handle(self):
         h = self.nbd.NBD()
@@ -266,6 +278,66 @@ class Run:
             " ".join(args), p.returncode, p.stdout, p.stderr))
         return p
 
+    def member_at(self, st, b, off):
+        """The member holding volume byte off, paused with the copy at b:
+        the new layout where it was copied, else the old one."""
+        old, new = self.pause["maps"]
+        if st.get("direction") == "forward":
+            m = new if off < b else old
+        else:
+            m = new if off >= b else old
+        return m[off // CHUNK % len(m)]
+
+    def paused_members(self, st, b, size):
+        """Member I failed: requests on it fail, those on the others are
+        served (and hold the model), on both sides of the copy."""
+        bad = self.pause["index"]
+        margin = 4 << 20        # a window: where the copy stopped
+        regions = [(0, b - margin), (b + margin, size)]
+        seen = {True: 0, False: 0}
+        for lo, hi in regions:
+            want = {True: 2, False: 2}
+            k = max(0, -(-lo // CHUNK))
+            while k * CHUNK + CHUNK <= hi and (want[True] or want[False]):
+                off = k * CHUNK + 4 * BLOCK
+                on_bad = self.member_at(st, b, off) == bad
+                k += 1
+                if not want[on_bad]:
+                    continue
+                want[on_bad] -= 1
+                seen[on_bad] += 1
+                for kind in ("read", "write", "read"):
+                    e = self.one_sync(kind, off, 4 * BLOCK)
+                    self.paused_ops.append([kind, off, e is None])
+                    if on_bad and e is None:
+                        self.problems.append(
+                            "paused: %s at %d (on failed member %d) was "
+                            "served" % (kind, off, bad))
+                    elif not on_bad and e is not None:
+                        self.problems.append(
+                            "paused: %s at %d (member %d, not the failed "
+                            "one) failed: %s"
+                            % (kind, off, self.member_at(st, b, off), e))
+                    if on_bad and kind == "write" and e is not None:
+                        self.failed_writes.append(off)
+        if not seen[True] or not seen[False]:
+            self.problems.append("paused: requests on the failed member "
+                                 "(%d) and on the others (%d), not both"
+                                 % (seen[True], seen[False]))
+
+    def member_back(self, i):
+        """Until member i is no longer failed (health re-probed it)."""
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            ans = ask_ctl(self.ctl, {"op": "status"})
+            ms = ans.get("status", {}).get("members", [])
+            if i < len(ms) and ms[i].get("state") != "failed":
+                return True
+            time.sleep(0.05)    # polling the status for a condition, bounded
+        self.problems.append("member %d still failed %d s after it works "
+                             "again" % (i, DEADLINE))
+        return False
+
     def one_sync(self, kind, lo, length):
         """A request now; a write lands in the model only if it succeeded;
         a read must hold the model.  Returns the error or None."""
@@ -355,6 +427,16 @@ class Run:
             self.batch(st)
             self.wait_all()
             self.check_reads()
+        elif pz.get("index") is not None:
+            self.paused_members(st, b, size)
+            os.unlink(pz["file"])
+            self.member_back(pz["index"])
+            # The writes the failed member refused: served now.
+            for off in self.failed_writes:
+                e = self.one_sync("write", off, 4 * BLOCK)
+                if e is not None:
+                    self.problems.append("write at %d failed again once the "
+                                         "member works: %s" % (off, e))
         else:
             # Above where the copy stopped: the old layout, off the failed
             # new member.  The first window may fail (EIO: stopped
@@ -537,6 +619,12 @@ def main(argv):
                 if mode == "--fail":
                     r.pause["file"] = rest[i + 2]
                     r.pause["member"] = rest[rest.index("--member") + 1]
+                    if "--index" in rest:
+                        r.pause["index"] = int(
+                            rest[rest.index("--index") + 1])
+                        old, new = rest[rest.index("--maps") + 1].split(":")
+                        r.pause["maps"] = ([int(x) for x in old.split(",")],
+                                           [int(x) for x in new.split(",")])
         st, killed = r.run(kill, pid)
         r.save(state)
         if not killed and st.get("state") != "done":
