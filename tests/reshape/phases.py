@@ -50,7 +50,19 @@
 #       is waited for to leave the failed state, the writes that failed
 #       are written again (now served), then `grow --wait` as above.
 #
+#       --cancel PHASE:NTH --restart: the same, but once the paused
+#       volume's checks are done, nothing goes on: the run ends there
+#       (exit 0 when all held) for the server to be stopped and served
+#       again (phases.py resume).
+#
 #       STATE.model and STATE.json (the uncertain blocks) are written.
+#
+#   phases.py resume URI CTL STATE --nbdstripe BIN --config CONF
+#       Served again after a --restart run: every byte holds STATE.model;
+#       the reshape is under way again from the position recorded at the
+#       pause, and the status says so; `nbdstripe grow --wait CONF`
+#       (shrink's) follows it to its end while it is held at every phase
+#       with requests in flight across each, as in run.
 #
 #   phases.py verify URI CTL STATE OUT
 #       The volume served again (the reshape goes on from where the
@@ -102,7 +114,7 @@ class Request:
 
 
 class Run:
-    def __init__(self, uri, ctl):
+    def __init__(self, uri, ctl, model=None):
         import nbd
         self.nbd = nbd
         self.uri, self.ctl = uri, ctl
@@ -115,7 +127,15 @@ class Run:
         # A shrink refuses what lies beyond the size it shrinks to.
         self.limit = status(ctl).get("size_to") \
             if status(ctl).get("kind") == "shrink" else None
-        self.model = bytearray(self.volume_read())
+        if model is None:
+            self.model = bytearray(self.volume_read())
+        else:
+            with open(model, "rb") as f:
+                self.model = bytearray(f.read())
+            if bytes(self.volume_read()) != bytes(self.model):
+                self.problems.append("served again, the volume differs "
+                                     "from the model")
+        self.restart = False    # --restart: paused, the run ends there
         self.pause = None       # --cancel / --fail: what and where
         self.cont = None        # the `grow --wait` going on after it
         self.paused_ops = []
@@ -453,6 +473,9 @@ class Run:
                                              "failed: %s" % (kind, off, e))
                     self.paused_ops.append([kind, off, e is None])
             os.unlink(pz["file"])
+        if pz.get("restart"):
+            self.restart = True
+            return
         # The way on.
         self.cont = subprocess.Popen(
             [pz["nbdstripe"], verb, "--wait", pz["config"]],
@@ -471,6 +494,10 @@ class Run:
             st = status(self.ctl)
             if st.get("state") == "paused" and pz and self.cont is None:
                 self.paused(st)
+                if self.restart:
+                    self.wait_all()
+                    self.check_reads()
+                    return st, False
                 seen = 0
                 continue
             if st.get("state") == "paused" and self.cont is not None \
@@ -517,7 +544,7 @@ class Run:
                 self.problems.append("going on with --wait did not end "
                                      "done (exit %d)"
                                      % self.cont.returncode)
-        elif pz:
+        elif pz and not self.restart:
             self.problems.append("the reshape never paused")
         st = status(self.ctl)
         for _ in range(DEADLINE * 100):
@@ -616,6 +643,7 @@ def main(argv):
                            "config": rest[rest.index("--config") + 1]}
                 if "--prom" in rest:
                     r.pause["prom"] = rest[rest.index("--prom") + 1]
+                r.pause["restart"] = "--restart" in rest
                 if mode == "--fail":
                     r.pause["file"] = rest[i + 2]
                     r.pause["member"] = rest[rest.index("--member") + 1]
@@ -627,7 +655,10 @@ def main(argv):
                                            [int(x) for x in new.split(",")])
         st, killed = r.run(kill, pid)
         r.save(state)
-        if not killed and st.get("state") != "done":
+        if r.restart:
+            with open(state + ".paused", "w") as f:
+                json.dump(st, f)
+        if not killed and not r.restart and st.get("state") != "done":
             r.problems.append("the reshape ended %s: %s"
                               % (st.get("state"), st.get("error")))
         if not killed:
@@ -637,6 +668,47 @@ def main(argv):
         print(json.dumps({"phases": r.phases, "killed": killed,
                           "requests": len(r.all), "state": st,
                           "paused_ops": r.paused_ops}))
+        for p in r.problems:
+            print("phases.py: " + p, file=sys.stderr)
+        return 1 if r.problems else 0
+    if len(argv) == 9 and argv[1] == "resume":
+        uri, ctl, state = argv[2:5]
+        rest = argv[5:]
+        conf = rest[rest.index("--config") + 1]
+        r = Run(uri, ctl, model=state + ".model")
+        with open(state + ".paused") as f:
+            was = json.load(f)
+        st = status(ctl)
+        verb = "shrink" if st.get("kind") == "shrink" else "grow"
+        if st.get("state") in ("paused", "done", "failed", "cancelled") \
+                or st.get("kind") != was.get("kind") \
+                or st.get("position_recorded") != was.get("position_recorded"):
+            r.problems.append("served again: the %s is not under way again "
+                              "from where it paused (%s at %s): %s"
+                              % (verb, was.get("kind"),
+                                 was.get("position_recorded"), st))
+        p = subprocess.run([rest[rest.index("--nbdstripe") + 1], "status",
+                            conf], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=DEADLINE)
+        sys.stderr.write(p.stdout + p.stderr)
+        if "Reshape : %s" % verb not in p.stdout or "paused" in p.stdout:
+            r.problems.append("nbdstripe status does not show the %s "
+                              "under way again" % verb)
+        r.cont = subprocess.Popen(
+            [rest[rest.index("--nbdstripe") + 1], verb, "--wait", conf],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True)
+        st, _ = r.run(None, None)
+        r.save(state)
+        if st.get("state") != "done":
+            r.problems.append("the reshape ended %s: %s"
+                              % (st.get("state"), st.get("error")))
+        got = r.volume_read()
+        if bytes(got[:len(r.model)]) != bytes(r.model[:len(got)]):
+            r.problems.append("the volume differs from the model")
+        print(json.dumps({"phases": r.phases, "requests": len(r.all),
+                          "state": st}))
         for p in r.problems:
             print("phases.py: " + p, file=sys.stderr)
         return 1 if r.problems else 0

@@ -29,6 +29,16 @@
 #                                  paused, the status says how to go on and
 #                                  requests all over the volume are served;
 #                                  `grow --wait VOLUME` goes on to the end
+#   phases.sh grow|shrink --cancel P:N --restart
+#                                  the same up to the pause; then the
+#                                  server stopped (SIGTERM) and the volume
+#                                  served again from its config: every
+#                                  byte there, the reshape under way again
+#                                  from the position recorded at the pause
+#                                  (serve goes on with it) and the status
+#                                  says so; `grow --wait VOLUME` follows it
+#                                  to the end, requests in flight across
+#                                  every phase as before
 #   phases.sh grow --fail P:N      the new member an NBD export behind
 #                                  nbdkit's error filter, failing from the
 #                                  Nth time the copier is held at phase P:
@@ -161,6 +171,22 @@ one ()
   else
     d_bad "$label: phases.py found lost, stale or failed requests (above)"
   fi
+  if [[ " $* " == *" --restart "* ]]; then
+    # Paused: the server stopped (SIGTERM, as nbdstripe stop) and the
+    # volume served again from its config, the copier held again.
+    rp_stop
+    rp_start "$label-resumed" -D stripe.replace_gate=1
+    rc=0
+    "$RP_PY" "$HERE/phases.py" resume "$RP_URI" "$RP_CTL" \
+      "$D_TMP/$label.state" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" \
+      >"$D_TMP/$label.resumed.json" || rc=$?
+    cat "$D_TMP/$label.resumed.json"
+    if [[ $rc -eq 0 ]]; then
+      d_ok "$label: paused, stopped, served again: under way from where it paused, $kind --wait to the end, every byte"
+    else
+      d_bad "$label: paused, stopped and served again: lost bytes or did not go on (above)"
+    fi
+  fi
   if [[ $(jq -r .killed "$D_TMP/$label.json") == true ]]; then
     d_wait_gone "$RP_PID" 30 || d_fail "$label: the server did not die"
     rp_forget "$RP_PID"
@@ -195,8 +221,8 @@ one ()
 
 if [[ ${1:-} == --cancel ]]; then
   setup 0
-  one cancel --cancel "$2" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" \
-    --prom "$D_TMP/vol.prom"
+  one cancel --cancel "$2" ${3:+"$3"} --nbdstripe "$NBDSTRIPE" \
+    --config "$RP_CONF" --prom "$D_TMP/vol.prom"
 elif [[ ${1:-} == --fail && -n ${3:-} ]]; then
   # A member the volume has failing (not the new one).
   nbdkit --filter=error null --dump-plugin >/dev/null 2>&1 ||
