@@ -291,14 +291,14 @@ extern void volume_switch_layout (struct volume *v, const struct layout *l,
 
 /* Between the two as well, once the layout no longer has member i (the
  * end of a shrink): i is synced (with nothing in flight, so that no
- * flush ever needs it again), its dirty mark cleared, health told
- * (removed), and it is marked removed: nothing checks, probes or counts
- * it from now on.  Its device stays open until volume_release_member.
+ * flush ever needs it again), its dirty mark cleared, and it is marked
+ * removed: nothing checks, probes or counts it from now on.  Its device
+ * stays open until volume_release_member.
  */
 extern void volume_remove_member (struct volume *v, unsigned i);
 /* After volume_switch_end: removed member i closed, its claim released
- * (another volume, create, a grow may take the device at once).  Under
- * swap_lock, which health's checks hold.
+ * (another volume, create, a grow may take the device at once), under
+ * swap_lock, which health's checks hold; then health told (removed).
  */
 extern void volume_release_member (struct volume *v, unsigned i);
 

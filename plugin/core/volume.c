@@ -380,9 +380,6 @@ volume_remove_member (struct volume *v, unsigned i)
                   m->path, why);
   dirty_forget (&v->dirty[i]);
   v->removed |= UINT64_C (1) << i;
-  health_member_removed (v->health, i,
-                         "removed by a shrink: no longer a member; its "
-                         "claim released");
 }
 
 void
@@ -391,6 +388,10 @@ volume_release_member (struct volume *v, unsigned i)
   pthread_mutex_lock (&v->swap_lock);
   member_release (&v->members[i]);
   pthread_mutex_unlock (&v->swap_lock);
+  /* Not under swap_lock: health's prober takes it under its own lock. */
+  health_member_removed (v->health, i,
+                         "removed by a shrink: no longer a member; its "
+                         "claim released");
   stripe_notice ("member %u (%s): removed, closed and released (no longer "
                  "claimed by this server)",
                  i, v->members[i].path);
