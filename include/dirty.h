@@ -104,6 +104,16 @@ dirty_clean (struct dirty *d)
   return atomic_load (&d->state) == 0;
 }
 
+/* The member was synced by the caller with no request in flight (the
+ * volume quiesced) and none will write it again (a member removed by a
+ * shrink): no flush has anything to do there from now on.
+ */
+static inline void
+dirty_forget (struct dirty *d)
+{
+  atomic_store (&d->state, 0);
+}
+
 enum dirty_claim {
   DIRTY_CLEAN, /* nothing to do on the member */
   DIRTY_START, /* s is a new sync: start it now, then dirty_end */

@@ -53,6 +53,10 @@
  *            Back to ok when a window with enough samples says otherwise;
  *            an idle member keeps its state.
  *   ok
+ *   removed  no longer a member: a shrink removed it while served
+ *            (health_member_removed).  Nothing touches it any more, it is
+ *            not checked nor probed, and it stays removed until the
+ *            server stops (served again, it is no longer listed).
  * Volume: failed if a member is failed, degraded if one is slow, full or
  * failing, else ok.
  *
@@ -61,7 +65,7 @@
  * on_change program (in a thread of its own, with a timeout; never in the
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
  * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
- * (any return to ok), in order; a drive predicting its failure is a
+ * (any return to ok), MemberRemoved (a shrink's end), in order; a drive predicting its failure is a
  * MemberFailing whose reason starts "predicted:".  The environment also has
  * NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
@@ -94,7 +98,8 @@
  *               "drive_interval": 600 },
  *   "members": [
  *     { "index": 0, "path": "/dev/nvme0n1",
- *       "state": "ok" | "slow" | "full" | "failing" | "failed",
+ *       "state": "ok" | "slow" | "full" | "failing" | "failed"
+ *                | "removed",
  *       "state_since_unix": 1796212000.0,
  *       "reason": "" | "why it is in this state",
  *       "consecutive_errors": 0,
@@ -202,7 +207,8 @@
 
 #include "op.h"
 
-enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED };
+enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED,
+                    MS_REMOVED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
 /* What a member becoming failing sets off (the config's on_failing): an
@@ -360,6 +366,11 @@ extern enum member_state health_member_state (const struct health *h,
 extern int health_member_add (struct health *h, const char *path,
                               unsigned class);
 
+/* Member i is no longer a member (the end of a shrink): state removed
+ * for good, reason why; never checked nor probed again.
+ */
+extern void health_member_removed (struct health *h, unsigned i,
+                                   const char *why);
 /* Member i is another device from now on (nbdstripe replace): its path,
  * and state ok.
  */

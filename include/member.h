@@ -225,6 +225,11 @@ extern int member_register_backend (const char *prefix,
                                     const struct member_ops *ops);
 /* Safe on a member never opened (zeroed) or already closed. */
 extern void member_close (struct member *m);
+/* Close the device and let go of its claim, keeping the rest (the path,
+ * for messages and the status): a member removed from a served volume.
+ * member_close frees what is left.
+ */
+extern void member_release (struct member *m);
 
 /* Own a member while it is served or created (claim.h): a local block
  * device that is written reopened O_EXCL, an OFD lock on every local one

@@ -170,6 +170,13 @@ struct volume {
   struct volume_view view;         /* { &layout, map } */
   unsigned nr_members;
   struct member members[LAYOUT_MAX_MEMBERS];
+  /* Bit i: member i was removed by a shrink while served
+   * (volume_remove_member): in no layout, synced, then closed with its
+   * claim released.  Its index stays unused (the members keep the
+   * numbers they had) until the volume is served again.  Set with
+   * swap_lock held; read anywhere.
+   */
+  _Atomic uint64_t removed;
   bool readonly;
   bool uring;
   enum cache_mode cache;
@@ -281,6 +288,19 @@ extern int volume_add_member (struct volume *v, struct member *m, char *why,
  */
 extern void volume_switch_layout (struct volume *v, const struct layout *l,
                                   const uint8_t *map);
+
+/* Between the two as well, once the layout no longer has member i (the
+ * end of a shrink): i is synced (with nothing in flight, so that no
+ * flush ever needs it again), its dirty mark cleared, and it is marked
+ * removed: nothing checks, probes or counts it from now on.  Its device
+ * stays open until volume_release_member.
+ */
+extern void volume_remove_member (struct volume *v, unsigned i);
+/* After volume_switch_end: removed member i closed, its claim released
+ * (another volume, create, a grow may take the device at once), under
+ * swap_lock, which health's checks hold; then health told (removed).
+ */
+extern void volume_release_member (struct volume *v, unsigned i);
 
 /* Whether m is (or overlaps) a member of the volume: the first such in
  * *j, how in how.  Member identities are read under swap_lock.

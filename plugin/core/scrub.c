@@ -330,7 +330,9 @@ scrub_start (struct volume *v, const struct scrub_params *p, char *why,
   for (unsigned i = 0; i < v->nr_members; ++i) {
     const struct member *m = &v->members[i];
     s->m[i].start = m->data_offset;
-    s->m[i].end = m->need > m->data_offset ? m->need : m->data_offset;
+    s->m[i].end = m->need > m->data_offset && !(v->removed >> i & 1)
+                    ? m->need
+                    : m->data_offset; /* removed: nothing to read */
     s->total += s->m[i].end - s->m[i].start;
   }
   e = pthread_create (&s->thread, NULL, scrubber, s);

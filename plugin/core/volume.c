@@ -366,6 +366,38 @@ volume_add_member (struct volume *v, struct member *m, char *why, size_t len)
 }
 
 void
+volume_remove_member (struct volume *v, unsigned i)
+{
+  struct member *m = &v->members[i];
+  char why[256];
+
+  if (member_sync (m, why, sizeof why) == -1)
+    /* What it holds is no longer the volume's: only its removed mark is
+     * worth keeping, and a header that missed it reads as removed
+     * anyway (the end of the shrink is recorded on the others).
+     */
+    stripe_error ("member %u (%s): syncing it as it is removed: %s", i,
+                  m->path, why);
+  dirty_forget (&v->dirty[i]);
+  v->removed |= UINT64_C (1) << i;
+}
+
+void
+volume_release_member (struct volume *v, unsigned i)
+{
+  pthread_mutex_lock (&v->swap_lock);
+  member_release (&v->members[i]);
+  pthread_mutex_unlock (&v->swap_lock);
+  /* Not under swap_lock: health's prober takes it under its own lock. */
+  health_member_removed (v->health, i,
+                         "removed by a shrink: no longer a member; its "
+                         "claim released");
+  stripe_notice ("member %u (%s): removed, closed and released (no longer "
+                 "claimed by this server)",
+                 i, v->members[i].path);
+}
+
+void
 volume_switch_layout (struct volume *v, const struct layout *l,
                       const uint8_t *map)
 {
@@ -385,7 +417,8 @@ volume_alias_of (struct volume *v, const struct member *m, unsigned *j,
 
   pthread_mutex_lock (&v->swap_lock);
   for (unsigned k = 0; k < v->nr_members && !alias; ++k)
-    if (identity_alias (&v->members[k].id, &m->id, how, len)) {
+    if (!(v->removed >> k & 1)
+        && identity_alias (&v->members[k].id, &m->id, how, len)) {
       *j = k;
       alias = true;
     }
@@ -406,7 +439,8 @@ bool
 volume_can_fast_zero (const struct volume *v)
 {
   for (unsigned i = 0; i < v->nr_members; ++i)
-    if (!v->members[i].ops->can_fast_zero (&v->members[i]))
+    if (!(v->removed >> i & 1)
+        && !v->members[i].ops->can_fast_zero (&v->members[i]))
       return false;
   return true;
 }

@@ -36,7 +36,8 @@ bump (struct volume *v, int skip, const char *cause, uint64_t *old,
 
   *events = meta_next_generation (&v->meta, old);
   for (unsigned j = 0; j < v->nr_members; ++j) {
-    if ((int) j == skip || health_member_state (v->health, j) == MS_FAILED)
+    if ((int) j == skip || health_member_state (v->health, j) == MS_FAILED
+        || v->removed >> j & 1)
       continue;
     if (meta_write_generation (&v->meta, j, &v->members[j], *events, why,
                                sizeof why)
@@ -101,7 +102,7 @@ health_check (void *opaque, unsigned i, char *why, size_t len)
   int r;
 
   pthread_mutex_lock (&v->swap_lock);
-  r = m->ops->check (m, why, len);
+  r = v->removed >> i & 1 ? 0 : m->ops->check (m, why, len);
   pthread_mutex_unlock (&v->swap_lock);
   return r;
 }
@@ -142,7 +143,13 @@ health_probe (void *opaque, unsigned i, void **out, char *why, size_t len)
   int r;
 
   pthread_mutex_lock (&v->swap_lock);
-  r = probe_ (v, i, out, why, len);
+  if (v->removed >> i & 1) {
+    *out = NULL;
+    snprintf (why, len, "removed by a shrink");
+    r = -1;
+  }
+  else
+    r = probe_ (v, i, out, why, len);
   pthread_mutex_unlock (&v->swap_lock);
   return r;
 }
@@ -202,7 +209,7 @@ probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
      */
     for (unsigned j = 0; j < v->nr_members; ++j) {
       char how[512];
-      if (j != i
+      if (j != i && !(v->removed >> j & 1)
           && identity_alias (&v->members[j].id, &f->m.id, how, sizeof how)) {
         snprintf (why, len, "%s and member %u (%s) are %s", m->path, j,
                   v->members[j].path, how);

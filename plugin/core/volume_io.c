@@ -751,6 +751,11 @@ volume_member_read (struct volume *v, unsigned i, void *buf, size_t count,
     errno = ENODEV;
     r = -1;
   }
+  else if (v->removed >> i & 1) {
+    snprintf (why, len, "the member was removed by a shrink: not read");
+    errno = ENODEV;
+    r = -1;
+  }
   else
     r = member_pread (&v->members[i], buf, count, offset, true, why, len);
   e = errno;

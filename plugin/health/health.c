@@ -28,10 +28,11 @@
 
 
 const char *const health_state_names[] = { "ok", "slow", "full", "failing",
-                                            "failed" };
+                                            "failed", "removed" };
 const char *const health_event_names[] = { "MemberRecovered", "MemberSlow",
                                            "MemberFull",
-                                           "MemberFailing", "MemberFailed" };
+                                           "MemberFailing", "MemberFailed",
+                                           "MemberRemoved" };
 
 const char *
 health_event_name (const struct event *e)
@@ -219,7 +220,7 @@ health_vol_state (struct health *h)
     enum member_state s = atomic_load (&h->m[i].state);
     if (s == MS_FAILED)
       return VS_FAILED;
-    if (s != MS_OK)
+    if (s != MS_OK && s != MS_REMOVED)
       vs = VS_DEGRADED;
   }
   return vs;

@@ -88,6 +88,9 @@ prober_main (void *arg)
       void *fresh = NULL;
       int r;
 
+      if (atomic_load (&m->state) == MS_REMOVED)
+        continue; /* closed: nothing to check */
+
       if (failed && !m->dropped_done && h->ops.dropped) {
         /* Once per failure, before any re-probe. */
         m->dropped_done = true;

@@ -204,7 +204,7 @@ prom_member_states (struct health *h, FILE *fp, bool running)
          fp);
   for (unsigned i = 0; i < h->n; ++i) {
     enum member_state s = atomic_load (&h->m[i].state);
-    for (unsigned k = 0; k <= MS_FAILED; ++k) {
+    for (unsigned k = 0; k <= MS_REMOVED; ++k) {
       fputs ("nbdstripe_member_state", fp);
       prom_mem (h, fp, i);
       fputs (",path=\"", fp);

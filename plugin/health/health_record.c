@@ -71,6 +71,8 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
   struct member_health *m = &h->m[i];
   enum member_state old = atomic_load (&m->state);
 
+  if (old == MS_REMOVED)
+    return; /* for good: nothing it says any more is the volume's */
   if (old == s) {
     if (s != MS_OK && reason && strcmp (m->reason, reason) != 0) {
       snprintf (m->reason, sizeof m->reason, "%s", reason);
@@ -94,7 +96,7 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
    * still serving: a warning.  Well again: a notice (log.h).
    */
   stripe_log (s == MS_FAILED ? LOG_ERR
-              : s == MS_OK   ? LOG_NOTICE
+              : s == MS_OK || s == MS_REMOVED ? LOG_NOTICE
                              : LOG_WARNING,
               "health: member %u (%s): %s -> %s%s%s", i, m->path,
               health_state_names[old], health_state_names[s],
@@ -319,6 +321,18 @@ health_member_replaced (struct health *h, unsigned i, const char *path)
   h->m[i].floor[0] = '\0';
   h->m[i].wear_len = h->m[i].wear_head = 0;
   health_set_state (h, i, MS_OK, reason);
+  h->dirty = true;
+  pthread_cond_signal (&h->cond);
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
+health_member_removed (struct health *h, unsigned i, const char *why)
+{
+  if (h == NULL || i >= h->n)
+    return;
+  pthread_mutex_lock (&h->lock);
+  health_set_state (h, i, MS_REMOVED, why);
   h->dirty = true;
   pthread_cond_signal (&h->cond);
   pthread_mutex_unlock (&h->lock);

@@ -132,6 +132,14 @@ member_open (struct member *m, unsigned index, const char *name,
 }
 
 void
+member_release (struct member *m)
+{
+  if (m->ops && m->be)
+    m->ops->close (m);
+  m->be = NULL;
+}
+
+void
 member_close (struct member *m)
 {
   if (m->ops && m->be)

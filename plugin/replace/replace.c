@@ -643,6 +643,12 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
               p->index, v->nr_members, v->nr_members - 1);
     return -1;
   }
+  if (v->removed >> p->index & 1) {
+    snprintf (why, len, "member %u (%s) was removed by a shrink: it is no "
+              "longer a member",
+              p->index, v->members[p->index].path);
+    return -1;
+  }
   if (p->config == NULL && !meta_on_members (&v->meta)) {
     snprintf (why, len, "the volume has neither a config file to name the "
               "new member in nor metadata on its members (served ad hoc, "

@@ -138,12 +138,23 @@ reshape_finish (struct mover *mv)
                   rs->leaving, v->members[rs->leaving].path, why);
   mover_phase (mv, "metadata");
   volume_switch_layout (v, &rs->to, rs->to_map);
+  /* The member leaving holds nothing of the volume now: synced with
+   * nothing in flight, so that no flush ever needs it again.
+   */
+  if (rs->has_leaving)
+    volume_remove_member (v, rs->leaving);
   mv->hold_ns = volume_switch_end (v);
   if (rewrite_config_end (rs, why, sizeof why) == -1)
     stripe_error ("%s: %s not rewritten (%s): the volume assembles from it "
                   "all the same; edit it to list the members as the status "
                   "shows them",
                   reshape_kind_names[rs->kind], rs->config, why);
+  /* Its claim released once the config no longer names it a member (it
+   * lists it under removed): another volume may take it at once, and a
+   * crash now finds it nowhere but there.
+   */
+  if (rs->has_leaving)
+    volume_release_member (v, rs->leaving);
   mover_phase (mv, "config");
   volume_bump_generation (v, -1, "a reshape ended");
   mover_done (mv);

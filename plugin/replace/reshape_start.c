@@ -306,6 +306,14 @@ check_can (struct volume *v, const struct reshape_params *p, char *why,
     snprintf (why, len, "a reshape is under way already");
     return -1;
   }
+  if (v->removed) {
+    unsigned i = (unsigned) __builtin_ctzll (v->removed);
+    snprintf (why, len, "member %u (%s) was removed by a shrink while "
+              "served: serve the volume again first (its members are then "
+              "numbered as the config lists them)",
+              i, v->members[i].path);
+    return -1;
+  }
   if (p->kind == RESHAPE_SHRINK
       && (p->index >= v->nr_members || v->nr_members < 2)) {
     snprintf (why, len, "no member %u to remove: the volume has %u", p->index,

@@ -40,7 +40,29 @@
 #       stopped half-written, whose bytes are in the journal); FILE is
 #       removed and `grow --wait` goes on as with --cancel.
 #
+#       --fail ... --index I --maps OLD:NEW: the member failing is member
+#       I, one the volume has now (not the new one); OLD and NEW the
+#       layouts' members (union indices, "0,1:0,1,2").  Paused: 16 KiB
+#       requests inside one chunk, in the part already copied and in the
+#       part not yet (a window away from where the copy stopped): those
+#       on member I fail (EIO), nothing of them written; those on the
+#       others are served and hold the model.  FILE removed, the member
+#       is waited for to leave the failed state, the writes that failed
+#       are written again (now served), then `grow --wait` as above.
+#
+#       --cancel PHASE:NTH --restart: the same, but once the paused
+#       volume's checks are done, nothing goes on: the run ends there
+#       (exit 0 when all held) for the server to be stopped and served
+#       again (phases.py resume).
+#
 #       STATE.model and STATE.json (the uncertain blocks) are written.
+#
+#   phases.py resume URI CTL STATE --nbdstripe BIN --config CONF
+#       Served again after a --restart run: every byte holds STATE.model;
+#       the reshape is under way again from the position recorded at the
+#       pause, and the status says so; `nbdstripe grow --wait CONF`
+#       (shrink's) follows it to its end while it is held at every phase
+#       with requests in flight across each, as in run.
 #
 #   phases.py verify URI CTL STATE OUT
 #       The volume served again (the reshape goes on from where the
@@ -66,6 +88,7 @@ sys.dont_write_bytecode = True          # no __pycache__ in the source tree
 from replace_ctl import ask as ask_ctl  # noqa: E402
 
 BLOCK = 4096
+CHUNK = 65536
 KINDS = ("write", "fua", "zero", "trim")
 DEADLINE = 60
 
@@ -91,7 +114,7 @@ class Request:
 
 
 class Run:
-    def __init__(self, uri, ctl):
+    def __init__(self, uri, ctl, model=None):
         import nbd
         self.nbd = nbd
         self.uri, self.ctl = uri, ctl
@@ -104,10 +127,19 @@ class Run:
         # A shrink refuses what lies beyond the size it shrinks to.
         self.limit = status(ctl).get("size_to") \
             if status(ctl).get("kind") == "shrink" else None
-        self.model = bytearray(self.volume_read())
+        if model is None:
+            self.model = bytearray(self.volume_read())
+        else:
+            with open(model, "rb") as f:
+                self.model = bytearray(f.read())
+            if bytes(self.volume_read()) != bytes(self.model):
+                self.problems.append("served again, the volume differs "
+                                     "from the model")
+        self.restart = False    # --restart: paused, the run ends there
         self.pause = None       # --cancel / --fail: what and where
         self.cont = None        # the `grow --wait` going on after it
         self.paused_ops = []
+        self.failed_writes = []  # paused: writes the failed member refused
 
     def handle(self):
         h = self.nbd.NBD()
@@ -266,6 +298,66 @@ class Run:
             " ".join(args), p.returncode, p.stdout, p.stderr))
         return p
 
+    def member_at(self, st, b, off):
+        """The member holding volume byte off, paused with the copy at b:
+        the new layout where it was copied, else the old one."""
+        old, new = self.pause["maps"]
+        if st.get("direction") == "forward":
+            m = new if off < b else old
+        else:
+            m = new if off >= b else old
+        return m[off // CHUNK % len(m)]
+
+    def paused_members(self, st, b, size):
+        """Member I failed: requests on it fail, those on the others are
+        served (and hold the model), on both sides of the copy."""
+        bad = self.pause["index"]
+        margin = 4 << 20        # a window: where the copy stopped
+        regions = [(0, b - margin), (b + margin, size)]
+        seen = {True: 0, False: 0}
+        for lo, hi in regions:
+            want = {True: 2, False: 2}
+            k = max(0, -(-lo // CHUNK))
+            while k * CHUNK + CHUNK <= hi and (want[True] or want[False]):
+                off = k * CHUNK + 4 * BLOCK
+                on_bad = self.member_at(st, b, off) == bad
+                k += 1
+                if not want[on_bad]:
+                    continue
+                want[on_bad] -= 1
+                seen[on_bad] += 1
+                for kind in ("read", "write", "read"):
+                    e = self.one_sync(kind, off, 4 * BLOCK)
+                    self.paused_ops.append([kind, off, e is None])
+                    if on_bad and e is None:
+                        self.problems.append(
+                            "paused: %s at %d (on failed member %d) was "
+                            "served" % (kind, off, bad))
+                    elif not on_bad and e is not None:
+                        self.problems.append(
+                            "paused: %s at %d (member %d, not the failed "
+                            "one) failed: %s"
+                            % (kind, off, self.member_at(st, b, off), e))
+                    if on_bad and kind == "write" and e is not None:
+                        self.failed_writes.append(off)
+        if not seen[True] or not seen[False]:
+            self.problems.append("paused: requests on the failed member "
+                                 "(%d) and on the others (%d), not both"
+                                 % (seen[True], seen[False]))
+
+    def member_back(self, i):
+        """Until member i is no longer failed (health re-probed it)."""
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            ans = ask_ctl(self.ctl, {"op": "status"})
+            ms = ans.get("status", {}).get("members", [])
+            if i < len(ms) and ms[i].get("state") != "failed":
+                return True
+            time.sleep(0.05)    # polling the status for a condition, bounded
+        self.problems.append("member %d still failed %d s after it works "
+                             "again" % (i, DEADLINE))
+        return False
+
     def one_sync(self, kind, lo, length):
         """A request now; a write lands in the model only if it succeeded;
         a read must hold the model.  Returns the error or None."""
@@ -355,6 +447,16 @@ class Run:
             self.batch(st)
             self.wait_all()
             self.check_reads()
+        elif pz.get("index") is not None:
+            self.paused_members(st, b, size)
+            os.unlink(pz["file"])
+            self.member_back(pz["index"])
+            # The writes the failed member refused: served now.
+            for off in self.failed_writes:
+                e = self.one_sync("write", off, 4 * BLOCK)
+                if e is not None:
+                    self.problems.append("write at %d failed again once the "
+                                         "member works: %s" % (off, e))
         else:
             # Above where the copy stopped: the old layout, off the failed
             # new member.  The first window may fail (EIO: stopped
@@ -371,6 +473,9 @@ class Run:
                                              "failed: %s" % (kind, off, e))
                     self.paused_ops.append([kind, off, e is None])
             os.unlink(pz["file"])
+        if pz.get("restart"):
+            self.restart = True
+            return
         # The way on.
         self.cont = subprocess.Popen(
             [pz["nbdstripe"], verb, "--wait", pz["config"]],
@@ -389,6 +494,10 @@ class Run:
             st = status(self.ctl)
             if st.get("state") == "paused" and pz and self.cont is None:
                 self.paused(st)
+                if self.restart:
+                    self.wait_all()
+                    self.check_reads()
+                    return st, False
                 seen = 0
                 continue
             if st.get("state") == "paused" and self.cont is not None \
@@ -435,7 +544,7 @@ class Run:
                 self.problems.append("going on with --wait did not end "
                                      "done (exit %d)"
                                      % self.cont.returncode)
-        elif pz:
+        elif pz and not self.restart:
             self.problems.append("the reshape never paused")
         st = status(self.ctl)
         for _ in range(DEADLINE * 100):
@@ -534,12 +643,22 @@ def main(argv):
                            "config": rest[rest.index("--config") + 1]}
                 if "--prom" in rest:
                     r.pause["prom"] = rest[rest.index("--prom") + 1]
+                r.pause["restart"] = "--restart" in rest
                 if mode == "--fail":
                     r.pause["file"] = rest[i + 2]
                     r.pause["member"] = rest[rest.index("--member") + 1]
+                    if "--index" in rest:
+                        r.pause["index"] = int(
+                            rest[rest.index("--index") + 1])
+                        old, new = rest[rest.index("--maps") + 1].split(":")
+                        r.pause["maps"] = ([int(x) for x in old.split(",")],
+                                           [int(x) for x in new.split(",")])
         st, killed = r.run(kill, pid)
         r.save(state)
-        if not killed and st.get("state") != "done":
+        if r.restart:
+            with open(state + ".paused", "w") as f:
+                json.dump(st, f)
+        if not killed and not r.restart and st.get("state") != "done":
             r.problems.append("the reshape ended %s: %s"
                               % (st.get("state"), st.get("error")))
         if not killed:
@@ -549,6 +668,47 @@ def main(argv):
         print(json.dumps({"phases": r.phases, "killed": killed,
                           "requests": len(r.all), "state": st,
                           "paused_ops": r.paused_ops}))
+        for p in r.problems:
+            print("phases.py: " + p, file=sys.stderr)
+        return 1 if r.problems else 0
+    if len(argv) == 9 and argv[1] == "resume":
+        uri, ctl, state = argv[2:5]
+        rest = argv[5:]
+        conf = rest[rest.index("--config") + 1]
+        r = Run(uri, ctl, model=state + ".model")
+        with open(state + ".paused") as f:
+            was = json.load(f)
+        st = status(ctl)
+        verb = "shrink" if st.get("kind") == "shrink" else "grow"
+        if st.get("state") in ("paused", "done", "failed", "cancelled") \
+                or st.get("kind") != was.get("kind") \
+                or st.get("position_recorded") != was.get("position_recorded"):
+            r.problems.append("served again: the %s is not under way again "
+                              "from where it paused (%s at %s): %s"
+                              % (verb, was.get("kind"),
+                                 was.get("position_recorded"), st))
+        p = subprocess.run([rest[rest.index("--nbdstripe") + 1], "status",
+                            conf], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=DEADLINE)
+        sys.stderr.write(p.stdout + p.stderr)
+        if "Reshape : %s" % verb not in p.stdout or "paused" in p.stdout:
+            r.problems.append("nbdstripe status does not show the %s "
+                              "under way again" % verb)
+        r.cont = subprocess.Popen(
+            [rest[rest.index("--nbdstripe") + 1], verb, "--wait", conf],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True)
+        st, _ = r.run(None, None)
+        r.save(state)
+        if st.get("state") != "done":
+            r.problems.append("the reshape ended %s: %s"
+                              % (st.get("state"), st.get("error")))
+        got = r.volume_read()
+        if bytes(got[:len(r.model)]) != bytes(r.model[:len(got)]):
+            r.problems.append("the volume differs from the model")
+        print(json.dumps({"phases": r.phases, "requests": len(r.all),
+                          "state": st}))
         for p in r.problems:
             print("phases.py: " + p, file=sys.stderr)
         return 1 if r.problems else 0

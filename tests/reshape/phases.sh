@@ -29,12 +29,32 @@
 #                                  paused, the status says how to go on and
 #                                  requests all over the volume are served;
 #                                  `grow --wait VOLUME` goes on to the end
+#   phases.sh grow|shrink --cancel P:N --restart
+#                                  the same up to the pause; then the
+#                                  server stopped (SIGTERM) and the volume
+#                                  served again from its config: every
+#                                  byte there, the reshape under way again
+#                                  from the position recorded at the pause
+#                                  (serve goes on with it) and the status
+#                                  says so; `grow --wait VOLUME` follows it
+#                                  to the end, requests in flight across
+#                                  every phase as before
 #   phases.sh grow --fail P:N      the new member an NBD export behind
 #                                  nbdkit's error filter, failing from the
 #                                  Nth time the copier is held at phase P:
 #                                  the grow pauses naming it, the volume is
 #                                  served off it; unfailed, `grow --wait
 #                                  VOLUME` goes on to the end
+#   phases.sh grow|shrink --fail P:N I
+#                                  the same with member I, one the volume
+#                                  has (a shrink: one that stays), behind
+#                                  the error filter from the start:
+#                                  paused naming it, requests on it fail
+#                                  and those on the others are served
+#                                  (both layouts); unfailed, health takes
+#                                  it back, the writes it refused are
+#                                  written again, `grow --wait` (shrink's)
+#                                  goes on to the end
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
@@ -44,19 +64,31 @@ shift
 data=$((12 * M))         # 3 windows of data a member
 size=$((M + data))       # the default 1 MiB data offset: the journal's room
 
+# fail_index: the member behind the error filter from the start (--fail
+# P:N I), its URI fail_uri.
+fail_index=
+fail_uri=
+declare -A backing # a member's URI -> the file behind it
+
 setup ()
 {
-  local n=$1
+  local n=$1 members=()
   rm -f "$D_TMP"/m[0-2]
   for f in m0 m1 m2; do truncate -s "$size" "$D_TMP/$f"; done
-  if [[ $kind == grow ]]; then
-    rp_volume "vol$n" 64K "" "$D_TMP/m0" "$D_TMP/m1"
-  else
-    rp_volume "vol$n" 64K "" "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/m2"
+  members=("$D_TMP/m0" "$D_TMP/m1")
+  [[ $kind == grow ]] || members+=("$D_TMP/m2")
+  if [[ -n $fail_index ]]; then
+    r_unix "m${fail_index}srv" --filter=error file "$D_TMP/m$fail_index" \
+      error=EIO error-rate=1 error-file="$D_TMP/m.fail"
+    fail_uri=$R_URI
+    backing[$R_URI]=$D_TMP/m$fail_index
+    members[fail_index]=$R_URI
   fi
+  rp_volume "vol$n" 64K "" "${members[@]}"
   # The health section gets a Prometheus file, rewritten within a
-  # second of a change (the pause is checked there too).
-  sed -i "s|^health = { status_file = \"\(.*\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; interval = 1; };|" "$RP_CONF"
+  # second of a change (the pause is checked there too); a failed
+  # member is re-probed every second.
+  sed -i "s|^health = { status_file = \"\(.*\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; interval = 1; probe_interval = 1; };|" "$RP_CONF"
   grep -q prometheus_file "$RP_CONF" || d_fail "no prometheus_file in $RP_CONF"
   rp_create
   rp_start "fill$n"
@@ -69,7 +101,6 @@ setup ()
 
 # members_check LABEL IMAGE: the member files hold the image where the
 # new layout puts it, member by member in the config's order.
-declare -A backing # a member's URI -> the file behind it
 new_member=$D_TMP/m2
 
 members_check ()
@@ -87,6 +118,36 @@ members_check ()
     cat "$D_TMP/$label.model.out"
     d_bad "$label: the member files do not hold the volume where the layout says"
   fi
+}
+
+# released LABEL: the shrink has ended and the server still runs: the
+# member removed (m1) is no longer claimed -- another volume is created
+# on it at once -- the status says it is removed, the volume ok, and the
+# volume still holds the model.
+released ()
+{
+  local label=$1 rc=0
+  d_run "$label.st" d_ns status --json "$RP_CONF"
+  # ok, but for the member failed a moment ago (--fail P:N I: failing
+  # for health's window).
+  jq -e --arg fi "$fail_index" '.members[1].state == "removed" and
+      (.volume.state == "ok" or
+       ([.members[] | select(.state != "ok" and .state != "removed")
+         | .index] == [$fi | tonumber? // -1]))' \
+    "$D_TMP/$label.st.out" >/dev/null &&
+    d_ok "$label: member 1 removed in the status, the volume ok" ||
+    d_bad "$label: the status does not show member 1 removed, the volume ok"
+  truncate -s "$size" "$D_TMP/other1"
+  d_conf "$D_TMP/other.conf" other 64K "" "$D_TMP/m1" "$D_TMP/other1"
+  d_run "$label.other" d_ns create --force "$D_TMP/other.conf"
+  [[ $D_RC -eq 0 ]] &&
+    d_ok "$label: the removed member released while served: another volume created on it" ||
+    d_bad "$label: the removed member is still claimed by the server (above)"
+  "$RP_PY" "$HERE/phases.py" verify "$RP_URI" "$RP_CTL" \
+    "$D_TMP/$label.state" "$D_TMP/$label.released.image" || rc=$?
+  [[ $rc -eq 0 ]] &&
+    d_ok "$label: still served, every byte holds the model" ||
+    d_bad "$label: the volume served lost or changed bytes (above)"
 }
 
 # one LABEL [--kill P:N]: the reshape with phases.py run, then served
@@ -110,10 +171,27 @@ one ()
   else
     d_bad "$label: phases.py found lost, stale or failed requests (above)"
   fi
+  if [[ " $* " == *" --restart "* ]]; then
+    # Paused: the server stopped (SIGTERM, as nbdstripe stop) and the
+    # volume served again from its config, the copier held again.
+    rp_stop
+    rp_start "$label-resumed" -D stripe.replace_gate=1
+    rc=0
+    "$RP_PY" "$HERE/phases.py" resume "$RP_URI" "$RP_CTL" \
+      "$D_TMP/$label.state" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" \
+      >"$D_TMP/$label.resumed.json" || rc=$?
+    cat "$D_TMP/$label.resumed.json"
+    if [[ $rc -eq 0 ]]; then
+      d_ok "$label: paused, stopped, served again: under way from where it paused, $kind --wait to the end, every byte"
+    else
+      d_bad "$label: paused, stopped and served again: lost bytes or did not go on (above)"
+    fi
+  fi
   if [[ $(jq -r .killed "$D_TMP/$label.json") == true ]]; then
     d_wait_gone "$RP_PID" 30 || d_fail "$label: the server did not die"
     rp_forget "$RP_PID"
   else
+    [[ $kind == shrink ]] && released "$label"
     rp_stop
   fi
   rp_start "$label-again"
@@ -143,8 +221,20 @@ one ()
 
 if [[ ${1:-} == --cancel ]]; then
   setup 0
-  one cancel --cancel "$2" --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" \
-    --prom "$D_TMP/vol.prom"
+  one cancel --cancel "$2" ${3:+"$3"} --nbdstripe "$NBDSTRIPE" \
+    --config "$RP_CONF" --prom "$D_TMP/vol.prom"
+elif [[ ${1:-} == --fail && -n ${3:-} ]]; then
+  # A member the volume has failing (not the new one).
+  nbdkit --filter=error null --dump-plugin >/dev/null 2>&1 ||
+    d_skip "nbdkit's error filter is not installed"
+  fail_index=$3
+  if [[ $kind == grow ]]; then maps=0,1:0,1,2; else maps=0,1,2:0,2; fi
+  [[ $kind == grow || $fail_index != 1 ]] ||
+    d_fail "--fail P:N 1: member 1 is the one a shrink removes"
+  setup 0
+  one fail --fail "$2" "$D_TMP/m.fail" --member "$fail_uri" \
+    --index "$fail_index" --maps "$maps" \
+    --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" --prom "$D_TMP/vol.prom"
 elif [[ ${1:-} == --fail ]]; then
   [[ $kind == grow ]] || d_fail "--fail is for a grow (a new member failing)"
   nbdkit --filter=error null --dump-plugin >/dev/null 2>&1 ||
