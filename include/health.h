@@ -371,6 +371,10 @@ extern int health_member_add (struct health *h, const char *path,
  */
 extern void health_member_removed (struct health *h, unsigned i,
                                    const char *why);
+/* The volume is size bytes from now on (the end of a grow or a shrink):
+ * what the status and the Prometheus file say.
+ */
+extern void health_volume_resized (struct health *h, uint64_t size);
 /* Member i is another device from now on (nbdstripe replace): its path,
  * and state ok.
  */

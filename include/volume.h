@@ -301,6 +301,12 @@ extern void volume_remove_member (struct volume *v, unsigned i);
  * swap_lock, which health's checks hold; then health told (removed).
  */
 extern void volume_release_member (struct volume *v, unsigned i);
+/* Whether some member's index in this server is not its position in the
+ * layout, and so in the config: after a shrink while served removed a
+ * member other than the last.  Requests that name a member by its
+ * index (replace) are then refused until the volume is served again.
+ */
+extern bool volume_renumbered (struct volume *v);
 
 /* Whether m is (or overlaps) a member of the volume: the first such in
  * *j, how in how.  Member identities are read under swap_lock.

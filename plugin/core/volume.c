@@ -317,8 +317,11 @@ uint64_t
 volume_switch_end (struct volume *v)
 {
   uint64_t held = volume_resume (v);
+  uint64_t size = v->layout.size;
 
   pthread_mutex_unlock (&v->swap_lock);
+  /* Not under swap_lock: health's prober takes it under its own lock. */
+  health_volume_resized (v->health, size);
   return held;
 }
 
@@ -407,6 +410,19 @@ volume_switch_layout (struct volume *v, const struct layout *l,
     struct member *m = &v->members[map[j]];
     m->need = m->data_offset + l->member_size[j];
   }
+}
+
+bool
+volume_renumbered (struct volume *v)
+{
+  bool renumbered = false;
+
+  pthread_mutex_lock (&v->swap_lock);
+  for (unsigned j = 0; j < v->layout.nr_members; ++j)
+    if (v->map[j] != j)
+      renumbered = true;
+  pthread_mutex_unlock (&v->swap_lock);
+  return renumbered;
 }
 
 bool

@@ -212,6 +212,16 @@ err:
 
 
 
+/* Members of the volume now: those a shrink removed are not. */
+unsigned
+health_nr_members (struct health *h)
+{
+  unsigned n = 0;
+  for (unsigned i = 0; i < h->n; ++i)
+    n += atomic_load (&h->m[i].state) != MS_REMOVED;
+  return n;
+}
+
 enum volume_state
 health_vol_state (struct health *h)
 {

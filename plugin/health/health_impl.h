@@ -222,6 +222,7 @@ extern void health_event_clear (struct event *e);
 extern void health_set_state (struct health *h, unsigned i,
                               enum member_state s, const char *reason);
 extern enum volume_state health_vol_state (struct health *h);
+extern unsigned health_nr_members (struct health *h);
 /* The symbolic name of an errno ("EIO"), or NULL. */
 extern const char *health_errno_name (int err);
 /* Bucket b holds the latencies in (lo, hi] ns (bucket 0: [0, 1]); the

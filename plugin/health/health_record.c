@@ -327,6 +327,20 @@ health_member_replaced (struct health *h, unsigned i, const char *path)
 }
 
 void
+health_volume_resized (struct health *h, uint64_t size)
+{
+  if (h == NULL)
+    return;
+  pthread_mutex_lock (&h->lock);
+  if (h->p.size != size) {
+    h->p.size = size;
+    h->dirty = true;
+    pthread_cond_signal (&h->cond);
+  }
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
 health_member_removed (struct health *h, unsigned i, const char *why)
 {
   if (h == NULL || i >= h->n)

@@ -44,7 +44,7 @@ build_json (struct health *h, bool running, double now,
   json_put (vol, "config", json_text (h->p.config));
   json_put (vol, "size", json_u64 (h->p.size));
   json_put (vol, "chunk", json_u64 (h->p.chunk));
-  json_put (vol, "members", json_object_new_int64 (h->n));
+  json_put (vol, "members", json_object_new_int64 (health_nr_members (h)));
   json_put (vol, "state",
             json_text (volume_state_name (health_vol_state (h))));
   json_put (vol, "started_unix", json_number (h->started_unix, "%.3f"));

@@ -649,6 +649,15 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
               p->index, v->members[p->index].path);
     return -1;
   }
+  /* The command names the member by its place in the config, which the
+   * shrink rewrote; this server still numbers them as they were.  One
+   * index meaning two members is how the wrong disk gets replaced.
+   */
+  if (volume_renumbered (v)) {
+    snprintf (why, len, "a shrink while served renumbered the members (the "
+              "config lists them anew): serve the volume again first");
+    return -1;
+  }
   if (p->config == NULL && !meta_on_members (&v->meta)) {
     snprintf (why, len, "the volume has neither a config file to name the "
               "new member in nor metadata on its members (served ad hoc, "

@@ -150,6 +150,47 @@ released ()
     d_bad "$label: the volume served lost or changed bytes (above)"
 }
 
+# resized LABEL: the reshape has ended and the server still runs: its
+# status (and Prometheus file) give the new size and member count, not
+# those it started with; after a shrink, which renumbered the members, a
+# replace is refused until the volume is served again (an index would
+# name one member in the config and another in the server) and writes
+# nothing to NEW.
+resized ()
+{
+  local label=$1 want_size want_n
+  if [[ $kind == grow ]]; then
+    want_size=$((3 * data)) want_n=3
+  else
+    want_size=$((2 * data)) want_n=2
+  fi
+  d_run "$label.sz" d_ns status --json "$RP_CONF"
+  jq -e --argjson s "$want_size" --argjson n "$want_n" \
+    '.volume.size == $s and .volume.members == $n' "$D_TMP/$label.sz.out" >/dev/null &&
+    d_ok "$label: the status says $want_size bytes on $want_n members" ||
+    d_bad "$label: the status says $(jq -c '[.volume.size, .volume.members]' "$D_TMP/$label.sz.out"), not [$want_size,$want_n]"
+  # The file is rewritten by the health thread once told (a condition
+  # waited for, 10 s at most).
+  local t
+  for ((t = 0; t < 100; t++)); do
+    grep -q "^nbdstripe_volume_size_bytes{.*} $want_size\$" "$D_TMP/vol.prom" && break
+    sleep 0.1
+  done
+  grep -q "^nbdstripe_volume_size_bytes{.*} $want_size\$" "$D_TMP/vol.prom" &&
+    d_ok "$label: the Prometheus file says $want_size bytes" ||
+    d_bad "$label: the Prometheus file says $(grep '^nbdstripe_volume_size_bytes' "$D_TMP/vol.prom")"
+  [[ $kind == shrink ]] || return 0
+  truncate -s "$size" "$D_TMP/spare1"
+  # Without --wait: a replace that started would stay held at the
+  # copier's first phase (replace_gate), not return.
+  d_run "$label.replace" d_ns replace "$RP_CONF" 0 "$D_TMP/spare1"
+  [[ $D_RC -ne 0 ]] && grep -q "serve the volume again first" "$D_TMP/$label.replace.err" &&
+    d_ok "$label: a replace after the shrink refused: serve the volume again first" ||
+    d_bad "$label: a replace after the shrink was not refused as it should (above)"
+  [[ $(tr -d '\0' <"$D_TMP/spare1" | wc -c) -eq 0 ]] ||
+    d_bad "$label: the refused replace wrote to NEW"
+}
+
 # one LABEL [--kill P:N]: the reshape with phases.py run, then served
 # again and verified.
 one ()
@@ -192,6 +233,7 @@ one ()
     rp_forget "$RP_PID"
   else
     [[ $kind == shrink ]] && released "$label"
+    resized "$label"
     rp_stop
   fi
   rp_start "$label-again"
