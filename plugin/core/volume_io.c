@@ -744,7 +744,6 @@ volume_member_read (struct volume *v, unsigned i, void *buf, size_t count,
 {
   unsigned k = gate_enter (v);
   ssize_t r;
-  int e;
 
   if (health_failed_mask (v->health) >> i & 1) {
     snprintf (why, len, "the member has failed: not read");
@@ -753,8 +752,6 @@ volume_member_read (struct volume *v, unsigned i, void *buf, size_t count,
   }
   else
     r = member_pread (&v->members[i], buf, count, offset, true, why, len);
-  e = errno;
   gate_leave (v, k);
-  errno = e;
   return r;
 }
