@@ -243,7 +243,7 @@ busy_clear (struct member_op *op)
 }
 
 /* op has nothing more to wait for. */
-static void
+static inline void
 op_finished (struct member_op *op)
 {
   uint64_t now;
@@ -467,12 +467,11 @@ start (struct ioexec *x, struct member_op *op)
   done (x, op, 0);
 }
 
+static int run_all (struct member_op *ops, unsigned nr, bool uring);
+
 int
 ioexec_run (struct member_op *ops, unsigned nr, bool uring)
 {
-  struct ioexec x;
-  unsigned nr_ring = 0;
-
   /* One read or write alone: at once, on this thread, if its member can. */
   if (nr == 1 && ops[0].m->ops->rw_now
       && (ops[0].kind == OP_READ || ops[0].kind == OP_WRITE)) {
@@ -489,6 +488,17 @@ ioexec_run (struct member_op *ops, unsigned nr, bool uring)
     }
     busy_clear (op);
   }
+  return run_all (ops, nr, uring);
+}
+
+/* The general case, out of line: the frame it needs is not set up for
+ * the one-op requests above.
+ */
+static int __attribute__ ((noinline))
+run_all (struct member_op *ops, unsigned nr, bool uring)
+{
+  struct ioexec x;
+  unsigned nr_ring = 0;
 
   x.t = NULL;
   x.ring = NULL;
