@@ -472,11 +472,17 @@ static int run_all (struct member_op *ops, unsigned nr, bool uring);
 int
 ioexec_run (struct member_op *ops, unsigned nr, bool uring)
 {
+  return ioexec_run_at (ops, nr, uring, 0);
+}
+
+int
+ioexec_run_at (struct member_op *ops, unsigned nr, bool uring, uint64_t now)
+{
   /* One read or write alone: at once, on this thread, if its member can. */
   if (nr == 1 && ops[0].m->ops->rw_now
       && (ops[0].kind == OP_READ || ops[0].kind == OP_WRITE)) {
     struct member_op *op = &ops[0];
-    op->ns = now_ns ();
+    op->ns = now ? now : now_ns ();
     busy_set (op);
     if (op->m->ops->rw_now (op->m, op)) {
       op_finished (op);

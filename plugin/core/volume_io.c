@@ -78,12 +78,16 @@ check_request (const struct volume *v, uint64_t count, uint64_t offset)
 static inline __attribute__ ((always_inline)) int
 run_ops_plain_ (struct volume *v, struct member_op *ops, unsigned nr)
 {
-  _Atomic uint64_t *busy = health_io_begin (v->health);
+  /* One clock read: since when the request is in flight (health) and
+   * when a lone read or write started (ioexec).
+   */
+  uint64_t now = now_ns ();
+  _Atomic uint64_t *busy = health_io_begin (v->health, now);
   int r, err;
 
   for (unsigned i = 0; i < nr; ++i)
     ops[i].busy = ops[i].shadow ? NULL : busy;
-  r = ioexec_run (ops, nr, v->uring);
+  r = ioexec_run_at (ops, nr, v->uring, now);
   err = r == -1 ? errno : 0; /* what follows touches it only for errors */
   health_io_end (v->health);
   if (v->health)
