@@ -390,12 +390,13 @@ extern void health_record (struct health *h, unsigned i, enum op_kind op,
                            uint64_t offset);
 
 /* Requests in flight, to notice a member that does not answer.
- * health_io_begin marks the calling thread busy since now and returns
+ * health_io_begin marks the calling thread busy since now (now_ns (), read
+ * by the caller) and returns
  * its mask of members still owed an answer (bit = member index), which
  * the I/O code sets and clears per member operation (ioexec does); NULL
  * when untracked.  health_io_end: the request is over.
  */
-extern _Atomic uint64_t *health_io_begin (struct health *h);
+extern _Atomic uint64_t *health_io_begin (struct health *h, uint64_t now);
 extern void health_io_end (struct health *h);
 
 /* Requests refused at once because they touch a failed member. */

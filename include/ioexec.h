@@ -82,6 +82,12 @@ extern bool ioexec_uring_available (void);
 
 /* uring false: no ring, the portable path (-D stripe.io_uring=0). */
 extern int ioexec_run (struct member_op *ops, unsigned nr, bool uring);
+/* The same, with now_ns () read by the caller just before (0: not read):
+ * one clock read for the caller's needs and the start of a lone read or
+ * write.
+ */
+extern int ioexec_run_at (struct member_op *ops, unsigned nr, bool uring,
+                          uint64_t now);
 
 /* For backends.
  *

@@ -13,22 +13,12 @@
 #include <sys/uio.h>
 #include <time.h>
 
-/* Monotonic clock in ns.  The coarse one (a few ms behind, no TSC read)
- * is plenty for timeouts in seconds and costs half as much.
- */
+/* Monotonic clock in ns. */
 static inline uint64_t
 now_ns (void)
 {
   struct timespec ts;
   clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline uint64_t
-now_ns_coarse (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

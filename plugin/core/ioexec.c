@@ -243,7 +243,7 @@ busy_clear (struct member_op *op)
 }
 
 /* op has nothing more to wait for. */
-static void
+static inline void
 op_finished (struct member_op *op)
 {
   uint64_t now;
@@ -467,17 +467,22 @@ start (struct ioexec *x, struct member_op *op)
   done (x, op, 0);
 }
 
+static int run_all (struct member_op *ops, unsigned nr, bool uring);
+
 int
 ioexec_run (struct member_op *ops, unsigned nr, bool uring)
 {
-  struct ioexec x;
-  unsigned nr_ring = 0;
+  return ioexec_run_at (ops, nr, uring, 0);
+}
 
+int
+ioexec_run_at (struct member_op *ops, unsigned nr, bool uring, uint64_t now)
+{
   /* One read or write alone: at once, on this thread, if its member can. */
   if (nr == 1 && ops[0].m->ops->rw_now
       && (ops[0].kind == OP_READ || ops[0].kind == OP_WRITE)) {
     struct member_op *op = &ops[0];
-    op->ns = now_ns ();
+    op->ns = now ? now : now_ns ();
     busy_set (op);
     if (op->m->ops->rw_now (op->m, op)) {
       op_finished (op);
@@ -489,6 +494,17 @@ ioexec_run (struct member_op *ops, unsigned nr, bool uring)
     }
     busy_clear (op);
   }
+  return run_all (ops, nr, uring);
+}
+
+/* The general case, out of line: the frame it needs is not set up for
+ * the one-op requests above.
+ */
+static int __attribute__ ((noinline))
+run_all (struct member_op *ops, unsigned nr, bool uring)
+{
+  struct ioexec x;
+  unsigned nr_ring = 0;
 
   x.t = NULL;
   x.ring = NULL;

@@ -14,16 +14,29 @@
 
 #define GATE_CLOSED 2u
 
+/* Wake the drainer: the last request of the old counter has ended.
+ * errno kept (the request's).  Out of line: rare, and the request's path
+ * stays short.
+ */
+static void __attribute__ ((noinline, unused))
+gate_wake (struct volume_gate *g)
+{
+  int e = errno;
+
+  pthread_mutex_lock (&g->lock);
+  pthread_cond_broadcast (&g->cond);
+  pthread_mutex_unlock (&g->lock);
+  errno = e;
+}
+
+/* Count this request out; errno is kept. */
 static inline void
 gate_leave (struct volume *v, unsigned k)
 {
   struct volume_gate *g = &v->gate;
 
-  if (atomic_fetch_sub (&g->count[k], 1) == 1 && atomic_load (&g->draining)) {
-    pthread_mutex_lock (&g->lock);
-    pthread_cond_broadcast (&g->cond);
-    pthread_mutex_unlock (&g->lock);
-  }
+  if (atomic_fetch_sub (&g->count[k], 1) == 1 && atomic_load (&g->draining))
+    gate_wake (g);
 }
 
 /* Count this request in; returns its counter, for gate_leave. */
@@ -51,18 +64,14 @@ gate_enter (struct volume *v)
   }
 }
 
-/* Flip the epoch (closing the gate too if close) and wait for the old
- * counter.  With drain_lock held: the other counter was emptied by the
- * drain before.
+/* Run a request's body between gate_enter and gate_leave (which keeps
+ * errno).
  */
-
-/* Run a request's body between gate_enter and gate_leave, errno kept. */
 #define GATED(v, call)                                                        \
   do {                                                                        \
     unsigned k_ = gate_enter (v);                                             \
-    int r_ = (call), e_ = errno;                                              \
+    int r_ = (call);                                                          \
     gate_leave (v, k_);                                                       \
-    errno = e_;                                                               \
     return r_;                                                                \
   } while (0)
 

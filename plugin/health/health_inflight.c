@@ -40,44 +40,51 @@ make_slot_key (void)
   pthread_key_create (&slot_key, slot_release);
 }
 
-_Atomic uint64_t *
-health_io_begin (struct health *h)
+/* The calling thread's slot, taken on its first request: -2 when none
+ * was free.
+ */
+static int
+take_slot (void)
 {
-  if (h == NULL || h->p.set.io_timeout == 0)
-    return NULL;
-  if (my_slot == -1) {
-    pthread_once (&slot_once, make_slot_key);
-    my_slot = -2;
-    for (int i = 0; i < MAX_SLOTS; ++i) {
-      int expected = 0;
-      if (atomic_compare_exchange_strong (&slots[i].used, &expected, 1)) {
-        my_slot = i;
-        pthread_setspecific (slot_key, (void *) (intptr_t) (i + 1));
-        break;
-      }
+  pthread_once (&slot_once, make_slot_key);
+  my_slot = -2;
+  for (int i = 0; i < MAX_SLOTS; ++i) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong (&slots[i].used, &expected, 1)) {
+      my_slot = i;
+      pthread_setspecific (slot_key, (void *) (intptr_t) (i + 1));
+      break;
     }
   }
-  if (my_slot < 0)
+  return my_slot;
+}
+
+_Atomic uint64_t *
+health_io_begin (struct health *h, uint64_t now)
+{
+  int s;
+
+  if (h == NULL || h->p.set.io_timeout == 0)
     return NULL;
-  /* The coarse clock (the same clock, a few ms behind, no TSC read) is
-   * plenty for a timeout in seconds, and half the price on every request.
-   */
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC_COARSE, &ts);
-  atomic_store_explicit (&slots[my_slot].mask, 0, memory_order_relaxed);
-  atomic_store_explicit (&slots[my_slot].since,
-                         (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec,
-                         memory_order_release);
-  return &slots[my_slot].mask;
+  s = my_slot;
+  if (s == -1)
+    s = take_slot ();
+  if (s < 0)
+    return NULL;
+  atomic_store_explicit (&slots[s].mask, 0, memory_order_relaxed);
+  atomic_store_explicit (&slots[s].since, now, memory_order_release);
+  return &slots[s].mask;
 }
 
 void
 health_io_end (struct health *h)
 {
-  if (h == NULL || my_slot < 0)
+  int s = my_slot;
+
+  if (h == NULL || s < 0)
     return;
-  atomic_store_explicit (&slots[my_slot].since, 0, memory_order_release);
-  atomic_store_explicit (&slots[my_slot].mask, 0, memory_order_relaxed);
+  atomic_store_explicit (&slots[s].since, 0, memory_order_release);
+  atomic_store_explicit (&slots[s].mask, 0, memory_order_relaxed);
 }
 
 void

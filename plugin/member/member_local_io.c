@@ -268,27 +268,20 @@ local_start_op (struct member *m, struct ioexec *x, struct member_op *op)
   }
 }
 
-bool
-local_rw_now (struct member *m, struct member_op *op)
+/* The rest of local_rw_now: after a first call that returned n and did
+ * not do it all (tried), or in place of it.  Out of line, so that the
+ * usual request does not pay for its frame.
+ */
+static bool __attribute__ ((noinline))
+rw_now_rest (struct member *m, struct member_op *op, bool tried, ssize_t n)
 {
   struct local *l = L (m);
-
   bool write = op->kind == OP_WRITE;
   const struct iovec *iov = op->iov;
-  unsigned nr = op->nr_iov;
   uint64_t offset = op->offset;
   struct iovec rest;
 
-  if (l->fd_direct >= 0)
-    return false;
-  /* One buffer, no FUA, the whole of it in one call: the usual request. */
-  if (nr == 1 && !op->fua) {
-    ssize_t n = write ? pwrite (l->fd, iov->iov_base, iov->iov_len, offset)
-                      : pread (l->fd, iov->iov_base, iov->iov_len, offset);
-    if (n == (ssize_t) iov->iov_len) {
-      op->err = 0;
-      return true;
-    }
+  if (tried) {
     if (n == -1 && errno != EINTR) {
       op->err = errno;
       member_io_error (m, write ? "pwrite" : "pread", offset, errno);
@@ -307,7 +300,30 @@ local_rw_now (struct member *m, struct member_op *op)
       offset += n;
     }
   }
-  op->err = rw_full (m, l->fd, write, iov, nr, offset, op->fua) == -1 ? errno : 0;
+  op->err = rw_full (m, l->fd, write, iov, op->nr_iov, offset, op->fua) == -1
+              ? errno
+              : 0;
+  return true;
+}
+
+bool
+local_rw_now (struct member *m, struct member_op *op)
+{
+  struct local *l = L (m);
+  const struct iovec *iov = op->iov;
+  ssize_t n;
+
+  if (l->fd_direct >= 0)
+    return false;
+  /* One buffer, no FUA, the whole of it in one call: the usual request. */
+  if (op->nr_iov != 1 || op->fua)
+    return rw_now_rest (m, op, false, 0);
+  n = op->kind == OP_WRITE
+        ? pwrite (l->fd, iov->iov_base, iov->iov_len, op->offset)
+        : pread (l->fd, iov->iov_base, iov->iov_len, op->offset);
+  if (n != (ssize_t) iov->iov_len)
+    return rw_now_rest (m, op, true, n);
+  op->err = 0;
   return true;
 }
 

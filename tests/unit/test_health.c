@@ -570,7 +570,7 @@ request_unanswered_past_io_timeout_fails_only_the_members_owing_it (
 {
   struct health *h = new_health (3, 10, 20, 8, 2);
   uint64_t t = health_now_ns ();
-  _Atomic uint64_t *busy = health_io_begin (h);
+  _Atomic uint64_t *busy = health_io_begin (h, t);
 
   assert_non_null (busy);
   atomic_fetch_or (busy, UINT64_C (1) << 1);
@@ -585,7 +585,7 @@ request_unanswered_past_io_timeout_fails_only_the_members_owing_it (
 
   /* io_timeout = 0: never. */
   h = new_health (3, 10, 20, 8, 0);
-  assert_null (health_io_begin (h));
+  assert_null (health_io_begin (h, health_now_ns ()));
   health_free (h);
 }
 
