@@ -520,7 +520,7 @@ run_all (struct member_op *ops, unsigned nr, bool uring)
     if (ops[i].m->ops->async)
       x.async = true;
     else if (ops[i].kind == OP_READ || ops[i].kind == OP_WRITE
-             || ops[i].kind == OP_FLUSH)
+             || ops[i].kind == OP_FLUSH || ops[i].kind == OP_ZERO)
       nr_ring++;
   }
   x.nested = depth > 0;

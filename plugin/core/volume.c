@@ -364,6 +364,15 @@ volume_add_member (struct volume *v, struct member *m, char *why, size_t len)
   dirty_init (&v->dirty[i]);
   if (v->members[i].min_io > v->min_block)
     v->min_block = v->members[i].min_io;
+  /* Its zeroing methods learnt as the others' were at open: a grow's
+   * zero of the new room then goes to it at once with the others'.
+   */
+  {
+    uint64_t scratch, slen;
+    if (meta_scratch (&v->meta, &scratch, &slen)
+        && v->members[i].ops->learn_zero)
+      v->members[i].ops->learn_zero (&v->members[i], scratch, slen);
+  }
   v->nr_members = i + 1;
   return 0;
 }

@@ -39,6 +39,13 @@ struct local {
 extern int local_trim (struct member *m, uint64_t offset, uint64_t len);
 extern int local_zero (struct member *m, uint64_t offset, uint64_t len,
                        bool may_trim, bool fast);
+/* The fallocate mode local_zero would use for this zero, when it is
+ * known to work (learnt at open or by an earlier zero): the zero can go
+ * to the ring, concurrently with the other members'.  -1: local_zero
+ * must run it (a method still to be learnt, BLKZEROOUT, none).
+ */
+extern int local_zero_mode (const struct member *m, uint64_t offset,
+                            uint64_t len, bool may_trim, bool fast);
 extern int local_extents (struct member *m, uint64_t offset, uint64_t length,
                           unsigned max_runs, struct extent_list *out);
 

@@ -163,6 +163,27 @@ flush_complete (struct ioexec *x, struct member_op *op, int res, void *arg)
   ioexec_done (x, op, res < 0 ? -res : 0);
 }
 
+/* A zero through the ring (local_zero_mode): an error as local_zero
+ * reports it; a ring that cannot fallocate (EINVAL from a kernel before
+ * 5.6) or a method refused after all: local_zero, which learns.
+ */
+static void
+zero_complete (struct ioexec *x, struct member_op *op, int res, void *arg)
+{
+  (void) arg;
+  if (res == -EINVAL || res == -EOPNOTSUPP) {
+    res = local_zero (op->m, op->offset, op->length, op->may_trim, op->fast)
+            == -1
+            ? -errno
+            : 0;
+    ioexec_done (x, op, res < 0 ? -res : 0);
+    return;
+  }
+  if (res < 0)
+    member_io_error (op->m, "zero", op->offset, -res);
+  ioexec_done (x, op, res < 0 ? -res : 0);
+}
+
 static void
 start_rw (struct ioexec *x, struct member_op *op)
 {
@@ -256,10 +277,20 @@ local_start_op (struct member *m, struct ioexec *x, struct member_op *op)
     if (local_trim (m, op->offset, op->length) == -1)
       ioexec_done (x, op, errno);
     return;
-  case OP_ZERO:
+  case OP_ZERO: {
+    /* In the ring when the method is known: the members of a large zero
+     * (a grow's new room, mkfs) are zeroed at once, not one by one.
+     */
+    int mode = local_zero_mode (m, op->offset, op->length, op->may_trim,
+                                op->fast);
+    if (mode >= 0 && (sqe = ioexec_sqe (x, op, zero_complete, NULL)) != NULL) {
+      io_uring_prep_fallocate (sqe, L (m)->fd, mode, op->offset, op->length);
+      return;
+    }
     if (local_zero (m, op->offset, op->length, op->may_trim, op->fast) == -1)
       ioexec_done (x, op, errno);
     return;
+  }
   case OP_EXTENTS:
     if (local_extents (m, op->offset, op->length, op->max_runs, op->extents)
         == -1)

@@ -174,6 +174,30 @@ local_learn_zero (struct member *m, uint64_t offset, uint64_t len)
                    "zero range");
 }
 
+int
+local_zero_mode (const struct member *m, uint64_t offset, uint64_t len,
+                 bool may_trim, bool fast)
+{
+  const struct local *l = m->be;
+  const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+
+  /* local_zero's order of methods, the first one known to work. */
+  if (m->kind == MEMBER_BLOCK) {
+    uint64_t b = m->logical_block;
+    if (offset % b || len % b)
+      return -1;
+    return (may_trim || fast) && atomic_load (&l->can_punch) == CAP_YES
+             ? punch
+             : -1;
+  }
+  if (may_trim && atomic_load (&l->can_punch) == CAP_YES)
+    return punch;
+  if ((!may_trim || atomic_load (&l->can_punch) == CAP_NO)
+      && atomic_load (&l->can_zero_range) == CAP_YES)
+    return FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+  return -1;
+}
+
 /* Make the range read as zeroes without writing data; -1 with EOPNOTSUPP
  * when no such method works (nbdkit writes zeroes instead).
  */
