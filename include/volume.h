@@ -367,17 +367,6 @@ extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
                                    size_t count, uint64_t offset, char *why,
                                    size_t len);
 
-/* For the scrub (scrub.h): member i's bytes [offset, offset + count)
- * read from the device itself, past any cache (member_pread, fresh),
- * counted in the gate as a request is (a replace's switch waits for it),
- * outside health's books.  Returns the bytes read (fewer only at the end
- * of the member), or -1 with errno and why; member i failed: -1 with
- * ENODEV, nothing read.
- */
-extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
-                                   size_t count, uint64_t offset, char *why,
-                                   size_t len);
-
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the
  * reopened member, record that one dropped out, look at its spares

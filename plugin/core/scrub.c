@@ -25,11 +25,11 @@
 /* Reads of a block before it counts as unreadable. */
 #define READ_TRIES 2
 /* The pause before a read while clients are at work: at most a piece
- * per 100 ms (10 MiB/s) then, as md's resync drops to its minimum speed
- * under other I/O.  At 10 ms the scrub took 7-10% of a SEQ1M Q8 read's
- * throughput on members of 150 MB/s (bench/RESULTS.md).
+ * per 250 ms (4 MiB/s) then, as md's resync drops to its minimum speed
+ * under other I/O.  On members of 150 MB/s a SEQ1M Q8 read kept 0.93 of
+ * its throughput at 10 ms, 0.968 at 100 ms (bench/RESULTS.md).
  */
-#define YIELD_MS 100
+#define YIELD_MS 250
 /* Ranges kept per member (beyond: counted, and "truncated"). */
 #define MAX_RANGES 4096
 
