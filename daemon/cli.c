@@ -174,7 +174,8 @@ const struct command commands[] = {
     .name = "replace",
     .run = cmd_replace,
     .synopsis = "[--rate RATE] [--wait] [--force] [--skip-unreadable]\n"
-                "        [--offline] [--json] VOLUME INDEX NEW\n"
+                "        [--offline [--accept-stale]] [--json] VOLUME INDEX "
+                "NEW\n"
                 "        | --cancel [--json] VOLUME",
     .summary = "move a member to another device",
     .help = "Copy member INDEX of the volume to NEW (a file, block device "
@@ -199,7 +200,15 @@ const struct command commands[] = {
             "instead of\n"
             "                    stopping\n"
             "      --offline     the volume is not served: copy here (implies "
-            "--wait)\n"
+            "--wait);\n"
+            "                    also mid-grow or mid-shrink (the grow or "
+            "shrink goes\n"
+            "                    on when the volume is served again)\n"
+            "      --accept-stale  with --offline: member INDEX may be behind "
+            "the\n"
+            "                    volume's generation (it dropped out while "
+            "served):\n"
+            "                    copied as it is, on your word\n"
             "      --cancel      stop the running replace (the volume keeps "
             "the old\n"
             "                    member)\n"

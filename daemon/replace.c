@@ -234,11 +234,13 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
 
 static int
 offline (struct outcome *o, struct stripe_config *cfg,
-         const struct replace_params *p)
+         const struct replace_params *p, bool accept_stale)
 {
   struct volume *v = malloc (sizeof *v);
   struct assembly a;
-  const struct volume_options opt = { .claim = true, .uring = true };
+  const struct volume_options opt = { .claim = true, .uring = true,
+                                      .accept_stale = accept_stale,
+                                      .stale_index = p->index };
   char why[1024];
   int status = 1, last = -1;
   bool tty = isatty (STDERR_FILENO);
@@ -250,8 +252,11 @@ offline (struct outcome *o, struct stripe_config *cfg,
   }
   if (volume_open_config (v, cfg, &opt, &a) == -1) {
     fail (o, "%s: the volume cannot be opened (served already? then leave "
-          "out --offline)",
-          cfg->path);
+          "out --offline%s)",
+          cfg->path,
+          accept_stale ? ""
+                       : "; member INDEX stale, dropped out while served and "
+                         "failing writes? --accept-stale copies it as it is");
     goto out;
   }
   if (volume_start (v) == -1) {
@@ -363,6 +368,7 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
 struct replace_args {
   struct replace_params p; /* rate, force, skip_unreadable */
   bool wait, off, cancel, json;
+  bool accept_stale; /* --accept-stale (with --offline) */
   const char *volume;  /* VOLUME */
   const char *new_arg; /* NEW as given (NULL with --cancel) */
   unsigned long idx;   /* INDEX */
@@ -381,6 +387,7 @@ replace_options (const struct command *cmd, int argc, char **argv,
     { "force", no_argument, NULL, 'f' },
     { "skip-unreadable", no_argument, NULL, 's' },
     { "offline", no_argument, NULL, 'O' },
+    { "accept-stale", no_argument, NULL, 'A' },
     { "cancel", no_argument, NULL, 'c' },
     { "json", no_argument, NULL, 'j' },
     CLI_COMMON_OPTIONS,
@@ -418,6 +425,10 @@ replace_options (const struct command *cmd, int argc, char **argv,
       ra->off = true;
       copy_opt = "--offline";
       break;
+    case 'A':
+      ra->accept_stale = true;
+      copy_opt = "--accept-stale";
+      break;
     case 'c': ra->cancel = true; break;
     case 'j': ra->json = true; break;
     default: *status = cli_option (cmd, c); return false;
@@ -451,6 +462,11 @@ replace_options (const struct command *cmd, int argc, char **argv,
       return false;
     }
     ra->new_arg = argv[optind + 2];
+  }
+  if (ra->accept_stale && !ra->off) {
+    *status = cli_usage_error (cmd, "--accept-stale is for a replace with "
+                               "the volume stopped: add --offline");
+    return false;
   }
   ra->volume = argv[optind];
   return true;
@@ -606,7 +622,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
 
   if (ra.off) {
     waited = true;
-    status = offline (&o, &cfg, p);
+    status = offline (&o, &cfg, p, ra.accept_stale);
     started = o.r != NULL;
     goto out;
   }

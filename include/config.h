@@ -149,7 +149,11 @@ extern int config_parse_size (const char *s, uint64_t *out);
  * over it, the directory synced (a failed sync is an error: the rename
  * may not last).  A symlinked config stays a symlink; the file it points
  * to is rewritten.  -1 with why when it cannot be (the file is then as it
- * was, unless the directory sync failed).
+ * was, unless the directory sync failed).  With a grow or shrink under way
+ * (joining or leaving set: a member replaced while it is stopped), the
+ * member may be a joining or the leaving one: the members, joining and
+ * leaving settings are rewritten as config_rewrite_members does, index
+ * naming new_member wherever it was named.
  */
 extern int config_replace_member (const char *path, unsigned index,
                                   const char *old, const char *new_member,

@@ -242,6 +242,8 @@ meta_format (const struct meta *m)
 
 /* A reshape's state from now on (records written by meta_record_all). */
 extern void meta_set_reshape (struct meta *m, const struct meta_reshape *r);
+/* Whether the records say a reshape is under way (paused or running). */
+extern bool meta_reshape_recorded (struct meta *m);
 /* Member i joins (a grow): a member UUID of its own, the volume's
  * generation.
  */

@@ -162,6 +162,13 @@ struct volume_options {
    * member's usable size its size rounded down to whole chunks.
    */
   const struct assembly *assembly;
+  /* volume_open_config: member stale_index may be behind the others'
+   * generation (replace --offline --accept-stale: it dropped out while
+   * served and cannot be written; the operator's word, as for `nbdstripe
+   * accept`).
+   */
+  bool accept_stale;
+  unsigned stale_index;
 };
 
 struct volume {

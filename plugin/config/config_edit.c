@@ -212,6 +212,29 @@ commit (const char *real, const char *text, char *why, size_t len)
   return r;
 }
 
+/* Mid-reshape (a grow or shrink stopped, its member replaced offline):
+ * member index may be in the joining list, or be the leaving one too,
+ * so the three settings are rewritten as grow and shrink write them,
+ * index naming new_member in each.
+ */
+static int
+replace_mid_reshape (const char *path, const struct stripe_config *cfg,
+                     unsigned index, const char *new_member, char *why,
+                     size_t len)
+{
+  char *members[LAYOUT_MAX_MEMBERS];
+  const unsigned stay = cfg->nr_members - cfg->nr_joining;
+
+  for (unsigned i = 0; i < cfg->nr_members; ++i)
+    members[i] = i == index ? (char *) new_member : cfg->members[i];
+  return config_rewrite_members (
+    path,
+    &(struct config_members){ stay, members, cfg->nr_joining, members + stay,
+                              cfg->has_leaving ? members[cfg->leaving] : NULL,
+                              cfg->nr_removed, cfg->removed },
+    why, len);
+}
+
 int
 config_replace_member (const char *path, unsigned index, const char *old,
                        const char *new_member, char *why, size_t len)
@@ -243,6 +266,10 @@ config_replace_member (const char *path, unsigned index, const char *old,
   }
   if (index >= cfg.nr_members || strcmp (cfg.members[index], old) != 0) {
     snprintf (why, len, "%s: member %u is not %s", path, index, old);
+    goto out;
+  }
+  if (cfg.nr_joining > 0 || cfg.has_leaving) {
+    r = replace_mid_reshape (path, &cfg, index, new_member, why, len);
     goto out;
   }
   if (config_text_element_span (&text, "members", (int) index, &a, &b)

@@ -359,8 +359,10 @@ reshape_config (const struct stripe_config *cfg, struct stripe_config *use,
   return stale;
 }
 
-int
-assemble (const struct stripe_config *cfg, struct assembly *a)
+/* The config as the members say it is (reshape_config), assembled. */
+static int
+assemble_config (const struct stripe_config *cfg, struct assembly *a,
+                 unsigned stale_ok, uint64_t *events_of)
 {
   struct stripe_config use;
   const char *left;
@@ -369,7 +371,7 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
   int r;
 
   stale = reshape_config (cfg, &use, &left, note, sizeof note);
-  r = assemble_ (&use, a, UINT_MAX, NULL);
+  r = assemble_ (&use, a, stale_ok, events_of);
   for (unsigned i = 0; i < use.nr_members; ++i)
     a->paths[i] = use.members[i];
   a->config_stale = stale;
@@ -381,10 +383,16 @@ assemble (const struct stripe_config *cfg, struct assembly *a)
 }
 
 int
+assemble (const struct stripe_config *cfg, struct assembly *a)
+{
+  return assemble_config (cfg, a, UINT_MAX, NULL);
+}
+
+int
 assemble_accepting (const struct stripe_config *cfg, struct assembly *a,
                     unsigned stale_ok, uint64_t *events_of)
 {
-  return assemble_ (cfg, a, stale_ok, events_of);
+  return assemble_config (cfg, a, stale_ok, events_of);
 }
 
 int
@@ -397,7 +405,12 @@ volume_open_config (struct volume *v, const struct stripe_config *cfg,
   o.cache = cfg->cache;
   o.connections = cfg->remote.connections;
   o.timeout = cfg->health.set.io_timeout;
-  if (assemble (cfg, a) == -1)
+  if (base->accept_stale) {
+    uint64_t events;
+    if (assemble_accepting (cfg, a, base->stale_index, &events) == -1)
+      return -1;
+  }
+  else if (assemble (cfg, a) == -1)
     return -1;
   o.assembly = a;
   if (volume_open (v, a->nr, a->paths, &o) == -1)

@@ -199,6 +199,17 @@ meta_set_reshape (struct meta *m, const struct meta_reshape *r)
   pthread_mutex_unlock (&m->lock);
 }
 
+bool
+meta_reshape_recorded (struct meta *m)
+{
+  bool r;
+
+  pthread_mutex_lock (&m->lock);
+  r = m->reshape.active;
+  pthread_mutex_unlock (&m->lock);
+  return r;
+}
+
 void
 meta_add_member (struct meta *m, unsigned i)
 {

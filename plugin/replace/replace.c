@@ -34,6 +34,7 @@ struct replace {
   bool newm_open;
   bool from_spare; /* NEW was taken from the volume's spares */
   bool automatic;  /* on_failing's (replace_params) */
+  bool reshaping;  /* a grow or shrink stopped half-way (replace_start) */
   char *old_path, *new_path, *config;
   /* Under mv.lock. */
   bool config_updated;
@@ -217,6 +218,12 @@ replace_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
 {
   struct replace *r = of (mv);
 
+  /* Mid-reshape (stopped, replace_start) the member's bytes are in two
+   * layouts and the journal: none is told in the volume's terms, and
+   * --skip-unreadable is refused.
+   */
+  if (r->reshaping || pos < old_member (r)->data_offset)
+    return false;
   return layout_unmap (&mv->v->layout, r->index,
                        pos - old_member (r)->data_offset, logical);
 }
@@ -665,8 +672,34 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
               "member again; serve it from a config file");
     return -1;
   }
-  if (mover_reserve (v, why, len) == -1)
+  /* A grow or shrink under way on a volume opened stopped (served, its
+   * job holds the volume's one job slot and mover_reserve refuses): the
+   * member's bytes are where either layout puts them, and its journal
+   * may hold a window the headers record (reshape.h).  Copied whole from
+   * the end of its header on, with the header's reshape fields given to
+   * NEW (meta_write_new writes them), the volume goes on from the same
+   * position on NEW when served again.  Which layout an unreadable
+   * block belongs to depends on the position: no logical ranges, so no
+   * zeros written in place of lost data.
+   */
+  if (meta_reshape_recorded (&v->meta) && p->skip_unreadable) {
+    snprintf (why, len, "a grow or shrink is under way on the members: "
+              "--skip-unreadable cannot say which of the volume's bytes "
+              "would be lost; replace without it, or let the grow or "
+              "shrink end first");
     return -1;
+  }
+  if (mover_reserve (v, why, len) == -1) {
+    size_t n = strlen (why);
+    /* Served, its grow or shrink paused (a member failing): the way on. */
+    if (meta_reshape_recorded (&v->meta) && n < len)
+      snprintf (why + n, len - n, "; to replace member %u before it goes "
+                "on, stop the volume (nbdstripe stop), replace it with "
+                "--offline, and serve the volume again (the grow or shrink "
+                "goes on from where it stopped)",
+                p->index);
+    return -1;
+  }
   r = new_replace (v, p);
   if (r == NULL) {
     snprintf (why, len, "out of memory");
@@ -681,6 +714,9 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   }
   r->mv.start = v->members[p->index].data_offset;
   r->mv.end = v->members[p->index].need;
+  r->reshaping = meta_reshape_recorded (&v->meta);
+  if (r->reshaping && r->mv.start > META_AREA)
+    r->mv.start = META_AREA; /* the journal too */
   mover_init (&r->mv);
   /* on_failing's: said before the copier runs (health_spare.c). */
   if (r->automatic)

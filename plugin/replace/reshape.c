@@ -200,8 +200,11 @@ way_on (struct reshape *rs, char *buf, size_t len)
               kind, rs->config);
   else
     snprintf (buf, len, "%s; the volume is served as it is; once the member "
-              "works again, 'nbdstripe %s --wait %s' goes on from here",
-              mv->error, kind, rs->config);
+              "works again, 'nbdstripe %s --wait %s' goes on from here; to "
+              "move it off a dying drive first: stop the volume, "
+              "'nbdstripe replace --offline %s INDEX NEW', and serve it "
+              "again (the %s goes on)",
+              mv->error, kind, rs->config, rs->config, kind);
   return buf;
 }
 
@@ -211,7 +214,7 @@ reshape_ended (struct mover *mv)
   struct reshape *rs = of (mv);
 
   if (mv->state != MOVER_DONE && !mv->start_failed) {
-    char why[1024];
+    char why[2048];
     pthread_mutex_lock (&mv->lock);
     way_on (rs, why, sizeof why);
     pthread_mutex_unlock (&mv->lock);
@@ -247,7 +250,7 @@ reshape_status (struct mover *mv, struct json_object *o)
    */
   if ((mv->state == MOVER_FAILED || mv->state == MOVER_CANCELLED)
       && !mv->start_failed) {
-    char why[1024];
+    char why[2048];
     json_put (o, "state", json_text ("paused"));
     json_put (o, "error", json_text (way_on (rs, why, sizeof why)));
     json_put (o, "paused_by", json_text (mv->state == MOVER_CANCELLED

@@ -50,6 +50,11 @@
 #       is waited for to leave the failed state, the writes that failed
 #       are written again (now served), then `grow --wait` as above.
 #
+#       --fail ... --replace: the same, but the member stays failing:
+#       once the paused volume's checks are done the run ends there, as
+#       with --restart, for the member to be replaced with the volume
+#       stopped (nbdstripe replace --offline) and the volume served again.
+#
 #       --cancel PHASE:NTH --restart: the same, but once the paused
 #       volume's checks are done, nothing goes on: the run ends there
 #       (exit 0 when all held) for the server to be stopped and served
@@ -421,6 +426,10 @@ class Run:
         if pz["mode"] == "fail" and pz["member"] not in err:
             self.problems.append("the status does not name the failed "
                                  "member %s: %r" % (pz["member"], err))
+        if pz["mode"] == "fail" \
+                and "nbdstripe replace --offline %s" % pz["config"] not in err:
+            self.problems.append("the status does not name the other way "
+                                 "on (replace the member offline): %r" % err)
         if pz.get("prom"):
             self.prom_paused(pz["prom"], verb)
         p = self.cmd("status", pz["config"])
@@ -435,9 +444,10 @@ class Run:
         with open(new, "wb") as f:
             f.truncate(64 << 20)
         p = self.cmd("replace", pz["config"], "0", new)
-        if p.returncode == 0 or "must end first" not in p.stderr:
+        if p.returncode == 0 or "must end first" not in p.stderr \
+                or "replace it with --offline" not in p.stderr:
             self.problems.append("a replace while paused was not refused "
-                                 "naming the reshape")
+                                 "naming the reshape and the way on")
         b = self.boundary(st)
         size = len(self.model)
         if self.limit is not None:
@@ -449,14 +459,16 @@ class Run:
             self.check_reads()
         elif pz.get("index") is not None:
             self.paused_members(st, b, size)
-            os.unlink(pz["file"])
-            self.member_back(pz["index"])
-            # The writes the failed member refused: served now.
-            for off in self.failed_writes:
-                e = self.one_sync("write", off, 4 * BLOCK)
-                if e is not None:
-                    self.problems.append("write at %d failed again once the "
-                                         "member works: %s" % (off, e))
+            if not pz.get("replace"):
+                os.unlink(pz["file"])
+                self.member_back(pz["index"])
+                # The writes the failed member refused: served now.
+                for off in self.failed_writes:
+                    e = self.one_sync("write", off, 4 * BLOCK)
+                    if e is not None:
+                        self.problems.append("write at %d failed again once "
+                                             "the member works: %s"
+                                             % (off, e))
         else:
             # Above where the copy stopped: the old layout, off the failed
             # new member.  The first window may fail (EIO: stopped
@@ -472,8 +484,9 @@ class Run:
                                              "copy, off the failed member) "
                                              "failed: %s" % (kind, off, e))
                     self.paused_ops.append([kind, off, e is None])
-            os.unlink(pz["file"])
-        if pz.get("restart"):
+            if not pz.get("replace"):
+                os.unlink(pz["file"])
+        if pz.get("restart") or pz.get("replace"):
             self.restart = True
             return
         # The way on.
@@ -644,6 +657,7 @@ def main(argv):
                 if "--prom" in rest:
                     r.pause["prom"] = rest[rest.index("--prom") + 1]
                 r.pause["restart"] = "--restart" in rest
+                r.pause["replace"] = "--replace" in rest
                 if mode == "--fail":
                     r.pause["file"] = rest[i + 2]
                     r.pause["member"] = rest[rest.index("--member") + 1]
@@ -661,7 +675,7 @@ def main(argv):
         if not killed and not r.restart and st.get("state") != "done":
             r.problems.append("the reshape ended %s: %s"
                               % (st.get("state"), st.get("error")))
-        if not killed:
+        if not killed and not (r.pause and r.pause.get("replace")):
             got = r.volume_read()
             if bytes(got[:len(r.model)]) != bytes(r.model[:len(got)]):
                 r.problems.append("the volume differs from the model")
@@ -680,9 +694,18 @@ def main(argv):
             was = json.load(f)
         st = status(ctl)
         verb = "shrink" if st.get("kind") == "shrink" else "grow"
+        # Paused in a journaled window (fenced): served again, the journal
+        # is replayed and the position recorded past it.  Paused by a
+        # member failing while the position was recorded: the members
+        # that took the record hold the next checkpoint, which assembly
+        # goes on from (both are right, reshape.c).  Either: one window on.
+        pos, at = st.get("position_recorded", -1), was.get("position_recorded")
+        moved_on = at < pos <= at + (4 << 20) \
+            and (was.get("phase") == "journaled"
+                 or "recording" in (was.get("error") or ""))
         if st.get("state") in ("paused", "done", "failed", "cancelled") \
                 or st.get("kind") != was.get("kind") \
-                or st.get("position_recorded") != was.get("position_recorded"):
+                or (pos != at and not moved_on):
             r.problems.append("served again: the %s is not under way again "
                               "from where it paused (%s at %s): %s"
                               % (verb, was.get("kind"),

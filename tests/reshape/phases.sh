@@ -55,12 +55,36 @@
 #                                  it back, the writes it refused are
 #                                  written again, `grow --wait` (shrink's)
 #                                  goes on to the end
+#   phases.sh grow|shrink --fail P:N [I] --replace
+#                                  the same pause (new member, or member
+#                                  I), but the member stays failing: the
+#                                  server stopped, the member's reads
+#                                  working again (its writes still fail),
+#                                  `nbdstripe replace --offline VOLUME I
+#                                  NEW` moves it onto a new file (the
+#                                  config names NEW where it named it, in
+#                                  members or joining; NEW's journal area
+#                                  is the member's), served again the
+#                                  reshape goes on from the position
+#                                  recorded at the pause (its journal
+#                                  window replayed from NEW) to the end
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
 
 kind=$1
 shift
+# --replace (anywhere): the failing member replaced offline (above).
+replace=
+args=()
+for a in "$@"; do
+  if [[ $a == --replace ]]; then replace=1; else args+=("$a"); fi
+done
+set -- "${args[@]}"
+# The member to replace: its index, URI and the file that fails its reads
+# (a symlink to the file that fails everything: removing it lets reads
+# through, writes still failing).
+rep_index= rep_uri= rep_rfail=
 data=$((12 * M))         # 3 windows of data a member
 size=$((M + data))       # the default 1 MiB data offset: the journal's room
 
@@ -78,9 +102,12 @@ setup ()
   members=("$D_TMP/m0" "$D_TMP/m1")
   [[ $kind == grow ]] || members+=("$D_TMP/m2")
   if [[ -n $fail_index ]]; then
+    ln -sf "$D_TMP/m.fail" "$D_TMP/m.rfail"
     r_unix "m${fail_index}srv" --filter=error file "$D_TMP/m$fail_index" \
-      error=EIO error-rate=1 error-file="$D_TMP/m.fail"
+      error=EIO error-rate=1 error-file="$D_TMP/m.fail" \
+      error-pread-file="$D_TMP/m.rfail"
     fail_uri=$R_URI
+    rep_index=$fail_index rep_uri=$R_URI rep_rfail=$D_TMP/m.rfail
     backing[$R_URI]=$D_TMP/m$fail_index
     members[fail_index]=$R_URI
   fi
@@ -191,6 +218,46 @@ resized ()
     d_bad "$label: the refused replace wrote to NEW"
 }
 
+# offline_replace LABEL: the volume stopped mid-reshape, its failing
+# member (reads served again, writes still failing) replaced with
+# `replace --offline` by a new file: exit 0, the config names the new file
+# where it named the member, the new file's journal area (from the end of
+# the header to the data) holds the member's.
+offline_replace ()
+{
+  local label=$1 new=$D_TMP/n$rep_index
+  rm -f "$rep_rfail"
+  truncate -s "$size" "$new"
+  d_run "$label.offline" d_ns replace --offline "$RP_CONF" "$rep_index" "$new"
+  if [[ $D_RC -ne 0 ]]; then
+    # It dropped out while served (its generation behind the others', and
+    # `nbdstripe accept` cannot write its header): refused, saying how,
+    # nothing written; copied as it is on the operator's word.
+    grep -q -e "--accept-stale" "$D_TMP/$label.offline.err" &&
+      d_ok "$label: the member dropped out: refused, naming --accept-stale" ||
+      d_bad "$label: replace --offline refused without naming --accept-stale"
+    [[ $(tr -d '\0' <"$new" | wc -c) -eq 0 ]] ||
+      d_bad "$label: the refused replace wrote to the new file"
+    d_run "$label.offline2" d_ns replace --offline --accept-stale "$RP_CONF" \
+      "$rep_index" "$new"
+  fi
+  [[ $D_RC -eq 0 ]] || d_fail "$label: replace --offline of member $rep_index refused or failed (above)"
+  local where=members
+  [[ $rep_index -lt 2 || $kind == shrink ]] || where=joining
+  if sed -n "s/^$where = \[ \(.*\) \];/\1/p" "$RP_CONF" | tr ',' '\n' |
+       tr -d ' "' | grep -qxF "$new" && ! grep -qF "$rep_uri" "$RP_CONF"; then
+    d_ok "$label: replaced offline; the config's $where names $new, not $rep_uri"
+  else
+    cat "$RP_CONF"
+    d_bad "$label: the config does not name $new in $where in place of $rep_uri"
+  fi
+  if cmp -s -i 8192:8192 -n $((M - 8192)) "${backing[$rep_uri]}" "$new"; then
+    d_ok "$label: the new member's journal area is the old one's"
+  else
+    d_bad "$label: the new member's journal area differs from the old one's"
+  fi
+}
+
 # one LABEL [--kill P:N]: the reshape with phases.py run, then served
 # again and verified.
 one ()
@@ -212,10 +279,11 @@ one ()
   else
     d_bad "$label: phases.py found lost, stale or failed requests (above)"
   fi
-  if [[ " $* " == *" --restart "* ]]; then
+  if [[ " $* " == *" --restart "* || " $* " == *" --replace "* ]]; then
     # Paused: the server stopped (SIGTERM, as nbdstripe stop) and the
     # volume served again from its config, the copier held again.
     rp_stop
+    [[ -z $replace ]] || offline_replace "$label"
     rp_start "$label-resumed" -D stripe.replace_gate=1
     rc=0
     "$RP_PY" "$HERE/phases.py" resume "$RP_URI" "$RP_CTL" \
@@ -275,18 +343,20 @@ elif [[ ${1:-} == --fail && -n ${3:-} ]]; then
     d_fail "--fail P:N 1: member 1 is the one a shrink removes"
   setup 0
   one fail --fail "$2" "$D_TMP/m.fail" --member "$fail_uri" \
-    --index "$fail_index" --maps "$maps" \
+    --index "$fail_index" --maps "$maps" ${replace:+--replace} \
     --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" --prom "$D_TMP/vol.prom"
 elif [[ ${1:-} == --fail ]]; then
   [[ $kind == grow ]] || d_fail "--fail is for a grow (a new member failing)"
   nbdkit --filter=error null --dump-plugin >/dev/null 2>&1 ||
     d_skip "nbdkit's error filter is not installed"
   setup 0
+  ln -sf "$D_TMP/m2.fail" "$D_TMP/m2.rfail"
   r_unix m2srv --filter=error file "$D_TMP/m2" error=EIO error-rate=1 \
-    error-file="$D_TMP/m2.fail"
+    error-file="$D_TMP/m2.fail" error-pread-file="$D_TMP/m2.rfail"
   new_member=$R_URI
+  rep_index=2 rep_uri=$R_URI rep_rfail=$D_TMP/m2.rfail
   backing[$R_URI]=$D_TMP/m2
-  one fail --fail "$2" "$D_TMP/m2.fail" --member "$R_URI" \
+  one fail --fail "$2" "$D_TMP/m2.fail" --member "$R_URI" ${replace:+--replace} \
     --nbdstripe "$NBDSTRIPE" --config "$RP_CONF" --prom "$D_TMP/vol.prom"
 elif [[ ${1:-} == --kill ]]; then
   shift

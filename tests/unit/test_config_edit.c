@@ -346,6 +346,60 @@ a_shrink_names_the_leaving_member_then_lists_it_removed (void **state)
   config_free (&c);
 }
 
+/* A member replaced with a grow or shrink under way (replace --offline):
+ * a joining one is renamed in the joining list, the leaving one in the
+ * members and in leaving, every other name as it was.
+ */
+static void
+mid_reshape_a_joining_or_the_leaving_member_is_renamed_where_it_is_named (
+  void **state)
+{
+  struct fixture *f = *state;
+  char *const members[] = { "/m/0", "/m/1" };
+  char *const joining[] = { "/m/2" };
+  struct config_members grow = { 2, members, 1, joining, NULL, 0, NULL };
+  struct config_members shrink = { 2, members, 0, NULL, "/m/1", 0, NULL };
+  struct stripe_config c;
+  char err[1024];
+
+  put (f->path, RESHAPE_CONFIG);
+  assert_int_equal (config_rewrite_members (f->path, &grow, f->why,
+                                            sizeof f->why), 0);
+  assert_int_equal (config_replace_member (f->path, 2, "/m/2", "/n/2", f->why,
+                                           sizeof f->why), 0);
+  assert_non_null (strstr (get (f->path), "members = [ \"/m/0\", \"/m/1\" ];\n"
+                                          "joining = [ \"/n/2\" ];"));
+  assert_int_equal (config_replace_member (f->path, 0, "/m/0", "/n/0", f->why,
+                                           sizeof f->why), 0);
+  assert_int_equal (config_load (f->path, &c, err, sizeof err), 0);
+  assert_int_equal (c.nr_members, 3);
+  assert_int_equal (c.nr_joining, 1);
+  assert_string_equal (c.members[0], "/n/0");
+  assert_string_equal (c.members[1], "/m/1");
+  assert_string_equal (c.members[2], "/n/2");
+  assert_int_equal (c.health.set.interval, 7);
+  config_free (&c);
+
+  put (f->path, RESHAPE_CONFIG);
+  assert_int_equal (config_rewrite_members (f->path, &shrink, f->why,
+                                            sizeof f->why), 0);
+  assert_int_equal (config_replace_member (f->path, 1, "/m/1", "/n/1", f->why,
+                                           sizeof f->why), 0);
+  assert_non_null (strstr (get (f->path), "leaving = \"/n/1\";"));
+  assert_int_equal (config_load (f->path, &c, err, sizeof err), 0);
+  assert_int_equal (c.nr_members, 2);
+  assert_true (c.has_leaving);
+  assert_int_equal (c.leaving, 1);
+  assert_string_equal (c.members[0], "/m/0");
+  assert_string_equal (c.members[1], "/n/1");
+  config_free (&c);
+  /* Not the member named: refused, nothing changed. */
+  assert_int_equal (config_replace_member (f->path, 0, "/m/9", "/n/0", f->why,
+                                           sizeof f->why), -1);
+  assert_non_null (strstr (get (f->path), "members = [ \"/m/0\", \"/n/1\" ];"));
+  assert_int_equal (others_in_dir (f->dir, NULL), 0);
+}
+
 static void
 members_that_do_not_load_leave_the_file_as_it_was (void **state)
 {
@@ -473,6 +527,8 @@ main (void)
     edit_test (a_failed_directory_sync_is_an_error),
     edit_test (a_grow_lists_the_joining_members_then_all_of_them),
     edit_test (a_shrink_names_the_leaving_member_then_lists_it_removed),
+    edit_test (
+      mid_reshape_a_joining_or_the_leaving_member_is_renamed_where_it_is_named),
     edit_test (members_that_do_not_load_leave_the_file_as_it_was),
     edit_test (
       a_spare_takes_the_member_s_place_leaves_the_spares_and_old_is_removed),
