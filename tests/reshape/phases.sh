@@ -155,15 +155,16 @@ released ()
 {
   local label=$1 rc=0
   d_run "$label.st" d_ns status --json "$RP_CONF"
-  # ok, but for the member failed a moment ago (--fail P:N I: failing
-  # for health's window).
+  # The others ok, but for the member failed a moment ago (--fail P:N I:
+  # failing for health's window) and any judged slow (latency against
+  # its peers: a matter of the machine's load, not of this test).
   jq -e --arg fi "$fail_index" '.members[1].state == "removed" and
-      (.volume.state == "ok" or
-       ([.members[] | select(.state != "ok" and .state != "removed")
-         | .index] == [$fi | tonumber? // -1]))' \
+      ([.members[] | select(.state != "ok" and .state != "removed"
+                            and .state != "slow")
+        | .index] - [$fi | tonumber? // -1] == [])' \
     "$D_TMP/$label.st.out" >/dev/null &&
-    d_ok "$label: member 1 removed in the status, the volume ok" ||
-    d_bad "$label: the status does not show member 1 removed, the volume ok"
+    d_ok "$label: member 1 removed in the status, the others ok (or slow)" ||
+    d_bad "$label: the status does not show member 1 removed, the others ok: $(jq -c '[.members[] | {index, state}]' "$D_TMP/$label.st.out")"
   truncate -s "$size" "$D_TMP/other1"
   d_conf "$D_TMP/other.conf" other 64K "" "$D_TMP/m1" "$D_TMP/other1"
   d_run "$label.other" d_ns create --force "$D_TMP/other.conf"
