@@ -18,6 +18,16 @@
 #       object; exit 0, or 3 (with the last object) at the deadline, 4 if
 #       the replace ended in a state not asked for (with --state), 5 if
 #       the server went away.
+#   replace_ctl.py SOCKET hold PHASE[:N]|end [--new PATH]
+#                              [--deadline SECONDS]
+#       with the server's gate (-D stripe.replace_gate=1): let the copier
+#       of the replace (with --new: the one onto PATH) go, phase by phase
+#       (the "step" request), until it is held the Nth time (1 unless
+#       given), counted from now, at PHASE; print the replace object; exit
+#       0, or 3 at the deadline, 4 if the replace ended first, 5 if the
+#       server went away.  With end: until the replace has ended and its
+#       copier is held nowhere (a copier held when a client's failure or a
+#       cancel ended the replace is let go too); exit 0 whatever the end.
 #   replace_ctl.py SOCKET until EXPR [DEADLINE_SECONDS]
 #       poll the status until the Python expression EXPR holds, with s
 #       the status object (the status file's, live); print it; exit 0, or
@@ -56,6 +66,76 @@ def replace_of(ans):
 
 
 ENDS = {"done", "failed", "cancelled"}
+
+
+def hold(path, args):
+    target, new, deadline = args[0], None, 30.0
+    phase, _, nth = target.partition(":")
+    nth = int(nth) if nth else 1
+    rest = args[1:]
+    while rest:
+        if rest[0] == "--new" and len(rest) > 1:
+            new = rest[1]
+        elif rest[0] == "--deadline" and len(rest) > 1:
+            deadline = float(rest[1])
+        else:
+            print("replace_ctl: hold: bad argument " + rest[0],
+                  file=sys.stderr)
+            return 2
+        rest = rest[2:]
+    end = time.monotonic() + deadline
+    seen, last_seq, r = 0, None, {}
+    while True:
+        try:
+            r = replace_of(ask(path, {"op": "status"}))
+        except (OSError, ValueError) as e:
+            print(json.dumps(r))
+            print("replace_ctl: the server went away: %s" % e,
+                  file=sys.stderr)
+            return 5
+        mine = r.get("state") is not None and (new is None
+                                               or r.get("new") == new)
+        ended = r.get("state") in ENDS
+        held = mine and r.get("phase_held") is True
+        if mine and "phase_held" not in r:
+            print(json.dumps(r))
+            print("replace_ctl: hold: the server has no gate "
+                  "(-D stripe.replace_gate=1)", file=sys.stderr)
+            return 2
+        if held and r.get("phase_seq") != last_seq:
+            last_seq = r.get("phase_seq")
+            if not ended and r.get("phase") == phase:
+                seen += 1
+                if seen == nth:
+                    print(json.dumps(r))
+                    return 0
+        if mine and ended and not held:
+            print(json.dumps(r))
+            if phase == "end":
+                return 0
+            print("replace_ctl: the replace ended %s before its copier was "
+                  "held at %s" % (r.get("state"), target), file=sys.stderr)
+            return 4
+        if time.monotonic() > end:
+            print(json.dumps(r))
+            print("replace_ctl: deadline (%.0f s) passed, the copier not "
+                  "held at %s" % (deadline, target), file=sys.stderr)
+            return 3
+        if not held:
+            time.sleep(0.01)
+            continue
+        try:
+            ans = ask(path, {"op": "step", "at": r.get("phase")})
+        except (OSError, ValueError) as e:
+            print(json.dumps(r))
+            print("replace_ctl: the server went away: %s" % e,
+                  file=sys.stderr)
+            return 5
+        if ans.get("ok") is not True:
+            print(json.dumps(r))
+            print("replace_ctl: hold: step refused: %s" % ans.get("error"),
+                  file=sys.stderr)
+            return 2
 
 
 def main(argv):
@@ -124,6 +204,8 @@ def main(argv):
                       file=sys.stderr)
                 return 3
             time.sleep(0.01)
+    if cmd == "hold" and len(argv) >= 3:
+        return hold(path, argv[2:])
     if cmd == "until" and len(argv) in (3, 4):
         deadline = float(argv[3]) if len(argv) == 4 else 30.0
         end = time.monotonic() + deadline
