@@ -229,6 +229,14 @@ offline_replace ()
   local label=$1 new=$D_TMP/n$rep_index
   rm -f "$rep_rfail"
   truncate -s "$size" "$new"
+  # Lost blocks cannot be told in the volume's terms mid-reshape: no
+  # --skip-unreadable, refused before anything is written.
+  d_run "$label.skip" d_ns replace --offline --accept-stale --skip-unreadable \
+    "$RP_CONF" "$rep_index" "$new"
+  [[ $D_RC -ne 0 ]] && grep -q -e "--skip-unreadable cannot say" "$D_TMP/$label.skip.err" &&
+    [[ $(tr -d '\0' <"$new" | wc -c) -eq 0 ]] &&
+    d_ok "$label: --skip-unreadable mid-reshape refused, nothing written" ||
+    d_bad "$label: --skip-unreadable mid-reshape not refused as it should (above)"
   d_run "$label.offline" d_ns replace --offline "$RP_CONF" "$rep_index" "$new"
   if [[ $D_RC -ne 0 ]]; then
     # It dropped out while served (its generation behind the others', and
