@@ -371,6 +371,17 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
   int r;
 
   stale = reshape_config (cfg, &use, &left, note, sizeof note);
+  /* stale_ok is an index in the config as written; once a member is
+   * left out the others may be numbered otherwise.  Served once, the
+   * config is rewritten as the members say (reshape_fix_config).
+   */
+  if (stale && stale_ok != UINT_MAX) {
+    stripe_error ("%s: %s; serve the volume once (the config is then "
+                  "rewritten as its members say), then name the member "
+                  "again",
+                  cfg->path, note);
+    return -1;
+  }
   r = assemble_ (&use, a, stale_ok, events_of);
   for (unsigned i = 0; i < use.nr_members; ++i)
     a->paths[i] = use.members[i];

@@ -570,6 +570,28 @@ accepting_lets_exactly_the_named_stale_member_through (void **state)
   assert_int_equal (events, EVENTS);
 }
 
+/* The config names a reshape its members say never started (a crash
+ * between the config's rewrite and the headers'): served, the config is
+ * read as the members say; accepting a member by its index is refused
+ * until then, since a member left out may renumber the others.
+ */
+static void
+accepting_with_a_config_the_members_contradict_is_refused (void **state)
+{
+  uint64_t events = 0;
+
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  vol.hdr[1].events = EVENTS - 2;
+  write_meta (1);
+  load_config (METADATA_HEADER, DATA_OFFSET, "a b c",
+               "joining = [ \"/mem/d\" ];\n");
+  assert_int_equal (cfg.nr_members, 4);
+  assembly_free (&asm_);
+  assert_int_equal (assemble_accepting (&cfg, &asm_, 1, &events), -1);
+  assert_error_logged ("were never added", "serve the volume once");
+}
+
 static void
 accepting_one_stale_member_still_refuses_a_second (void **state)
 {
@@ -1052,6 +1074,7 @@ main (int argc, char **argv)
     fixture_test (
       header_config_with_fewer_members_than_the_headers_is_refused),
     fixture_test (accepting_lets_exactly_the_named_stale_member_through),
+    fixture_test (accepting_with_a_config_the_members_contradict_is_refused),
     fixture_test (accepting_one_stale_member_still_refuses_a_second),
     fixture_test (header_volume_opens_through_volume_open_config_and_serves),
     fixture_test (
