@@ -3,19 +3,22 @@
 # nbdstripe status shows a replace (#15): live from the volume's control
 # socket while the server answers there, else from the status file.
 #
-#   mid-copy (the copier held 1.5 s a 4 MiB window, -D
-#   stripe.replace_hold_ms): status prints "Replace : member 1 -> NEW:
-#   copying, P% (X of Y), R/s, ETA S s" with 0 < P < 100 and says the
-#   status came from the control socket; status --json is the live status,
-#   its "replace" object copying, 0 < bytes_copied < bytes_total, a rate
-#   and an ETA.  The status file is written once an hour here, so only
-#   the live answer can show the copy.
+#   mid-copy (the copier held at the end of its first 4 MiB window of 4:
+#   the server runs with -D stripe.replace_gate=1, the test lets the
+#   copier go phase by phase with tests/lib/replace_ctl.py hold, so
+#   "mid-copy" is made, not hoped for): status prints "Replace : member
+#   1 -> NEW: copying, P% (X of Y), R/s, ETA S s" with 0 < P < 100 and
+#   says the status came from the control socket; status --json is the
+#   live status, its "replace" object copying, 0 < bytes_copied <
+#   bytes_total, a rate and an ETA.  The status file is written once an
+#   hour here, so only the live answer can show the copy.
 #   the socket moved away: status and status --json are the status file's
 #   (the JSON is the file itself), no control socket line
 #   after the copy: "done, 100% (Y of Y), R/s, in D", bytes_copied ==
 #   bytes_total, no ETA; the config names NEW
-#   replace --wait (no terminal): progress lines on stdout, the last one
-#   "done, 100%"; its exit status 0
+#   replace --wait (no terminal): progress lines on stdout (a copying
+#   one while the copier is held at the end of its first window), the
+#   last one "done, 100%"; its exit status 0
 #   a control socket that refuses (stale) or never answers (hung): status
 #   falls back to the file, within the client's timeout
 #   the server stopped: the file's last word, the replace included
@@ -71,6 +74,20 @@ until_json ()
   cat "$D_TMP/poll.json" >&2
   return 1
 }
+# hold NAME ARGS...: tests/lib/replace_ctl.py hold ARGS on the volume's
+# control socket (the gated copier let go phase by phase up to a phase,
+# or to its end), the replace object saved in $D_TMP/NAME.json (and
+# shown); returns replace_ctl's status.
+hold ()
+{
+  local name=$1 rc=0
+  shift
+  python3 "$(dirname "$0")/../lib/replace_ctl.py" "$ctl" hold "$@" \
+    >"$D_TMP/$name.json" || rc=$?
+  printf -- '-- %s: hold %s -> %d: %s\n' "$name" "$*" "$rc" \
+    "$(cut -c1-600 "$D_TMP/$name.json")"
+  return "$rc"
+}
 num='[0-9][0-9.]*'
 size="$num(KiB|MiB| bytes)"
 
@@ -79,7 +96,7 @@ json replace.unserved '.started == false and .replaced == null
   and (.error | contains("not served"))'
 
 expect create 0 -- create r0
-d_nbdkit_start r0 -U "$sock" -D stripe.replace_hold_ms=1500 \
+d_nbdkit_start r0 -U "$sock" -D stripe.replace_gate=1 \
   "$STRIPE_PLUGIN" config="$conf" || d_fail "the volume's nbdkit did not start"
 pid=$D_NBDKIT_PID
 # The health thread writes the first status file just after nbdkit is
@@ -101,6 +118,12 @@ d_ok "status before any replace: no replace line, live from $ctl"
 expect replace 0 -- replace r0 1 "$D_TMP/n1" --json
 json replace '.started == true and .replaced == null and .member == 1
   and .new == "'"$D_TMP/n1"'" and .replace.state == "copying"'
+hold mid.held advanced --new "$D_TMP/n1" ||
+  d_fail "the copier was not held at the end of its first window"
+jq -e '.state == "copying" and .phase == "advanced" and .phase_held
+  and .bytes_copied == 4194304 and .bytes_total == 16777216' \
+  "$D_TMP/mid.held.json" >/dev/null ||
+  d_fail "the copier is not held copying after its first window"
 until_json 20 '.replace.state == "copying" and .replace.bytes_copied > 0' ||
   d_fail "the copy made no progress"
 expect mid 0 -- status r0
@@ -132,6 +155,7 @@ mv "$ctl.away" "$ctl"
 d_ok "without the control socket: the status file"
 
 # ---- the end ------------------------------------------------------------
+hold n1.end end --new "$D_TMP/n1" || d_fail "the copier did not end once let go"
 until_json 60 '.replace.state == "done"' || d_fail "the replace did not end"
 expect done 0 -- status r0
 line done "^ +Replace : member 1 -> $D_TMP/n1: done, 100% \(($size) of \1\), $size/s, in $num s$"
@@ -144,7 +168,26 @@ grep -q -F "\"$D_TMP/n1\"" "$conf" || d_bad "the config does not name $D_TMP/n1"
 d_ok "after the copy: done, 100%, the config names the new member"
 
 # ---- replace --wait, followed to its end (stdout is not a terminal) ----
-expect wait 0 -- replace --wait r0 0 "$D_TMP/n0"
+# Its copier held at the end of its first window (25%) until --wait,
+# polling every 200 ms, has printed a copying line; then let go.
+"$NBDSTRIPE" replace --wait r0 0 "$D_TMP/n0" >"$D_TMP/wait.out" \
+  2>"$D_TMP/wait.err" </dev/null &
+wpid=$!
+D_BGPIDS+=("$wpid")
+hold wait.held advanced --new "$D_TMP/n0" ||
+  d_fail "wait: the copier was not held at the end of its first window"
+for ((end = SECONDS + 20; SECONDS < end; )); do
+  grep -q -E "^replace: member 0 -> $D_TMP/n0: copying, " "$D_TMP/wait.out" && break
+done
+hold wait.end end --new "$D_TMP/n0" || d_fail "wait: the copier did not end once let go"
+rc=0
+wait "$wpid" || rc=$?
+printf -- '-- wait: replace --wait r0 0 %s -> exit %d\n' "$D_TMP/n0" "$rc"
+sed 's/^/   | /' "$D_TMP/wait.out" "$D_TMP/wait.err"
+[[ $rc -eq 0 ]] || d_bad "wait: nbdstripe replace --wait: exit $rc, expected 0"
+if grep -E -q 'AddressSanitizer|LeakSanitizer|runtime error:' "$D_TMP/wait.err"; then
+  d_bad "wait: sanitizer report (above)"
+fi
 line wait "^replace: member 0 -> $D_TMP/n0: copying, [0-9]+% "
 tail -n 3 "$D_TMP/wait.out" | grep -q -E "^replace: member 0 -> $D_TMP/n0: done, 100% " ||
   d_bad "wait: no last progress line saying done, 100%"

@@ -3,8 +3,11 @@
 # kill -9 of the server at three points of a replace of member 1 (of 3
 # file members, 2 windows of the copier each), the volume written with a
 # random pattern first (kept as the copy to compare with):
-#   A. mid-copy: the first window written to NEW, the second one held
-#      (-D stripe.replace_hold_ms) -- kill -9 from here;
+#   A. mid-copy: the first window written to NEW, the second one not --
+#      the copier held there (-D stripe.replace_gate=1, let go phase by
+#      phase to the end of its first window: replace_ctl.py hold
+#      advanced), so the kill lands mid-copy by construction, not because
+#      it came before a timed hold ran out -- kill -9 from here;
 #   B. -D stripe.replace_crash=1: NEW's header written, the config not
 #      yet rewritten;
 #   C. -D stripe.replace_crash=2: the config rewritten, the server not yet
@@ -89,14 +92,16 @@ d_log "A. kill -9 mid-copy (second window held)"
 # NEW_A starts as a clone of member 1's header (a stale copy, say: hence
 # --force): a copy cut short must not leave it looking like member 1.
 dd if="$D_TMP/m1" of="$D_TMP/new_a" bs=$RP_DO count=1 conv=notrunc status=none
-rp_start a -D stripe.replace_hold_ms=1500
+rp_start a -D stripe.replace_gate=1
 d_run replace_a d_ns replace --force "$RP_CONF" 1 "$D_TMP/new_a"
 [[ $D_RC -eq 0 ]] || d_fail "replace A did not start"
-rp_wait a --state copying --copied $((4 * M)) --deadline 20 ||
-  d_fail "the copy did not pass its first window"
+rp_ctl hold advanced --new "$D_TMP/new_a" >"$D_TMP/a.json" ||
+  d_fail "the copier was not held at the end of its first window: $(cat "$D_TMP/a.json")"
+printf -- '-- a: held: %s\n' "$(cut -c1-600 "$D_TMP/a.json")"
+[[ $(rp_json a '"\(.state) \(.phase) \(.phase_held)"') == "copying advanced true" &&
+   $(rp_json a .bytes_copied) -eq $((4 * M)) ]] ||
+  d_fail "A: not held copying after the first window"
 rp_kill9
-[[ $(rp_json a .bytes_copied) -lt $((size - RP_DO)) ]] ||
-  d_fail "A: the copy was complete at the kill"
 names m1 && ! grep -q new_a "$RP_CONF" || d_bad "A: the config changed"
 rp_no_header "A" "$D_TMP/new_a"
 # Half-copied indeed: NEW holds the first window.
