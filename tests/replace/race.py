@@ -9,40 +9,56 @@
 #       starts with, without going through the code under test.
 #
 #   race.py run URI CTL N,CHUNK,DATA_OFFSET INDEX MEMBER_BYTES PATTERN
-#               NEW_FILE OLD_FILE
+#               NEW_FILE OLD_FILE PAUSE_CTL OLD_LOG
 #       The replace of member INDEX (MEMBER_BYTES: its size, data offset
-#       included) is running, the server holding each 4 MiB window of the
-#       copy for a while (-D stripe.replace_hold_ms) between reading the
-#       old member and writing NEW, and the old member slow to write (the
-#       delay filter).  Each time the copy moves to another window (its
-#       bytes_copied, polled on the control socket CTL), from two
-#       connections at once:
-#         A  4K of new bytes into the window being copied (the copier
-#            holds it: the write must wait for it, else the copier writes
-#            the older bytes it read over the new ones on NEW);
-#         B  4K of new bytes into the next window (the write is in flight
-#            on the slow old member when the copier is done with this
-#            window: the copier must wait for it before it reads the next
-#            one, else it copies what old held before);
-#       and from a third connection, where the copy has passed: 8K of
-#       write-zeroes in the window before, a trim of 8K in the one before
-#       that, a flush.  Then, the replace done: the whole volume must read
-#       as PATTERN with those changes (the model), and NEW's data area
-#       (read directly from NEW_FILE), as well as OLD_FILE's (but for an A
-#       write into the last window, which lands after the switch), must
-#       hold member INDEX's part of the model.  Mismatches are reported by
-#       byte range of the member and what the test did there.
+#       included) has started, the server holding its copier at each
+#       phase (-D stripe.replace_gate=1); the old member is an NBD export
+#       behind nbdkit's log filter (OLD_LOG: each request as it arrives)
+#       and pause filter (PAUSE_CTL).  race.py lets the copier go step by
+#       step (the control socket CTL's "step") and, with it held at
+#       "advanced" (window k-1 written, window k read and held):
+#         zeroes (8K) in window k-1, a trim (8K) in window k-2, a flush,
+#            where the copy has passed;
+#         A  4K of new bytes into window k: it must wait for the copier
+#            (else the copier writes the older bytes it read over them on
+#            NEW): race.py waits until the status counts it held
+#            (clients_held);
+#         B  4K of new bytes into window k+1, old paused: race.py waits
+#            until old's log shows it arrived (it is in flight, held
+#            there), then lets the copier go: it must wait for B before
+#            it takes window k+1 (else it copies what old held before).
+#            A probe write into window k+1 shows the copier has announced
+#            it (the probe held by it; a probe that got in first is in
+#            flight on old like B, and another is sent); then the copier
+#            must not have got to its next phase ("locked"); old is let
+#            go, B returns, the copier takes window k+1 and is held at
+#            "locked", A still held.
+#       A into window 0 is written with the copier held at its second
+#       "locked" (window 0 read, window 1 taken).  Then the copier is let
+#       go to its end.  The whole volume must read as PATTERN with those
+#       changes (the model), and NEW's data area (read directly from
+#       NEW_FILE), as well as OLD_FILE's (but for the writes into the
+#       last window, which may land after the switch), must hold member
+#       INDEX's part of the model.  Mismatches are reported by byte range
+#       of the member and what the test did there.
 #
 # Output: a JSON summary on stdout; problems on stderr; exit status 1 if
 # any.
 
 import json
 import os
+import socket
 import sys
 import threading
 import time
 
 WINDOW = 4 * 1024 * 1024
+# Where in a window (member bytes from its start) the racing writes go:
+# A (+ 8K * window), B (+ 8K * window before), the probes (+ 8K * probe);
+# zeroes and trims below 1M; no two overlap, the last window is 3M.
+M_A = 1024 * 1024
+M_B = 1536 * 1024
+M_P = 2048 * 1024
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
@@ -70,99 +86,251 @@ def fill(argv):
     return 0
 
 
-def run(argv):
-    import nbd
+class Race:
+    """The gated copier, m1's pause control and log, the client's writes."""
 
+    def __init__(self, uri, ctl, pause, log):
+        self.uri, self.ctl, self.pause_path, self.log = uri, ctl, pause, log
+        self.free = []
+        self.lock = threading.Lock()
+        self.pause_sock = None
+
+    def handle(self):
+        import nbd
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        h = nbd.NBD()
+        h.connect_uri(self.uri)
+        return h
+
+    def give_back(self, h):
+        with self.lock:
+            self.free.append(h)
+
+    def status(self):
+        return ask(self.ctl, {"op": "status"})
+
+    def until(self, cond, what, deadline=60):
+        """Poll until cond() is true (a state, not a time, is waited
+        for); the deadline only keeps a broken server from hanging us."""
+        end = time.monotonic() + deadline
+        while True:
+            v = cond()
+            if v:
+                return v
+            if time.monotonic() > end:
+                raise Stuck("%s: not within %d s (status %s)"
+                            % (what, deadline, json.dumps(self.status())))
+            time.sleep(0.002)
+
+    def held(self, after_seq):
+        """The copier held at a phase after phase_seq after_seq."""
+        def check():
+            r = self.status()
+            if r.get("state") in ENDS and not r.get("phase_held"):
+                raise Stuck("the replace ended %s: %s"
+                            % (r.get("state"), r.get("error")))
+            if r.get("phase_held") and r.get("phase_seq", 0) > after_seq:
+                return r
+            return None
+        return self.until(check, "the copier held at its next phase")
+
+    def step(self, r):
+        ans = ask_ctl(self.ctl, {"op": "step", "at": r.get("phase")})
+        if ans.get("ok") is not True:
+            raise Stuck("step at %s refused: %s" % (r.get("phase"),
+                                                    ans.get("error")))
+
+    def pause(self, c):
+        """m1's pause filter: 'p' answered once m1 is idle, 'r'."""
+        if self.pause_sock is None:
+            self.pause_sock = socket.socket(socket.AF_UNIX,
+                                            socket.SOCK_STREAM)
+            self.pause_sock.settimeout(60)
+            self.pause_sock.connect(self.pause_path)
+        self.pause_sock.sendall(c.encode())
+        got = self.pause_sock.recv(1)
+        if got != c.upper().encode():
+            raise Stuck("m1's pause filter answered %r to %r" % (got, c))
+
+    def at_old(self, mo):
+        """m1's log shows a write at member offset mo: it is in flight on
+        old (the log filter is outside the pause filter)."""
+        needle = " offset=%s count=" % hex(mo)
+        with open(self.log) as f:
+            return any(" Write id=" in ln and needle in ln for ln in f)
+
+
+class Stuck(Exception):
+    pass
+
+
+ENDS = ("done", "failed", "cancelled")
+
+
+def run(argv):
     uri, ctl, lay = argv[0], argv[1], Layout(argv[2])
     index, member_bytes = int(argv[3]), int(argv[4])
     pattern, new_file, old_file = argv[5], argv[6], argv[7]
+    pause, m1_log = argv[8], argv[9]
     model = bytearray(open(pattern, "rb").read())
     data_bytes = member_bytes - lay.doff
-    handles = []
-    for _ in range(3):
-        h = nbd.NBD()
-        h.connect_uri(uri)
-        handles.append(h)
-    ha, hb, hc = handles
+    nwin = (data_bytes + WINDOW - 1) // WINDOW
+    rc = Race(uri, ctl, pause, m1_log)
+    hc = rc.handle()
     done = []          # (kind, member offset, length, window)
     problems = []
-    seq = [0]
+    threads = []
 
-    def fresh(n):
-        seq[0] += 1
-        b = os.urandom(n)
-        return b
-
-    def write(h, mo, data, kind, w, lat):
+    def write(mo, kind, w):
+        data = os.urandom(4096)
         lo = lay.logical(index, mo)
-        t = time.monotonic()
+        h = rc.handle()
         h.pwrite(data, lo)
-        lat[kind] = time.monotonic() - t
+        rc.give_back(h)
         model[lo:lo + len(data)] = data
         done.append((kind, mo, len(data), w))
 
-    last = None
-    windows = 0
-    a_after = 0        # A writes that returned with the copy past them
-    lat_a = []
-    deadline = time.monotonic() + 90
-    while True:
-        if time.monotonic() > deadline:
-            print("race: the replace did not end within 90 s",
-                  file=sys.stderr)
-            return 1
-        r = ask(ctl, {"op": "status"})
-        st = r.get("state")
-        if st in ("done", "failed", "cancelled"):
-            break
-        c = r.get("bytes_copied", 0)
-        if st != "copying" or c == last:
-            time.sleep(0.005)
-            continue
-        last = c
-        w = c // WINDOW
-        start = lay.doff + c
-        wlen = min(WINDOW, member_bytes - start)
-        if wlen < 16384:
-            continue
-        windows += 1
-        lat = {}
-        off_a = ((w * 5 + 1) * 700 * 1024) % (wlen - 8192) // 4096 * 4096
-        ta = threading.Thread(target=write,
-                              args=(ha, start + off_a, fresh(4096), "A", w,
-                                    lat))
-        tb = None
-        nstart = start + wlen
-        if nstart + 16384 <= member_bytes:
-            nlen = min(WINDOW, member_bytes - nstart)
-            off_b = ((w * 3 + 2) * 900 * 1024) % (nlen - 8192) // 4096 * 4096
-            tb = threading.Thread(target=write,
-                                  args=(hb, nstart + off_b, fresh(4096), "B",
-                                        w, lat))
-        ta.start()
-        if tb:
-            tb.start()
-        # Where the copy has passed: zeroes and a trim, then a flush.
-        if w >= 1:
-            mo = lay.doff + (w - 1) * WINDOW + (w * 64 + 20) * 1024
+    def send(mo, kind, w):
+        t = threading.Thread(target=write, args=(mo, kind, w), daemon=True)
+        t.start()
+        threads.append((t, kind, mo))
+        return t
+
+    def join(t, what):
+        t.join(60)
+        if t.is_alive():
+            raise Stuck("%s did not return" % what)
+
+    def wstart(k):
+        return lay.doff + k * WINDOW
+
+    def held_clients():
+        return rc.status().get("clients_held", 0)
+
+    raced_b = 0
+    probes = 0
+    probe_in = {}      # window: the probe writes into it
+    r = None
+    try:
+        # To the copier's second "locked": window 0 read, window 1 taken.
+        seq = 0
+        locks = 0
+        while True:
+            r = rc.held(seq)
+            seq = r["phase_seq"]
+            if r.get("phase") == "locked":
+                locks += 1
+                if locks == 2:
+                    break
+            rc.step(r)
+        # A into window 0, whose old bytes the copier holds: it waits.
+        base = r.get("clients_held", 0)
+        a_prev = [send(wstart(0) + M_A, "A", 0)]
+        rc.until(lambda: held_clients() == base + 1,
+                 "A into window 0 held by the copier")
+        rc.step(r)
+        for k in range(1, nwin):
+            # Held at "advanced": window k-1 written, window k read.
+            r = rc.held(seq)
+            seq = r["phase_seq"]
+            if (r.get("phase") != "advanced"
+                    or r.get("bytes_copied") != k * WINDOW):
+                raise Stuck("window %d: held at %s with %s bytes copied"
+                            % (k, r.get("phase"), r.get("bytes_copied")))
+            # Released with window k-1: A into it, the probes into it.
+            for t in a_prev + probe_in.pop(k - 1, []):
+                join(t, "a write into window %d" % (k - 1))
+            # Where the copy has passed: zeroes, a trim, a flush.
+            mo = wstart(k - 1) + (k * 64 + 20) * 1024
             lo = lay.logical(index, mo)
             hc.zero(8192, lo)
             model[lo:lo + 8192] = bytes(8192)
-            done.append(("zero", mo, 8192, w))
-        if w >= 2:
-            mo = lay.doff + (w - 2) * WINDOW + (w * 64 + 36) * 1024
-            lo = lay.logical(index, mo)
-            hc.trim(8192, lo)
-            model[lo:lo + 8192] = bytes(8192)
-            done.append(("trim", mo, 8192, w))
-        hc.flush()
-        ta.join()
-        if tb:
-            tb.join()
-        lat_a.append(round(lat.get("A", 0), 3))
-        r2 = ask(ctl, {"op": "status"})
-        if r2.get("bytes_copied", 0) > c or r2.get("state") != "copying":
-            a_after += 1
+            done.append(("zero", mo, 8192, k))
+            if k >= 2:
+                mo = wstart(k - 2) + (k * 64 + 36) * 1024
+                lo = lay.logical(index, mo)
+                hc.trim(8192, lo)
+                model[lo:lo + 8192] = bytes(8192)
+                done.append(("trim", mo, 8192, k))
+            hc.flush()
+            base = held_clients()
+            # A into window k, which the copier holds read: it waits.
+            a_prev = [send(wstart(k) + M_A + 8192 * k, "A", k)]
+            rc.until(lambda: held_clients() == base + 1,
+                     "A into window %d held by the copier" % k)
+            if k + 1 == nwin:
+                rc.step(r)
+                continue
+            rc.pause("p")
+            # B into window k+1: in flight on old (held by m1's pause).
+            b_mo = wstart(k + 1) + M_B + 8192 * k
+            tb = send(b_mo, "B", k)
+            rc.until(lambda: rc.at_old(b_mo),
+                     "B into window %d in flight on old" % (k + 1))
+            rc.step(r)
+            # The copier now announces window k+1 and must wait for B.
+            # A probe write into window k+1 shows when it has: held by
+            # the window (clients_held), or else, in flight on old like
+            # B (it got in first), the next probe.
+            while True:
+                p_mo = wstart(k + 1) + M_P + 8192 * probes
+                probes += 1
+                if probes > 60:
+                    raise Stuck("window %d never announced" % (k + 1))
+                probe_in.setdefault(k + 1, []).append(
+                    send(p_mo, "probe", k))
+
+                def settled():
+                    if held_clients() == base + 2:
+                        return "held"
+                    if rc.at_old(p_mo):
+                        return "flight"
+                    return None
+                if rc.until(settled, "a probe into window %d settled"
+                            % (k + 1)) == "held":
+                    break
+            r2 = rc.status()
+            if r2.get("phase_seq") != seq or not tb.is_alive():
+                problems.append("window %d: the copier went on (phase %s, "
+                                "%s) with B in flight on old"
+                                % (k + 1, r2.get("phase"),
+                                   r2.get("phase_seq")))
+            else:
+                raced_b += 1
+            rc.pause("r")
+            join(tb, "B into window %d" % (k + 1))
+            r = rc.held(seq)
+            seq = r["phase_seq"]
+            if r.get("phase") != "locked" or not a_prev[0].is_alive():
+                problems.append("window %d: after B, the copier at %s, A "
+                                "%s" % (k + 1, r.get("phase"),
+                                        "held" if a_prev[0].is_alive()
+                                        else "returned"))
+            rc.step(r)
+        # Let the copier go to the end.
+        while True:
+            r = rc.status()
+            if r.get("state") in ENDS and not r.get("phase_held"):
+                break
+            if r.get("phase_held"):
+                rc.step(r)
+            else:
+                time.sleep(0.002)
+        for t, kind, mo in threads:
+            join(t, "%s at %d" % (kind, mo))
+    except Stuck as e:
+        print("race: " + str(e), file=sys.stderr)
+        print(json.dumps({"stuck": str(e)}))
+        try:
+            rc.pause("r")
+        except (OSError, Stuck):
+            pass
+        sys.stdout.flush()
+        os._exit(1)
+    st = r.get("state")
+    handles = [hc] + rc.free
     for h in handles:
         h.flush()
 
@@ -192,7 +360,7 @@ def run(argv):
     last_w = (data_bytes - 1) // WINDOW
 
     def after_switch(mo, n):
-        return any(((d[0] in ("A", "B") and d[1] + d[2] > last_a)
+        return any(((d[0] in ("A", "B", "probe") and d[1] + d[2] > last_a)
                     or d[3] == last_w)
                    and d[1] < mo + n and mo < d[1] + d[2] for d in done)
 
@@ -227,13 +395,13 @@ def run(argv):
         compare("old", f.read(data_bytes), want, after_switch)
 
     summary = {
-        "windows": windows,
+        "windows": nwin,
         "writes_A": sum(1 for d in done if d[0] == "A"),
         "writes_B": sum(1 for d in done if d[0] == "B"),
+        "raced_B": raced_b,
+        "probes": probes,
         "zeroes": sum(1 for d in done if d[0] == "zero"),
         "trims": sum(1 for d in done if d[0] == "trim"),
-        "A_returned_after_window": a_after,
-        "A_latency_s": lat_a,
         "state": st,
     }
     print(json.dumps(summary))
@@ -245,7 +413,7 @@ def run(argv):
 def main(argv):
     if argv and argv[0] == "fill" and len(argv) >= 4:
         return fill(argv[1:])
-    if argv and argv[0] == "run" and len(argv) == 9:
+    if argv and argv[0] == "run" and len(argv) == 11:
         return run(argv[1:])
     print("usage: race.py fill ... | race.py run ...", file=sys.stderr)
     return 2
