@@ -644,6 +644,7 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
                size_t len)
 {
   struct replace *r;
+  bool reshaping;
 
   if (p->index >= v->nr_members) {
     snprintf (why, len, "no member %u: the volume has %u (0 to %u)",
@@ -682,7 +683,8 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
    * block belongs to depends on the position: no logical ranges, so no
    * zeros written in place of lost data.
    */
-  if (meta_reshape_recorded (&v->meta) && p->skip_unreadable) {
+  reshaping = meta_reshape_recorded (&v->meta);
+  if (reshaping && p->skip_unreadable) {
     snprintf (why, len, "a grow or shrink is under way on the members: "
               "--skip-unreadable cannot say which of the volume's bytes "
               "would be lost; replace without it, or let the grow or "
@@ -692,7 +694,7 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   if (mover_reserve (v, why, len) == -1) {
     size_t n = strlen (why);
     /* Served, its grow or shrink paused (a member failing): the way on. */
-    if (meta_reshape_recorded (&v->meta) && n < len)
+    if (reshaping && n < len)
       snprintf (why + n, len - n, "; to replace member %u before it goes "
                 "on, stop the volume (nbdstripe stop), replace it with "
                 "--offline, and serve the volume again (the grow or shrink "
@@ -714,8 +716,8 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   }
   r->mv.start = v->members[p->index].data_offset;
   r->mv.end = v->members[p->index].need;
-  r->reshaping = meta_reshape_recorded (&v->meta);
-  if (r->reshaping && r->mv.start > META_AREA)
+  r->reshaping = reshaping;
+  if (reshaping && r->mv.start > META_AREA)
     r->mv.start = META_AREA; /* the journal too */
   mover_init (&r->mv);
   /* on_failing's: said before the copier runs (health_spare.c). */

@@ -115,12 +115,20 @@ rp_ctl () { "$RP_PY" "$RP_LIB/replace_ctl.py" "$RP_CTL" "$@"; }
 
 # rp_wait NAME ARGS...: rp_ctl wait ARGS, the replace object saved in
 # $D_TMP/NAME.json (and shown); returns replace_ctl's status.
-rp_wait ()
+rp_wait () { rp_ctl_saved wait "$@"; }
+
+# rp_hold NAME TARGET ARGS...: rp_ctl hold TARGET ARGS (a gated copier let
+# go phase by phase up to TARGET, or to its end), the replace object saved
+# in $D_TMP/NAME.json (and shown); returns replace_ctl's status.
+rp_hold () { rp_ctl_saved hold "$@"; }
+
+# rp_ctl_saved VERB NAME ARGS...: rp_ctl VERB ARGS into $D_TMP/NAME.json.
+rp_ctl_saved ()
 {
-  local name=$1 rc=0
-  shift
-  rp_ctl wait "$@" >"$D_TMP/$name.json" || rc=$?
-  printf -- '-- %s: wait %s -> %d: %s\n' "$name" "$*" "$rc" \
+  local verb=$1 name=$2 rc=0
+  shift 2
+  rp_ctl "$verb" "$@" >"$D_TMP/$name.json" || rc=$?
+  printf -- '-- %s: %s %s -> %d: %s\n' "$name" "$verb" "$*" "$rc" \
     "$(cut -c1-600 "$D_TMP/$name.json")"
   return "$rc"
 }

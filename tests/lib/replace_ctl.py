@@ -68,21 +68,29 @@ def replace_of(ans):
 ENDS = {"done", "failed", "cancelled"}
 
 
+def options(cmd, rest, names):
+    """The --NAME VALUE pairs of rest, each NAME one of names, as a dict;
+    None (said) at a bad one."""
+    got = {}
+    while rest:
+        name = rest[0][2:] if rest[0].startswith("--") else None
+        if name not in names or len(rest) < 2:
+            print("replace_ctl: %s: bad argument %s" % (cmd, rest[0]),
+                  file=sys.stderr)
+            return None
+        got[name] = rest[1]
+        rest = rest[2:]
+    return got
+
+
 def hold(path, args):
-    target, new, deadline = args[0], None, 30.0
+    target = args[0]
     phase, _, nth = target.partition(":")
     nth = int(nth) if nth else 1
-    rest = args[1:]
-    while rest:
-        if rest[0] == "--new" and len(rest) > 1:
-            new = rest[1]
-        elif rest[0] == "--deadline" and len(rest) > 1:
-            deadline = float(rest[1])
-        else:
-            print("replace_ctl: hold: bad argument " + rest[0],
-                  file=sys.stderr)
-            return 2
-        rest = rest[2:]
+    o = options("hold", args[1:], ("new", "deadline"))
+    if o is None:
+        return 2
+    new, deadline = o.get("new"), float(o.get("deadline", 30.0))
     end = time.monotonic() + deadline
     seen, last_seq, r = 0, None, {}
     while True:
@@ -151,22 +159,13 @@ def main(argv):
         print(json.dumps(replace_of(ask(path, {"op": "status"}))))
         return 0
     if cmd == "wait":
-        new, states, copied, deadline = None, None, None, 30.0
-        rest = argv[2:]
-        while rest:
-            if rest[0] == "--new" and len(rest) > 1:
-                new = rest[1]
-            elif rest[0] == "--state" and len(rest) > 1:
-                states = set(rest[1].split(","))
-            elif rest[0] == "--copied" and len(rest) > 1:
-                copied = int(rest[1])
-            elif rest[0] == "--deadline" and len(rest) > 1:
-                deadline = float(rest[1])
-            else:
-                print("replace_ctl: wait: bad argument " + rest[0],
-                      file=sys.stderr)
-                return 2
-            rest = rest[2:]
+        o = options("wait", argv[2:], ("new", "state", "copied", "deadline"))
+        if o is None:
+            return 2
+        new = o.get("new")
+        states = set(o["state"].split(",")) if "state" in o else None
+        copied = int(o["copied"]) if "copied" in o else None
+        deadline = float(o.get("deadline", 30.0))
         end = time.monotonic() + deadline
         r = {}
         while True:

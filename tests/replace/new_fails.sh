@@ -48,19 +48,6 @@ d_random "$D_TMP/pattern" "$vsize"
 rp_start vol -D stripe.replace_gate=1
 rp_write_pattern "$D_TMP/pattern"
 
-# hold NAME TARGET ARGS...: replace_ctl.py hold TARGET ARGS (the copier
-# let go phase by phase up to TARGET, or to its end), the replace object
-# saved in $D_TMP/NAME.json (and shown); returns replace_ctl's status.
-hold ()
-{
-  local name=$1 rc=0
-  shift
-  rp_ctl hold "$@" >"$D_TMP/$name.json" || rc=$?
-  printf -- '-- %s: hold %s -> %d: %s\n' "$name" "$*" "$rc" \
-    "$(cut -c1-600 "$D_TMP/$name.json")"
-  return "$rc"
-}
-
 # held_after_first LABEL NEW: the replace onto NEW is let go up to the end
 # of its first window and held there: copying, the copy past the 128K
 # the clients write into during it (member 1's first 2 chunks) and not
@@ -68,7 +55,7 @@ hold ()
 held_after_first ()
 {
   local copied
-  hold "$1" advanced --new "$2" ||
+  rp_hold "$1" advanced --new "$2" ||
     d_fail "$1: the copier was not held at the end of its first window"
   copied=$(rp_json "$1" .bytes_copied)
   [[ $(rp_json "$1" .state) == copying && $copied -ge $((128 * K)) &&
@@ -90,7 +77,7 @@ failed_held ()
   else
     d_bad "$1: not failed by the client's write at $3 while the copier was held"
   fi
-  hold "$1.end" end || d_bad "$1: the copier did not end once let go"
+  rp_hold "$1.end" end || d_bad "$1: the copier did not end once let go"
 }
 
 # on_old LABEL: the config is as created; the status shows member 1 on
@@ -224,7 +211,7 @@ d_log "3. then a replace runs to its end"
 "$NBDSTRIPE" replace --wait "$RP_CONF" 1 "$D_TMP/new4" \
   >"$D_TMP/replace4.out" 2>"$D_TMP/replace4.err" </dev/null &
 rpid=$!
-hold ended4 end --new "$D_TMP/new4" || d_fail "replace 4 did not end"
+rp_hold ended4 end --new "$D_TMP/new4" || d_fail "replace 4 did not end"
 rc=0
 wait "$rpid" || rc=$?
 sed 's/^/   | /' "$D_TMP/replace4.out" "$D_TMP/replace4.err"
