@@ -8,6 +8,8 @@
 #     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1, reads only (about 50 s; no root
 #     needed), whose charts `--replot` must redraw from results.json alone,
 #     then
+#  1b. --fsync --flush-us 1000 at N = 1 and 4 (emulated drives: files in RAM
+#     behind nbdkit and bench's flushlat filter), then
 #  2. on emulated local members with N = 1 and 2, every profile, a scrub
 #     running through every plugin run (--scrub-during),
 # must complete, its results.json must validate against
@@ -110,6 +112,33 @@ rm -f "$rres"/charts/*
 "$here/stripe-bench" --replot "$rres/results.json" >/dev/null || fail "remote: --replot failed"
 /usr/bin/python3 "$here/validate-results" "$rres/results.json" >/dev/null ||
   fail "remote: --replot did not redraw every chart"
+
+# ---- 1b. the fsync profile on emulated drives (--flush-us)
+# Files in RAM, each served by nbdkit behind the flushlat filter built
+# beside the plugin; no root needed.
+echo "== bench/stripe-bench --quick --fsync --flush-us 1000 --counts 1,4 (output in $out/drives)"
+"$here/stripe-bench" --plugin "$plugin" --quick --fsync --flush-us 1000 --counts 1,4 \
+  --workdir "/dev/shm/stripe-bench-ci.$$" --out "$out/drives" --noisy-retries 0 || fail "stripe-bench --fsync --flush-us exited with $?"
+/usr/bin/python3 "$here/validate-results" "$out/drives/results.json" ||
+  fail "drives: results.json does not validate"
+/usr/bin/python3 - "$out/drives/results.json" <<'PY' || fail "drives: unexpected results.json content"
+import json, os, re, subprocess, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"]
+assert d["members"]["mode"] == "drives" and d["parameters"]["flush_us"] == 1000, "not a drives run"
+assert sorted((r["config"], r["n"]) for r in rows) == [("file", 1), ("plugin", 1), ("plugin", 4)], \
+    "expected the file plugin and the stripe plugin at N = 1 and 4"
+assert all(r["iops"] > 0 and r["profile"] == "FSYNC4K-Q1T4" for r in rows), "a row without writes"
+assert [t["n"] for t in d["targets"]] == [1, 4], "targets at N = 1 and 4"
+for u in d["members"]["devices"]:
+    m = re.search(r"socket=(\S+)", u)
+    assert m, "a drive is not an NBD export over a Unix socket: " + u
+    assert not os.path.exists(m.group(1)), "drive socket left behind: " + u
+    left = subprocess.run(["pgrep", "-f", re.escape(m.group(1))], stdout=subprocess.PIPE).stdout.strip()
+    assert not left, "drive server left running: " + u
+PY
+[ -s "$out/drives/charts/fsync-FSYNC4K-Q1T4.png" ] || fail "drives: chart missing"
+[ ! -e "/dev/shm/stripe-bench-ci.$$" ] || fail "drives: member files left in /dev/shm/stripe-bench-ci.$$"
 
 # ---- 2. emulated local members
 [ "$(id -u)" -eq 0 ] || skip "local part: not root: emulated members need loop devices and cgroup throttling (remote part passed)"

@@ -36,6 +36,9 @@ def members_label(doc):
     if m["mode"] == "files":
         return "members: files on this machine's disk, the volume %s at every N, not throttled" % (
             fmt_size(doc["parameters"]["volume_size"]))
+    if m["mode"] == "drives":
+        return "members: emulated drives, a %d us cache flush each, the volume %s at every N" % (
+            doc["parameters"]["flush_us"], fmt_size(doc["parameters"]["volume_size"]))
     if m["mode"] == "ram":
         return "members: files in RAM (tmpfs), the volume %s at every N" % (
             fmt_size(doc["parameters"]["volume_size"]))
@@ -188,7 +191,8 @@ def fsync_chart(doc, cdir, rows):
         s.append("set object 1 rect from graph 0, first %.3f to graph 1, first %.3f fc rgb '%s' "
                  "fs transparent solid 0.15 noborder behind" % (fp["iops_min"], fp["iops_max"], REFERENCE))
         plots.append("%.3f with lines dt (8,4) lw 3 lc rgb '%s' title %s" % (
-            fp["iops"], REFERENCE, q("nbdkit file plugin, one file (band: min-max)")))
+            fp["iops"], REFERENCE, q("nbdkit file plugin, one %s (band: min-max)"
+                                     % ("drive" if doc["members"]["mode"] == "drives" else "file"))))
         plots.append("%.3f with lines dt 3 lw 2 lc rgb '%s' title %s" % (
             0.97 * fp["iops"], REFERENCE, q("target N=1: 0.97 x file plugin")))
     if one:

@@ -50,6 +50,8 @@ examples:
   # the fsync profile: 4 jobs x 4K random write + flush, member files on
   # the machine's disk, a 256M volume at N = 1, 4, 16, 64 beside the file plugin
   bench/stripe-bench --fsync --repeat 3
+  # the same on independent emulated drives (files in RAM, a 1 ms cache flush)
+  bench/stripe-bench --fsync --flush-us 1000 --repeat 3
   # RAM members: member files in /dev/shm, RND4K Q32 at N = 1, 4 beside the
   # file plugin on one file there (no disk: the request path's own cost)
   bench/stripe-bench --ram --repeat 3
@@ -127,6 +129,14 @@ def parse_args(argv):
                         "volume the same size (--volume-size) whatever N; the reference is nbdkit's "
                         "file plugin on one file of that size; plugin cache=writeback unless --cache"
                         % (FSYNC_PROFILE[0], FSYNC_JOBS))
+    g.add_argument("--flush-us", type=int, metavar="US",
+                   help="--fsync on independent emulated drives instead of files on the one disk: "
+                        "each member, and the reference's one file, is a file in RAM (--ram-dir) "
+                        "served by its own nbdkit, the file plugin behind bench's flushlat filter "
+                        "(build/bench/nbdkit-flushlat-filter.so): a drive whose cache flush takes US "
+                        "microseconds, one at a time, requests arriving during one sharing the next "
+                        "(the block layer's flush merging); the plugin reaches the members as NBD "
+                        "exports over Unix sockets")
     g.add_argument("--volume-size", type=parse_size, default=256 << 20,
                    help="--fsync, --ram: the volume's size, each of N members a 1/N of it (default 256M)")
     g = ap.add_argument_group("RAM members (--ram; root not needed)")
@@ -202,6 +212,18 @@ def parse_args(argv):
         a.sustained = False
         if a.volume_size % (4 << 10):
             fail("--volume-size must be a multiple of 4K")
+        if a.flush_us is not None:
+            if a.flush_us <= 0:
+                fail("--flush-us must be > 0")
+            a.workdir = a.workdir or os.path.join(a.ram_dir, "nbdstripe-bench-%d" % os.getpid())
+            if a.plugin:
+                a.flush_filter = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.plugin))),
+                                              "bench", "nbdkit-flushlat-filter.so")
+                if not os.path.exists(a.flush_filter):
+                    fail("--flush-us needs %s beside the plugin's build (cmake --build builds it)"
+                         % a.flush_filter)
+    elif a.flush_us is not None:
+        fail("--flush-us goes with --fsync")
     a.counts = a.counts or "1,2,4"
     a.profiles = a.profiles or ",".join(PROFILE_NAMES)
     a.workdir = a.workdir or "/var/tmp/nbdstripe-bench-%d" % os.getpid()

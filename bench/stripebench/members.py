@@ -259,8 +259,31 @@ class MembersMixin:
         self.limited = limited
 
     def member_pids(self):
-        return [self.servers[m["key"]][0].pid for m in self.members
-                if m.get("key") in self.servers]
+        """Every member server's pid (remote members, --flush-us drives):
+        their CPU is the run's own, not other processes'."""
+        return [v[0].pid for k, v in self.servers.items() if k.startswith("member")]
+
+    # ------------------------------------------------------------ --fsync --flush-us
+    def setup_flush_drives(self):
+        """--fsync --flush-us: every member file (in RAM, setup_files) is
+        served by its own nbdkit, the file plugin behind the flushlat
+        filter (bench/flushlat/flushlat.c): an independent drive whose
+        cache flush takes --flush-us microseconds, one flush at a time,
+        requests that arrive during one sharing the next.  The plugin
+        reaches them as NBD exports over Unix sockets."""
+        a = self.a
+        for n, ms in sorted(self.member_sets.items()):
+            for m in ms:
+                key = "member-n%d-%d" % (n, m["index"])
+                m["dev"] = self.start_server(key, self.flush_drive_argv(m["file"]), False)
+                m["key"] = key
+        log("  %d drive servers (nbdkit file plugin + flushlat filter, flush-us=%d), e.g. %s"
+            % (sum(len(ms) for ms in self.member_sets.values()), a.flush_us,
+               self.member_sets[1][0]["dev"]))
+
+    def flush_drive_argv(self, path):
+        return ["--filter=" + self.a.flush_filter, "file", "file=" + path,
+                "flush-us=%d" % self.a.flush_us]
 
     def calibrate_remote(self):
         """fio's nbd engine straight at member 0: does the rate filter give the

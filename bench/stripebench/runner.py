@@ -144,7 +144,11 @@ class Bench(MembersMixin, FioMixin):
     def ensure_server(self, config, n, chunk):
         key = self.server_key(config, n, chunk)
         if key not in self.servers:
-            if config == "file" and self.ref_file:
+            if config == "file" and self.ref_file and self.a.flush_us:
+                # --fsync --flush-us: the file plugin on one drive like
+                # the members'
+                argv = self.flush_drive_argv(self.ref_file)
+            elif config == "file" and self.ref_file:
                 # --fsync, --ram: its defaults (page cache, flush =
                 # fdatasync), as a user would run it
                 argv = ["file", "file=" + self.ref_file]
@@ -388,6 +392,24 @@ class Bench(MembersMixin, FioMixin):
             method = ("files in RAM in %s (%s), written once; the volume %s at every N (N files of "
                       "1/N each); nbdkit's file plugin on one file of %s there, with its defaults"
                       % (a.workdir, fs, fmt_size(a.volume_size), fmt_size(a.volume_size)))
+        elif a.fsync and a.flush_us:
+            where = os.path.dirname(os.path.abspath(a.workdir))
+            fs = run(["stat", "-f", "-c", "%T", where], check=False).stdout.strip()
+            if fs not in ("tmpfs", "ramfs"):
+                raise BenchError("--flush-us: %s is on %s, not a RAM file system (tmpfs, ramfs): "
+                                 "the drives' only flush cost must be the emulated one"
+                                 % (where, fs or "an unknown file system"))
+            log("== setting up member drives (files in RAM, flush %d us) for N = %s"
+                % (a.flush_us, ",".join(map(str, a.counts))))
+            self.setup_files(a.counts)
+            self.setup_flush_drives()
+            method = ("independent emulated drives: each member a file in RAM in %s (%s), served by "
+                      "its own nbdkit (file plugin behind bench's flushlat filter: a cache flush takes "
+                      "%d us, one at a time, requests arriving during one share the next), reached "
+                      "by the plugin as an NBD export over a Unix socket; the volume %s at every N "
+                      "(N drives of 1/N each); the reference: nbdkit's file plugin on one file of %s "
+                      "behind the same filter (one drive), its defaults, one NBD hop fewer"
+                      % (a.workdir, fs, a.flush_us, fmt_size(a.volume_size), fmt_size(a.volume_size)))
         elif a.fsync:
             log("== setting up member files for N = %s" % ",".join(map(str, a.counts)))
             self.setup_files(a.counts)
@@ -461,11 +483,12 @@ class Bench(MembersMixin, FioMixin):
                            "readonly": self.readonly, "reference": self.ref,
                            "volume_size": a.volume_size if (a.fsync or a.ram) else None,
                            "jobs": FSYNC_JOBS if a.fsync else 1,
+                           "flush_us": a.flush_us,
                            "scrub_during": a.scrub_during,
                            "scrub_rate": SCRUB_DEFAULT_RATE if a.scrub_during else None,
                            "drive_interval_s": self.drive_interval},
             "members": {"mode": "real" if a.members else ("remote" if a.remote else (
-                            "files" if a.fsync else ("ram" if a.ram else "emulated"))),
+                            ("drives" if a.flush_us else "files") if a.fsync else ("ram" if a.ram else "emulated"))),
                         "count": len(self.members), "method": method,
                         "devices": [m["dev"] for m in self.members],
                         "mbps": None if (a.members or a.fsync or a.ram) else a.mbps,
