@@ -96,7 +96,7 @@ def write_summary(doc, out):
         doc["date"], doc["machine"]["hostname"], doc["machine"]["kernel"],
         doc["machine"]["cpus"], doc["machine"]["loadavg_before"]))
     e = doc["members"]
-    if e["mode"] in ("files", "ram"):
+    if e["mode"] in ("files", "drives", "ram"):
         L.append("Members: %s; %d jobs  " % (e["method"], doc["parameters"].get("jobs", 1)))
     elif e["mode"] == "remote":
         L.append("Members: %d remote (%s), %s MB/s each way and %d ms per request per member, %s each; "
