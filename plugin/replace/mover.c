@@ -215,8 +215,10 @@ status_json (struct mover *mv)
               json_object_new_double (mv->hold_ns / 1e9));
   if (mover_debug_gate) {
     json_put (o, "phase", mv->phase ? json_text (mv->phase) : NULL);
+    /* A cancel lets a held copier go (mover_phase) without a step. */
     json_put (o, "phase_held",
-              json_object_new_boolean (mv->released_seq < mv->phase_seq));
+              json_object_new_boolean (!mv->cancel
+                                       && mv->released_seq < mv->phase_seq));
     json_put (o, "phase_seq", json_object_new_int64 (mv->phase_seq));
     /* Client requests held by a window or at the switch, for tests that
      * must know every request they sent has got as far as it can.

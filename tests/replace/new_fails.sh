@@ -24,7 +24,8 @@
 #   2. A replace runs (held after its first window): a second one (of the
 #      same member, of another) is refused ("running already") and leaves
 #      its NEW untouched; then `replace --cancel` stops it (a cancel lets
-#      a held copier go): state cancelled, the config unchanged, NEW
+#      a held copier go, and the status no longer shows it held): state
+#      cancelled, the config unchanged, NEW
 #      holds no header, the volume on the old member, data intact; a
 #      second --cancel is refused (none runs).
 #   3. Then a replace runs to its end, let go phase by phase (the failed
@@ -196,6 +197,8 @@ d_run cancel d_ns replace --cancel "$RP_CONF"
 [[ $D_RC -eq 0 ]] && grep -q cancelled "$D_TMP/cancel.out" ||
   d_bad "replace --cancel failed"
 rp_wait cancelled --state cancelled || d_bad "the replace is not cancelled"
+[[ $(rp_json cancelled .phase_held) == false ]] ||
+  d_bad "the cancelled replace's copier still shows as held"
 [[ $(rp_json cancelled .bytes_copied) -lt $((size - RP_DO)) ]] ||
   d_bad "cancelled after a complete copy"
 rp_no_header "cancelled" "$D_TMP/new2"
