@@ -6,7 +6,7 @@
 #
 # The volume under test is served by nbdkit run directly with the plugin
 # under test and config=CONFIG (so that a test can give it -D flags:
-# stripe.replace_hold_ms, stripe.replace_crash), in the foreground in the
+# stripe.replace_gate, stripe.replace_crash), in the foreground in the
 # background of the test, its pidfile a FIFO (daemon.sh d_nbdkit_start):
 # it listens when rp_start returns.  Its status file, and so its control
 # socket, are in $D_TMP.  A replace is followed through the control socket

@@ -12,11 +12,13 @@
 # for a member) and big (16 MiB).  A client writes a random pattern over
 # the whole volume first.
 #
-# --policy replace (on_failing = "replace"); the server holds each window
-# of a copy 300 ms (-D stripe.replace_hold_ms), so that a copy spans
-# the writes of a client (tests/replace/writer.py: random blocks, each
-# into a reference file too, before the replace, across the copy and the
-# switch, and after it):
+# --policy replace (on_failing = "replace"); the server gates its
+# copiers (-D stripe.replace_gate=1): a replace is held before its first
+# window until the test lets it go, so that a client (tests/replace/
+# writer.py: random blocks, each into a reference file too) writes
+# before the replace, while it is copying (at least 24 requests, by
+# construction), across the copy and the switch once it is let go, and
+# after it:
 # - before: status --json lists both spares claimed, small not usable
 #   ("too small"), big usable; Prometheus nbdstripe_spares 2,
 #   nbdstripe_spares_usable 1; `nbdstripe status` shows them.
@@ -114,7 +116,7 @@ grep -q on_change "$RP_CONF" || d_fail "the config has no on_change: $(cat "$RP_
 rp_create
 cp "$RP_CONF" "$D_TMP/vol.conf.before"
 if [[ $policy == replace ]]; then
-  rp_start vol -D stripe.replace_hold_ms=300
+  rp_start vol -D stripe.replace_gate=1
 else
   rp_start vol
 fi
@@ -204,6 +206,21 @@ elif [[ $policy == replace ]]; then
     >/dev/null || d_fail "the writer did not start writing"
 fi
 
+# copying_writes NAME: the replace onto big is copying (its copier held
+# by the gate before its first window); a client writes at least 24
+# requests (48 member writes: none spans more than 2 members) before the
+# copier is let go to its end.
+copying_writes ()
+{
+  local base
+  rp_wait "$1" --new "$D_TMP/big" --state copying --deadline 10 ||
+    d_fail "$1: the replace onto big is not copying"
+  base=$(rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add')
+  rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $base + 48" 30 \
+    >/dev/null || d_fail "$1: the client did not write while the replace was copying"
+  rp_hold "$1-end" end --new "$D_TMP/big" || d_fail "$1: the replace onto big did not end"
+}
+
 # writer_done NAME PID [BEFORE COPYING]: the writer PID wrote at least
 # BEFORE (0) writes before a replace, COPYING (8) across it and 8 after
 # it, every write answered (its summary in $D_TMP/NAME.json).
@@ -238,6 +255,7 @@ if [[ $scrub -eq 1 ]]; then
     d_bad "member 1's reason is not the scrub's: $(rp_ctl until True 5 | jq -c '.members[1]')"
   d_log "the automatic replace starts, and stops at the unreadable blocks"
   next_event MemberReplacing 1 "$M1" "$M1" "$D_TMP/big"
+  rp_hold auto end --new "$D_TMP/big" || d_fail "the automatic replace did not end"
   next_event MemberNotReplaced 1 "$M1" "$M1" "$D_TMP/big"
   [[ $NE_REASON == *"has unreadable blocks"* ]] ||
     d_bad "MemberNotReplaced does not say why: $NE_REASON"
@@ -273,6 +291,7 @@ if [[ $scrub -eq 1 ]]; then
   [[ $D_RC -eq 0 ]] || d_fail "replace --skip-unreadable did not start"
   "$RP_PY" "$HERE/writer.py" "${avoid[@]}" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
     >"$D_TMP/writer2.json" 2>"$D_TMP/writer2.err" &
+  copying_writes skip-copying
   rp_wait skip --new "$D_TMP/big" --state done --deadline 30 ||
     d_fail "the replace onto big did not complete"
   writer_done writer2 $!
@@ -341,6 +360,11 @@ except nbd.Error as e:
       d_bad "the replace of member 0 was not cancelled"
   fi
   next_event MemberReplacing 1 "$M1" "$M1" "$D_TMP/big"
+  if [[ $busy -eq 0 ]]; then
+    copying_writes auto
+  else
+    rp_hold auto end --new "$D_TMP/big" || d_fail "the automatic replace did not end"
+  fi
   next_event MemberRecovered 1 "$D_TMP/big"
   next_event MemberReplaced 1 "$M1" "$M1" "$D_TMP/big"
   rp_ctl until 's["on_failing"]["last"]["state"] == "replaced"' 10 \
