@@ -82,23 +82,55 @@ def find_tool(env, rel):
     return None
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="replace-impact", description=DESCRIPTION, epilog=EPILOG,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_args(ap, tag):
+    """The options replace-impact and reshape-impact share (TAG names
+    their default output and work directories)."""
     ap.add_argument("--plugin", default=find_tool("NBDSTRIPE_PLUGIN", "plugin/nbdkit-stripe-plugin.so"),
                     help="nbdkit-stripe-plugin.so (default: $NBDSTRIPE_PLUGIN, else build/plugin/)")
     ap.add_argument("--nbdstripe", default=find_tool("NBDSTRIPE", "daemon/nbdstripe"),
                     help="the nbdstripe command (default: $NBDSTRIPE, else build/daemon/nbdstripe)")
-    ap.add_argument("--out", help="output directory (default: bench/out/replace-YYYYmmdd-HHMMSS)")
-    ap.add_argument("--quick", action="store_true",
-                    help="CI size: 512M members, 1.5 s fio runs, 2 repetitions, 1 s device runs")
-    ap.add_argument("--mbps", type=int, default=150, help="per-member MB/s each way (default 150)")
+    ap.add_argument("--out", help="output directory (default: bench/out/%s-YYYYmmdd-HHMMSS)" % tag)
     ap.add_argument("--iops", type=int, default=2500, help="per-member IOPS each way (default 2500)")
-    ap.add_argument("--member-size", type=parse_size,
-                    help="size of each member (default 3G: a copy of 20-45 s at 150 MB/s; quick 512M)")
     ap.add_argument("--chunk", type=parse_size, default=128 << 10, help="the volume's chunk (default 128K)")
     ap.add_argument("--ramp", type=float, help="fio ramp seconds, not measured (default 2; quick 0.5)")
     ap.add_argument("--runtime", type=float, help="fio measured seconds (default 10; quick 1.5)")
+    ap.add_argument("--noise-threshold", type=float, default=0.15,
+                    help="a run is noisy when other processes used more than this many CPUs "
+                         "of user time during it (default 0.15)")
+    ap.add_argument("--noisy-retries", type=int, default=2,
+                    help="re-run a noisy fio run up to this many times, keep the quietest (default 2)")
+    ap.add_argument("--workdir", default="/var/tmp/nbdstripe-%s-%d" % (tag, os.getpid()),
+                    help="where the member files go (default /var/tmp/nbdstripe-%s-PID)" % tag)
+    ap.add_argument("--keep-files", action="store_true", help="do not delete the member files at exit")
+
+
+def common_checks(ap, a, tag):
+    """What common_args gave, checked and completed (a.repeat is each
+    tool's own)."""
+    if a.chunk % 4096:
+        ap.error("--chunk must be a multiple of 4K")
+    a.ramp = a.ramp if a.ramp is not None else (0.5 if a.quick else 2.0)
+    a.runtime = a.runtime if a.runtime is not None else (1.5 if a.quick else 10.0)
+    for what, p in (("stripe plugin", a.plugin), ("nbdstripe", a.nbdstripe)):
+        if not p or not os.path.exists(p):
+            ap.error("%s not found: build it (cmake --build build) or pass --%s"
+                     % (what, "plugin" if what != "nbdstripe" else "nbdstripe"))
+    a.plugin, a.nbdstripe = os.path.abspath(a.plugin), os.path.abspath(a.nbdstripe)
+    if not a.out:
+        a.out = os.path.join(BENCH, "out", datetime.datetime.now().strftime(tag + "-%Y%m%d-%H%M%S"))
+    # what the stripebench mixins read
+    a.remote, a.loop_stack, a.members, a.transport = False, 2, None, "unix"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="replace-impact", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    common_args(ap, "replace")
+    ap.add_argument("--quick", action="store_true",
+                    help="CI size: 512M members, 1.5 s fio runs, 2 repetitions, 1 s device runs")
+    ap.add_argument("--mbps", type=int, default=150, help="per-member MB/s each way (default 150)")
+    ap.add_argument("--member-size", type=parse_size,
+                    help="size of each member (default 3G: a copy of 20-45 s at 150 MB/s; quick 512M)")
     ap.add_argument("--repeat", type=int, help="repetitions of the with/without pair (default 3; quick 2)")
     ap.add_argument("--device-runtime", type=float,
                     help="seconds of each raw device run (default 5; quick 1)")
@@ -110,36 +142,16 @@ def parse_args(argv):
     ap.add_argument("--no-hot-spot", action="store_true",
                     help="leave out e (the copy under a hot-spot writer): for a plugin whose copier "
                          "a hot spot starves (it would never end)")
-    ap.add_argument("--noise-threshold", type=float, default=0.15,
-                    help="a run is noisy when other processes used more than this many CPUs "
-                         "of user time during it (default 0.15)")
-    ap.add_argument("--noisy-retries", type=int, default=2,
-                    help="re-run a noisy fio run up to this many times, keep the quietest (default 2)")
-    ap.add_argument("--workdir", default="/var/tmp/nbdstripe-replace-%d" % os.getpid(),
-                    help="where the member files go (default /var/tmp/nbdstripe-replace-PID)")
-    ap.add_argument("--keep-files", action="store_true", help="do not delete the member files at exit")
     a = ap.parse_args(argv)
     if a.member_size is None:
         a.member_size = (512 << 20) if a.quick else (3 << 30)
     if a.member_size % (4 << 20):
         ap.error("--member-size must be a multiple of 4M")
-    if a.chunk % 4096:
-        ap.error("--chunk must be a multiple of 4K")
-    a.ramp = a.ramp if a.ramp is not None else (0.5 if a.quick else 2.0)
-    a.runtime = a.runtime if a.runtime is not None else (1.5 if a.quick else 10.0)
+    common_checks(ap, a, "replace")
     a.repeat = a.repeat if a.repeat is not None else (2 if a.quick else 3)
     a.device_runtime = a.device_runtime if a.device_runtime is not None else (1.0 if a.quick else 5.0)
     if a.repeat < 1 or not 0 < a.rate_fraction <= 1 or a.impact_rate < 0:
         ap.error("--repeat >= 1, 0 < --rate-fraction <= 1, --impact-rate >= 0")
-    for what, p in (("stripe plugin", a.plugin), ("nbdstripe", a.nbdstripe)):
-        if not p or not os.path.exists(p):
-            ap.error("%s not found: build it (cmake --build build) or pass --%s"
-                     % (what, "plugin" if what != "nbdstripe" else "nbdstripe"))
-    a.plugin, a.nbdstripe = os.path.abspath(a.plugin), os.path.abspath(a.nbdstripe)
-    if not a.out:
-        a.out = os.path.join(BENCH, "out", datetime.datetime.now().strftime("replace-%Y%m%d-%H%M%S"))
-    # what the stripebench mixins read
-    a.remote, a.loop_stack, a.members, a.transport = False, 2, None, "unix"
     return a
 
 
@@ -148,6 +160,16 @@ def spread(vals):
     if not vals:
         return {"median": None, "min": None, "max": None}
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+
+
+def case_summary(runs, case):
+    """The fio rows of one case: medians and ranges over the repetitions."""
+    rs = [r for r in runs if r["case"] == case]
+    return {"repeats": len(rs), "iops": spread([r["iops"] for r in rs]),
+            "lat_mean_us": spread([r["lat_mean_us"] for r in rs]),
+            "lat_p99_us": spread([r["lat_p99_us"] for r in rs]),
+            "other_user_cores": spread([r["other_user_cores"] for r in rs]),
+            "noisy_runs": sum(1 for r in rs if r["noisy"])}
 
 
 class ReplaceBench(Bench):
@@ -498,9 +520,9 @@ class ReplaceBench(Bench):
                                     res["longest_client_wait_s"] or 0))
         return res
 
-    def measure(self, case, rep):
-        """One row, re-run while noisy (up to --noisy-retries), the quietest kept."""
-        fn = self.with_replace if case == "with_replace" else (lambda rep: self.fio_row(case, rep))
+    def quietest(self, fn, rep):
+        """fn(rep), one fio row, re-run while noisy (up to --noisy-retries),
+        the quietest kept."""
         r, tries = fn(rep), 0
         while r["noisy"] and tries < self.a.noisy_retries:
             tries += 1
@@ -508,14 +530,23 @@ class ReplaceBench(Bench):
             if r2["other_user_cores"] < r["other_user_cores"]:
                 r = r2
         r["retries"] = tries
+        return r
+
+    def print_row(self, r, case, rep, during=""):
         print("  %d/%d %-13s %-12s IOPS %7.0f  mean %8.1f us  p99 %9.1f us  other %.2f%s%s" % (
             rep + 1, self.a.repeat, r["profile"], case, r["iops"], r["lat_mean_us"], r["lat_p99_us"],
-            r["other_user_cores"] or 0.0, "!" if r["noisy"] else " ",
-            ("  copy %.1f MB/s during the run%s" % (
+            r["other_user_cores"] or 0.0, "!" if r["noisy"] else " ", during))
+        sys.stdout.flush()
+
+    def measure(self, case, rep):
+        """One row, re-run while noisy, the quietest kept."""
+        fn = self.with_replace if case == "with_replace" else (lambda rep: self.fio_row(case, rep))
+        r = self.quietest(fn, rep)
+        self.print_row(r, case, rep, (
+            "  copy %.1f MB/s during the run%s" % (
                 r["replace_copy_mbps_during_fio"],
                 "" if r["replace_outlasted_fio"] else ", ENDED BEFORE fio did"))
-            if case == "with_replace" else ""))
-        sys.stdout.flush()
+            if case == "with_replace" else "")
         return r
 
     # ------------------------------------------------------------ main
@@ -583,14 +614,7 @@ class ReplaceBench(Bench):
         for rep in range(a.repeat):
             runs.append(self.measure("without_replace", rep))
             runs.append(self.measure("with_replace", rep))
-        cases = {}
-        for case in ("without_replace", "with_replace"):
-            rs = [r for r in runs if r["case"] == case]
-            cases[case] = {"repeats": len(rs), "iops": spread([r["iops"] for r in rs]),
-                           "lat_mean_us": spread([r["lat_mean_us"] for r in rs]),
-                           "lat_p99_us": spread([r["lat_p99_us"] for r in rs]),
-                           "other_user_cores": spread([r["other_user_cores"] for r in rs]),
-                           "noisy_runs": sum(1 for r in rs if r["noisy"])}
+        cases = {case: case_summary(runs, case) for case in ("without_replace", "with_replace")}
         wr = [r for r in runs if r["case"] == "with_replace"]
         cases["with_replace"]["copy_mbps_during_fio"] = spread([r["replace_copy_mbps_during_fio"] for r in wr])
         cases["with_replace"]["replace_outlasted_every_run"] = all(r["replace_outlasted_fio"] for r in wr)
@@ -638,15 +662,7 @@ class ReplaceBench(Bench):
         self.save_log("config-final", open(self.cfg).read())
         doc = {
             "tool": "nbdstripe replace-impact",
-            "command": " ".join([os.path.relpath(sys.argv[0], os.getcwd())] + sys.argv[1:]),
-            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "duration_s": round(time.time() - t_start, 1),
-            "machine": {"hostname": platform.node(), "kernel": platform.release(),
-                        "cpus": os.cpu_count(),
-                        "loadavg_before": " ".join(load_before),
-                        "loadavg_after": " ".join(open("/proc/loadavg").read().split()[:3]),
-                        "fio": run(["fio", "--version"], check=False).stdout.strip(),
-                        "nbdkit": run(["nbdkit", "--version"], check=False).stdout.strip()},
+            **run_header(t_start, load_before),
             "parameters": {"quick": a.quick, "mbps": a.mbps, "iops": a.iops, "member_size": a.member_size,
                            "chunk": a.chunk, "ramp_s": a.ramp, "runtime_s": a.runtime, "repeat": a.repeat,
                            "device_runtime_s": a.device_runtime, "rate_fraction": a.rate_fraction,
@@ -674,15 +690,7 @@ class ReplaceBench(Bench):
                  "threshold": RATE_SLACK, "met": limited["met"]}],
             "notes": notes,
         }
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "results.json"), "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-        with open(os.path.join(a.out, "summary.md"), "w") as f:
-            f.write(summary(doc))
-        print("\n== done in %.0f s: %s" % (time.time() - t_start, a.out))
-        print(summary(doc))
-        return 0
+        return write_outputs(a.out, doc, summary(doc), t_start)
 
 
 def summary(doc):
@@ -769,18 +777,47 @@ def summary(doc):
     return "\n".join(L) + "\n"
 
 
-def main(argv):
+def run_header(t_start, load_before):
+    """The fields of a results document that say which run it was, where."""
+    return {
+        "command": " ".join([os.path.relpath(sys.argv[0], os.getcwd())] + sys.argv[1:]),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "duration_s": round(time.time() - t_start, 1),
+        "machine": {"hostname": platform.node(), "kernel": platform.release(),
+                    "cpus": os.cpu_count(),
+                    "loadavg_before": " ".join(load_before),
+                    "loadavg_after": " ".join(open("/proc/loadavg").read().split()[:3]),
+                    "fio": run(["fio", "--version"], check=False).stdout.strip(),
+                    "nbdkit": run(["nbdkit", "--version"], check=False).stdout.strip()},
+    }
+
+
+def write_outputs(out, doc, text, t_start):
+    """results.json and summary.md (TEXT) in OUT; the summary printed."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write(text)
+    print("\n== done in %.0f s: %s" % (time.time() - t_start, out))
+    print(text)
+    return 0
+
+
+def run_main(name, cls, a):
+    """replace-impact's and reshape-impact's main: the tools, root, the
+    run, and its cleanup whatever happens (signals included)."""
     import signal
-    a = parse_args(argv)
     for tool in ("fio", "nbdkit", "losetup"):
         if not shutil.which(tool):
-            log("replace-impact: %s not found" % tool)
+            log("%s: %s not found" % (name, tool))
             return 1
     if os.geteuid() != 0:
-        log("replace-impact: emulated members need root (loop devices, cgroup throttling)")
+        log("%s: emulated members need root (loop devices, cgroup throttling)" % name)
         return 1
     os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
-    b = ReplaceBench(a)
+    b = cls(a)
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
@@ -789,11 +826,15 @@ def main(argv):
     try:
         return b.main()
     except KeyboardInterrupt:
-        log("\nreplace-impact: interrupted, cleaning up")
+        log("\n%s: interrupted, cleaning up" % name)
         return 130
     except BenchError as e:
-        log("replace-impact: %s" % e)
+        log("%s: %s" % (name, e))
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         b.cleanup()
+
+
+def main(argv):
+    return run_main("replace-impact", ReplaceBench, parse_args(argv))

@@ -21,17 +21,15 @@ The harness reads the grow's progress from the volume's control socket
 (NAME.ctl beside its status file: the "reshape" object of the status)."""
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
-import signal
 import sys
 import threading
 import time
 
-from .replace import ReplaceBench, find_tool, spread
+from .replace import (ReplaceBench, case_summary, common_args, common_checks, run_header, run_main,
+                      spread, write_outputs)
 from .runner import REPO
 from .util import MB, BenchError, dev_sectors, fmt_size, log, parse_size, run
 
@@ -79,11 +77,7 @@ def parse_grows(text):
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="reshape-impact", description=DESCRIPTION, epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--plugin", default=find_tool("NBDSTRIPE_PLUGIN", "plugin/nbdkit-stripe-plugin.so"),
-                    help="nbdkit-stripe-plugin.so (default: $NBDSTRIPE_PLUGIN, else build/plugin/)")
-    ap.add_argument("--nbdstripe", default=find_tool("NBDSTRIPE", "daemon/nbdstripe"),
-                    help="the nbdstripe command (default: $NBDSTRIPE, else build/daemon/nbdstripe)")
-    ap.add_argument("--out", help="output directory (default: bench/out/reshape-YYYYmmdd-HHMMSS)")
+    common_args(ap, "reshape")
     ap.add_argument("--quick", action="store_true",
                     help="CI size: 256M members, 1.5 s fio runs, 1 repetition of each grow, "
                          "2 impact rounds")
@@ -94,48 +88,24 @@ def parse_args(argv):
     ap.add_argument("--mbps", type=int, default=80,
                     help="per-member MB/s each way (default 80: a 4 -> 5 grow then moves "
                          "640 MB/s through the machine's disk, under its ~1.1 GB/s)")
-    ap.add_argument("--iops", type=int, default=2500, help="per-member IOPS each way (default 2500)")
     ap.add_argument("--member-size", type=parse_size,
                     help="size of each member (default 2G: a grow of about 25 s at 80 MB/s; quick 256M)")
-    ap.add_argument("--chunk", type=parse_size, default=128 << 10, help="the volume's chunk (default 128K)")
-    ap.add_argument("--ramp", type=float, help="fio ramp seconds, not measured (default 2; quick 0.5)")
-    ap.add_argument("--runtime", type=float, help="fio measured seconds (default 10; quick 1.5)")
     ap.add_argument("--repeat", type=int,
                     help="repetitions of each timed grow and of the impact pair (default 3; quick: "
                          "1 grow, 2 pairs)")
     ap.add_argument("--impact-rate", type=int, default=0,
                     help="--rate (bytes/s) of the grow that runs during the with-grow fio runs "
                          "(default 0: none, full speed: the worst case for clients)")
-    ap.add_argument("--noise-threshold", type=float, default=0.15,
-                    help="a run is noisy when other processes used more than this many CPUs "
-                         "of user time during it (default 0.15)")
-    ap.add_argument("--noisy-retries", type=int, default=2,
-                    help="re-run a noisy fio run up to this many times, keep the quietest (default 2)")
-    ap.add_argument("--workdir", default="/var/tmp/nbdstripe-reshape-%d" % os.getpid(),
-                    help="where the member files go (default /var/tmp/nbdstripe-reshape-PID)")
-    ap.add_argument("--keep-files", action="store_true", help="do not delete the member files at exit")
     a = ap.parse_args(argv)
     if a.member_size is None:
         a.member_size = (256 << 20) if a.quick else (2 << 30)
     if a.member_size % (4 << 20) or a.member_size < (8 << 20):
         ap.error("--member-size must be a multiple of 4M, at least 8M")
-    if a.chunk % 4096:
-        ap.error("--chunk must be a multiple of 4K")
-    a.ramp = a.ramp if a.ramp is not None else (0.5 if a.quick else 2.0)
-    a.runtime = a.runtime if a.runtime is not None else (1.5 if a.quick else 10.0)
+    common_checks(ap, a, "reshape")
     a.grow_repeat = a.repeat if a.repeat is not None else (1 if a.quick else 3)
     a.repeat = a.repeat if a.repeat is not None else (2 if a.quick else 3)
     if a.repeat < 1 or a.impact_from < 1 or a.impact_rate < 0:
         ap.error("--repeat >= 1, --impact-from >= 1, --impact-rate >= 0")
-    for what, p in (("stripe plugin", a.plugin), ("nbdstripe", a.nbdstripe)):
-        if not p or not os.path.exists(p):
-            ap.error("%s not found: build it (cmake --build build) or pass --%s"
-                     % (what, "plugin" if what != "nbdstripe" else "nbdstripe"))
-    a.plugin, a.nbdstripe = os.path.abspath(a.plugin), os.path.abspath(a.nbdstripe)
-    if not a.out:
-        a.out = os.path.join(BENCH, "out", datetime.datetime.now().strftime("reshape-%Y%m%d-%H%M%S"))
-    # what the stripebench mixins read
-    a.remote, a.loop_stack, a.members, a.transport = False, 2, None, "unix"
     a.nmembers = max([t for _, t in a.grows] + [a.impact_from + 1])
     return a
 
@@ -321,20 +291,11 @@ class ReshapeBench(ReplaceBench):
         def once(rep):
             self.fresh_volume(self.a.impact_from, "impact-%d-%s" % (rep + 1, case))
             return self.with_grow(rep) if case == "with_grow" else self.fio_row(case, rep)
-        r, tries = once(rep), 0
-        while r["noisy"] and tries < self.a.noisy_retries:
-            tries += 1
-            r2 = once(rep)
-            if r2["other_user_cores"] < r["other_user_cores"]:
-                r = r2
-        r["retries"] = tries
-        print("  %d/%d %-13s %-10s IOPS %7.0f  mean %8.1f us  p99 %9.1f us  other %.2f%s%s" % (
-            rep + 1, self.a.repeat, r["profile"], case, r["iops"], r["lat_mean_us"], r["lat_p99_us"],
-            r["other_user_cores"] or 0.0, "!" if r["noisy"] else " ",
-            ("  grow %.1f MB/s during the run%s" % (
+        r = self.quietest(once, rep)
+        self.print_row(r, case, rep, (
+            "  grow %.1f MB/s during the run%s" % (
                 r["grow_mbps_during_fio"], "" if r["grow_outlasted_fio"] else ", ENDED BEFORE fio did"))
-            if case == "with_grow" else ""))
-        sys.stdout.flush()
+            if case == "with_grow" else "")
         return r
 
     # ------------------------------------------------------------ main
@@ -391,14 +352,7 @@ class ReshapeBench(ReplaceBench):
             runs.append(self.measure("with_grow", rep))
         if "volume" in self.servers:
             self.stop_server("volume")
-        cases = {}
-        for case in ("without_grow", "with_grow"):
-            rs = [r for r in runs if r["case"] == case]
-            cases[case] = {"repeats": len(rs), "iops": spread([r["iops"] for r in rs]),
-                           "lat_mean_us": spread([r["lat_mean_us"] for r in rs]),
-                           "lat_p99_us": spread([r["lat_p99_us"] for r in rs]),
-                           "other_user_cores": spread([r["other_user_cores"] for r in rs]),
-                           "noisy_runs": sum(1 for r in rs if r["noisy"])}
+        cases = {case: case_summary(runs, case) for case in ("without_grow", "with_grow")}
         wr = [r for r in runs if r["case"] == "with_grow"]
         cases["with_grow"]["grow_mbps_during_fio"] = spread([r["grow_mbps_during_fio"] for r in wr])
         cases["with_grow"]["grow_outlasted_every_run"] = all(r["grow_outlasted_fio"] for r in wr)
@@ -419,15 +373,7 @@ class ReshapeBench(ReplaceBench):
 
         doc = {
             "tool": "nbdstripe reshape-impact",
-            "command": " ".join([os.path.relpath(sys.argv[0], os.getcwd())] + sys.argv[1:]),
-            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "duration_s": round(time.time() - t_start, 1),
-            "machine": {"hostname": platform.node(), "kernel": platform.release(),
-                        "cpus": os.cpu_count(),
-                        "loadavg_before": " ".join(load_before),
-                        "loadavg_after": " ".join(open("/proc/loadavg").read().split()[:3]),
-                        "fio": run(["fio", "--version"], check=False).stdout.strip(),
-                        "nbdkit": run(["nbdkit", "--version"], check=False).stdout.strip()},
+            **run_header(t_start, load_before),
             "parameters": {"quick": a.quick, "mbps": a.mbps, "iops": a.iops, "member_size": a.member_size,
                            "chunk": a.chunk, "ramp_s": a.ramp, "runtime_s": a.runtime,
                            "repeat": a.repeat, "grow_repeat": a.grow_repeat,
@@ -451,15 +397,7 @@ class ReshapeBench(ReplaceBench):
                 for g in grows],
             "notes": notes,
         }
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "results.json"), "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-        with open(os.path.join(a.out, "summary.md"), "w") as f:
-            f.write(summary(doc))
-        print("\n== done in %.0f s: %s" % (time.time() - t_start, a.out))
-        print(summary(doc))
-        return 0
+        return write_outputs(a.out, doc, summary(doc), t_start)
 
 
 def statistics_median(vals):
@@ -525,29 +463,4 @@ def summary(doc):
 
 
 def main(argv):
-    a = parse_args(argv)
-    for tool in ("fio", "nbdkit", "losetup"):
-        if not shutil.which(tool):
-            log("reshape-impact: %s not found" % tool)
-            return 1
-    if os.geteuid() != 0:
-        log("reshape-impact: emulated members need root (loop devices, cgroup throttling)")
-        return 1
-    os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
-    b = ReshapeBench(a)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, on_signal)
-    try:
-        return b.main()
-    except KeyboardInterrupt:
-        log("\nreshape-impact: interrupted, cleaning up")
-        return 130
-    except BenchError as e:
-        log("reshape-impact: %s" % e)
-        return 1
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        b.cleanup()
+    return run_main("reshape-impact", ReshapeBench, parse_args(argv))
