@@ -31,72 +31,17 @@
 #include "replace.h"
 #include "volume.h"
 
-/* The server's answers read with json.h's typed getters; what is
- * missing or of another type reads as NULL or 0 (an ETA of null, say).
- */
-static const char *
-text_of (struct json_object *o, const char *key)
-{
-  const char *s = NULL;
-
-  json_get_string (o, key, &s, NULL, 0);
-  return s;
-}
-
-static double
-number_of (struct json_object *o, const char *key)
-{
-  double d = 0;
-
-  json_get_double (o, key, &d, NULL, 0);
-  return d;
-}
-
-static uint64_t
-count_of (struct json_object *o, const char *key)
-{
-  uint64_t u = 0;
-
-  json_get_uint64 (o, key, &u, NULL, 0);
-  return u;
-}
-
-/* What the command says, and what --json prints at the end. */
-struct outcome {
-  bool json;
-  char err[1024];          /* why it failed, "" */
-  struct json_object *r;   /* the last replace object seen, or NULL */
-};
-
-/* An error: on stderr, and kept for --json. */
-static void __attribute__ ((format (printf, 2, 3)))
-fail (struct outcome *o, const char *fmt, ...)
-{
-  va_list args;
-
-  va_start (args, fmt);
-  vsnprintf (o->err, sizeof o->err, fmt, args);
-  va_end (args);
-  fprintf (stderr, "nbdstripe: %s\n", o->err);
-}
-
-static void
-keep (struct outcome *o, struct json_object *r)
-{
-  json_object_put (o->r);
-  o->r = r ? json_object_get (r) : NULL;
-}
-
 /* A progress line (or bar) for a replace object; whether it has ended.
  * Lines (no terminal) go to stdout, or with --json to stderr.
  */
 static bool
 show (struct json_object *r, bool tty, bool json, int *last_pct)
 {
-  const char *state = text_of (r, "state");
-  double copied = number_of (r, "bytes_copied");
-  double total = number_of (r, "bytes_total");
-  double rate = number_of (r, "rate"), eta = number_of (r, "eta_seconds");
+  const char *state = json_str_or_null (r, "state");
+  double copied = json_num_or_0 (r, "bytes_copied");
+  double total = json_num_or_0 (r, "bytes_total");
+  double rate = json_num_or_0 (r, "rate"),
+         eta = json_num_or_0 (r, "eta_seconds");
   int pct = total > 0 ? (int) (copied * 100 / total) : 100;
   bool end = state && strcmp (state, "copying") != 0
              && strcmp (state, "switching") != 0;
@@ -125,20 +70,23 @@ static int
 conclude (struct outcome *o, struct json_object *r, const char *config,
           unsigned index, const char *new_path)
 {
-  const char *state = text_of (r, "state"), *error = text_of (r, "error");
+  const char *state = json_str_or_null (r, "state"),
+             *error = json_str_or_null (r, "error");
   struct json_object *lost;
   bool updated = true;
   int status = 1;
 
-  keep (o, r);
+  outcome_keep (o, r);
   if (state && strcmp (state, "done") == 0) {
     if (!o->json)
       printf ("member %u replaced by %s\n", index, new_path);
     status = 0;
   }
   else
-    fail (o, "replace: member %u not replaced: %s", index,
-          error ? error : state ? state : "unknown");
+    outcome_fail (o, "replace: member %u not replaced: %s", index,
+                  error   ? error
+                  : state ? state
+                          : "unknown");
   if (json_get_array (r, "unreadable", &lost, NULL, 0) == 0
       && json_object_array_length (lost) > 0) {
     size_t n = json_object_array_length (lost);
@@ -149,8 +97,8 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
              status == 0 ? " (their data is lost)" : "");
     for (size_t i = 0; i < n; ++i) {
       struct json_object *l = json_object_array_get_idx (lost, i);
-      uint64_t off = count_of (l, "offset");
-      uint64_t len = count_of (l, "length");
+      uint64_t off = json_u64_or_0 (l, "offset");
+      uint64_t len = json_u64_or_0 (l, "length");
       fprintf (stderr, "  bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", off,
                off + len - 1, len);
     }
@@ -158,7 +106,7 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   /* The server could not write the config (a sandbox, say): here then. */
   json_get_bool (r, "config_updated", &updated, NULL, 0);
   if (status == 0 && !updated) {
-    const char *old = text_of (r, "old");
+    const char *old = json_str_or_null (r, "old");
     bool spare = false;
     json_get_bool (r, "spare", &spare, NULL, 0);
     char why[512] = "";
@@ -173,9 +121,11 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
         printf ("%s: member %u is now %s\n", config, index, new_path);
     }
     else {
-      fail (o, "%s: could not be rewritten (%s): change member %u to \"%s\" "
-            "in it",
-            config, why, index, new_path);
+      outcome_fail (
+        o,
+        "%s: could not be rewritten (%s): change member %u to \"%s\" "
+        "in it",
+        config, why, index, new_path);
       status = 1;
     }
   }
@@ -195,7 +145,7 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
   char why[512], what[512];
 
   if (member_open (&d, 0, path, &params, why, sizeof why) == -1) {
-    fail (o, "%s: %s", path, why);
+    outcome_fail (o, "%s: %s", path, why);
     return -1;
   }
   /* NEW one of the volume's members (or overlapping one): said as such,
@@ -207,11 +157,12 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
       continue;
     if (identity_alias (&d.id, &m.id, what, sizeof what)) {
       if (j == index)
-        fail (o, "%s: is member %u itself (%s); NEW must be another device",
-              path, j, what);
+        outcome_fail (
+          o, "%s: is member %u itself (%s); NEW must be another device", path,
+          j, what);
       else
-        fail (o, "%s and member %u (%s) are %s", path, j, cfg->members[j],
-              what);
+        outcome_fail (o, "%s and member %u (%s) are %s", path, j,
+                      cfg->members[j], what);
       member_close (&m);
       member_close (&d);
       return -1;
@@ -219,12 +170,13 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
     member_close (&m);
   }
   if (member_pread (&d, first, sizeof first, 0, false, why, sizeof why) == -1) {
-    fail (o, "%s: %s", path, why);
+    outcome_fail (o, "%s: %s", path, why);
     member_close (&d);
     return -1;
   }
   if (!force && recognise_member (&d, first, what, sizeof what)) {
-    fail (o, "%s: %s; refusing to overwrite it (use --force)", path, what);
+    outcome_fail (o, "%s: %s; refusing to overwrite it (use --force)", path,
+                  what);
     member_close (&d);
     return -1;
   }
@@ -247,25 +199,28 @@ offline (struct outcome *o, struct stripe_config *cfg,
 
   memset (&a, 0, sizeof a);
   if (v == NULL) {
-    fail (o, "%s", strerror (ENOMEM));
+    outcome_fail (o, "%s", strerror (ENOMEM));
     return 1;
   }
   if (volume_open_config (v, cfg, &opt, &a) == -1) {
-    fail (o, "%s: the volume cannot be opened (served already? then leave "
-          "out --offline%s)",
-          cfg->path,
-          accept_stale ? ""
-                       : "; member INDEX stale, dropped out while served and "
-                         "failing writes? --accept-stale copies it as it is");
+    outcome_fail (
+      o,
+      "%s: the volume cannot be opened (served already? then leave "
+      "out --offline%s)",
+      cfg->path,
+      accept_stale ? ""
+                   : "; member INDEX stale, dropped out while served and "
+                     "failing writes? --accept-stale copies it as it is");
     goto out;
   }
   if (volume_start (v) == -1) {
-    fail (o, "%s: cannot start the members: %s", cfg->path, strerror (errno));
+    outcome_fail (o, "%s: cannot start the members: %s", cfg->path,
+                  strerror (errno));
     volume_close (v);
     goto out;
   }
   if (replace_start (v, p, why, sizeof why) == -1) {
-    fail (o, "replace: %s", why);
+    outcome_fail (o, "replace: %s", why);
     volume_close (v);
     goto out;
   }
@@ -320,19 +275,21 @@ request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
 
   json_object_put (req);
   if (ans == NULL && errno == EPERM) {
-    fail (o, "%s: %s", cfg->path, why);
+    outcome_fail (o, "%s: %s", cfg->path, why);
     return NULL;
   }
   if (ans == NULL) {
-    fail (o, "%s: the volume is not served (%s)%s", cfg->path, why,
-          strcmp (what, "replace") == 0
-            ? "; with the volume stopped: nbdstripe replace --offline"
-            : "");
+    outcome_fail (o, "%s: the volume is not served (%s)%s", cfg->path, why,
+                  strcmp (what, "replace") == 0
+                    ? "; with the volume stopped: nbdstripe replace --offline"
+                    : "");
     return NULL;
   }
   if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    fail (o, "%s: %s", what,
-          text_of (ans, "error") ? text_of (ans, "error") : "refused");
+    outcome_fail (o, "%s: %s", what,
+                  json_str_or_null (ans, "error")
+                    ? json_str_or_null (ans, "error")
+                    : "refused");
     json_object_put (ans);
     return NULL;
   }
@@ -358,7 +315,7 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
     /* null: not followed to its end (no --wait) */
     json_put (j, "replaced",
               waited ? json_object_new_boolean (status == 0) : NULL);
-    json_put (j, "replace", o->r ? json_object_get (o->r) : NULL);
+    json_put (j, "replace", o->last ? json_object_get (o->last) : NULL);
   }
   json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
   print_json (j);
@@ -526,7 +483,7 @@ report_started (struct outcome *o, const struct stripe_config *cfg,
   ans = control_ask (ctl, req, 5000, why, sizeof why);
   json_object_put (req);
   if (ans)
-    keep (o, answer_replace (ans));
+    outcome_keep (o, answer_replace (ans));
   json_object_put (ans);
   if (!o->json)
     printf ("replace of member %lu of volume '%s' started: nbdstripe status "
@@ -553,15 +510,15 @@ follow_served (struct outcome *o, const struct stripe_config *cfg,
     if (ans == NULL) {
       if (tty)
         fputc ('\n', stderr);
-      fail (o,
-            "the server went away during the replace (%s): the volume "
-            "assembles with the member its config names",
-            why);
+      outcome_fail (o,
+                    "the server went away during the replace (%s): the volume "
+                    "assembles with the member its config names",
+                    why);
       break;
     }
     r = answer_replace (ans);
     if (r)
-      keep (o, r);
+      outcome_keep (o, r);
     if (r && show (r, tty, o->json, &last)) {
       status = conclude (o, r, cfg->path, p->index, p->new_path);
       json_object_put (ans);
@@ -601,8 +558,9 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   }
 
   if (ra.idx >= cfg.nr_members) {
-    fail (&o, "%s: INDEX %lu: no such member (its members are 0 to %u)",
-          cfg.path, ra.idx, cfg.nr_members - 1);
+    outcome_fail (&o,
+                  "%s: INDEX %lu: no such member (its members are 0 to %u)",
+                  cfg.path, ra.idx, cfg.nr_members - 1);
     status = 2;
     goto out;
   }
@@ -611,7 +569,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   abs = member_is_uri (ra.new_arg) ? strdup (ra.new_arg)
                                    : realpath (ra.new_arg, NULL);
   if (abs == NULL) {
-    fail (&o, "%s: %s", ra.new_arg, strerror (errno));
+    outcome_fail (&o, "%s: %s", ra.new_arg, strerror (errno));
     goto out;
   }
   p->new_path = abs;
@@ -623,7 +581,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   if (ra.off) {
     waited = true;
     status = offline (&o, &cfg, p, ra.accept_stale);
-    started = o.r != NULL;
+    started = o.last != NULL;
     goto out;
   }
   if (start_served (&o, &cfg, ctl, p) == -1)
@@ -642,7 +600,7 @@ out:
     replace_json (ra.volume, &cfg, loaded, ra.cancel,
                   ra.cancel ? -1 : (long) ra.idx, abs ? abs : ra.new_arg,
                   ra.off, started, waited, status, &o);
-  json_object_put (o.r);
+  json_object_put (o.last);
   free (abs);
   config_free (&cfg);
   return status;

@@ -47,34 +47,15 @@ say_error (struct run *r, const char *fmt, ...)
     fprintf (stderr, "nbdstripe: %s\n", r->err);
 }
 
-/* A field of an answer, 0 or NULL when it is missing or of another
- * type (the server's answers are read as untrusted as any).
+/* What the plan says, for people.  The server's answers are read with
+ * json.h's lenient getters, as untrusted as any.
  */
-static uint64_t
-get_u64 (struct json_object *o, const char *key)
-{
-  uint64_t u = 0;
-
-  json_get_uint64 (o, key, &u, NULL, 0);
-  return u;
-}
-
-static const char *
-get_text (struct json_object *o, const char *key)
-{
-  const char *t = NULL;
-
-  json_get_string (o, key, &t, NULL, 0);
-  return t;
-}
-
-/* What the plan says, for people. */
 static void
 show_plan (struct run *r)
 {
   char a[32], b[32], m[32];
-  uint64_t from = get_u64 (r->plan, "size_from"), to = get_u64 (r->plan,
-                                                                 "size_to");
+  uint64_t from = json_u64_or_0 (r->plan, "size_from"),
+           to = json_u64_or_0 (r->plan, "size_to");
 
   if (r->json || r->plan == NULL)
     return;
@@ -82,7 +63,8 @@ show_plan (struct run *r)
           "move\n",
           r->p.dry_run ? "would" : "started:", r->cmd->name, r->cfg.name,
           human_size (from, a, sizeof a), human_size (to, b, sizeof b), from,
-          to, human_size (get_u64 (r->plan, "bytes_to_move"), m, sizeof m));
+          to,
+          human_size (json_u64_or_0 (r->plan, "bytes_to_move"), m, sizeof m));
   if (r->p.kind == RESHAPE_SHRINK && r->p.dry_run)
     printf ("shrink the file system to at most %" PRIu64 " bytes and fstrim "
             "it, then: nbdstripe shrink %s %u --size %" PRIu64 "\n",
@@ -110,24 +92,26 @@ follow (struct run *r, struct json_object *(*status) (void *), void *opaque)
     }
     json_object_put (r->last);
     r->last = st;
-    state = get_text (st, "state");
+    state = json_str_or_null (st, "state");
     if (!r->json && tty)
       fprintf (stderr, "\r%s", replace_progress (st, buf, sizeof buf));
     if (state && strcmp (state, "copying") != 0
         && strcmp (state, "switching") != 0) {
-      const char *kind = get_text (st, "kind") ? get_text (st, "kind")
-                                               : r->cmd->name;
+      const char *kind = json_str_or_null (st, "kind")
+                           ? json_str_or_null (st, "kind")
+                           : r->cmd->name;
       if (!r->json && tty)
         fputc ('\n', stderr);
       if (strcmp (state, "done") == 0) {
         if (!r->json)
           printf ("%s of '%s' done: %" PRIu64 " bytes\n", kind, r->cfg.name,
-                  get_u64 (st, "size_to"));
+                  json_u64_or_0 (st, "size_to"));
         return 0;
       }
       /* "paused": the error says why and how to go on. */
-      say_error (r, "%s %s: %s", kind, state,
-                 get_text (st, "error") ? get_text (st, "error") : "");
+      say_error (
+        r, "%s %s: %s", kind, state,
+        json_str_or_null (st, "error") ? json_str_or_null (st, "error") : "");
       return 1;
     }
     usleep (200000);
@@ -249,8 +233,9 @@ ask (struct run *r, const char *path, struct json_object *req,
   }
   if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
     say_error (r, "%s: %s", what,
-               get_text (ans, "error") ? get_text (ans, "error")
-                                       : "refused");
+               json_str_or_null (ans, "error")
+                 ? json_str_or_null (ans, "error")
+                 : "refused");
     json_object_put (ans);
     return NULL;
   }
@@ -334,7 +319,7 @@ served_continue (struct run *r)
                r->cmd->name, r->cfg.name);
     return 1;
   }
-  if (!r->json && st && get_text (st, "kind"))
+  if (!r->json && st && json_str_or_null (st, "kind"))
     printf ("volume '%s' (%s): %s\n", r->cfg.name,
             running ? "under way" : "going on",
             replace_progress (st, pb, sizeof pb));
@@ -371,7 +356,7 @@ served_cancel (struct run *r)
     }
     json_object_put (r->last);
     r->last = st;
-    state = get_text (st, "state");
+    state = json_str_or_null (st, "state");
     if (state == NULL || strcmp (state, "copying") != 0)
       break;
     usleep (20000);

@@ -24,56 +24,6 @@
 #include "nbdstripe.h"
 #include "scrub.h"
 
-struct outcome {
-  bool json;
-  char err[1024];        /* why it failed, "" */
-  struct json_object *s; /* the last scrub object seen, or NULL */
-};
-
-static void __attribute__ ((format (printf, 2, 3)))
-fail (struct outcome *o, const char *fmt, ...)
-{
-  va_list args;
-
-  va_start (args, fmt);
-  vsnprintf (o->err, sizeof o->err, fmt, args);
-  va_end (args);
-  fprintf (stderr, "nbdstripe: %s\n", o->err);
-}
-
-static void
-keep (struct outcome *o, struct json_object *s)
-{
-  json_object_put (o->s);
-  o->s = s ? json_object_get (s) : NULL;
-}
-
-/* o[key], a string (json.h's typed getter), or NULL when it is missing
- * or not one: what the server answered is shown, never trusted.
- */
-static const char *
-get_str (struct json_object *o, const char *key)
-{
-  const char *s;
-  return json_get_string (o, key, &s, NULL, 0) == 0 ? s : NULL;
-}
-
-/* o[key], a finite number, or 0 when it is missing or not one. */
-static double
-get_num (struct json_object *o, const char *key)
-{
-  double d;
-  return json_get_double (o, key, &d, NULL, 0) == 0 ? d : 0;
-}
-
-/* o[key], an array (not a new reference), or NULL. */
-static struct json_object *
-get_array (struct json_object *o, const char *key)
-{
-  struct json_object *a;
-  return json_get_array (o, key, &a, NULL, 0) == 0 ? a : NULL;
-}
-
 /* The control socket's answer to op (a request made here), if ok. */
 static struct json_object *
 ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
@@ -86,17 +36,20 @@ ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
   json_object_put (req);
   if (ans == NULL) {
     if (errno == EPERM)
-      fail (o, "%s: %s", cfg->path, why);
+      outcome_fail (o, "%s: %s", cfg->path, why);
     else
-      fail (o,
-            "%s: the volume is not served (%s): a scrub reads a served "
-            "volume",
-            cfg->path, why);
+      outcome_fail (
+        o,
+        "%s: the volume is not served (%s): a scrub reads a served "
+        "volume",
+        cfg->path, why);
     return NULL;
   }
   if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    fail (o, "%s: %s", what,
-          get_str (ans, "error") ? get_str (ans, "error") : "refused");
+    outcome_fail (o, "%s: %s", what,
+                  json_str_or_null (ans, "error")
+                    ? json_str_or_null (ans, "error")
+                    : "refused");
     json_object_put (ans);
     return NULL;
   }
@@ -121,8 +74,9 @@ answer_scrub (struct json_object *ans)
 static bool
 show (struct json_object *s, bool tty, bool json, int *last_pct)
 {
-  const char *state = get_str (s, "state");
-  double done = get_num (s, "bytes_read"), total = get_num (s, "bytes_total");
+  const char *state = json_str_or_null (s, "state");
+  double done = json_num_or_0 (s, "bytes_read"),
+         total = json_num_or_0 (s, "bytes_total");
   int pct = total > 0 ? (int) (done * 100 / total) : 100;
   bool end = state && strcmp (state, "running") != 0;
   char line[1024];
@@ -133,7 +87,7 @@ show (struct json_object *s, bool tty, bool json, int *last_pct)
     fprintf (stderr, "\r[%.*s%*s] %3d%% %s at %s/s   ", fill,
              "##############################", w - fill, "", pct,
              human_size ((uint64_t) done, hd, sizeof hd),
-             human_size ((uint64_t) get_num (s, "rate"), hr, sizeof hr));
+             human_size ((uint64_t) json_num_or_0 (s, "rate"), hr, sizeof hr));
     if (end)
       fputc ('\n', stderr);
   }
@@ -150,56 +104,60 @@ show (struct json_object *s, bool tty, bool json, int *last_pct)
 static int
 conclude (struct outcome *o, struct json_object *s, const char *name)
 {
-  const char *state = get_str (s, "state");
+  const char *state = json_str_or_null (s, "state");
   struct json_object *lost, *members;
   size_t nl = 0;
   bool skipped = false;
 
-  keep (o, s);
-  if ((lost = get_array (s, "unreadable")) != NULL)
+  outcome_keep (o, s);
+  if ((lost = json_array_or_null (s, "unreadable")) != NULL)
     nl = json_object_array_length (lost);
-  if ((members = get_array (s, "members")) != NULL)
+  if ((members = json_array_or_null (s, "members")) != NULL)
     for (size_t i = 0; i < json_object_array_length (members); ++i)
-      if (get_str (json_object_array_get_idx (members, i), "skipped"))
+      if (json_str_or_null (json_object_array_get_idx (members, i), "skipped"))
         skipped = true;
   if (state == NULL || strcmp (state, "done") != 0) {
-    fail (o, "scrub of volume '%s' not done: %s", name,
-          get_str (s, "error") ? get_str (s, "error")
-          : state              ? state
-                               : "unknown");
+    outcome_fail (o, "scrub of volume '%s' not done: %s", name,
+                  json_str_or_null (s, "error") ? json_str_or_null (s, "error")
+                  : state                       ? state
+                                                : "unknown");
   }
   else if (nl > 0)
-    fail (o,
-          "scrub of volume '%s': %zu unreadable range%s (their data is "
-          "lost unless rewritten; the members concerned are failing)",
-          name, nl, nl == 1 ? "" : "s");
+    outcome_fail (
+      o,
+      "scrub of volume '%s': %zu unreadable range%s (their data is "
+      "lost unless rewritten; the members concerned are failing)",
+      name, nl, nl == 1 ? "" : "s");
   else if (skipped)
-    fail (o, "scrub of volume '%s': a member could not be read (below)", name);
+    outcome_fail (
+      o, "scrub of volume '%s': a member could not be read (below)", name);
   else if (!o->json)
     printf ("scrub of volume '%s': every member read, nothing unreadable\n",
             name);
   for (size_t i = 0; i < nl; ++i) {
     struct json_object *l = json_object_array_get_idx (lost, i);
-    uint64_t off = (uint64_t) get_num (l, "offset");
-    uint64_t len = (uint64_t) get_num (l, "length");
+    uint64_t off = (uint64_t) json_num_or_0 (l, "offset");
+    uint64_t len = (uint64_t) json_num_or_0 (l, "length");
     fprintf (stderr, "  bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", off,
              off + len - 1, len);
   }
   for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
     struct json_object *m = json_object_array_get_idx (members, i), *r;
-    if (get_str (m, "skipped"))
-      fprintf (stderr, "  member %.0f (%s): %s\n", get_num (m, "index"),
-               get_str (m, "path") ? get_str (m, "path") : "?",
-               get_str (m, "skipped"));
-    if ((r = get_array (m, "unreadable")) != NULL)
+    if (json_str_or_null (m, "skipped"))
+      fprintf (stderr, "  member %.0f (%s): %s\n", json_num_or_0 (m, "index"),
+               json_str_or_null (m, "path") ? json_str_or_null (m, "path")
+                                            : "?",
+               json_str_or_null (m, "skipped"));
+    if ((r = json_array_or_null (m, "unreadable")) != NULL)
       for (size_t k = 0; k < json_object_array_length (r); ++k) {
         struct json_object *l = json_object_array_get_idx (r, k);
-        fprintf (stderr,
-                 "  member %.0f (%s): unreadable at member offset "
-                 "%.0f (%.0f bytes)\n",
-                 get_num (m, "index"),
-                 get_str (m, "path") ? get_str (m, "path") : "?",
-                 get_num (l, "member_offset"), get_num (l, "length"));
+        fprintf (
+          stderr,
+          "  member %.0f (%s): unreadable at member offset "
+          "%.0f (%.0f bytes)\n",
+          json_num_or_0 (m, "index"),
+          json_str_or_null (m, "path") ? json_str_or_null (m, "path") : "?",
+          json_num_or_0 (l, "member_offset"), json_num_or_0 (l, "length"));
       }
   }
   return o->err[0] ? 1 : 0;
@@ -218,16 +176,18 @@ scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   else {
     json_put (j, "started", json_object_new_boolean (started));
     /* null: not followed to its end (no --wait) */
-    json_put (j, "finished",
-              waited ? json_object_new_boolean (
-                o->s && get_str (o->s, "state")
-                && strcmp (get_str (o->s, "state"), "running") != 0)
-                     : NULL);
+    json_put (
+      j, "finished",
+      waited ? json_object_new_boolean (
+        o->last && json_str_or_null (o->last, "state")
+        && strcmp (json_str_or_null (o->last, "state"), "running") != 0)
+             : NULL);
     json_put (j, "unreadable",
-              o->s && (u = get_array (o->s, "unreadable")) != NULL
+              o->last
+                  && (u = json_array_or_null (o->last, "unreadable")) != NULL
                 ? json_object_get (u)
                 : json_object_new_array ());
-    json_put (j, "scrub", o->s ? json_object_get (o->s) : NULL);
+    json_put (j, "scrub", o->last ? json_object_get (o->last) : NULL);
   }
   json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
   print_json (j);
@@ -282,7 +242,7 @@ report_started (struct outcome *o, const struct stripe_config *cfg,
   ans = control_ask (ctl, req, 5000, why, sizeof why);
   json_object_put (req);
   if (ans)
-    keep (o, answer_scrub (ans));
+    outcome_keep (o, answer_scrub (ans));
   json_object_put (ans);
   if (!o->json)
     printf ("scrub of volume '%s' started: nbdstripe status %s shows its "
@@ -309,12 +269,12 @@ follow_scrub (struct outcome *o, const struct stripe_config *cfg,
     if (ans == NULL) {
       if (tty)
         fputc ('\n', stderr);
-      fail (o, "the server went away during the scrub (%s)", why);
+      outcome_fail (o, "the server went away during the scrub (%s)", why);
       break;
     }
     s = answer_scrub (ans);
     if (s)
-      keep (o, s);
+      outcome_keep (o, s);
     if (s && show (s, tty, o->json, &last)) {
       status = conclude (o, s, cfg->name);
       json_object_put (ans);
@@ -396,7 +356,7 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
 out:
   if (o.json)
     scrub_json (argv[optind], &cfg, loaded, cancel, started, waited, &o);
-  json_object_put (o.s);
+  json_object_put (o.last);
   config_free (&cfg);
   return status;
 }

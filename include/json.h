@@ -89,4 +89,15 @@ extern int json_get_object (struct json_object *o, const char *key,
 extern int json_get_array (struct json_object *o, const char *key,
                            struct json_object **out, char *why, size_t len);
 
+/* Lenient reads of what another program answered (a served volume's
+ * control socket): o[key] when it is there and of the type, else NULL or
+ * 0 -- an answer is shown, never trusted.  The string and the array live
+ * as long as o.
+ */
+extern const char *json_str_or_null (struct json_object *o, const char *key);
+extern double json_num_or_0 (struct json_object *o, const char *key);
+extern uint64_t json_u64_or_0 (struct json_object *o, const char *key);
+extern struct json_object *json_array_or_null (struct json_object *o,
+                                               const char *key);
+
 #endif /* NBDSTRIPE_JSON_H */

@@ -265,3 +265,35 @@ json_get_array (struct json_object *o, const char *key,
   *out = v;
   return 0;
 }
+
+const char *
+json_str_or_null (struct json_object *o, const char *key)
+{
+  const char *s;
+
+  return json_get_string (o, key, &s, NULL, 0) == 0 ? s : NULL;
+}
+
+double
+json_num_or_0 (struct json_object *o, const char *key)
+{
+  double d;
+
+  return json_get_double (o, key, &d, NULL, 0) == 0 ? d : 0;
+}
+
+uint64_t
+json_u64_or_0 (struct json_object *o, const char *key)
+{
+  uint64_t u;
+
+  return json_get_uint64 (o, key, &u, NULL, 0) == 0 ? u : 0;
+}
+
+struct json_object *
+json_array_or_null (struct json_object *o, const char *key)
+{
+  struct json_object *a;
+
+  return json_get_array (o, key, &a, NULL, 0) == 0 ? a : NULL;
+}

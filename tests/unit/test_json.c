@@ -270,6 +270,36 @@ json_getter_may_be_asked_without_a_reason (void **state)
   assert_false (b);
 }
 
+static void
+json_lenient_getters_read_what_is_there_and_null_or_0_otherwise (void **state)
+{
+  struct json_object *o =
+    parse ("{ \"s\": \"copying\", \"n\": 2.5, \"u\": 7, \"a\": [ 1 ], "
+           "\"neg\": -1, \"z\": null, \"nul\": \"a\\u0000b\" }");
+
+  (void) state;
+  assert_string_equal (json_str_or_null (o, "s"), "copying");
+  assert_true (json_num_or_0 (o, "n") == 2.5);
+  assert_true (json_num_or_0 (o, "u") == 7);
+  assert_int_equal (json_u64_or_0 (o, "u"), 7);
+  assert_int_equal (json_object_array_length (json_array_or_null (o, "a")), 1);
+  /* Missing, null, of another type, out of range or holding a NUL. */
+  assert_null (json_str_or_null (o, "gone"));
+  assert_null (json_str_or_null (o, "z"));
+  assert_null (json_str_or_null (o, "n"));
+  assert_null (json_str_or_null (o, "nul"));
+  assert_true (json_num_or_0 (o, "s") == 0);
+  assert_true (json_num_or_0 (o, "gone") == 0);
+  assert_int_equal (json_u64_or_0 (o, "n"), 0);
+  assert_int_equal (json_u64_or_0 (o, "neg"), 0);
+  assert_null (json_array_or_null (o, "s"));
+  assert_null (json_array_or_null (o, "z"));
+  /* Not an object at all. */
+  assert_null (json_str_or_null (json_object_array_get_idx (
+                                   json_array_or_null (o, "a"), 0),
+                                 "s"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -285,6 +315,8 @@ main (int argc, char **argv)
       json_integers_keep_64_bits_and_are_refused_beyond_their_range),
     fixture_test (json_number_beyond_the_finite_is_refused),
     fixture_test (json_getter_may_be_asked_without_a_reason),
+    fixture_test (
+      json_lenient_getters_read_what_is_there_and_null_or_0_otherwise),
   };
 
   return run_unit_tests ("json", tests, sizeof tests / sizeof tests[0], argc,
