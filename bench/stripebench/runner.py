@@ -26,6 +26,16 @@ SCHEMA_VERSION = 2
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def ram_fs(path, what, why=""):
+    """The type of the RAM file system PATH is on (tmpfs, ramfs); a
+    BenchError naming WHAT (and WHY) when it is on another."""
+    fs = run(["stat", "-f", "-c", "%T", path], check=False).stdout.strip()
+    if fs not in ("tmpfs", "ramfs"):
+        raise BenchError("%s is on %s, not a RAM file system (tmpfs, ramfs)%s"
+                         % (what, fs or "an unknown file system", why))
+    return fs
+
+
 class Bench(MembersMixin, FioMixin):
     def __init__(self, a):
         self.a = a
@@ -383,10 +393,7 @@ class Bench(MembersMixin, FioMixin):
                 raise BenchError("--counts needs %d members, --members gives %d" % (nmax, len(self.members)))
             method = "real drives"
         elif a.ram:
-            fs = run(["stat", "-f", "-c", "%T", a.ram_dir], check=False).stdout.strip()
-            if fs not in ("tmpfs", "ramfs"):
-                raise BenchError("--ram-dir %s is on %s, not a RAM file system (tmpfs, ramfs)"
-                                 % (a.ram_dir, fs or "an unknown file system"))
+            fs = ram_fs(a.ram_dir, "--ram-dir %s" % a.ram_dir)
             log("== setting up member files in RAM for N = %s" % ",".join(map(str, a.counts)))
             self.setup_files(a.counts)
             method = ("files in RAM in %s (%s), written once; the volume %s at every N (N files of "
@@ -394,11 +401,8 @@ class Bench(MembersMixin, FioMixin):
                       % (a.workdir, fs, fmt_size(a.volume_size), fmt_size(a.volume_size)))
         elif a.fsync and a.flush_us:
             where = os.path.dirname(os.path.abspath(a.workdir))
-            fs = run(["stat", "-f", "-c", "%T", where], check=False).stdout.strip()
-            if fs not in ("tmpfs", "ramfs"):
-                raise BenchError("--flush-us: %s is on %s, not a RAM file system (tmpfs, ramfs): "
-                                 "the drives' only flush cost must be the emulated one"
-                                 % (where, fs or "an unknown file system"))
+            fs = ram_fs(where, "--flush-us: %s" % where,
+                        ": the drives' only flush cost must be the emulated one")
             log("== setting up member drives (files in RAM, flush %d us) for N = %s"
                 % (a.flush_us, ",".join(map(str, a.counts))))
             self.setup_files(a.counts)

@@ -171,6 +171,15 @@ grep -q -E "^ +0 no +yes .*  $D_TMP/small: too small" "$D_TMP/status.out" &&
   grep -q -E "On failing : $policy$" "$D_TMP/status.out" ||
   d_bad "nbdstripe status does not show the spares as they are"
 
+# member_writes: the write requests the members have had, in all.
+# member_writes_reach N: wait (30 s at most) until they are N or more.
+member_writes () { rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add'; }
+member_writes_reach ()
+{
+  rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $1" 30 \
+    >/dev/null
+}
+
 if [[ $busy -eq 1 ]]; then
   d_log "a replace of member 0 runs"
   d_run manual d_ns replace --rate 1M "$RP_CONF" 0 "$D_TMP/new0"
@@ -198,12 +207,11 @@ elif [[ $policy == replace ]]; then
     [[ $(wc -l <<<"$want") -eq 3 ]] || d_fail "B1 should span two chunks"
     while read -r off len; do avoid+=(--avoid "$off:$len"); done <<<"$want"
   fi
-  base=$(rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add')
+  base=$(member_writes)
   "$RP_PY" "$HERE/writer.py" "${avoid[@]}" "$RP_URI" "$RP_CTL" "$D_TMP/ref" \
     >"$D_TMP/writer.json" 2>"$D_TMP/writer.err" &
   wpid=$!
-  rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $base + 8" 30 \
-    >/dev/null || d_fail "the writer did not start writing"
+  member_writes_reach $((base + 8)) || d_fail "the writer did not start writing"
 fi
 
 # copying_writes NAME: the replace onto big is copying (its copier held
@@ -215,9 +223,9 @@ copying_writes ()
   local base
   rp_wait "$1" --new "$D_TMP/big" --state copying --deadline 10 ||
     d_fail "$1: the replace onto big is not copying"
-  base=$(rp_ctl until True 5 | jq '[.members[].ops.write.requests] | add')
-  rp_ctl until "sum(m['ops']['write']['requests'] for m in s['members']) >= $base + 48" 30 \
-    >/dev/null || d_fail "$1: the client did not write while the replace was copying"
+  base=$(member_writes)
+  member_writes_reach $((base + 48)) ||
+    d_fail "$1: the client did not write while the replace was copying"
   rp_hold "$1-end" end --new "$D_TMP/big" || d_fail "$1: the replace onto big did not end"
 }
 
