@@ -182,6 +182,14 @@ struct served {
 extern int served_list (struct served **out, size_t *n);
 extern void served_free (struct served *v, size_t n);
 
+/* Where the server of cfg writes its pid (malloc'd, NULL without
+ * memory): the config's serve.pidfile, else beside its status file
+ * (NAME.pid for NAME.status.json, as the control socket is NAME.ctl).
+ * serve always has nbdkit write it and returns only once it names the
+ * server; stop and list look there first.
+ */
+extern char *volume_pidfile (const struct stripe_config *cfg);
+
 /* Whether pid's command line has config=CONFIG (an absolute path). */
 extern bool pid_serves (long pid, const char *config);
 

@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -80,22 +81,63 @@ plugin_path (void)
   return "stripe"; /* let nbdkit look in its plugindir */
 }
 
+/* The directories above file, made as needed (mode 0755), as the plugin
+ * makes those of its status file.
+ */
 static int
 make_parent_dir (const char *file)
 {
   char *copy = strdup (file);
-  char *dir;
+  char *dir, *p;
   int r = 0;
 
   if (copy == NULL)
     return -1;
   dir = dirname (copy);
-  if (mkdir (dir, 0755) == -1 && errno != EEXIST) {
-    serve_line (LOG_ERR, "nbdstripe: mkdir %s: %m\n", dir);
-    r = -1;
+  for (p = dir + 1; r == 0 && (p = strchr (p, '/')) != NULL; ++p) {
+    *p = '\0';
+    if (mkdir (dir, 0755) == -1 && errno != EEXIST)
+      r = -1;
+    *p = '/';
   }
+  if (r == 0 && mkdir (dir, 0755) == -1 && errno != EEXIST)
+    r = -1;
+  if (r == -1)
+    serve_line (LOG_ERR, "nbdstripe: mkdir %s: %m\n", dir);
   free (copy);
   return r;
+}
+
+/* nbdkit writes its pidfile with open(O_CREAT|O_TRUNC), through a
+ * symlink if one is there.  The config's pidfile is the operator's to
+ * place (a FIFO, say); only removed before a server that goes to the
+ * background, so that a pidfile is new once it names a process.  The
+ * one serve chooses beside the status file may be in a directory others
+ * can write to (a sticky /tmp, as the status file may): it is made
+ * afresh, a regular file of ours (O_EXCL, O_NOFOLLOW), which nbdkit
+ * then opens and nobody else can replace in a sticky directory.
+ */
+static int
+fresh_pidfile (const char *path, bool ours, bool foreground)
+{
+  int fd;
+
+  if (!ours && foreground)
+    return 0;
+  if (unlink (path) == -1 && errno != ENOENT) {
+    serve_line (LOG_ERR, "nbdstripe: %s: %m\n", path);
+    return -1;
+  }
+  if (!ours)
+    return 0;
+  fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd == -1) {
+    serve_line (LOG_ERR, "nbdstripe: %s: cannot create the pidfile: %m\n",
+                path);
+    return -1;
+  }
+  close (fd);
+  return 0;
 }
 
 /* Socket activation (sd_listen_fds(3)): how many listening sockets the
@@ -183,7 +225,10 @@ clear_stale_socket (const char *path)
  * ready.  So that `serve` returns only when the server is there (as the
  * man page says, and as systemd and scripts expect), run nbdkit as a
  * child, and after it exits 0 wait for the pidfile to name a live
- * process.
+ * process.  That is also what lets `stop` find a server started a moment
+ * before: its status file may still be the previous run's then (the
+ * plugin writes the first one from its health thread, after the fork),
+ * but the pidfile names it.
  */
 static int
 run_until_pidfile (const char *const *args, const char *pidfile)
@@ -192,10 +237,6 @@ run_until_pidfile (const char *const *args, const char *pidfile)
   int status;
   pid_t pid;
 
-  if (unlink (pidfile) == -1 && errno != ENOENT) {
-    serve_line (LOG_ERR, "nbdstripe: %s: %m\n", pidfile);
-    return 1;
-  }
   pid = fork ();
   if (pid == -1) {
     serve_line (LOG_ERR, "nbdstripe: fork: %m\n");
@@ -248,6 +289,7 @@ struct nbdkit_args {
   const char *v[64];
   char *owned[8];
   unsigned n, nowned;
+  const char *pidfile; /* one of owned */
 };
 
 static void
@@ -309,6 +351,8 @@ static int
 build_args (const struct stripe_config *cfg, bool foreground,
             unsigned activated, struct nbdkit_args *a)
 {
+  char *pidfile;
+
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
@@ -323,12 +367,20 @@ build_args (const struct stripe_config *cfg, bool foreground,
   }
   ADD ("-t");
   ADDF ("%u", cfg->serve.threads);
-  if (cfg->serve.pidfile) {
-    if (make_parent_dir (cfg->serve.pidfile) == -1)
-      return -1;
-    ADD ("-P");
-    ADD (cfg->serve.pidfile);
+  /* Always a pidfile: where stop and list find the server (served.c). */
+  pidfile = volume_pidfile (cfg);
+  if (pidfile == NULL) {
+    serve_line (LOG_ERR,
+                "nbdstripe: %s: cannot build nbdkit's command line: %m\n",
+                cfg->path);
+    return -1;
   }
+  a->owned[a->nowned++] = pidfile;
+  a->pidfile = pidfile;
+  if (make_parent_dir (a->pidfile) == -1)
+    return -1;
+  ADD ("-P");
+  ADD (a->pidfile);
   if (cfg->serve.tls != TLS_OFF) {
     ADD (cfg->serve.tls == TLS_REQUIRE ? "--tls=require" : "--tls=on");
     if (cfg->serve.tls_certificates)
@@ -415,10 +467,12 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     foreground = true;
   if (build_args (&cfg, foreground, activated, &a) == -1)
     goto err;
+  if (fresh_pidfile (a.pidfile, cfg.serve.pidfile == NULL, foreground) == -1)
+    goto err;
   announce (&cfg, activated);
   fflush (stderr);
-  if (!foreground && cfg.serve.pidfile) {
-    int r = run_until_pidfile (a.v, cfg.serve.pidfile);
+  if (!foreground) {
+    int r = run_until_pidfile (a.v, a.pidfile);
     args_free (&a);
     config_free (&cfg);
     return r;

@@ -6,10 +6,12 @@
  * from a status file in the runtime directory (*.status.json, whose
  * volume.config names the config the server was given), or from a
  * pidfile there (*.pid, whose process's command line names the config).
- * Its server is a process that a pidfile (the config's serve.pidfile) or
- * the status file names AND whose command line has "config=CONFIG" with
+ * Its server is a process that its pidfile (volume_pidfile) or the
+ * status file names AND whose command line has "config=CONFIG" with
  * that config's absolute path, as `nbdstripe serve` gives nbdkit: a pid
- * recycled by another process is never taken for the server.
+ * recycled by another process is never taken for the server.  The
+ * pidfile comes first: serve returns only once nbdkit has written it,
+ * while the status file may still be the previous run's then.
  */
 
 #include <dirent.h>
@@ -99,6 +101,26 @@ alive (long pid)
   /* "PID (COMM) STATE ...": COMM may hold anything, ')' included. */
   p = strrchr (buf, ')');
   return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+char *
+volume_pidfile (const struct stripe_config *cfg)
+{
+  static const char suffix[] = ".status.json";
+  const char *sf = cfg->health.status_file;
+  size_t n, s = sizeof suffix - 1;
+  char *r = NULL;
+
+  if (cfg->serve.pidfile)
+    return strdup (cfg->serve.pidfile);
+  if (sf == NULL)
+    return NULL;
+  n = strlen (sf);
+  if (n > s && strcmp (sf + n - s, suffix) == 0)
+    n -= s;
+  if (asprintf (&r, "%.*s.pid", (int) n, sf) == -1)
+    return NULL;
+  return r;
 }
 
 bool
@@ -192,7 +214,7 @@ from_config (struct served *e, const char *path, const char *stem)
   e->name = strdup (cfg.name);
   e->listen = listen_text (&cfg);
   e->status_file = abs_path (cfg.health.status_file);
-  e->pidfile = cfg.serve.pidfile ? strdup (cfg.serve.pidfile) : NULL;
+  e->pidfile = volume_pidfile (&cfg);
   status_seen (cfg.health.status_file, cfg.name, cfg.health.set.interval,
                &e->seen);
   config_free (&cfg);

@@ -2,13 +2,18 @@
 /* nbdstripe stop: stop the server of a volume and wait until it has
  * gone.
  *
- * The server is the process the config's pidfile or the status file
+ * The server is the process the volume's pidfile (the config's, else
+ * the one beside the status file: volume_pidfile) or the status file
  * names, and only if its command line serves that config (served.c): a
- * pid recycled by another process is never signalled.  The check and the
- * signal go through a pidfd opened before the check, so that the process
- * checked is the process signalled even if it exits in between and its
- * pid is reused; and the wait is poll(2) on that pidfd.  (Without pidfds,
- * Linux before 5.3: kill(2) and a bounded wait with kill(pid, 0).)
+ * pid recycled by another process is never signalled.  The pidfile is
+ * what finds a server just started: serve returns only once nbdkit has
+ * written it, when the status file may still be the previous run's.
+ *
+ * The check and the signal go through a pidfd opened before the check,
+ * so that the process checked is the process signalled even if it exits
+ * in between and its pid is reused; and the wait is poll(2) on that
+ * pidfd.  (Without pidfds, Linux before 5.3: kill(2) and a bounded
+ * wait with kill(pid, 0).)
  */
 
 #include <errno.h>
@@ -77,7 +82,7 @@ find_target (const char *arg, struct target *t, char *err, size_t errlen)
     t->config = realpath (cfg.path, NULL);
     if (t->config == NULL)
       t->config = strdup (cfg.path);
-    t->pidfile = cfg.serve.pidfile ? strdup (cfg.serve.pidfile) : NULL;
+    t->pidfile = volume_pidfile (&cfg);
     status_seen (cfg.health.status_file, cfg.name, cfg.health.set.interval,
                  &seen);
     t->status_pid = seen.pid;

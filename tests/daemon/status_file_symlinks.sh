@@ -21,7 +21,13 @@
 # - the other user's links at FILE.tmp are still there (not ours to
 #   remove), and no temporary of ours (.FILE.XXXXXX) is left behind;
 # - a status file whose directories do not exist yet gets them (mode
-#   0755), as before.
+#   0755), as before;
+# - without serve.pidfile, the pidfile is beside the status file
+#   (FILE.pid): a link nobody planted there is not followed either, with
+#   serve and with serve --foreground (the victim untouched), the
+#   pidfile is a regular file, 0644, root's, naming the server, and stop
+#   finds the server through it; in directories that do not exist yet,
+#   serve makes them for it.
 #
 # Needs root (the threat is root writing where others can plant links)
 # and setpriv; skipped otherwise.  Waits on the status file with bounded
@@ -117,11 +123,74 @@ done
 left=$(find "$pub" -name '.status.json.*' -o -name '.metrics.prom.*')
 [[ -z $left ]] || d_bad "temporaries left behind: $left"
 
+d_log "no serve.pidfile: the one beside the status file, never through a link"
+pidfile=$status.pid
+sed -e '/^serve = /s|pidfile = "[^"]*"; ||' vol.conf >default.conf
+grep -q pidfile default.conf && d_fail "default.conf still names a pidfile"
+
+# beside NAME PID: the server PID (serve's NAME) wrote its pid into its
+# own pidfile, not through nobody's link, and stop stops it through it.
+beside ()
+{
+  local name=$1 pid=$2
+  if d_same_sums victim "$victim_before" "$victim" &&
+     [[ $(stat -c '%a %U %G %s' "$victim") == "$victim_stat" ]]; then
+    d_ok "$name: the victim is untouched by the pidfile"
+  else
+    d_bad "$name: the server's pid was written through the link planted at $pidfile"
+  fi
+  if [[ -f $pidfile && ! -L $pidfile && $(stat -c '%a %U' "$pidfile") == "644 root" &&
+        $(<"$pidfile") == "$pid" ]] &&
+     tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null |
+       grep -q -x -F "config=$D_TMP/default.conf"; then
+    d_ok "$name: $pidfile: a regular file, 0644, root's, naming the server ($pid)"
+  else
+    d_bad "$name: $pidfile: $(stat -c '%F, mode %a, owner %U' "$pidfile" 2>&1), holding '$(head -c 32 "$pidfile" 2>&1)', not the server's ($pid)"
+  fi
+  d_run "$name.stop" d_ns stop default.conf
+  [[ $D_RC -eq 0 ]] &&
+    grep -q -x "links: stopped (server pid $pid)" "$D_TMP/$name.stop.out" ||
+    d_bad "$name: stop did not stop the server $pid through its pidfile"
+  d_wait_gone "$pid" 30 || d_fail "$name: the server $pid did not exit"
+  D_PIDS=()
+}
+
+as_nobody ln -s "$victim" "$pidfile" || d_fail "nobody cannot plant $pidfile"
+d_run serve.default d_ns_serve default.conf
+[[ $D_RC -eq 0 ]] || d_fail "nbdstripe serve (no serve.pidfile) failed"
+pid=$(head -c 32 "$pidfile" 2>/dev/null | tr -dc 0-9)
+[[ -n $pid ]] && D_PIDS+=("$pid")
+beside serve.default "$pid"
+
+# In the foreground (as under systemd) too.  (The last server's pidfile
+# is root's: nobody can no longer replace it, but it may not be there.)
+rm -f "$pidfile"
+as_nobody ln -s "$victim" "$pidfile" || d_fail "nobody cannot plant $pidfile"
+setsid "${D_PRE[@]}" "$NBDSTRIPE" serve --foreground default.conf \
+  >"$D_TMP/fg.out" 2>"$D_TMP/fg.err" </dev/null &
+fg=$!
+D_PIDS+=("$fg")
+wait_json "serve --foreground: the status file is written" "$status" \
+  "$base and .running == true and .pid == $fg" 10 ||
+  sed 's/^/   | /' "$D_TMP/fg.err"
+beside serve.foreground "$fg"
+wait "$fg" 2>/dev/null
+
 d_log "directories of the status file that do not exist yet are made"
 deep=$D_TMP/run/a/b/status.json
 sed -i -e "s|$status|$deep|" -e "/prometheus_file/d" vol.conf
 d_serve deep vol.conf "$D_TMP/vol.pid" || d_fail "nbdstripe serve (deep status file) failed"
 wait_json "status file in new directories" "$deep" "$base and .running == true" 10
 [[ $(stat -c %a "$D_TMP/run/a/b") == 755 ]] || d_bad "$D_TMP/run/a/b: mode $(stat -c %a "$D_TMP/run/a/b"), expected 755"
+d_stop "$D_SERVER_PID"
+# And without serve.pidfile: serve makes them for the pidfile beside it.
+deep=$D_TMP/run2/c/d/status.json
+sed -e '/^serve = /s|pidfile = "[^"]*"; ||' -e "s|$D_TMP/run/a/b/status.json|$deep|" \
+  vol.conf >deep.conf
+d_serve deep.default deep.conf "$deep.pid" ||
+  d_fail "nbdstripe serve (deep status file, no serve.pidfile) failed"
+wait_json "status file in new directories, no serve.pidfile" "$deep" \
+  "$base and .running == true" 10
+[[ $(stat -c %a "$D_TMP/run2/c/d") == 755 ]] || d_bad "$D_TMP/run2/c/d: mode $(stat -c %a "$D_TMP/run2/c/d"), expected 755"
 d_stop "$D_SERVER_PID"
 d_done
