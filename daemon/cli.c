@@ -101,7 +101,8 @@ const struct command commands[] = {
             "in\n"
             "/run/nbdstripe, NBDSTRIPE_RUNDIR): name, state (ok, degraded, "
             "failed,\n"
-            "not running, unknown), server pid, socket or address, config.\n"
+            "not-running, stale, unknown), server pid, socket or address, "
+            "config.\n"
             "  -j, --json        the same, as a JSON array\n",
     .usage_status = 2,
   },

@@ -22,7 +22,8 @@ entry_json (const struct served *e)
   json_put (o, "config", json_text (e->config));
   json_put (o, "configured", json_object_new_boolean (e->configured));
   json_put (o, "state", json_text (seen_state_name (e->seen.state)));
-  json_put (o, "reason", json_text (e->seen.reason));
+  json_put (o, "reason",
+            e->seen.reason[0] ? json_text (e->seen.reason) : NULL);
   json_put (o, "pid", e->pid ? json_object_new_int64 (e->pid) : NULL);
   json_put (o, "listen", json_text (e->listen));
   json_put (o, "status_file", json_text (e->status_file));
@@ -80,7 +81,8 @@ cmd_list (const struct command *cmd, int argc, char **argv)
               seen_state_name (e->seen.state), pid,
               shown (e->listen, listen, sizeof listen),
               shown (e->config, config, sizeof config));
-      if (e->seen.state == SEEN_UNKNOWN && e->seen.reason[0])
+      if ((e->seen.state == SEEN_UNKNOWN || e->seen.state == SEEN_STALE)
+          && e->seen.reason[0])
         printf ("%16s   %s\n", "", shown (e->seen.reason, why, sizeof why));
     }
   }

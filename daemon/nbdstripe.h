@@ -134,15 +134,17 @@ extern const char *human_size (uint64_t bytes, char *buf, size_t len);
 /* "128KiB", "1536KiB", "4097": exact, in the config's syntax. */
 extern const char *exact_size (uint64_t bytes, char *buf, size_t len);
 
-/* What a served volume's status file says (status_judge.c), for list
- * and stop.
+/* What a served volume's status says (status_judge.c): the verdict of
+ * status (its exit status 0, 1, 2, then 3 for the last three) and list.
+ * Named by seen_state_name, as status --json and list print them.
  */
 enum seen_state {
   SEEN_OK,
-  SEEN_DEGRADED,
-  SEEN_FAILED,
+  SEEN_DEGRADED,    /* a member slow, full or failing */
+  SEEN_FAILED,      /* a member failed */
   SEEN_NOT_RUNNING, /* no file, "running": false, or its pid is gone */
-  SEEN_UNKNOWN,     /* invalid, stale, another volume's, ... */
+  SEEN_STALE,       /* its pid alive, but not updated for 3 intervals */
+  SEEN_UNKNOWN,     /* invalid, another volume's, ... */
 };
 struct seen {
   enum seen_state state;

@@ -221,7 +221,8 @@ from_config (struct served *e, const char *path, const char *stem)
 }
 
 /* The server: verified by its command line; a live server whose status
- * file says otherwise is not "not running".
+ * file says otherwise is not "not-running", and a status file whose pid
+ * is not a server of the volume (a recycled pid) says nothing of it.
  */
 static void
 find_server (struct served *e)

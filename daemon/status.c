@@ -58,8 +58,7 @@ cmd_status (const struct command *cmd, int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
-  struct notes n = { .print = true };
-  struct view w = { .v = V_UNKNOWN };
+  struct view w = { .state = SEEN_UNKNOWN, .v = V_UNKNOWN };
   char hs[32], err[1024], ctl[4096];
   bool json = false;
   double now = now_unix ();
@@ -86,9 +85,9 @@ cmd_status (const struct command *cmd, int argc, char **argv)
 
   /* Live from the server when it answers, else its last status file. */
   control_path (cfg.health.status_file, ctl, sizeof ctl);
-  if (!judge_live (ctl, cfg.name, cfg.health.set.interval, now, &n, &w))
+  if (!judge_live (ctl, cfg.name, cfg.health.set.interval, now, true, &w))
     judge (cfg.health.status_file, cfg.name, cfg.health.set.interval, now,
-           &n, &w);
+           true, &w);
 
   if (json) {
     /* Any valid JSON object, even of another format: the caller judges. */
@@ -98,7 +97,8 @@ cmd_status (const struct command *cmd, int argc, char **argv)
         putchar ('\n');
     }
     else
-      print_unknown_json (cfg.path, cfg.name, cfg.health.status_file, n.first);
+      print_unknown_json (cfg.path, cfg.name, cfg.health.status_file,
+                          w.reason);
     goto out;
   }
 

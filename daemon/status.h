@@ -21,28 +21,28 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "nbdstripe.h"
 
 /* The exit status of `nbdstripe status`: the monitoring plugins'. */
 enum verdict { V_OK = 0, V_DEGRADED = 1, V_FAILED = 2, V_UNKNOWN = 3 };
 
-/* Why a status file cannot be trusted: printed one line a reason on
- * stderr (status), or only the first kept (list, stop).  gone: a reason
- * says the server is not there at all.
+/* A status, read and judged.  state is the verdict (ok, degraded,
+ * failed; not-running, stale or unknown when nothing can be said of the
+ * volume) and reason why (a member not ok, the surest reason the status
+ * cannot be trusted; "" when ok); v its exit status.  Every reason is
+ * also printed on stderr, one line each, when print is set (status;
+ * list and stop judge quietly).
  */
-struct notes {
-  bool print;
-  bool gone;
-  char first[1024];
-};
-
-/* A status file, read and judged. */
 struct view {
+  bool print;
   char *buf; /* the file's text */
   size_t len;
   struct json_object *st; /* NULL: not a JSON object */
   bool format_ok;         /* of STATUS_FORMAT */
   bool live, alive;
   bool from_socket; /* the control socket's live answer */
+  enum seen_state state;
+  char reason[1024];
   enum verdict v;
 };
 
@@ -77,10 +77,11 @@ extern const char *fmt_ago (struct json_object *o, const char *key, double now,
  * socket ctl (false, nothing said, when it does not answer).
  */
 extern void judge (const char *file, const char *name, unsigned interval,
-                   double now, struct notes *n, struct view *w);
+                   double now, bool print, struct view *w);
 extern bool judge_live (const char *ctl, const char *name, unsigned interval,
-                        double now, struct notes *n, struct view *w);
+                        double now, bool print, struct view *w);
 extern void view_free (struct view *w);
+extern enum verdict seen_verdict (enum seen_state s);
 
 /* status_table.c, status_drives.c */
 extern void print_volume (struct json_object *st,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe status: judging a status -- asked of the control socket or
  * read from the file, is a live server behind it, and is the volume ok,
- * degraded or failed?  Also what list and stop see (status_seen).  See
- * status.h.
+ * degraded or failed?  The one verdict, with its reason, that status
+ * prints (its exit status, --json's "state") and list shows
+ * (status_seen).  See status.h.
  */
 
 #include <errno.h>
@@ -30,8 +31,27 @@
  */
 #define CONTROL_TIMEOUT_MS 2000
 
-static void __attribute__ ((format (printf, 2, 3)))
-note (struct notes *n, const char *fmt, ...)
+/* How sure a reason is that nothing can be said of the volume: of the
+ * reasons a status gives, the surest names the state (unknown over
+ * not-running over stale: a file that is another volume's says nothing
+ * of this one's server, dead pid or not).
+ */
+static int
+doubt (enum seen_state s)
+{
+  switch (s) {
+  case SEEN_STALE: return 1;
+  case SEEN_NOT_RUNNING: return 2;
+  case SEEN_UNKNOWN: return 3;
+  default: return 0;
+  }
+}
+
+/* One reason the status cannot be trusted, and the state it implies:
+ * on stderr (w->print), and kept as the reason when it is the surest yet.
+ */
+static void __attribute__ ((format (printf, 3, 4)))
+note (struct view *w, enum seen_state s, const char *fmt, ...)
 {
   char line[1024];
   va_list args;
@@ -39,20 +59,22 @@ note (struct notes *n, const char *fmt, ...)
   va_start (args, fmt);
   vsnprintf (line, sizeof line, fmt, args);
   va_end (args);
-  if (n->print)
+  if (w->print)
     fprintf (stderr, "nbdstripe: %s\n", line);
-  if (n->first[0] == '\0')
-    snprintf (n->first, sizeof n->first, "%s", line);
+  if (doubt (s) > doubt (w->state)) {
+    w->state = s;
+    snprintf (w->reason, sizeof w->reason, "%s", line);
+  }
 }
 
 /* Is a server still behind these figures?  Notes every reason it is
- * not (naming the file) and returns false then.  *alive says whether
+ * not (naming the file) and returns false then.  w->alive says whether
  * the pid is a live process (for the table).  name: the volume it must
  * be the status of (NULL: any); interval: the config's (0: 5 s).
  */
 static bool
 check_live (struct json_object *st, const char *file, const char *name,
-            unsigned cfg_interval, double now, bool *alive, struct notes *n)
+            unsigned cfg_interval, double now, struct view *w)
 {
   struct json_object *running = field (st, "running", json_type_boolean);
   struct json_object *vol;
@@ -61,28 +83,28 @@ check_live (struct json_object *st, const char *file, const char *name,
   char other[256];
   bool live = true;
 
-  *alive = false;
+  w->alive = false;
   if (running == NULL) {
-    note (n, "%s: no valid \"running\" field", file);
+    note (w, SEEN_UNKNOWN, "%s: no valid \"running\" field", file);
     live = false;
   }
   else if (!json_object_get_boolean (running)) {
-    note (n, "%s: the server has stopped (\"running\": false)", file);
-    n->gone = true;
+    note (w, SEEN_NOT_RUNNING,
+          "%s: the server has stopped (\"running\": false)", file);
     live = false;
   }
   /* Never kill(0) or kill(-1): those are process groups. */
   if (!get_uint (st, "pid", &pid) || pid == 0 || pid > INT_MAX) {
-    note (n, "%s: no valid \"pid\" field", file);
+    note (w, SEEN_UNKNOWN, "%s: no valid \"pid\" field", file);
     live = false;
   }
   else if (kill ((pid_t) pid, 0) == -1 && errno == ESRCH) {
-    note (n, "%s: the server (pid %" PRIu64 ") is not running", file, pid);
-    n->gone = true;
+    note (w, SEEN_NOT_RUNNING,
+          "%s: the server (pid %" PRIu64 ") is not running", file, pid);
     live = false;
   }
   else
-    *alive = true;
+    w->alive = true;
 
   /* The file's own interval, as long as it is one the config could
    * have set.
@@ -91,22 +113,22 @@ check_live (struct json_object *st, const char *file, const char *name,
     interval = cfg_interval ? cfg_interval : 5;
   limit = 3.0 * interval + 5;
   if (!get_number (st, "updated_unix", &updated)) {
-    note (n, "%s: no valid \"updated_unix\" field", file);
+    note (w, SEEN_UNKNOWN, "%s: no valid \"updated_unix\" field", file);
     live = false;
   }
   else if (now - updated > limit) {
     if (now - updated < 1e12)
-      note (n,
+      note (w, SEEN_STALE,
             "%s: stale: last updated %.0f s ago, more than "
             "3 x interval (%" PRIu64 " s) + 5 s",
             file, now - updated, interval);
     else
-      note (n, "%s: stale: \"updated_unix\" is %g", file, updated);
+      note (w, SEEN_STALE, "%s: stale: \"updated_unix\" is %g", file, updated);
     live = false;
   }
   else if (updated - now > limit) {
-    note (n, "%s: \"updated_unix\" is %.0f s in the future", file,
-          updated - now);
+    note (w, SEEN_UNKNOWN, "%s: \"updated_unix\" is %.0f s in the future",
+          file, updated - now);
     live = false;
   }
 
@@ -114,7 +136,7 @@ check_live (struct json_object *st, const char *file, const char *name,
   vol = field (st, "volume", json_type_object);
   if (name && field (vol, "name", json_type_string)
       && !text_is (vol, "name", name)) {
-    note (n, "%s: the status of volume '%s', not of '%s'", file,
+    note (w, SEEN_UNKNOWN, "%s: the status of volume '%s', not of '%s'", file,
           get_text (vol, "name", other, sizeof other), name);
     live = false;
   }
@@ -157,54 +179,101 @@ volume_verdict (struct json_object *st)
   return v;
 }
 
+/* Why a volume is degraded or failed, in one line: every member that
+ * is not ok ("member 1 failing: read error EIO at ..."), else what the
+ * server says of the volume.
+ */
+static void
+verdict_reason (struct json_object *st, enum verdict v, char *buf, size_t len)
+{
+  struct json_object *members = field (st, "members", json_type_array);
+  size_t n = 0;
+
+  buf[0] = '\0';
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
+    struct json_object *m = json_object_array_get_idx (members, i);
+    struct json_object *state = field (m, "state", json_type_string);
+    struct json_object *why = field (m, "reason", json_type_string);
+    const char *text = why ? json_object_get_string (why) : "";
+    uint64_t index;
+    char idx[32] = "?";
+
+    if (member_verdict (m) == V_OK || n >= len)
+      continue;
+    if (get_uint (m, "index", &index))
+      snprintf (idx, sizeof idx, "%" PRIu64, index);
+    n += snprintf (buf + n, len - n, "%smember %s %s%s%s", n ? "; " : "", idx,
+                   json_object_get_string (state), text[0] ? ": " : "", text);
+  }
+  if (n == 0)
+    snprintf (buf, len, "the server says the volume is %s",
+              v == V_FAILED ? "failed" : "degraded");
+}
+
 /* Judge the text of a status (w->buf, w->len: taken), from label (the
  * file, or the control socket).
  */
 static void
-judge_text (const char *label, const char *name, unsigned interval,
-            double now, struct notes *n, struct view *w)
+judge_text (const char *label, const char *name, unsigned interval, double now,
+            struct view *w)
 {
   char why[512];
   uint64_t format;
 
-  w->v = V_UNKNOWN;
   if ((w->st = parse_status (w->buf, w->len, why, sizeof why)) == NULL)
-    note (n, "%s: %s", label, why);
+    note (w, SEEN_UNKNOWN, "%s: %s", label, why);
   else if (!get_uint (w->st, "format", &format))
-    note (n,
+    note (w, SEEN_UNKNOWN,
           "%s: no valid \"format\" field: not an nbdstripe "
           "status file",
           label);
   else if (format != STATUS_FORMAT)
-    note (n, "%s: format %" PRIu64 ", expected %d", label, format,
-          STATUS_FORMAT);
+    note (w, SEEN_UNKNOWN, "%s: format %" PRIu64 ", expected %d", label,
+          format, STATUS_FORMAT);
   else {
+    enum verdict v = volume_verdict (w->st);
+
     w->format_ok = true;
-    w->live = check_live (w->st, label, name, interval, now, &w->alive, n);
-    w->v = volume_verdict (w->st);
-    if (w->v == V_UNKNOWN)
-      note (n, "%s: no valid volume state", label);
-    if (!w->live)
-      w->v = V_UNKNOWN;
+    w->live = check_live (w->st, label, name, interval, now, w);
+    if (v == V_UNKNOWN)
+      note (w, SEEN_UNKNOWN, "%s: no valid volume state", label);
+    else if (w->live) {
+      w->state = v == V_OK         ? SEEN_OK
+                 : v == V_DEGRADED ? SEEN_DEGRADED
+                                   : SEEN_FAILED;
+      if (v != V_OK)
+        verdict_reason (w->st, v, w->reason, sizeof w->reason);
+    }
   }
+  w->v = seen_verdict (w->state);
+}
+
+static void
+view_init (struct view *w, bool print)
+{
+  memset (w, 0, sizeof *w);
+  w->print = print;
+  w->state = SEEN_OK; /* nothing noted yet */
+  w->v = V_UNKNOWN;
 }
 
 void
 judge (const char *file, const char *name, unsigned interval, double now,
-       struct notes *n, struct view *w)
+       bool print, struct view *w)
 {
   char why[512];
   struct stat sb;
 
-  memset (w, 0, sizeof *w);
-  w->v = V_UNKNOWN;
+  view_init (w, print);
   if (read_file (file, &w->buf, &w->len, why, sizeof why) == -1) {
-    if (stat (file, &sb) == -1 && errno == ENOENT)
-      n->gone = true;
-    note (n, "%s: %s", file, why);
+    note (w,
+          stat (file, &sb) == -1 && errno == ENOENT ? SEEN_NOT_RUNNING
+                                                    : SEEN_UNKNOWN,
+          "%s: %s", file, why);
+    w->v = seen_verdict (w->state);
     return;
   }
-  judge_text (file, name, interval, now, n, w);
+  judge_text (file, name, interval, now, w);
 }
 
 /* The live status from the volume's control socket (control.h), judged
@@ -213,15 +282,14 @@ judge (const char *file, const char *name, unsigned interval, double now,
  */
 bool
 judge_live (const char *ctl, const char *name, unsigned interval, double now,
-            struct notes *n, struct view *w)
+            bool print, struct view *w)
 {
   struct json_object *req, *ans, *ok, *st;
   struct stat sb;
   bool done = false;
   char why[1024];
 
-  memset (w, 0, sizeof *w);
-  w->v = V_UNKNOWN;
+  view_init (w, print);
   if (lstat (ctl, &sb) == -1 || !S_ISSOCK (sb.st_mode))
     return false;
   req = json_object_new_object ();
@@ -238,7 +306,7 @@ judge_live (const char *ctl, const char *name, unsigned interval, double now,
     if (w->buf) {
       w->len = strlen (w->buf);
       w->from_socket = true;
-      judge_text (ctl, name, interval, now, n, w);
+      judge_text (ctl, name, interval, now, w);
       done = true;
     }
   }
@@ -260,30 +328,36 @@ seen_state_name (enum seen_state s)
   case SEEN_OK: return "ok";
   case SEEN_DEGRADED: return "degraded";
   case SEEN_FAILED: return "failed";
-  case SEEN_NOT_RUNNING: return "not running";
+  case SEEN_NOT_RUNNING: return "not-running";
+  case SEEN_STALE: return "stale";
   case SEEN_UNKNOWN: return "unknown";
   }
   return "unknown";
+}
+
+enum verdict
+seen_verdict (enum seen_state s)
+{
+  switch (s) {
+  case SEEN_OK: return V_OK;
+  case SEEN_DEGRADED: return V_DEGRADED;
+  case SEEN_FAILED: return V_FAILED;
+  default: return V_UNKNOWN;
+  }
 }
 
 void
 status_seen (const char *status_file, const char *name, unsigned interval,
              struct seen *out)
 {
-  struct notes n = { .print = false };
   struct view w;
   struct json_object *vol;
   uint64_t pid;
 
   memset (out, 0, sizeof *out);
-  judge (status_file, name, interval, now_unix (), &n, &w);
-  switch (w.v) {
-  case V_OK: out->state = SEEN_OK; break;
-  case V_DEGRADED: out->state = SEEN_DEGRADED; break;
-  case V_FAILED: out->state = SEEN_FAILED; break;
-  default: out->state = n.gone ? SEEN_NOT_RUNNING : SEEN_UNKNOWN; break;
-  }
-  snprintf (out->reason, sizeof out->reason, "%s", n.first);
+  judge (status_file, name, interval, now_unix (), false, &w);
+  out->state = w.state;
+  snprintf (out->reason, sizeof out->reason, "%s", w.reason);
   if (w.st && get_uint (w.st, "pid", &pid) && pid > 0 && pid <= INT_MAX)
     out->pid = (long) pid;
   vol = field (w.st, "volume", json_type_object);

@@ -11,7 +11,7 @@
 #   a VOLUME by name: NAME is $NBDSTRIPE_CONFDIR/NAME.conf; a path when it
 #     holds a '/' or ends in .conf; a missing name says where it looked
 #   list shows it served (state ok, the server's pid, its socket), stop
-#     stops it (the pid is gone, exit 0), list then says "not running",
+#     stops it (the pid is gone, exit 0), list then says "not-running",
 #     stop again exits 1; stop refuses a pidfile naming another process
 #     (a recycled pid) and leaves that process alone; stop by the name of
 #     a volume served with a config elsewhere; serve -f stopped by stop
@@ -196,6 +196,7 @@ json list.json '.[] | select(.name == "g0") | .configured == true
   and .listen == "'"$NBDSTRIPE_RUNDIR/g0.sock"'"'
 jq -e --argjson pid "$pid" --arg conf "$NBDSTRIPE_CONFDIR/g0.conf" \
   '[.[] | select(.name == "g0")] | length == 1 and .[0].state == "ok"
+   and .[0].reason == null
    and .[0].pid == $pid and .[0].config == $conf and .[0].configured' \
   "$D_TMP/list.json.out" >/dev/null || d_bad "list --json: g0 is not ok with pid $pid"
 expect status.up 0 -- status -j g0
@@ -211,13 +212,16 @@ grep -q -x "g0: stopped (server pid $pid)" "$D_TMP/stop.out" ||
 gone "$pid" || d_bad "stop exited 0, but the server $pid still runs"
 D_PIDS=()
 expect list.stopped 0 -- list --json
-jq -e '.[] | select(.name == "g0") | .state == "not running" and .pid == null' \
-  "$D_TMP/list.stopped.out" >/dev/null || d_bad "list: g0 is not 'not running' after stop"
+jq -e '.[] | select(.name == "g0") | .state == "not-running" and .pid == null' \
+  "$D_TMP/list.stopped.out" >/dev/null || d_bad "list: g0 is not 'not-running' after stop"
+expect list.stopped-text 0 -- list
+grep -q -E "^g0 +not-running +- " "$D_TMP/list.stopped-text.out" ||
+  d_bad "list: no line 'g0 not-running -' after stop"
 expect stop.again 1 -- stop g0
 d_expect_err stop.again "g0: not running"
 expect stop.again-json 1 -- stop --json g0
 json stop.again-json '.stopped == false and .pid == null and .name == "g0"'
-d_ok "list shows g0 served, stop stops it, list shows it not running"
+d_ok "list shows g0 served, stop stops it, list shows it not-running"
 
 # A pidfile naming a process that is not g0's server: never signalled.
 sleep 300 &
