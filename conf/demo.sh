@@ -36,7 +36,7 @@ cat <<MSG
 == nbdstripe demo: volume 'fast0', 4 members, chunk 128K
    config:       $conf
    headers:      build/daemon/nbdstripe inspect $dir/member*.img
-   health:       build/daemon/nbdstripe status $conf   (--json: the raw status)
+   health:       build/daemon/nbdstripe status $conf   (--json: the verdict and the status)
    look at it:   nbdinfo '$uri'
    copy in/out:  nbdcopy disk.img '$uri'
    attach (root, with the nbd kernel module):

@@ -81,13 +81,14 @@ const struct command commands[] = {
             "progress,\n"
             "I/O counters, latencies, last errors, and the stripe geometry "
             "for mkfs.\n"
-            "  -j, --json        the status itself (JSON); without one,"
-            "\n"
-            "                    {\"state\": \"unknown\", \"reason\": ...}\n"
-            "Exit status: 0 ok, 1 degraded, 2 failed, 3 unknown (status "
-            "file\n"
-            "missing, invalid or stale, server not running; also a usage "
-            "error).\n",
+            "  -j, --json        {\"state\": the verdict, \"reason\": why, "
+            "...,\n"
+            "                    \"status\": the status itself, or null}\n"
+            "Exit status (and verdict): 0 ok, 1 degraded, 2 failed, 3 "
+            "not-running,\n"
+            "stale or unknown (status file missing, invalid or stale, "
+            "server not\n"
+            "running; also a usage error).\n",
     .usage_status = 3, /* 2 would read "failed" to a monitoring script */
   },
   {

@@ -2,11 +2,13 @@
 /* nbdstripe status: the health of a served volume, asked live of its
  * server through the control socket (control.h) when it answers, else
  * read from the status file the plugin keeps (the same JSON; its format
- * is the big comment at the top of include/health.h).  A table for people, as mdadm --detail prints, or
- * (--json) the file itself; the exit status is the monitoring plugins'
- * convention: 0 ok, 1 degraded, 2 failed, 3 unknown -- the file is
- * missing, not JSON, of another format, or written by a server that is
- * no longer running or updating it.
+ * is the big comment at the top of include/health.h).  A table for
+ * people, as mdadm --detail prints, or (--json) one object: the verdict
+ * and its reason, and the status itself under "status".  The exit status
+ * is the monitoring plugins' convention: 0 ok, 1 degraded, 2 failed, 3
+ * unknown -- the file is missing, not JSON, of another format, or
+ * written by a server that is no longer running (not-running) or
+ * updating it (stale).
  *
  * The file is untrusted input: any field may be missing, of another type,
  * huge or negative; it is then shown as "?" (null latencies, which the
@@ -28,24 +30,27 @@
 #include "status.h"
 #include "util.h"
 
-/* status --json when there is no status to print: still JSON, saying
- * why (the first reason; all of them are on stderr).
+/* status --json: one shape whatever there is to say.  state and reason
+ * are the verdict (the exit status's); status the server's document, as
+ * the control socket gave it or the file holds it, or null.  name and
+ * status_file are null when the config does not load.
  */
 static void
-print_unknown_json (const char *config, const char *name,
-                    const char *status_file, const char *reason)
+print_status_json (const char *config, const char *name,
+                   const char *status_file, const struct view *w)
 {
   struct json_object *o = json_object_new_object ();
-  struct json_object *vol = json_object_new_object ();
 
-  json_put (o, "state", json_text ("unknown"));
-  json_put (o, "reason", json_text (reason));
+  json_put (o, "state", json_text (seen_state_name (w->state)));
+  json_put (o, "reason", w->reason[0] ? json_text (w->reason) : NULL);
+  json_put (o, "name", json_text (name));
   json_put (o, "config", json_text (config));
   json_put (o, "status_file", json_text (status_file));
-  /* So that .volume.state reads as it does for a status file. */
-  json_put (vol, "name", json_text (name));
-  json_put (vol, "state", json_text ("unknown"));
-  json_put (o, "volume", vol);
+  json_put (o, "source",
+            !w->st           ? NULL
+            : w->from_socket ? json_text ("control_socket")
+                             : json_text ("status_file"));
+  json_put (o, "status", json_object_get (w->st));
   print_json (o);
 }
 
@@ -77,8 +82,10 @@ cmd_status (const struct command *cmd, int argc, char **argv)
     return c;
 
   if (load_volume (argv[optind], &cfg, err, sizeof err) == -1) {
-    if (json)
-      print_unknown_json (argv[optind], NULL, NULL, err);
+    if (json) {
+      snprintf (w.reason, sizeof w.reason, "%s", err);
+      print_status_json (argv[optind], NULL, NULL, &w);
+    }
     config_free (&cfg);
     return V_UNKNOWN;
   }
@@ -90,15 +97,7 @@ cmd_status (const struct command *cmd, int argc, char **argv)
            true, &w);
 
   if (json) {
-    /* Any valid JSON object, even of another format: the caller judges. */
-    if (w.st) {
-      fwrite (w.buf, 1, w.len, stdout);
-      if (w.len && w.buf[w.len - 1] != '\n')
-        putchar ('\n');
-    }
-    else
-      print_unknown_json (cfg.path, cfg.name, cfg.health.status_file,
-                          w.reason);
+    print_status_json (cfg.path, cfg.name, cfg.health.status_file, &w);
     goto out;
   }
 
@@ -109,8 +108,7 @@ cmd_status (const struct command *cmd, int argc, char **argv)
   now = now_unix ();
   printf ("%s:\n", cfg.path);
   if (w.format_ok) {
-    print_volume (w.st, &cfg, now, w.live, w.alive,
-                  w.from_socket ? ctl : NULL);
+    print_volume (&w, &cfg, now, w.from_socket ? ctl : NULL);
     print_members (w.st);
     print_spares (w.st);
     print_drives (w.st);
@@ -118,7 +116,8 @@ cmd_status (const struct command *cmd, int argc, char **argv)
   }
   else {
     printf ("%15s : %s\n", "Volume", cfg.name);
-    printf ("%15s : unknown (no status: see the message above)\n", "State");
+    printf ("%15s : %s (no status: see the message above)\n", "State",
+            seen_state_name (w.state));
     printf ("%15s : %s\n", "Status file", cfg.health.status_file);
   }
   printf ("\nStripe geometry for mkfs (chunk %s, %u members):\n",

@@ -84,9 +84,9 @@ extern void view_free (struct view *w);
 extern enum verdict seen_verdict (enum seen_state s);
 
 /* status_table.c, status_drives.c */
-extern void print_volume (struct json_object *st,
+extern void print_volume (const struct view *w,
                           const struct stripe_config *cfg, double now,
-                          bool live, bool alive, const char *ctl);
+                          const char *ctl);
 extern void print_members (struct json_object *st);
 extern void print_spares (struct json_object *st);
 extern void print_last_errors (struct json_object *st, double now);

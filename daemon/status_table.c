@@ -35,10 +35,29 @@ on_failing_text (struct json_object *o, char *buf, size_t len)
   return buf;
 }
 
-void
-print_volume (struct json_object *st, const struct stripe_config *cfg,
-              double now, bool live, bool alive, const char *ctl)
+/* The verdict, and the server's own word when it says otherwise (a
+ * status no live server is behind says nothing of now).
+ */
+static void
+print_state (const struct view *w, struct json_object *vol)
 {
+  char buf[256];
+
+  printf ("%15s : %s", "State", seen_state_name (w->state));
+  if (!w->live)
+    printf (" (STALE: the last figures, no live server behind them; "
+            "they said %s)",
+            get_text (vol, "state", buf, sizeof buf));
+  else if (!text_is (vol, "state", seen_state_name (w->state)))
+    printf (" (the server says %s)", get_text (vol, "state", buf, sizeof buf));
+  putchar ('\n');
+}
+
+void
+print_volume (const struct view *w, const struct stripe_config *cfg,
+              double now, const char *ctl)
+{
+  struct json_object *st = w->st;
   struct json_object *replace = field (st, "replace", json_type_object);
   struct json_object *reshape = field (st, "reshape", json_type_object);
   struct json_object *scrub = field (st, "scrub", json_type_object);
@@ -53,9 +72,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
   printf ("%15s : %s\n", "UUID",
           is_null (vol, "uuid") ? "none (no header)"
                                 : get_text (vol, "uuid", buf, sizeof buf));
-  printf ("%15s : %s%s\n", "State", get_text (vol, "state", buf, sizeof buf),
-          live ? ""
-               : " (STALE: the last figures, no live server behind them)");
+  print_state (w, vol);
   for (size_t i = 0; members && i < json_object_array_length (members); ++i) {
     struct json_object *m = json_object_array_get_idx (members, i);
     char reason[1024];
@@ -93,7 +110,7 @@ print_volume (struct json_object *st, const struct stripe_config *cfg,
   running = field (st, "running", json_type_boolean);
   printf ("%15s : pid %s, %s\n", "Server",
           fmt_uint (st, "pid", buf, sizeof buf),
-          !alive                                          ? "not running"
+          !w->alive                                       ? "not running"
           : running && !json_object_get_boolean (running) ? "stopped"
                                                           : "running");
   if (replace)

@@ -152,8 +152,8 @@ expect accept 0 -- accept g0 1 --json
 json accept '.accepted == true and .member == 1 and .header_written == false
   and .generation == .generation_before'
 expect status.down 3 -- status g0 --json
-json status.down '.state == "unknown" and .volume.state == "unknown"
-  and .volume.name == "g0" and (.reason | contains("does not exist"))'
+json status.down '.state == "not-running" and .name == "g0" and .status == null
+  and (.reason | contains("does not exist"))'
 expect replace.down 1 -- replace g0 1 "$D_TMP/m2" --json
 json replace.down '.started == false and .replaced == null and .member == 1
   and .name == "g0" and .replace == null and (.error | contains("not served"))'
@@ -200,7 +200,9 @@ jq -e --argjson pid "$pid" --arg conf "$NBDSTRIPE_CONFDIR/g0.conf" \
    and .[0].pid == $pid and .[0].config == $conf and .[0].configured' \
   "$D_TMP/list.json.out" >/dev/null || d_bad "list --json: g0 is not ok with pid $pid"
 expect status.up 0 -- status -j g0
-json status.up '.running == true and .volume.name == "g0" and .volume.state == "ok"'
+json status.up '.state == "ok" and .reason == null and .name == "g0"
+  and .source == "control_socket" and .status.running == true
+  and .status.volume.name == "g0" and .status.volume.state == "ok"'
 # The chunk as status prints it is a size the config takes back.
 expect status.table 0 -- status g0
 grep -q -E '^ +Chunk : 64KiB \(65536 bytes\)$' "$D_TMP/status.table.out" ||

@@ -8,12 +8,12 @@
 #   copier go phase by phase with tests/lib/replace_ctl.py hold, so
 #   "mid-copy" is made, not hoped for): status prints "Replace : member
 #   1 -> NEW: copying, P% (X of Y), R/s, ETA S s" with 0 < P < 100 and
-#   says the status came from the control socket; status --json is the
-#   live status, its "replace" object copying, 0 < bytes_copied <
-#   bytes_total, a rate and an ETA.  The status file is written once an
+#   says the status came from the control socket; status --json's
+#   status is the live status (source control_socket), its "replace"
+#   object copying, 0 < bytes_copied < bytes_total, a rate and an ETA.  The status file is written once an
 #   hour here, so only the live answer can show the copy.
 #   the socket moved away: status and status --json are the status file's
-#   (the JSON is the file itself), no control socket line
+#   (--json's status is the file itself), no control socket line
 #   after the copy: "done, 100% (Y of Y), R/s, in D", bytes_copied ==
 #   bytes_total, no ETA; the config names NEW
 #   replace --wait (no terminal): progress lines on stdout (a copying
@@ -21,7 +21,8 @@
 #   last one "done, 100%"; its exit status 0
 #   a control socket that refuses (stale) or never answers (hung): status
 #   falls back to the file, within the client's timeout
-#   the server stopped: the file's last word, the replace included
+#   the server stopped: the file's last word, the replace included;
+#   --json's state not-running
 #   replace --offline --json: one JSON object, replaced true, the replace
 #   done; the progress lines on stderr
 #   replace --json with nothing served: started false, the reason
@@ -124,19 +125,20 @@ jq -e '.state == "copying" and .phase == "advanced" and .phase_held
   and .bytes_copied == 4194304 and .bytes_total == 16777216' \
   "$D_TMP/mid.held.json" >/dev/null ||
   d_fail "the copier is not held copying after its first window"
-until_json 20 '.replace.state == "copying" and .replace.bytes_copied > 0' ||
+until_json 20 '.status.replace.state == "copying" and .status.replace.bytes_copied > 0' ||
   d_fail "the copy made no progress"
 expect mid 0 -- status r0
 line mid "^ +Replace : member 1 -> $D_TMP/n1: copying, [1-9][0-9]?% \($size of $size\), $size/s, ETA [0-9]+ s$"
 line mid "^ +Control socket : $ctl "
 expect mid.json 0 -- status --json r0
-json mid.json '.replace.state == "copying" and .replace.member == 1
+json mid.json '.state == "ok" and .source == "control_socket"
+  and (.status | .replace.state == "copying" and .replace.member == 1
   and .replace.new == "'"$D_TMP/n1"'" and .replace.old == "'"$D_TMP/m1"'"
   and .replace.bytes_copied > 0
   and .replace.bytes_copied < .replace.bytes_total
   and .replace.rate > 0 and .replace.eta_seconds > 0
   and .replace.elapsed_seconds > 0 and .replace.unreadable == []
-  and .running == true and .volume.name == "r0"'
+  and .running == true and .volume.name == "r0")'
 # The file, written once an hour, knows nothing of the copy yet.
 jq -e '.replace == null' "$status" >/dev/null ||
   d_bad "the status file shows the replace already (the test would not tell the socket from the file)"
@@ -149,21 +151,22 @@ if grep -q -E '^ +(Replace|Control socket) :' "$D_TMP/mid.file.out"; then
   d_bad "mid.file: a Replace or Control socket line without the socket"
 fi
 expect mid.file.json 0 -- status -j r0
-[[ $(jq -S . "$D_TMP/mid.file.json.out") == "$(jq -S . "$status")" ]] ||
+[[ $(jq -S .status "$D_TMP/mid.file.json.out") == "$(jq -S . "$status")" ]] &&
+  jq -e '.source == "status_file"' "$D_TMP/mid.file.json.out" >/dev/null ||
   d_bad "mid.file.json: status --json without the socket is not the status file"
 mv "$ctl.away" "$ctl"
 d_ok "without the control socket: the status file"
 
 # ---- the end ------------------------------------------------------------
 hold n1.end end --new "$D_TMP/n1" || d_fail "the copier did not end once let go"
-until_json 60 '.replace.state == "done"' || d_fail "the replace did not end"
+until_json 60 '.status.replace.state == "done"' || d_fail "the replace did not end"
 expect done 0 -- status r0
 line done "^ +Replace : member 1 -> $D_TMP/n1: done, 100% \(($size) of \1\), $size/s, in $num s$"
 expect done.json 0 -- status --json r0
-json done.json '.replace.state == "done"
-  and .replace.bytes_copied == .replace.bytes_total
-  and (.replace | has("eta_seconds") | not) and .replace.error == null
-  and .replace.config_updated == true'
+json done.json '.status.replace | .state == "done"
+  and .bytes_copied == .bytes_total
+  and (has("eta_seconds") | not) and .error == null
+  and .config_updated == true'
 grep -q -F "\"$D_TMP/n1\"" "$conf" || d_bad "the config does not name $D_TMP/n1"
 d_ok "after the copy: done, 100%, the config names the new member"
 
@@ -206,9 +209,10 @@ if grep -q -E '^ +Control socket :' "$D_TMP/stopped.out"; then
 fi
 line stopped "^ +Replace : member 0 -> $D_TMP/n0: done, 100% "
 expect stopped.json 3 -- status --json r0
-[[ $(jq -S . "$D_TMP/stopped.json.out") == "$(jq -S . "$status")" ]] ||
+[[ $(jq -S .status "$D_TMP/stopped.json.out") == "$(jq -S . "$status")" ]] ||
   d_bad "stopped.json: not the status file"
-json stopped.json '.running == false and .replace.state == "done"'
+json stopped.json '.state == "not-running" and .source == "status_file"
+  and .status.running == false and .status.replace.state == "done"'
 rm -f "$ctl"
 # A server that accepts and never answers: the file, within the timeout.
 python3 -c 'import socket, sys, time
@@ -220,7 +224,7 @@ for ((i = 0; i < 1000; i++)); do [[ -S $ctl ]] && break; done
 start=$SECONDS
 expect hung.json 3 -- status --json r0
 ((SECONDS - start <= 10)) || d_bad "hung: status took $((SECONDS - start)) s"
-[[ $(jq -S . "$D_TMP/hung.json.out") == "$(jq -S . "$status")" ]] ||
+[[ $(jq -S .status "$D_TMP/hung.json.out") == "$(jq -S . "$status")" ]] ||
   d_bad "hung.json: not the status file"
 kill "$hung" 2>/dev/null
 rm -f "$ctl"

@@ -14,8 +14,15 @@
 #   usage errors exit 3 (2 would say "failed" to a monitoring script)
 #   the table names the member that is slow, failing or failed, its path
 #     and the reason; a "last errors" section
-#   --json prints the file itself: jq parses it and it equals the file;
-#   without a file that is a JSON object, {"state": "unknown", ...}
+#   --json prints one object of the same keys whatever there is (state,
+#     reason, name, config, status_file, source, status): its "state" is
+#     the verdict the exit status gives (ok, degraded, failed;
+#     not-running, stale, unknown for 3), "reason" why (the members not
+#     ok; the surest reason the status cannot be trusted), "status" the
+#     file itself (null without a JSON object); never "ok" for a volume
+#     that is not served, whatever the file's last words say
+#   the man page's monitoring example, run as it is written there, prints
+#     the verdict
 #   the drives side by side (wear, data written, write rate, when each
 #     reaches its rated endurance, what a drive predicts; why a member
 #     has none), only when the status has drive objects
@@ -23,7 +30,8 @@
 #     the one `nbdstripe check` prints, and is printed even without status
 #   mutated files (fields deleted or retyped, huge numbers, control
 #     characters, invalid UTF-8, truncation) never crash it: exit 0..3,
-#     no sanitizer report, no control character reaches the terminal
+#     no sanitizer report, no control character reaches the terminal,
+#     --json keeps its shape
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init jq
 
@@ -81,6 +89,23 @@ expect_out ()
   done
 }
 
+# The keys of status --json, whatever there is to say.
+KEYS='["config","name","reason","source","state","status","status_file"]'
+
+# expect_json NAME STATE FILTER: NAME's stdout is status --json's one
+# shape, its state STATE, and the jq FILTER holds.
+expect_json ()
+{
+  local name=$1 state=$2 filter=$3
+  jq -e --argjson keys "$KEYS" --arg state "$state" \
+    '(keys == $keys) and .state == $state' "$D_TMP/$name.out" >/dev/null ||
+    { d_bad "$name: not the keys $KEYS with state \"$state\": $(jq -c 'del(.status)' "$D_TMP/$name.out" 2>&1 | head -c 300)"
+      return; }
+  jq -e --arg conf "$CONF" --arg file "$STATUS" "$filter" \
+    "$D_TMP/$name.out" >/dev/null ||
+    d_bad "$name: not true of its JSON: $filter: $(jq -c 'del(.status)' "$D_TMP/$name.out" 2>&1 | head -c 300)"
+}
+
 # expect_lines NAME REGEX...: each extended regex matches a line of
 # NAME's stdout.
 expect_lines ()
@@ -108,18 +133,19 @@ for v in ok:0 degraded:1 failed:2; do
   [[ ! -s $D_TMP/$name.err ]] || d_bad "$name: wrote to stderr"
 
   expect_rc "$name.json" "$want" status --json "$CONF"
-  jq -e . "$D_TMP/$name.json.out" >/dev/null ||
-    d_bad "$name.json: jq cannot parse the output"
-  cmp -s "$D_TMP/$name.json.out" "$STATUS" ||
-    d_bad "$name.json: the output is not the status file"
-  [[ $(jq -S . "$D_TMP/$name.json.out") == "$(jq -S . "$STATUS")" ]] ||
-    d_bad "$name.json: the output is not the same JSON as the status file"
+  expect_json "$name.json" "$name" '.name == "fast0" and .config == $conf
+    and .status_file == $file and .source == "status_file"'
+  [[ $(jq -S .status "$D_TMP/$name.json.out") == "$(jq -S . "$STATUS")" ]] ||
+    d_bad "$name.json: its status is not the same JSON as the status file"
   # --json after CONFIG, as the synopsis of the issue wrote it.
   expect_rc "$name.json-after" "$want" status "$CONF" --json
-  cmp -s "$D_TMP/$name.json-after.out" "$STATUS" ||
-    d_bad "$name.json-after: the output is not the status file"
+  cmp -s "$D_TMP/$name.json-after.out" "$D_TMP/$name.json.out" ||
+    d_bad "$name.json-after: not what --json before CONFIG prints"
 done
-d_ok "ok, degraded, failed: exit 0, 1, 2; --json is the file"
+expect_json ok.json ok '.reason == null'
+expect_json degraded.json degraded '.reason == "member 1 failing: read error EIO at member offset 1048576 (1 in a row); member 2 slow: read median 4100 us is 5.1 x its peers'"'"' 800 us (64K-512K reads)"'
+expect_json failed.json failed '.reason | startswith("member 3 failed: 8 consecutive errors (last: EIO on write)")'
+d_ok "ok, degraded, failed: exit 0, 1, 2; --json's state and reason the same, the file under status"
 
 # The members' rows: counters, latencies ("-" without samples), path.
 fixture ok >"$STATUS"
@@ -154,6 +180,10 @@ grep -q -E '^ +3 failed +5000 .* 8 .* 3e\+07  /srv/stripe/m3\.img$' \
 # A volume state better than its members' says is not believed.
 jq '.volume.state = "ok"' "$STATUS" >"$STATUS.new" && mv "$STATUS.new" "$STATUS"
 expect_rc failed-member-volume-ok 2 status "$CONF"
+expect_out failed-member-volume-ok "State : failed (the server says ok)"
+expect_rc failed-member-volume-ok.json 2 status --json "$CONF"
+expect_json failed-member-volume-ok.json failed \
+  '(.reason | startswith("member 3 failed: ")) and .status.volume.state == "ok"'
 d_ok "the table names the member, its path and the reason"
 
 # A replace, from the file (no control socket beside it): one line.
@@ -168,8 +198,9 @@ if grep -q 'Control socket' "$D_TMP/replace-copying.out"; then
   d_bad "replace-copying: a Control socket line without a socket"
 fi
 expect_rc replace-copying.json 0 status --json "$CONF"
-cmp -s "$D_TMP/replace-copying.json.out" "$STATUS" ||
-  d_bad "replace-copying.json: the output is not the status file"
+expect_json replace-copying.json ok '.status.replace.state == "copying"'
+[[ $(jq -S .status "$D_TMP/replace-copying.json.out") == "$(jq -S . "$STATUS")" ]] ||
+  d_bad "replace-copying.json: its status is not the status file"
 jq '.replace.state = "failed" | del(.replace.eta_seconds)
   | .replace.error = "the new member (/dev/sdc) failed: write at offset 0: EIO"
   | .replace.unreadable = [{"offset": 0, "length": 4096}]' "$STATUS" >"$STATUS.new"
@@ -247,17 +278,19 @@ expect_rc geometry-no-status 3 status "$D_TMP/small.conf"
 d_ok "mkfs geometry from the config, as check prints it"
 
 # Exit 3 and why, naming the status file.
-# unknown NAME WHY FIGURES JSON: status exits 3 and says WHY on stderr
-# with the status file's name.  FIGURES: the table still shows the last
-# figures marked stale (stale), figures (shown) or none (no).  JSON:
-# --json prints the file (file: it is a JSON object) or, when there is
-# none, still JSON: {"state": "unknown", "reason": WHY, ...} (none).
+# unknown NAME STATE WHY FIGURES JSON: status exits 3 and says WHY on
+# stderr with the status file's name.  FIGURES: the table still shows the
+# last figures marked stale (stale), figures (shown) or none (no).
+# --json: the same keys, state STATE (not-running, stale, unknown), the
+# reason WHY, and the file under status (JSON file: it is a JSON object)
+# or null (none).
 unknown ()
 {
-  local name=$1 why=$2 figures=$3 json=$4
+  local name=$1 state=$2 why=$3 figures=$4 json=$5
   expect_rc "$name" 3 status "$CONF"
   d_expect_err "$name" "$STATUS" "$why"
-  expect_out "$name" "mkfs.ext4 -b 4096 -E stride=64,stripe_width=256"
+  expect_out "$name" "mkfs.ext4 -b 4096 -E stride=64,stripe_width=256" \
+    "State : $state "
   case $figures in
   stale) expect_out "$name" "STALE" "/srv/stripe/m0.img" ;;
   shown) expect_out "$name" "/srv/stripe/m0.img" ;;
@@ -266,50 +299,77 @@ unknown ()
   esac
   expect_rc "$name.json" 3 status --json "$CONF"
   d_expect_err "$name.json" "$STATUS" "$why"
+  expect_json "$name.json" "$state" \
+    '(.reason | startswith($file + ": ")) and .name == "fast0"
+     and .config == $conf and .status_file == $file'
+  jq -e --arg why "$why" '.reason | contains($why)' "$D_TMP/$name.json.out" \
+    >/dev/null || d_bad "$name.json: its reason does not say: $why"
   if [[ $json == file ]]; then
-    cmp -s "$D_TMP/$name.json.out" "$STATUS" ||
-      d_bad "$name.json: the output is not the status file"
-  elif ! jq -e --arg why "$why" --arg file "$STATUS" \
-         '.state == "unknown" and .volume.state == "unknown"
-          and (.reason | contains($why)) and .status_file == $file' \
-         "$D_TMP/$name.json.out" >/dev/null; then
-    d_bad "$name.json: not {\"state\": \"unknown\", \"reason\": ...$why...}"
+    [[ $(jq -S .status "$D_TMP/$name.json.out") == "$(jq -S . "$STATUS")" ]] &&
+      jq -e '.source == "status_file"' "$D_TMP/$name.json.out" >/dev/null ||
+      d_bad "$name.json: its status is not the status file"
+  else
+    jq -e '.status == null and .source == null' "$D_TMP/$name.json.out" \
+      >/dev/null || d_bad "$name.json: a status where there is none"
   fi
 }
 
 rm -f "$STATUS"
-unknown missing "does not exist" no none
+unknown missing not-running "does not exist" no none
 printf 'hello, world\n' >"$STATUS"
-unknown garbage "not valid JSON" no none
+unknown garbage unknown "not valid JSON" no none
 fixture degraded | head -c 2000 >"$STATUS"
-unknown truncated "not valid JSON" no none
+unknown truncated unknown "not valid JSON" no none
 : >"$STATUS"
-unknown empty "not valid JSON" no none
+unknown empty unknown "not valid JSON" no none
 printf '[1, 2, 3]\n' >"$STATUS"
-unknown not-an-object "not a JSON object" no none
+unknown not-an-object unknown "not a JSON object" no none
+# The server's last words say ok, and a member is missing since: the
+# volume is not served, whatever they say (#34).
 fixture ok | sed 's/"running": true/"running": false/' >"$STATUS"
-unknown stopped '"running": false' stale file
+mv "$D_TMP/m1.img" "$D_TMP/m1.away"
+unknown stopped not-running '"running": false' stale file
 expect_out stopped "Server : pid $$, stopped"
+expect_out stopped "State : not-running (STALE: the last figures, no live server behind them; they said ok)"
+jq -e '.status.volume.state == "ok"' "$D_TMP/stopped.json.out" >/dev/null ||
+  d_bad "stopped.json: the fixture's own state is not under status"
+mv "$D_TMP/m1.away" "$D_TMP/m1.img"
 fixture ok "$DEAD_PID" >"$STATUS"
-unknown dead-pid "the server (pid $DEAD_PID) is not running" stale file
+unknown dead-pid not-running "the server (pid $DEAD_PID) is not running" stale file
 expect_out dead-pid "Server : pid $DEAD_PID, not running"
 fixture ok $$ "$(awk -v t="$(now)" 'BEGIN { printf "%.3f", t - 21 }')" >"$STATUS"
-unknown old "s ago, more than 3 x interval (5 s) + 5 s" stale file
+unknown old stale "s ago, more than 3 x interval (5 s) + 5 s" stale file
 d_expect_err old "stale: last updated 2"
 fixture ok | sed 's/"format": 1/"format": 2/' >"$STATUS"
-unknown format-2 "format 2, expected 1" no file
+unknown format-2 unknown "format 2, expected 1" no file
 fixture ok | sed '/"format": 1,/d' >"$STATUS"
-unknown no-format 'no valid "format" field' no file
+unknown no-format unknown 'no valid "format" field' no file
 fixture ok | sed 's/"name": "fast0"/"name": "slow1"/' >"$STATUS"
-unknown other-volume "the status of volume 'slow1', not of 'fast0'" stale file
+unknown other-volume unknown "the status of volume 'slow1', not of 'fast0'" stale file
 fixture ok | sed 's/"pid": [0-9]*/"pid": 0/' >"$STATUS"
-unknown pid-0 'no valid "pid" field' stale file
+unknown pid-0 unknown 'no valid "pid" field' stale file
 fixture ok | jq '.volume.state = "fine"' >"$STATUS"
-unknown volume-state "no valid volume state" shown file
+unknown volume-state unknown "no valid volume state" shown file
 fixture ok | sed 's/"running": true/"running": true, "x": NaN/' >"$STATUS"
-unknown nan "not valid JSON" no none
+unknown nan unknown "not valid JSON" no none
 fixture ok | sed 's|/srv/stripe/m0.img|/srv/\xff.img|' >"$STATUS"
-unknown invalid-utf8 "not valid JSON" no none
+unknown invalid-utf8 unknown "not valid JSON" no none
+# Of several reasons, the state is the surest's and the reason its own:
+# another volume's file says nothing of this one's server, dead or not;
+# a server that stopped long ago is not running rather than stale.
+fixture ok "$DEAD_PID" | sed 's/"name": "fast0"/"name": "slow1"/' >"$STATUS"
+unknown foreign-dead unknown "the status of volume 'slow1', not of 'fast0'" stale file
+fixture ok $$ "$(awk -v t="$(now)" 'BEGIN { printf "%.3f", t - 600 }')" |
+  sed 's/"running": true/"running": false/' >"$STATUS"
+unknown stopped-long-ago not-running '"running": false' stale file
+# A config that does not load: the same keys, what is known.
+expect_rc no-config.json 3 status --json "$D_TMP/no-such.conf"
+jq -e --argjson keys "$KEYS" --arg conf "$D_TMP/no-such.conf" \
+  'keys == $keys and .state == "unknown" and .config == $conf
+   and (.reason | contains($conf)) and .name == null
+   and .status_file == null and .source == null and .status == null' \
+  "$D_TMP/no-config.json.out" >/dev/null ||
+  d_bad "no-config.json: not the one shape, unknown, naming the config"
 mkfifo "$STATUS.fifo"
 conf "$D_TMP/fifo.conf" 256K 4 "$STATUS.fifo"
 d_run fifo timeout 20 "$NBDSTRIPE" status "$D_TMP/fifo.conf"
@@ -322,7 +382,40 @@ fixture ok $$ "$(awk -v t="$(now)" 'BEGIN { printf "%.3f", t - 100 }')" |
 expect_rc interval-60 0 status "$CONF"
 fixture ok $$ "$(awk -v t="$(now)" 'BEGIN { printf "%.3f", t - 10 }')" >"$STATUS"
 expect_rc ten-seconds-old 0 status "$CONF"
-d_ok "missing, invalid, stopped, dead, stale, foreign: exit 3 and why"
+d_ok "missing, invalid, stopped, dead, stale, foreign: exit 3 and why; --json not-running, stale or unknown"
+
+# The man page's examples that print the verdict, word for word
+# (nbdstripe on PATH, the volume fast0 in NBDSTRIPE_CONFDIR).
+mkdir -p "$D_TMP/bin"
+ln -sf "$NBDSTRIPE" "$D_TMP/bin/nbdstripe"
+mapfile -t examples < <(sed -n \
+  '/^=head1 EXAMPLES/,/^=head1/s/^ \(nbdstripe status .*| jq -r \.state\)$/\1/p' \
+  "$NBDSTRIPE_SOURCE_DIR/daemon/nbdstripe.pod")
+[[ ${#examples[@]} -ge 2 ]] ||
+  d_fail "not two 'nbdstripe status ... | jq -r .state' lines in the man page's EXAMPLES"
+before=$D_FAILS
+for example in "${examples[@]}"; do
+  printf -- '-- the example: %s\n' "$example"
+  for v in ok degraded failed stopped:not-running dead:not-running \
+           old:stale other:unknown missing:not-running; do
+    name=${v%:*} want=${v#*:}
+    case $name in
+    stopped) fixture ok | sed 's/"running": true/"running": false/' ;;
+    dead) fixture ok "$DEAD_PID" ;;
+    old) fixture ok $$ "$(awk -v t="$(now)" 'BEGIN { printf "%.3f", t - 21 }')" ;;
+    other) fixture ok | sed 's/"name": "fast0"/"name": "slow1"/' ;;
+    missing) ;;
+    *) fixture "$name" ;;
+    esac >"$STATUS"
+    [[ $name == missing ]] && rm -f "$STATUS"
+    got=$(cd "$D_TMP" && PATH="$D_TMP/bin:$PATH" NBDSTRIPE_CONFDIR=$D_TMP \
+          bash -c "$example" 2>/dev/null)
+    [[ $got == "$want" ]] ||
+      d_bad "the man page's '$example' prints '$got' for $name, not '$want'"
+  done
+done
+[[ $D_FAILS -eq $before ]] &&
+  d_ok "the man page's examples print the verdict"
 
 # The command line: usage errors exit 3, --help 0.
 expect_rc help 0 status --help
@@ -352,7 +445,8 @@ fi
 d_ok "control characters are escaped"
 
 # Mutations of a valid file: whatever the damage, exit 0..3, no crash, no
-# sanitizer report, no control character on stdout.
+# sanitizer report, no control character on stdout; --json of the one
+# shape, its state the exit status's.
 mutations=(
   'del(.volume)' 'del(.members)' 'del(.health)' 'del(.pid)'
   'del(.updated_unix)' 'del(.interval)' 'del(.running)' 'del(.volume.state)'
@@ -429,6 +523,14 @@ for m in "${mutations[@]}"; do
     if [[ -z $json ]] &&
        tr -d '\n' <"$D_TMP/mut.out" | LC_ALL=C grep -q '[[:cntrl:]]'; then
       d_bad "mutation $i ($m): a control character reached stdout"
+    fi
+    if [[ -n $json ]] &&
+       ! jq -e --argjson keys "$KEYS" --argjson rc "$D_RC" \
+         'keys == $keys and (.state | IN("ok", "degraded", "failed",
+                                         "not-running", "stale", "unknown"))
+          and ({"ok": 0, "degraded": 1, "failed": 2}[.state] // 3) == $rc' \
+         "$D_TMP/mut.out" >/dev/null 2>&1; then
+      d_bad "mutation $i ($m) --json: not the one shape, or not exit $D_RC's state"
     fi
   done
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # `nbdstripe status CONFIG [--json]` exit codes: 0 ok, 1 degraded, 2 failed,
-# 3 not running (no status file, server stopped, server killed).
+# 3 not running (no status file, server stopped, server killed); --json's
+# "state" the same verdict by name.
 #
 # Volume: 3 members of 8 MiB (nbdkit file + error filter behind nbdfuse),
 # chunk 64K, metadata "none", cache "direct"; health interval 1 s, window
@@ -9,15 +10,17 @@
 # 10.
 #
 # Asserts (bounds in seconds):
-# - before the server ever ran (no status file): exit 3;
+# - before the server ever ran (no status file): exit 3, --json says
+#   "not-running";
 # - served, status file written (<= 5 s): exit 0, and with --json exit 0
-#   and a JSON document on stdout whose volume state is "ok";
+#   and a JSON document on stdout whose state is "ok";
 # - one injected read error on member 1 (hook MemberFailing within 3 s):
 #   exit 1; --json says "degraded";
 # - 3 more (hook MemberFailed within 3 s): exit 2; --json says "failed";
 # - errors off (hook MemberRecovered within 5 s): exit 0;
 # - server stopped (SIGTERM, waited for): the status file says running
-#   false, exit 3;
+#   false (its volume state the last one, ok), exit 3, --json says
+#   "not-running" (#34: it used to be read as "ok");
 # - served again: exit 0 once the new server's status is written (<= 5 s);
 #   server killed (SIGKILL: its last status still says running): exit 3
 #   within 8 s (the pid is gone; a status older than a few intervals is
@@ -46,10 +49,10 @@ expect_status ()
   [[ -n $state ]] || return
   h_status_cmd "$name.json" --json
   [[ $D_RC -eq $code ]] || d_bad "$name: nbdstripe status --json exited $D_RC, expected $code"
-  got=$("$H_PY" -c 'import json, sys; print(json.load(sys.stdin)["volume"]["state"])' \
+  got=$("$H_PY" -c 'import json, sys; print(json.load(sys.stdin)["state"])' \
         <"$D_TMP/$name.json.out" 2>&1)
   [[ $got == "$state" ]] ||
-    d_bad "$name: --json: volume state '$got', expected '$state'"
+    d_bad "$name: --json: state '$got', expected '$state'"
 }
 
 # wait_status NAME CODE SECONDS: poll until the exit status is CODE.
@@ -71,7 +74,7 @@ wait_status ()
 }
 
 d_log "never served"
-expect_status never 3
+expect_status never 3 not-running
 
 d_log "served, healthy"
 h_serve "$H_CONF"
@@ -97,8 +100,9 @@ expect_status recovered 0 ok
 
 d_log "server stopped"
 d_stop "$pid1"
-h_check "the last status says running false" 'j["running"] is False'
-expect_status stopped 3
+h_check "the last status says running false, the volume ok" \
+  'j["running"] is False and j["volume"]["state"] == "ok"'
+expect_status stopped 3 not-running
 
 d_log "served again, then killed"
 h_serve "$H_CONF"

@@ -158,13 +158,13 @@ released ()
   # The others ok, but for the member failed a moment ago (--fail P:N I:
   # failing for health's window) and any judged slow (latency against
   # its peers: a matter of the machine's load, not of this test).
-  jq -e --arg fi "$fail_index" '.members[1].state == "removed" and
+  jq -e --arg fi "$fail_index" '.status | .members[1].state == "removed" and
       ([.members[] | select(.state != "ok" and .state != "removed"
                             and .state != "slow")
         | .index] - [$fi | tonumber? // -1] == [])' \
     "$D_TMP/$label.st.out" >/dev/null &&
     d_ok "$label: member 1 removed in the status, the others ok (or slow)" ||
-    d_bad "$label: the status does not show member 1 removed, the others ok: $(jq -c '[.members[] | {index, state}]' "$D_TMP/$label.st.out")"
+    d_bad "$label: the status does not show member 1 removed, the others ok: $(jq -c '[.status.members[] | {index, state}]' "$D_TMP/$label.st.out")"
   truncate -s "$size" "$D_TMP/other1"
   d_conf "$D_TMP/other.conf" other 64K "" "$D_TMP/m1" "$D_TMP/other1"
   d_run "$label.other" d_ns create --force "$D_TMP/other.conf"
@@ -194,9 +194,9 @@ resized ()
   fi
   d_run "$label.sz" d_ns status --json "$RP_CONF"
   jq -e --argjson s "$want_size" --argjson n "$want_n" \
-    '.volume.size == $s and .volume.members == $n' "$D_TMP/$label.sz.out" >/dev/null &&
+    '.status.volume.size == $s and .status.volume.members == $n' "$D_TMP/$label.sz.out" >/dev/null &&
     d_ok "$label: the status says $want_size bytes on $want_n members" ||
-    d_bad "$label: the status says $(jq -c '[.volume.size, .volume.members]' "$D_TMP/$label.sz.out"), not [$want_size,$want_n]"
+    d_bad "$label: the status says $(jq -c '[.status.volume.size, .status.volume.members]' "$D_TMP/$label.sz.out"), not [$want_size,$want_n]"
   # The file is rewritten by the health thread once told (a condition
   # waited for, 10 s at most).
   local t

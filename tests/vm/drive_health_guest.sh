@@ -99,20 +99,26 @@ drive_read ()
 {
   # (its exit status says the volume's state: not a failure here)
   nbdstripe status --json $CONF >/tmp/st.json 2>/dev/null;
-    jq -e ".members[$1].drive.available != null and
-           (.members[$1].drive.reason // \"\") != \"not read yet\"" /tmp/st.json
+    jq -e ".status.members[$1].drive.available != null and
+           (.status.members[$1].drive.reason // \"\") != \"not read yet\"" /tmp/st.json
 }
 # member_state INDEX STATE: the status says member INDEX is STATE.
 member_state ()
 {
   status_has ".members[$1].state == \"$2\""
 }
-# status_has JQ: the status --json satisfies the filter JQ.
+# status_has JQ: the status document in status --json satisfies the
+# filter JQ.
 status_has ()
 {
   # (its exit status says the volume's state: not a failure here)
   nbdstripe status --json $CONF >/tmp/st.json 2>/dev/null;
-    jq -e "$1" /tmp/st.json
+    jq -e ".status | ($1)" /tmp/st.json
+}
+# status_doc: the status document in status --json (its "status").
+status_doc ()
+{
+  nbdstripe status --json $CONF | jq .status
 }
 # first1m: the sha256 of the volume's first 1 MiB (nbdcopy has no
 # length: head ends it).
@@ -126,7 +132,7 @@ wait_for "the NVMe drive was read" 30 drive_read 0 || fail "member 0's drive nev
 wait_for "the SATA drive was read" 30 drive_read 1 || fail "member 1's drive never read"
 sync
 echo "vm: ORACLE nvme0n1_sectors_written=$(awk '{ print $7 }' /sys/block/nvme0n1/stat)"
-show status1.json nbdstripe status --json $CONF
+show status1.json status_doc
 show status1.txt nbdstripe status $CONF
 
 if [ "$P_sabotage" = noinject ]; then
@@ -135,12 +141,12 @@ else
   echo "vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning 4"
 fi
 wait_for "member 0 is failing" 30 member_state 0 failing ||
-  { jq -c '.members[0] | {state, reason, drive}' /tmp/st.json | sed 's/^/vm: | /'
+  { jq -c '.status.members[0] | {state, reason, drive}' /tmp/st.json | sed 's/^/vm: | /'
     fail "member 0 never became failing"; }
 wait_for "on_failing: not replaced (no spare yet)" 10 \
   status_has '.on_failing.last.state == "not_replaced"' ||
   fail "on_failing did not give up without a spare"
-show status2.json nbdstripe status --json $CONF
+show status2.json status_doc
 show status2.txt nbdstripe status $CONF
 show prom cat /run/nbdstripe/dh.prom
 
@@ -158,9 +164,9 @@ wait_for "member 0 is ok again" 30 member_state 0 ok ||
 echo "vm: QOM-SET /machine/peripheral/nvme0 smart_critical_warning 4"
 wait_for "the replace onto the spare is done" 60 \
   status_has '.replace.state == "done" and .on_failing.last.state == "replaced"' ||
-  { jq -c '.replace, .on_failing' /tmp/st.json | sed 's/^/vm: | /'
+  { jq -c '.status | .replace, .on_failing' /tmp/st.json | sed 's/^/vm: | /'
     fail "member 0 was not replaced onto the spare"; }
-show status3.json nbdstripe status --json $CONF
+show status3.json status_doc
 show dh.conf cat $CONF
 echo "vm: ORACLE readback_sha256=$(first1m)"
 log "read back"

@@ -207,7 +207,7 @@ guest_wrote ()
 to_guest () { echo "$*" >"$V_TMP/host.in"; }
 reshape_state ()
 {
-  "$NBDSTRIPE" status --json "$V_TMP/vm.conf" 2>/dev/null | jq -r '.reshape.state // "none"'
+  "$NBDSTRIPE" status --json "$V_TMP/vm.conf" 2>/dev/null | jq -r '.status.reshape.state // "none"'
 }
 
 guest_wait '^TRIMMED$'
