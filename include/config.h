@@ -33,7 +33,7 @@
  *   health = {                           # see include/health.h
  *     status_file = "/run/nbdstripe/fast0.status.json";
  *     interval = 5;                      # seconds
- *     slow_factor = 4.0;
+ *     slow_factor = 4.0; slow_floor_us = 1000;
  *     error_threshold = 8;
  *     window = 10; min_samples = 20; io_timeout = 30; probe_interval = 2;
  *     on_change_timeout = 10;

@@ -19,6 +19,9 @@
  *
  * Each op records its own errno and latency; ioexec_run returns 0 if all
  * succeeded, else -1 with errno of the first failed op (in array order).
+ * An op's latency runs from its own start (an op in the ring: its
+ * submission to the kernel) to its own completion, a clock read each:
+ * two members' ops of one request are timed apart, whatever they share.
  */
 #ifndef NBDSTRIPE_IOEXEC_H
 #define NBDSTRIPE_IOEXEC_H
@@ -57,6 +60,7 @@ struct member_op {
   /* The executor's (the caller need not initialise what follows). */
   struct ioexec *x;
   unsigned pending; /* completions still owed (under x's lock if async) */
+  bool in_ring;     /* an entry of it was queued in the ring */
   uint64_t deadline;
   /* The backend's scratch. */
   union {

@@ -47,6 +47,7 @@ struct entry {
   struct member_op *op;
   ioexec_cqe_fn complete;
   void *arg;
+  bool first; /* op's first entry: its submission is op's start */
 };
 
 #define INLINE_ENTRIES 64
@@ -57,6 +58,7 @@ struct ioexec {
   struct io_uring *ring; /* for this request, or NULL */
   unsigned queued;       /* entries got, not yet submitted */
   unsigned in_ring;      /* entries submitted, not yet completed */
+  unsigned stamped;      /* entries before this one have their start */
   struct entry inline_entries[INLINE_ENTRIES];
   struct entry *entries;
   unsigned nr_entries, cap_entries;
@@ -65,9 +67,9 @@ struct ioexec {
   void *own[72];
   size_t own_size[72];
   unsigned nr_own;
-  /* The clock at the start of the ops, while nothing has blocked since:
-   * one clock read for the starts of all ops queued in the ring.  0: read
-   * it for each.
+  /* The clock at the start of the ops that are not in the ring, while
+   * nothing has blocked since (asynchronous ones: on their way at once).
+   * 0: read it for each.
    */
   uint64_t start_clock;
   /* Asynchronous completions (another thread). */
@@ -84,11 +86,6 @@ static THREAD_LOCAL struct thread_state *tls_state;
  * must not touch the outer one's ring or scratch.
  */
 static THREAD_LOCAL unsigned depth;
-/* While reap runs on this thread: the time its completions had arrived
- * by, read once for all of them (0: not yet).
- */
-static THREAD_LOCAL bool in_reap;
-static THREAD_LOCAL uint64_t reap_clock;
 
 static void
 state_destroy (void *p)
@@ -242,17 +239,24 @@ busy_clear (struct member_op *op)
       op->busy, ~(UINT64_C (1) << (op->m->index & 63)), memory_order_relaxed);
 }
 
-/* op has nothing more to wait for. */
+/* op has nothing more to wait for: its latency ends now, a clock read
+ * of its own.  Health judges members by these figures, so the ops that
+ * one reap of the ring finds done do not share one read (issue 34: two
+ * members' latency sums came out equal to the nanosecond): each ends
+ * once its own completion has run, a short transfer finished
+ * synchronously included.  Ops found done together still end within
+ * the few hundred ns their completions take to run (more, rarely, after
+ * one that finished a short transfer): when each arrived, the ring does
+ * not say.  The cost: one clock read (vDSO, 25 ns here) per op of a
+ * request that has a ring, where one per reap did -- requests of two
+ * members or more, whose ops move far more data than that
+ * (bench/cost-per-request, 4 members: a 1M read 4566 -> 4746
+ * instructions, a 256K read 3402 -> 3507).
+ */
 static inline void
 op_finished (struct member_op *op)
 {
-  uint64_t now;
-
-  if (!in_reap)
-    now = now_ns ();
-  else if ((now = reap_clock) == 0)
-    now = reap_clock = now_ns ();
-  op->ns = now - op->ns;
+  op->ns = now_ns () - op->ns;
   busy_clear (op);
 }
 
@@ -323,6 +327,31 @@ new_entry (struct ioexec *x)
 
 static void reap (struct ioexec *x);
 
+/* The entries queued before entry end are about to be submitted: the ops
+ * they start start now.  A ring op's start is its submission, not the
+ * start of the request: it does not wait, on the member's account, for
+ * the ops started before it to prepare (an O_DIRECT bounce copy) or to
+ * run synchronously.  The ops of one submission share one clock read:
+ * they are handed to the kernel by one system call.  (The kernel issues
+ * them in order within it: an op that completes within the submission, a
+ * page-cache hit, shows in the latency of those after it, by the few us
+ * it took.)  Entries of an op queued after its first do not restart it.
+ */
+static void
+stamp_starts (struct ioexec *x, unsigned end)
+{
+  uint64_t now = 0;
+
+  for (unsigned i = x->stamped; i < end; ++i)
+    if (x->entries[i].first) {
+      if (now == 0)
+        now = now_ns ();
+      x->entries[i].op->ns = now;
+    }
+  if (end > x->stamped)
+    x->stamped = end;
+}
+
 struct io_uring_sqe *
 ioexec_sqe (struct ioexec *x, struct member_op *op, ioexec_cqe_fn complete,
             void *arg)
@@ -336,10 +365,14 @@ ioexec_sqe (struct ioexec *x, struct member_op *op, ioexec_cqe_fn complete,
   e = new_entry (x);
   if (e == NULL)
     return NULL;
+  e->first = false; /* not queued yet: no start to stamp */
   idx = e - x->entries;
   /* The ring's queue is full: hand it to the kernel, reap what is done. */
   while ((sqe = io_uring_get_sqe (x->ring)) == NULL) {
-    int r = io_uring_submit (x->ring);
+    int r;
+
+    stamp_starts (x, idx);
+    r = io_uring_submit (x->ring);
     if (r > 0) {
       x->in_ring += r;
       x->queued -= r;
@@ -350,6 +383,8 @@ ioexec_sqe (struct ioexec *x, struct member_op *op, ioexec_cqe_fn complete,
   e->op = op;
   e->complete = complete;
   e->arg = arg;
+  e->first = !op->in_ring;
+  op->in_ring = true;
   io_uring_sqe_set_data64 (sqe, idx);
   x->queued++;
   begin (x, op);
@@ -369,8 +404,6 @@ reap (struct ioexec *x)
   struct io_uring_cqe *cqe;
   unsigned head, seen = 0;
 
-  in_reap = true;
-  reap_clock = 0;
   io_uring_for_each_cqe (x->ring, head, cqe)
   {
     const struct entry *e = &x->entries[io_uring_cqe_get_data64 (cqe)];
@@ -379,7 +412,6 @@ reap (struct ioexec *x)
     x->in_ring--;
     e->complete (x, e->op, cqe->res, e->arg);
   }
-  in_reap = false;
   io_uring_cq_advance (x->ring, seen);
 }
 
@@ -388,7 +420,11 @@ static void
 drive_ring (struct ioexec *x)
 {
   while (x->queued > 0 || x->in_ring > 0) {
-    int r = io_uring_submit_and_wait (x->ring, 1);
+    int r;
+
+    if (x->queued > 0)
+      stamp_starts (x, x->nr_entries);
+    r = io_uring_submit_and_wait (x->ring, 1);
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       /* Entries in flight still point into the caller's buffer: we
        * cannot return before they complete, so this is fatal.
@@ -455,6 +491,7 @@ start (struct ioexec *x, struct member_op *op)
   op->pending = 1; /* the start itself, until start_op returns */
   op->err = 0;
   op->x = x;
+  op->in_ring = false;
   op->ns = x->start_clock ? x->start_clock : now_ns ();
   op->deadline = 0;
   busy_set (op);
@@ -508,7 +545,7 @@ run_all (struct member_op *ops, unsigned nr, bool uring)
 
   x.t = NULL;
   x.ring = NULL;
-  x.queued = x.in_ring = 0;
+  x.queued = x.in_ring = x.stamped = 0;
   x.entries = x.inline_entries;
   x.nr_entries = 0;
   x.cap_entries = INLINE_ENTRIES;

@@ -44,8 +44,6 @@
 #define NSIZES 4
 /* At most this many snapshots make a window. */
 #define MAX_SNAPS 10
-/* Below this median a member is never called slow (cache hits). */
-#define SLOW_FLOOR_NS 100000u
 #define MAX_EVENTS 256
 #define REASON_MAX 256
 /* Threads that can be tracked in flight at once. */

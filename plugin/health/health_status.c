@@ -54,6 +54,8 @@ build_json (struct health *h, bool running, double now,
 
   json_put (hp, "window", json_object_new_int64 (h->p.set.window));
   json_put (hp, "slow_factor", json_number (h->p.set.slow_factor, "%g"));
+  json_put (hp, "slow_floor_us",
+            json_object_new_int64 (h->p.set.slow_floor_us));
   json_put (hp, "error_threshold",
             json_object_new_int64 (h->p.set.error_threshold));
   json_put (hp, "min_samples", json_object_new_int64 (h->p.set.min_samples));

@@ -112,8 +112,8 @@ decide_slow (struct health *h)
             || np == 0)
           continue;
         measured = true;
-        if (mm >= SLOW_FLOOR_NS && mm > h->p.set.slow_factor * mp
-            && mm / mp > worst) {
+        if (mm >= h->p.set.slow_floor_us * 1000.0
+            && mm > h->p.set.slow_factor * mp && mm / mp > worst) {
           char a[32], b[32];
           worst = mm / mp;
           slow = true;

@@ -86,6 +86,7 @@ check_accepted (const struct stripe_config *c)
   require (c->health.status_file && c->health.status_file[0] == '/');
   require (c->health.set.interval >= 1 && c->health.set.interval <= 3600);
   require (c->health.set.slow_factor > 1);
+  require (c->health.set.slow_floor_us <= HEALTH_MAX_SLOW_FLOOR_US);
   require (c->health.set.error_threshold >= 1
            && c->health.set.error_threshold <= 1000000);
   require (c->nr_warnings <= CONFIG_MAX_WARNINGS);

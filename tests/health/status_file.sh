@@ -87,7 +87,7 @@ h_check "top level" \
 h_check "volume" \
   "j[\"volume\"][\"name\"] == \"hvol\" and j[\"volume\"][\"uuid\"] is None and j[\"volume\"][\"config\"] == \"$H_CONF\" and j[\"volume\"][\"chunk\"] == $CHUNK and j[\"volume\"][\"members\"] == 3 and j[\"volume\"][\"size\"] == 3 * 8 * 1048576 and j[\"volume\"][\"state\"] == \"ok\" and j[\"volume\"][\"started_unix\"] <= j[\"updated_unix\"] and isinstance(j[\"volume\"][\"uptime_seconds\"], (int, float))"
 h_check "health parameters as configured" \
-  'j["health"] == {"window": 3, "slow_factor": 10.0, "error_threshold": 4, "min_samples": 20, "io_timeout": 5, "probe_interval": 1, "drive_interval": 600}'
+  'j["health"] == {"window": 3, "slow_factor": 10.0, "slow_floor_us": 1000, "error_threshold": 4, "min_samples": 20, "io_timeout": 5, "probe_interval": 1, "drive_interval": 600}'
 h_check "drives: regular files (nbdfuse mounts) have none, and say so" \
   'all(m["drive"]["available"] is False and "regular file" in m["drive"]["reason"] for m in j["members"])'
 h_check "members" \

@@ -240,6 +240,7 @@ minimal_config_gets_every_default (void **state)
   assert_null (c->health.on_change);
   assert_int_equal (c->health.set.interval, 5);
   assert_true (c->health.set.slow_factor == 4.0);
+  assert_int_equal (c->health.set.slow_floor_us, 1000);
   assert_int_equal (c->health.set.error_threshold, 8);
   assert_int_equal (c->health.set.drive_interval, 600);
 }
@@ -281,6 +282,7 @@ full_config_sets_every_key (void **state)
                       "  on_change = \"%s\";\n"
                       "  interval = 3600;\n"
                       "  slow_factor = 2.5;\n"
+                      "  slow_floor_us = 0;\n"
                       "  error_threshold = 1000000;\n"
                       "  drive_interval = 0;\n"
                       "};\n",
@@ -310,6 +312,7 @@ full_config_sets_every_key (void **state)
   assert_string_equal (c->health.on_change, hook);
   assert_int_equal (c->health.set.interval, 3600);
   assert_true (c->health.set.slow_factor == 2.5);
+  assert_int_equal (c->health.set.slow_floor_us, 0);
   assert_int_equal (c->health.set.error_threshold, 1000000);
   assert_int_equal (c->health.set.drive_interval, 0);
 }
@@ -346,6 +349,8 @@ example_conf_loads_and_shows_the_defaults (void **state)
   assert_string_equal (example.health.status_file, minimal.health.status_file);
   assert_int_equal (example.health.set.interval, minimal.health.set.interval);
   assert_true (example.health.set.slow_factor == minimal.health.set.slow_factor);
+  assert_int_equal (example.health.set.slow_floor_us,
+                    minimal.health.set.slow_floor_us);
   assert_int_equal (example.health.set.error_threshold,
                     minimal.health.set.error_threshold);
   assert_int_equal (example.health.set.drive_interval,

@@ -35,8 +35,9 @@ static const char *const paths[] = { "/dev/m0", "/dev/m1", "/dev/m2",
                                      "/dev/m3" };
 
 static struct health *
-new_health (unsigned n, unsigned window, unsigned min_samples,
-            unsigned error_threshold, unsigned io_timeout)
+new_health_floor (unsigned n, unsigned window, unsigned min_samples,
+                  unsigned error_threshold, unsigned io_timeout,
+                  unsigned slow_floor_us)
 {
   struct health_params p = {
     .name = "t",
@@ -47,6 +48,7 @@ new_health (unsigned n, unsigned window, unsigned min_samples,
       .window = window,
       .min_samples = min_samples,
       .slow_factor = 4.0,
+      .slow_floor_us = slow_floor_us,
       .error_threshold = error_threshold,
       .io_timeout = io_timeout,
       .probe_interval = 2,
@@ -56,6 +58,15 @@ new_health (unsigned n, unsigned window, unsigned min_samples,
   struct health *h = health_new (&p, n, paths, NULL);
   assert_non_null (h);
   return h;
+}
+
+/* The same with the default floor of the slow verdict. */
+static struct health *
+new_health (unsigned n, unsigned window, unsigned min_samples,
+            unsigned error_threshold, unsigned io_timeout)
+{
+  return new_health_floor (n, window, min_samples, error_threshold, io_timeout,
+                           HEALTH_DEFAULT_SLOW_FLOOR_US);
 }
 
 static void
@@ -499,7 +510,7 @@ no_latency_verdict_below_min_samples (void **state __attribute__ ((unused)))
 
 /* Page-cache hits are microseconds: 10x of almost nothing is no verdict. */
 static void
-latency_below_100us_is_never_slow (void **state __attribute__ ((unused)))
+latency_below_the_floor_is_never_slow (void **state __attribute__ ((unused)))
 {
   struct health *h = new_health (2, 10, 20, 8, 30);
 
@@ -507,6 +518,45 @@ latency_below_100us_is_never_slow (void **state __attribute__ ((unused)))
   record_n (h, 1, OP_READ, 4096, 5 * US, 100);
   health_tick (h, health_now_ns ());
   assert_int_equal (health_member_state (h, 0), MS_OK);
+  health_free (h);
+}
+
+/* Issue 34: on a busy host a member was called slow at a median of
+ * 124 us against its peers' 24 us -- 5x, but what the host's scheduling
+ * adds, not what its drive does.  Below the default floor (1 ms) no
+ * ratio is a verdict.
+ */
+static void
+member_at_124us_against_peers_at_24us_is_not_slow_under_the_default_floor (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health (3, 10, 20, 8, 30);
+
+  record_n (h, 0, OP_READ, 4096, 124 * US, 100);
+  record_n (h, 1, OP_READ, 4096, 24 * US, 100);
+  record_n (h, 2, OP_READ, 4096, 24 * US, 100);
+  health_tick (h, health_now_ns ());
+  for (unsigned i = 0; i < 3; ++i)
+    assert_int_equal (health_member_state (h, i), MS_OK);
+  health_free (h);
+}
+
+/* The same figures with slow_floor_us lowered to 100: the ratio
+ * decides, and 5x is slow.
+ */
+static void
+member_at_124us_against_peers_at_24us_is_slow_with_a_100us_floor (
+  void **state __attribute__ ((unused)))
+{
+  struct health *h = new_health_floor (3, 10, 20, 8, 30, 100);
+
+  record_n (h, 0, OP_READ, 4096, 124 * US, 100);
+  record_n (h, 1, OP_READ, 4096, 24 * US, 100);
+  record_n (h, 2, OP_READ, 4096, 24 * US, 100);
+  health_tick (h, health_now_ns ());
+  assert_int_equal (health_member_state (h, 0), MS_SLOW);
+  assert_int_equal (health_member_state (h, 1), MS_OK);
+  assert_int_equal (health_member_state (h, 2), MS_OK);
   health_free (h);
 }
 
@@ -999,7 +1049,11 @@ main (int argc, char **argv)
       member_five_times_slower_than_its_peers_is_slow_and_peers_stay_ok),
     cmocka_unit_test (three_times_slower_is_not_slow_with_factor_4),
     cmocka_unit_test (no_latency_verdict_below_min_samples),
-    cmocka_unit_test (latency_below_100us_is_never_slow),
+    cmocka_unit_test (latency_below_the_floor_is_never_slow),
+    cmocka_unit_test (
+      member_at_124us_against_peers_at_24us_is_not_slow_under_the_default_floor),
+    cmocka_unit_test (
+      member_at_124us_against_peers_at_24us_is_slow_with_a_100us_floor),
     cmocka_unit_test (large_requests_are_not_compared_with_small_ones),
     cmocka_unit_test (slow_member_is_ok_again_once_the_window_has_moved_on),
     cmocka_unit_test (idle_slow_member_keeps_its_state),
