@@ -137,12 +137,22 @@ disk_node (const char *sys, char *node, size_t len)
   return 0;
 }
 
+/* What a refused command lacked, checked by the kernel at each command
+ * (not at open): an NVMe admin command needs CAP_SYS_ADMIN
+ * (drivers/nvme/host/ioctl.c, nvme_cmd_allowed: since Linux 6.2 a few
+ * Identify commands go without, never Get Log Page); SG_IO's ATA
+ * PASS-THROUGH needs CAP_SYS_RAWIO (drivers/scsi/scsi_ioctl.c,
+ * scsi_cmd_allowed).  Root has both, and nbdstripe@.service grants both.
+ * A refused open is no capability's (a node not root's, the device
+ * cgroup): no hint there.
+ */
 static const char *
-permission_hint (int err)
+permission_hint (int err, bool nvme)
 {
-  return err == EACCES || err == EPERM
-           ? " (reading drive health needs root or CAP_SYS_ADMIN)"
-           : "";
+  if (err != EACCES && err != EPERM)
+    return "";
+  return nvme ? " (NVMe admin commands need CAP_SYS_ADMIN)"
+              : " (ATA pass-through needs CAP_SYS_RAWIO)";
 }
 
 #ifdef HAVE_LIBNVME
@@ -156,8 +166,7 @@ read_nvme (const char *node, struct drive_health *d)
 
   snprintf (d->device, sizeof d->device, "%.63s", node);
   if (fd == -1) {
-    int e = errno;
-    unavailable (d, "%s: %s%s", node, strerror (e), permission_hint (e));
+    unavailable (d, "%s: %s", node, strerror (errno));
     return;
   }
   struct nvme_get_log_args args = {
@@ -186,7 +195,7 @@ read_nvme (const char *node, struct drive_health *d)
                    node, (unsigned) r, nvme_status_to_string (r, false));
     else
       unavailable (d, "%s: the SMART / Health log: %s%s", node, strerror (e),
-                   permission_hint (e));
+                   permission_hint (e, true));
     close (fd);
     return;
   }
@@ -337,15 +346,15 @@ read_ata (const char *node, bool usb, struct drive_health *d)
 
   snprintf (d->device, sizeof d->device, "%.63s", node);
   if (fd == -1) {
-    int e = errno;
-    unavailable (d, "%s: %s%s", node, strerror (e), permission_hint (e));
+    unavailable (d, "%s: %s", node, strerror (errno));
     return;
   }
   if (sat_command (fd, ATA_IDENTIFY, 0, 0, 0, identify, sizeof identify, NULL)
       == -1) {
     int e = errno;
     if (e == EACCES || e == EPERM)
-      unavailable (d, "%s: %s%s", node, strerror (e), permission_hint (e));
+      unavailable (d, "%s: %s%s", node, strerror (e),
+                   permission_hint (e, false));
     else if (usb)
       unavailable (d,
                    "%s: a USB disk whose bridge does not pass ATA "

@@ -5,7 +5,8 @@
 # built (build/conf/nbdstripe@.service), around `nbdstripe serve
 # --foreground`:
 #
-#   CapabilityBoundingSet= (empty), NoNewPrivileges=yes -- setpriv
+#   CapabilityBoundingSet=, AmbientCapabilities=, NoNewPrivileges=yes
+#   -- setpriv, as the unit says them (t_unit_caps, tests/lib/common.sh)
 #   SystemCallFilter= (@system-service less @privileged @resources),
 #   SystemCallErrorNumber=, RestrictAddressFamilies=,
 #   MemoryDenyWriteExecute= -- seccomp, as systemd 252 builds it
@@ -16,8 +17,9 @@
 # device (where losetup works) and a remote member over TCP (nbdkit
 # memory); an on_change program.
 #
-# - the server runs with no capability, no_new_privs and a seccomp filter
-#   (/proc/PID/status);
+# - the server runs with the unit's capabilities and no other (those
+#   drive health needs: permitted, effective and bounding sets),
+#   no_new_privs and a seccomp filter (/proc/PID/status);
 # - data written with nbdcopy (zeroes included) reads back;
 # - the I/O path is io_uring's (the server holds io_uring rings: the
 #   filter lets io_uring_setup through, not EPERM and the portable path);
@@ -39,9 +41,9 @@ d_init nbdkit nbdcopy nbdinfo cmp setsid setpriv systemd-analyze
   d_fail "NBDSTRIPE_UNIT_DIR must hold the built nbdstripe@.service"
 [[ -n ${DAEMON_HELPER:-} && -x $DAEMON_HELPER ]] || d_fail "DAEMON_HELPER is not set"
 unit=$NBDSTRIPE_UNIT_DIR/nbdstripe@.service
-grep -q -x 'CapabilityBoundingSet=' "$unit" ||
-  d_fail "the unit's CapabilityBoundingSet= is not empty: this test drops every capability"
 grep -q -x 'NoNewPrivileges=yes' "$unit" || d_fail "the unit has no NoNewPrivileges=yes"
+t_unit_caps "$unit" || d_fail "cannot read the unit's capabilities"
+d_log "the unit's capabilities: CapBnd $T_CAPMASK, setpriv ${T_SETPRIV[*]}"
 
 M=$((1024 * 1024))
 truncate -s $((8 * M)) "$D_TMP/m0" "$D_TMP/m1" "$D_TMP/b2"
@@ -77,8 +79,7 @@ d_run create d_ns create vol.conf
 mkfifo "$D_TMP/vol.pid"
 
 d_log "serve --foreground in the unit's sandbox"
-setsid setpriv --no-new-privs --bounding-set=-all --inh-caps=-all \
-  --ambient-caps=-all -- \
+setsid setpriv "${T_SETPRIV[@]}" -- \
   /usr/bin/python3 "$(dirname "$0")/../lib/sandbox.py" "$unit" -- \
   "${D_PRE[@]}" "$NBDSTRIPE" serve --foreground vol.conf \
   >"$D_TMP/serve.out" 2>"$D_TMP/serve.err" </dev/null &
@@ -89,8 +90,9 @@ said=$(timeout 60 cat "$D_TMP/vol.pid") ||
 [[ $said == "$server" ]] || d_bad "the pidfile says $said, the server is $server"
 
 status=$(grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$server/status" | tr -s '\t' ' ')
-want=$'CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2'
-[[ $status == "$want" ]] && d_ok "no capability, no_new_privs, a seccomp filter" ||
+want="CapPrm: $T_CAPMASK"$'\n'"CapEff: $T_CAPMASK"$'\n'"CapBnd: $T_CAPMASK"$'\nNoNewPrivs: 1\nSeccomp: 2'
+[[ $status == "$want" ]] &&
+  d_ok "the unit's capabilities ($T_CAPMASK) and no other, no_new_privs, a seccomp filter" ||
   d_bad "the server's credentials: $status"
 
 uri="nbd+unix:///?socket=$sock"

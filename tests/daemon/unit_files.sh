@@ -15,6 +15,10 @@
 #   and exits 0: no unknown key, no bad value, an executable that exists,
 #   the man pages Documentation= names (the ones built here, through
 #   MANPATH; not checked where man is not installed).
+# - The service's capabilities are drive health's and no other:
+#   CapabilityBoundingSet=CAP_SYS_ADMIN CAP_SYS_RAWIO (the NVMe SMART /
+#   Health log, SATA SMART through ATA pass-through; read under them in
+#   tests/vm/drive_health.sh), no AmbientCapabilities=.
 # - `systemd-analyze security --offline=yes` rates the service at 4.0 or
 #   below ("Overall exposure level"), and every exposure it still lists
 #   (✗) is one of those the unit's comments justify, and is named there.
@@ -39,9 +43,12 @@ grep -n '@[A-Za-z_]*@' "$service" && d_bad "placeholders left in $service"
 # (Type=notify, the main process's messages only), restarts on failure
 # bounded by a start limit in [Unit] (a volume that cannot be assembled
 # is left failed), no wait for udev to settle.
+# (grep reads all of it: grep -q would leave sed writing to a closed pipe
+# once the section outgrows a pipe buffer, and pipefail would see
+# SIGPIPE.)
 unit_key ()
 {
-  sed -n "/^\[$1\]/,/^\[/p" "$service" | grep -q -x -F -- "$2"
+  sed -n "/^\[$1\]/,/^\[/p" "$service" | grep -x -F -- "$2" >/dev/null
 }
 for kv in "Service:Type=notify" "Service:NotifyAccess=main" \
           "Service:Restart=on-failure" "Unit:StartLimitIntervalSec=5min" \
@@ -54,6 +61,17 @@ grep -v '^#' "$service" | grep -q 'udev-settle' &&
 grep -q -x 'ListenStream=/run/nbdstripe/%i.sock' "$socket" &&
   d_ok "the socket listens on /run/nbdstripe/%i.sock" ||
   d_bad "the socket unit does not listen on /run/nbdstripe/%i.sock"
+
+# Drive health's capabilities (#34), read as the sandbox tests apply
+# them: exactly CAP_SYS_ADMIN and CAP_SYS_RAWIO, none ambient.
+t_unit_caps "$service" || d_fail "cannot read the service's capabilities"
+# CAP_SYS_ADMIN is 21, CAP_SYS_RAWIO 17 (linux/capability.h).
+want=$(printf '%016x' $(( (1 << 21) | (1 << 17) )))
+[[ $T_CAPMASK == "$want" ]] &&
+  d_ok "CapabilityBoundingSet=CAP_SYS_ADMIN CAP_SYS_RAWIO (drive health), no other" ||
+  d_bad "the service's bounding set is $T_CAPMASK, not $want (CAP_SYS_ADMIN, CAP_SYS_RAWIO)"
+[[ " ${T_SETPRIV[*]} " == *' --ambient-caps=-all '* ]] && d_ok "no ambient capability" ||
+  d_bad "the service has ambient capabilities: ${T_SETPRIV[*]}"
 
 d_log "systemd-analyze verify"
 mkdir -p "$D_TMP/units" "$D_TMP/man/man8" "$D_TMP/man/man1"
@@ -124,6 +142,8 @@ declare -A justified=(
   ["IPAddressDeny="]="IPAddressDeny="
   ["ProcSubset="]="ProcSubset="
   ["PrivateUsers="]="PrivateUsers="
+  ["CapabilityBoundingSet=~CAP_SYS_ADMIN"]="CAP_SYS_ADMIN"
+  ["CapabilityBoundingSet=~CAP_SYS_RAWIO"]="CAP_SYS_RAWIO"
 )
 while read -r name; do
   if [[ -z ${justified[$name]+set} ]]; then

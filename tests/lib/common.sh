@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # What the shell test libraries share (tests/lib/daemon.sh,
 # tests/lib/vm.sh; and tests/integration's shell tests): the environment
-# CTest gives them and the environment a server under test runs with.  Sourced; not executable on its own.
+# CTest gives them and the environment a server under test runs with,
+# the systemd unit's capabilities included.  Sourced; not executable on
+# its own.
 #
 # Environment (set by CTest):
 #   NBDSTRIPE          the nbdstripe binary under test (required)
@@ -62,4 +64,79 @@ t_asan_reports ()
     T_REPORTS=$((T_REPORTS + 1))
     rm -f "$f"
   done
+}
+
+# t_unit_caps UNIT: the capability part of a systemd service's sandbox,
+# read from UNIT's [Service] section, for setpriv(1), which applies it
+# without systemd.  Sets T_SETPRIV, setpriv's options: --bounding-set
+# from CapabilityBoundingSet= (required), --inh-caps and --ambient-caps
+# from AmbientCapabilities=, --no-new-privs from NoNewPrivileges=yes; and
+# T_CAPMASK, the bounding set as /proc/PID/status shows it (CapBnd:), a
+# root process's permitted and effective sets after exec too, numbered as
+# the kernel's linux/capability.h numbers them.  As systemd reads them,
+# lines add up and an empty one empties the set; "~" (every capability
+# but) is not understood here.  Returns 1, the reason on stderr, when it
+# cannot say.  (The seccomp part is tests/lib/sandbox.py's; namespaces
+# and the device cgroup are systemd's alone.)
+t_unit_caps ()
+{
+  local unit=$1 line key value section= nnp=no bset= amb= have_bset= c
+  local mask=0 bounding=-all ambient=-all header=/usr/include/linux/capability.h
+  local -A num=()
+
+  while IFS= read -r line; do
+    case $line in
+      \[*) section=$line; continue ;;
+      '#'* | ';'* | '') continue ;;
+    esac
+    [[ $section == '[Service]' && $line == *=* ]] || continue
+    key=${line%%=*} value=${line#*=}
+    case $key in
+      CapabilityBoundingSet | AmbientCapabilities)
+        if [[ $value == '~'* ]]; then
+          echo "t_unit_caps: $unit: $key=~ is not understood" >&2
+          return 1
+        fi
+        if [[ $key == CapabilityBoundingSet ]]; then
+          have_bset=1
+          if [[ -n $value ]]; then bset+=" $value"; else bset=; fi
+        elif [[ -n $value ]]; then
+          amb+=" $value"
+        else
+          amb=
+        fi ;;
+      NoNewPrivileges) nnp=$value ;;
+    esac
+  done <"$unit"
+  if [[ -z $have_bset ]]; then
+    echo "t_unit_caps: $unit has no CapabilityBoundingSet=" >&2
+    return 1
+  fi
+  while read -r c value; do
+    num[$c]=$value
+  done < <(sed -n 's/^#define[[:space:]]\+\(CAP_[A-Z_]*\)[[:space:]]\+\([0-9]\+\)[[:space:]]*$/\1 \2/p' \
+             "$header" 2>/dev/null)
+  if [[ -z ${num[CAP_SYS_ADMIN]:-} ]]; then
+    echo "t_unit_caps: no capability numbers in $header (linux-libc-dev)" >&2
+    return 1
+  fi
+  for c in $bset; do
+    c=${c^^}
+    if [[ -z ${num[$c]:-} ]]; then
+      echo "t_unit_caps: $unit: unknown capability $c" >&2
+      return 1
+    fi
+    mask=$(( mask | (1 << num[$c]) ))
+    c=${c#CAP_}
+    bounding+=",+${c,,}"
+  done
+  for c in $amb; do
+    c=${c^^}
+    c=${c#CAP_}
+    ambient+=",+${c,,}"
+  done
+  T_SETPRIV=(--bounding-set="$bounding" --inh-caps="$ambient"
+             --ambient-caps="$ambient")
+  [[ $nnp != yes ]] || T_SETPRIV=(--no-new-privs "${T_SETPRIV[@]}")
+  printf -v T_CAPMASK '%016x' "$mask"
 }

@@ -7,12 +7,24 @@
 # initramfs with their libraries, as md_raid0.sh copies mdadm), reads
 # the drives through the guest kernel's nvme and libata drivers (libnvme,
 # libatasmart), and prints its status; drive_health_guest.sh is its
-# /init.  Halfway the guest asks for a critical warning, which
-# tests/lib/qmp_inject.py injects with QMP qom-set on the NVMe device
-# (qemu 7.2's smart_critical_warning property).
+# /init.  The server runs in the guest as nbdstripe@.service would run
+# it, as far as its capabilities go: the capability bounding set, ambient
+# set and no_new_privs of the unit as built
+# (build/conf/nbdstripe@.service, read with t_unit_caps, applied with
+# util-linux's setpriv in the guest; the seccomp filter is
+# tests/daemon/sandbox.sh's, on the host, and the namespaces are
+# systemd's alone).  Halfway the guest asks for a critical warning,
+# which tests/lib/qmp_inject.py injects with QMP qom-set on the NVMe
+# device (qemu 7.2's smart_critical_warning property).
 #
 # Checked here, against what qemu and the guest kernel say, not against
 # our own decoder:
+#   - the server (nbdkit, exec'd by nbdstripe serve) holds the unit's
+#     capabilities and no other (permitted, effective, bounding) and
+#     no_new_privs; the NVMe and the SATA drive are read under them (the
+#     guest fails at once, with the drive's reason, when either is not:
+#     the NVMe SMART / Health log needs CAP_SYS_ADMIN, the SATA disk's
+#     ATA pass-through CAP_SYS_RAWIO).
 #   - member 0 (NVMe): drive available, kind nvme, model "QEMU NVMe Ctrl"
 #     and the serial number given to -device nvme; temperature 50 C
 #     (qemu's default composite temperature, 323 K); critical warning 0;
@@ -53,14 +65,24 @@
 # One boot, about 35 s under TCG; skipped (77) in the sanitizer build
 # (the guest runs the plain build's binaries) and without qemu.  To see
 # it fail: VM_SABOTAGE=noinject (no critical warning is asked for: the
-# guest times out waiting for "failing").
+# guest times out waiting for "failing"); or NBDSTRIPE_UNIT_DIR naming a
+# directory whose nbdstripe@.service has an empty CapabilityBoundingSet=
+# (the unit before drive health was granted its capabilities: the guest
+# fails, both drives refused, the reasons naming CAP_SYS_ADMIN and
+# CAP_SYS_RAWIO), or CAP_SYS_ADMIN or CAP_SYS_RAWIO alone (the other
+# drive refused).
 
 here=$(dirname "$(realpath "$0")")
 source "$here/../lib/vm.sh"
 
 [[ -z ${STRIPE_LD_PRELOAD:-} ]] ||
   v_skip "sanitizer build (STRIPE_LD_PRELOAD set): the TCG VM runs in the plain build only"
-v_init jq python3 nbdcopy
+v_init jq python3 nbdcopy setpriv
+[[ -n ${NBDSTRIPE_UNIT_DIR:-} && -f $NBDSTRIPE_UNIT_DIR/nbdstripe@.service ]] ||
+  v_fail "NBDSTRIPE_UNIT_DIR must hold the built nbdstripe@.service"
+t_unit_caps "$NBDSTRIPE_UNIT_DIR/nbdstripe@.service" ||
+  v_fail "cannot read the unit's capabilities"
+v_log "the unit's capabilities: CapBnd $T_CAPMASK, setpriv ${T_SETPRIV[*]}"
 VM_TIMEOUT=${VM_TIMEOUT:-150}
 VM_SABOTAGE=${VM_SABOTAGE:-none}
 NVME_SERIAL=nbdstripe-nvme0
@@ -77,6 +99,9 @@ v_initramfs_bin "$NBDSTRIPE" nbdstripe
 v_initramfs_bin "$NBDKIT" nbdkit
 v_initramfs_bin "$(command -v jq)" jq
 v_initramfs_bin "$(command -v nbdcopy)" nbdcopy
+# busybox's setpriv has no --bounding-set: util-linux's.
+v_initramfs_bin "$(command -v setpriv)" setpriv
+printf '%s\n' "${T_SETPRIV[@]}" >"$VM_ROOT/etc/unit-setpriv" || v_fail "unit-setpriv"
 v_initramfs_lib "$STRIPE_PLUGIN" /usr/lib/nbdstripe/nbdkit-stripe-plugin.so
 v_initramfs_modules nvme ahci sd_mod loop
 v_initramfs_pack
@@ -121,6 +146,16 @@ check ()
     jq -c "${4:-.members}" "$V_TMP/$2" | head -c 3000 >&2; echo >&2
   fi
 }
+
+creds=$(tr -d '\r' <"$CONSOLE" | sed -n 's/^vm: ORACLE server_credentials=//p')
+nnp=0
+[[ " ${T_SETPRIV[*]} " != *' --no-new-privs '* ]] || nnp=1
+want="CapPrm: $T_CAPMASK;CapEff: $T_CAPMASK;CapBnd: $T_CAPMASK;NoNewPrivs: $nnp;"
+if [[ $creds == "$want" ]]; then
+  v_ok "the server holds the unit's capabilities ($T_CAPMASK) and no other, no_new_privs $nnp"
+else
+  v_bad "the server's credentials: '$creds', the unit's: '$want'"
+fi
 
 sectors=$(tr -d '\r' <"$CONSOLE" | sed -n 's/^vm: ORACLE nvme0n1_sectors_written=//p')
 [[ $sectors =~ ^[0-9]+$ ]] || v_fail "no sector count from the guest"
