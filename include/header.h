@@ -43,8 +43,40 @@
  *   708     4  reserved, zero
  *   712   512  each member's usable data size in the new layout, 64 x
  *              u64 (0: leaving, or unused)
- *  1224  2868  reserved, zero
+ *  1224     8  behind: bit k set, the member with index k (in this
+ *              header's numbering) is known to have missed this
+ *              generation (it dropped out while served, or failed, and
+ *              was not written by the update that made it); see
+ *              "generations" below
+ *  1232     4  lost: how many ranges the lost-range list holds (at most
+ *              HEADER_LOST_MAX)
+ *  1236     4  reserved, zero
+ *  1240  2816  the lost-range list: HEADER_LOST_MAX x (u64 offset, u64
+ *              length), logical bytes of the volume whose data is gone
+ *              (a copy could not read them); sorted, neither overlapping
+ *              nor touching, lengths > 0, multiples of 512; unused
+ *              entries zero.  The same on every member
+ *  4056    36  reserved, zero
  *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
+ *
+ * A header that uses none of behind, the lost-range list and
+ * HEADER_FLAG_CREATING is byte for byte what nbdstripe wrote before they
+ * existed, and older versions still read it; one that does is refused by
+ * them ("reserved" or "flags"), which is as well.
+ *
+ * Generations.  Every update of the headers that spans members (the
+ * generation bump of each writable serve, a member dropping out, the
+ * end of a replace, each record of a grow or shrink, a change of the
+ * lost-range list) writes every member's header with the next generation
+ * (events + 1), one member after the other, each synced before the
+ * next.  A crash between two of those writes leaves headers at two
+ * generations, G and G + 1, and nothing else: the G + 1 ones say what
+ * the volume is now (md's "highest wins"), the G ones are the same
+ * volume one update earlier, and the member holds everything the volume
+ * acknowledged.  So assembly takes the newest header for the volume and
+ * accepts a member one generation behind unless the newest header says
+ * that member is behind (the behind bitmap); two or more behind, it
+ * missed an update that completed, and is stale.
  */
 #ifndef NBDSTRIPE_HEADER_H
 #define NBDSTRIPE_HEADER_H
@@ -74,7 +106,15 @@
  * assembled again.
  */
 #define HEADER_FLAG_REMOVED 4u
-#define HEADER_FLAGS_KNOWN 7u
+/* Written by 'nbdstripe create' on every member before the headers that
+ * make the volume (the same without it): a member holding it, while
+ * another member of the config holds no header of the volume, is the
+ * trace of a create that did not finish, which create may overwrite.
+ */
+#define HEADER_FLAG_CREATING 8u
+#define HEADER_FLAGS_KNOWN 15u
+/* Entries of the lost-range list. */
+#define HEADER_LOST_MAX 176u
 
 #define HEADER_RESHAPE_BACKWARD 1u /* positions run down from the end */
 #define HEADER_RESHAPE_JOURNAL 2u  /* the journal holds a window */
@@ -101,6 +141,11 @@ struct header {
     uint32_t journal_crc;
     uint64_t new_sizes[LAYOUT_MAX_MEMBERS];
   } reshape;
+  uint64_t behind; /* bit k: member k missed this generation */
+  uint32_t nr_lost;
+  struct header_range {
+    uint64_t offset, length;
+  } lost[HEADER_LOST_MAX];
 };
 
 enum header_error {
@@ -118,7 +163,8 @@ extern void header_encode (const struct header *sb, uint8_t *buf);
 /* Parse and verify a header (the first HEADER_SIZE bytes of buf), version 1
  * or 2.  On HEADER_ERR_FIELD, *field (if field is not NULL) names the
  * offending field: header_size, name, member_count, member_index, chunk,
- * layout, flags, data_offset, member_sizes, events or reserved; otherwise
+ * layout, flags, data_offset, member_sizes, events, behind, lost or
+ * reserved; otherwise
  * it is set to NULL.  Nothing in sb is meaningful unless HEADER_OK.
  * header_encode of what was decoded gives the same bytes back (the version
  * included).

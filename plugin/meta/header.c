@@ -38,12 +38,17 @@
 #define OFF_JOURNAL_LENGTH (OFF_JOURNAL_POSITION + 8)
 #define OFF_JOURNAL_CRC (OFF_JOURNAL_LENGTH + 8)
 #define OFF_NEW_SIZES (OFF_JOURNAL_CRC + 8)
-#define OFF_RESERVED (OFF_NEW_SIZES + 8 * LAYOUT_MAX_MEMBERS)
+#define OFF_BEHIND (OFF_NEW_SIZES + 8 * LAYOUT_MAX_MEMBERS)
+#define OFF_NR_LOST (OFF_BEHIND + 8)
+#define OFF_LOST (OFF_NR_LOST + 8)
+#define OFF_RESERVED (OFF_LOST + 16 * HEADER_LOST_MAX)
 #define OFF_CRC (HEADER_SIZE - 4)
 
 _Static_assert(OFF_EVENTS == 664, "member_sizes must end at 664");
-_Static_assert(OFF_NEW_SIZES == 712 && OFF_RESERVED == 1224,
+_Static_assert(OFF_NEW_SIZES == 712 && OFF_BEHIND == 1224,
                "the reshape fields are where header.h says");
+_Static_assert(OFF_LOST == 1240 && OFF_RESERVED == 4056,
+               "the lost-range list is where header.h says");
 _Static_assert(sizeof HEADER_MAGIC - 1 == 8, "the magic is 8 bytes");
 _Static_assert(sizeof ((struct header *) 0)->name == OFF_CTIME - OFF_NAME,
                "struct header's name is the whole 64-byte field");
@@ -172,6 +177,14 @@ header_encode (const struct header *sb, uint8_t *buf)
     for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
       put_le64 (buf + OFF_NEW_SIZES + 8 * i, sb->reshape.new_sizes[i]);
   }
+  if (sb->version != HEADER_VERSION_1) {
+    put_le64 (buf + OFF_BEHIND, sb->behind);
+    put_le32 (buf + OFF_NR_LOST, sb->nr_lost);
+    for (unsigned i = 0; i < sb->nr_lost && i < HEADER_LOST_MAX; ++i) {
+      put_le64 (buf + OFF_LOST + 16 * i, sb->lost[i].offset);
+      put_le64 (buf + OFF_LOST + 16 * i + 8, sb->lost[i].length);
+    }
+  }
   put_le32 (buf + OFF_CRC, crc32c (0, buf, OFF_CRC));
 }
 
@@ -234,6 +247,26 @@ sizes_ok (const uint64_t *sizes, uint32_t count, uint64_t chunk,
   return true;
 }
 
+/* The lost-range list: at most HEADER_LOST_MAX ranges, each of whole
+ * sectors, sorted, apart from the next by a gap (so that one list has
+ * one encoding).
+ */
+static bool
+lost_ok (const struct header *sb)
+{
+  if (sb->nr_lost > HEADER_LOST_MAX)
+    return false;
+  for (unsigned i = 0; i < sb->nr_lost; ++i) {
+    const struct header_range *r = &sb->lost[i];
+    if (r->length == 0 || r->offset % 512 || r->length % 512
+        || r->offset + r->length < r->offset)
+      return false;
+    if (i > 0 && r->offset <= sb->lost[i - 1].offset + sb->lost[i - 1].length)
+      return false;
+  }
+  return true;
+}
+
 /* Checks run in a fixed order (magic, version, CRC, then each field in
  * header order) so that a header with several faults always reports the
  * same one.  The version is checked before the CRC so that a header written
@@ -287,6 +320,14 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
     for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
       sb->reshape.new_sizes[i] = get_le64 (buf + OFF_NEW_SIZES + 8 * i);
   }
+  if (version != HEADER_VERSION_1) {
+    sb->behind = get_le64 (buf + OFF_BEHIND);
+    sb->nr_lost = get_le32 (buf + OFF_NR_LOST);
+    for (unsigned i = 0; i < sb->nr_lost && i < HEADER_LOST_MAX; ++i) {
+      sb->lost[i].offset = get_le64 (buf + OFF_LOST + 16 * i);
+      sb->lost[i].length = get_le64 (buf + OFF_LOST + 16 * i + 8);
+    }
+  }
 
   if (header_size != HEADER_SIZE)
     bad = "header_size";
@@ -330,15 +371,25 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
       bad = "reshape.journal";
     if (!bad && version != HEADER_VERSION_1 && sb->events == 0)
       bad = "events";
+    else if (!bad && version != HEADER_VERSION_1
+             && sb->member_count < 64
+             && sb->behind >> sb->member_count != 0)
+      bad = "behind";
+    else if (!bad && version != HEADER_VERSION_1
+             && (!lost_ok (sb)
+                 || !all_zero (buf + OFF_LOST + 16 * sb->nr_lost,
+                               16 * (HEADER_LOST_MAX - sb->nr_lost))))
+      bad = "lost";
     else if (!bad && version == HEADER_VERSION_1
              && !all_zero (buf + OFF_RESERVED_1, OFF_CRC - OFF_RESERVED_1))
       bad = "reserved";
     else if (!bad && !reshape
-             && !all_zero (buf + OFF_RESHAPE_FLAGS, OFF_CRC - OFF_RESHAPE_FLAGS))
+             && !all_zero (buf + OFF_RESHAPE_FLAGS, OFF_BEHIND - OFF_RESHAPE_FLAGS))
       bad = "reserved";
     else if (!bad
              && (!all_zero (buf + OFF_RESHAPE_FLAGS + 4, 4)
                  || !all_zero (buf + OFF_JOURNAL_CRC + 4, 4)
+                 || !all_zero (buf + OFF_NR_LOST + 4, 4)
                  || !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED)))
       bad = "reserved";
   }

@@ -65,6 +65,23 @@ le64_put (uint8_t *p, uint64_t v)
     p[i] = (uint8_t) (v >> (8 * i));
 }
 
+static uint64_t
+le64_get (const uint8_t *p)
+{
+  uint64_t v = 0;
+
+  for (unsigned i = 8; i-- > 0;)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static uint32_t
+le32_get (const uint8_t *p)
+{
+  return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16
+         | (uint32_t) p[3] << 24;
+}
+
 /* Recompute the CRC after editing a header by hand, so that decoding gets
  * past the checksum to the field checks.
  */
@@ -515,7 +532,7 @@ header_checks_magic_then_version_then_crc_then_fields (void **state)
 
   (void) state;
   plain_header (&sb);
-  sb.flags = 8; /* a bad field ... */
+  sb.flags = 16; /* a bad field ... */
   header_encode (&sb, buf);
   expect_field_error (buf, "flags");
   buf[4092] ^= 1; /* ... a bad CRC ... */
@@ -535,7 +552,7 @@ header_names_the_first_bad_field_in_header_order (void **state)
 
   (void) state;
   plain_header (&sb);
-  sb.flags = 8;
+  sb.flags = 16;
   sb.chunk = 100;
   sb.member_sizes[10] = 4096;
   expect_encoded_field_error (&sb, "chunk");
@@ -559,7 +576,7 @@ header_sets_field_only_on_a_field_error (void **state)
   assert_null (field);
   /* A NULL field pointer is allowed on a field error too. */
   plain_header (&sb);
-  sb.flags = 8;
+  sb.flags = 16;
   header_encode (&sb, buf);
   assert_int_equal (header_decode (buf, sizeof buf, &sb, NULL), HEADER_ERR_FIELD);
 }
@@ -745,13 +762,13 @@ header_rejects_layout_other_than_md_original_or_alternate (void **state)
 }
 
 static void
-header_rejects_flags_but_replaced_reshape_and_removed (void **state)
+header_rejects_flags_but_replaced_reshape_removed_and_creating (void **state)
 {
   struct header sb, back;
   uint8_t buf[HEADER_SIZE];
 
   (void) state;
-  for (unsigned bit = 3; bit < 32; ++bit) {
+  for (unsigned bit = 4; bit < 32; ++bit) {
     plain_header (&sb);
     sb.flags = UINT32_C (1) << bit;
     expect_encoded_field_error (&sb, "flags");
@@ -828,6 +845,10 @@ header_rejects_any_nonzero_reserved_byte (void **state)
   (void) state;
   plain_header (&sb);
   for (unsigned i = 672; i < 4092; ++i) {
+    if (i >= 1224 && i < 1236)
+      continue; /* behind and the lost-range count: fields of their own */
+    if (i >= 1240 && i < 4056)
+      continue; /* the lost ranges: "lost" when nonzero past the count */
     header_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
@@ -926,12 +947,91 @@ header_reshape_rejects_any_nonzero_reserved_byte (void **state)
     reseal (buf);
     expect_field_error (buf, "reserved");
   }
-  for (unsigned i = 1224; i < 4092; ++i) {
+  for (unsigned i = 1236; i < 4092; ++i) {
+    if (i >= 1240 && i < 4056)
+      continue;
     header_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
     expect_field_error (buf, "reserved");
   }
+}
+
+/* ---- Generations: behind, lost ranges, creating ---- */
+
+static void
+header_behind_and_lost_ranges_read_back_where_header_h_says (void **state)
+{
+  struct header sb, back;
+  uint8_t buf[HEADER_SIZE];
+
+  (void) state;
+  plain_header (&sb);
+  sb.behind = 5; /* members 0 and 2 of the 3 */
+  sb.nr_lost = 2;
+  sb.lost[0] = (struct header_range){ 4096, 512 };
+  sb.lost[1] = (struct header_range){ 1048576, 131072 };
+  header_encode (&sb, buf);
+  assert_int_equal (le64_get (buf + 1224), 5);
+  assert_int_equal (le32_get (buf + 1232), 2);
+  assert_int_equal (le64_get (buf + 1240), 4096);
+  assert_int_equal (le64_get (buf + 1248), 512);
+  assert_int_equal (le64_get (buf + 1256), 1048576);
+  assert_int_equal (le64_get (buf + 1264), 131072);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  assert_int_equal (back.behind, 5);
+  assert_int_equal (back.nr_lost, 2);
+  assert_int_equal (back.lost[1].offset, 1048576);
+  assert_int_equal (back.lost[1].length, 131072);
+}
+
+static void
+header_refuses_behind_past_its_members_and_lost_ranges_not_sorted_apart (
+  void **state)
+{
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
+
+  (void) state;
+  plain_header (&sb);
+  sb.behind = UINT64_C (1) << sb.member_count;
+  expect_encoded_field_error (&sb, "behind");
+  plain_header (&sb);
+  sb.nr_lost = 2;
+  sb.lost[0] = (struct header_range){ 8192, 512 };
+  sb.lost[1] = (struct header_range){ 4096, 512 }; /* not sorted */
+  expect_encoded_field_error (&sb, "lost");
+  sb.lost[1] = (struct header_range){ 8704, 512 }; /* touching */
+  expect_encoded_field_error (&sb, "lost");
+  sb.lost[1] = (struct header_range){ 16384, 100 }; /* not sectors */
+  expect_encoded_field_error (&sb, "lost");
+  sb.lost[1] = (struct header_range){ 16384, 0 }; /* empty */
+  expect_encoded_field_error (&sb, "lost");
+  plain_header (&sb);
+  sb.nr_lost = HEADER_LOST_MAX + 1;
+  expect_encoded_field_error (&sb, "lost");
+  /* An entry past the count must be zero. */
+  plain_header (&sb);
+  header_encode (&sb, buf);
+  buf[1240 + 16 * 3] = 1;
+  reseal (buf);
+  expect_field_error (buf, "lost");
+}
+
+static void
+header_unused_generation_fields_keep_the_older_encoding (void **state)
+{
+  struct header sb;
+  uint8_t buf[HEADER_SIZE];
+
+  (void) state;
+  /* No behind, no lost range, not creating: bytes 1224 on are zero, as
+   * nbdstripe wrote them before the fields existed.
+   */
+  plain_header (&sb);
+  header_encode (&sb, buf);
+  for (unsigned i = 1224; i < 4092; ++i)
+    assert_int_equal (buf[i], 0);
 }
 
 /* ---- Messages ---- */
@@ -1011,7 +1111,7 @@ main (void)
     cmocka_unit_test (header_rejects_layout_other_than_md_original_or_alternate),
     cmocka_unit_test (header_version_1_still_reads_with_its_own_layout_number),
     cmocka_unit_test (header_rejects_events_zero),
-    cmocka_unit_test (header_rejects_flags_but_replaced_reshape_and_removed),
+    cmocka_unit_test (header_rejects_flags_but_replaced_reshape_removed_and_creating),
     cmocka_unit_test (header_reshape_fields_read_back_as_written),
     cmocka_unit_test (header_reshape_allows_a_member_out_of_one_layout),
     cmocka_unit_test (header_reshape_rejects_a_journal_not_flagged),
@@ -1020,6 +1120,10 @@ main (void)
     cmocka_unit_test (header_rejects_member_size_zero_or_not_whole_chunks),
     cmocka_unit_test (header_rejects_member_size_in_an_unused_slot),
     cmocka_unit_test (header_rejects_any_nonzero_reserved_byte),
+    cmocka_unit_test (header_behind_and_lost_ranges_read_back_where_header_h_says),
+    cmocka_unit_test (
+      header_refuses_behind_past_its_members_and_lost_ranges_not_sorted_apart),
+    cmocka_unit_test (header_unused_generation_fields_keep_the_older_encoding),
     cmocka_unit_test (sb_strerror_describes_every_error),
     cmocka_unit_test (sb_uuid_unparse_formats_lowercase_8_4_4_4_12),
   };
