@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "meta.h"
 #include "nbdstripe.h"
 
 void
@@ -73,6 +74,13 @@ main (int argc, char **argv)
    * engine's (assembly, members) as the command's own.
    */
   stripe_log_vline = log_command_vline;
+  /* The crash tests of the metadata updates (meta.h), as the plugin's
+   * -D stripe.meta_log and stripe.meta_crash.
+   */
+  if (getenv ("NBDSTRIPE_DEBUG_META_LOG"))
+    meta_debug_log = atoi (getenv ("NBDSTRIPE_DEBUG_META_LOG"));
+  if (getenv ("NBDSTRIPE_DEBUG_META_CRASH"))
+    meta_debug_crash = atoi (getenv ("NBDSTRIPE_DEBUG_META_CRASH"));
 
   /* '+': the options before COMMAND are nbdstripe's own; the command's
    * come after its name, in any order.

@@ -29,6 +29,7 @@
 
 #include "config.h"
 #include "layout.h"
+#include "lost.h"
 
 struct member;
 struct assembly;
@@ -59,6 +60,10 @@ struct meta_member {
   uint64_t data_size;         /* bytes */
   bool reshape;               /* a reshape is under way (count: the union) */
   bool removed;               /* removed from the volume (a shrink) */
+  bool replaced;              /* replaced by another device */
+  bool creating;              /* written by a create that may not have
+                               * finished (header.h) */
+  uint64_t behind;            /* bit k: slot k missed this generation */
   void *rec;                  /* the format's decoded record (heap) */
 };
 
@@ -103,7 +108,11 @@ struct meta_ops {
   struct meta_words words;
   /* Whether a member dropping out of a served volume is recorded (a new
    * generation on the others), so that an older copy of it is refused.
-   * When not, dropouts_why says why, and what takes a member back.
+   * When not, dropouts_why says why, and what takes a member back.  A
+   * format that records them moves every member to the next generation
+   * in each update that spans members (meta_update), so that a member
+   * one generation behind the newest is the trace of an update a crash
+   * cut short, and assembles (header.h, "generations").
    */
   bool records_dropouts;
   const char *dropouts_why;
@@ -113,6 +122,8 @@ struct meta_ops {
   bool proves_identity;
   /* Why the format cannot record a reshape (NULL: it can). */
   const char *no_reshape;
+  /* Whether the records keep the volume's lost ranges (lost.h). */
+  bool keeps_lost;
 
   /* ---- assembly (assemble.c); NULL load: nothing on the members ---- */
 
@@ -152,6 +163,14 @@ struct meta_ops {
    */
   void (*create_member) (void *array, unsigned i, uint64_t member_size,
                          uint8_t *area, unsigned *blocks, uint8_t id[16]);
+  /* The record create_member made in area, as it stays once every
+   * member has one (NULL: written once).  A format that can say "being
+   * created" has create write that on every member first, then this:
+   * a crash in between leaves members that a new create may overwrite
+   * (meta_unfinished_create), and assembly names the create that did not
+   * finish.
+   */
+  void (*create_final) (uint8_t *area);
   /* What reading back a member's first META_AREA bytes shows: the member
    * UUID create_member wrote (false: no record of this format there).
    */
@@ -216,6 +235,11 @@ struct meta {
   const struct meta_ops *ops;
   bool writable; /* the volume is served writable */
   pthread_mutex_t lock;
+  /* One update spanning members at a time (meta_update), from first
+   * write to last: two interleaved would leave members two generations
+   * apart.  Taken without lock held, before it.
+   */
+  pthread_mutex_t update_lock;
   unsigned nr;   /* members (the union, while reshaping) */
   /* Each member's place in its layout, as its record says it (the
    * volume's member index but after a shrink).
@@ -226,7 +250,13 @@ struct meta {
   uint8_t uuid[16];
   char name[META_NAME_SHOWN];
   struct meta_slot members[LAYOUT_MAX_MEMBERS];
-  void *state; /* the format's */
+  /* Members (the volume's numbering) that missed a generation because
+   * they dropped out: each update writes it on the others, so that a
+   * member one generation behind is told from one a crash left there.
+   */
+  uint64_t behind;
+  struct lost lost; /* the volume's lost ranges, as the records say */
+  void *state;      /* the format's */
 };
 
 /* From an assembly (NULL: an ad hoc volume, no metadata). */
@@ -248,11 +278,56 @@ extern bool meta_reshape_recorded (struct meta *m);
  * generation.
  */
 extern void meta_add_member (struct meta *m, unsigned i);
-/* Every member's record, durably, devs[i] member i's device (NULL:
- * skipped).  -1 with why at the first that fails.
+/* One update that spans members: the next generation, written with
+ * the records' state as it is now (reshape, behind, lost ranges) on
+ * every member devs[i] names (NULL: not written; removed members never
+ * are), one after the other, each durable before the next, the highest
+ * index first (a grow's joining members hold the newest record first:
+ * header.h says why a crash anywhere in between assembles).  what says
+ * which update it is, for messages.  Stops at the first member that
+ * fails, -1 with why, unless keep_going: then each failure is logged
+ * and the others written all the same (-1 at the end).
  */
-extern int meta_record_all (struct meta *m, struct member *const *devs,
-                            char *why, size_t len);
+extern int meta_update (struct meta *m, struct member *const *devs,
+                        const char *what, bool keep_going, char *why,
+                        size_t len);
+/* meta_update that stops at the first failure. */
+static inline int
+meta_record_all (struct meta *m, struct member *const *devs, char *why,
+                 size_t len)
+{
+  return meta_update (m, devs, "record", false, why, len);
+}
+/* Member i dropped out: the next updates say it is behind, until it is
+ * written again at the volume's generation.
+ */
+extern void meta_dropped (struct meta *m, unsigned i);
+/* The volume's lost ranges (lost.h), kept here and written with every
+ * record (the next meta_update makes a change durable).  add and remove
+ * return whether the list changed (*merged: ranges merged across a gap
+ * to make room); touches whether [offset, offset + length) touches one.
+ */
+extern bool meta_lost_add (struct meta *m, uint64_t offset, uint64_t length,
+                           bool *merged);
+extern bool meta_lost_remove (struct meta *m, uint64_t offset,
+                              uint64_t length);
+extern bool meta_lost_touches (struct meta *m, uint64_t offset,
+                               uint64_t length);
+extern bool meta_lost_truncate (struct meta *m, uint64_t size);
+extern void meta_lost_get (struct meta *m, struct lost *out);
+
+/* Tests: -D stripe.meta_log=1 (NBDSTRIPE_DEBUG_META_LOG=1 for the
+ * command) logs each header write with its number, and
+ * -D stripe.meta_crash=N (NBDSTRIPE_DEBUG_META_CRASH=N) kills the
+ * process with SIGKILL right after the Nth is durable: a crash between
+ * any two writes of any update, made to happen.
+ */
+extern int meta_debug_crash;
+extern int meta_debug_log;
+/* A header write (what: "generation 5", "cleared") to member i (path)
+ * is durable: counted, logged, and the crash above.
+ */
+extern void meta_written (unsigned i, const char *path, const char *what);
 /* The reshape is over: the records describe the new layout, member i
  * its slot[i] in it (count members), sizes by slot.
  */
@@ -286,11 +361,9 @@ meta_records_dropouts (const struct meta *m)
   return m->ops->records_dropouts && m->writable;
 }
 
-/* A new generation (the old one in *old); the members get it through
- * meta_write_generation.
+/* Member i's record, on d, at generation events (its UUID as it is):
+ * one member alone (taken back, accepted).
  */
-extern uint64_t meta_next_generation (struct meta *m, uint64_t *old);
-/* Member i's record, on d, at generation events (its UUID as it is). */
 extern int meta_write_generation (struct meta *m, unsigned i,
                                   struct member *d, uint64_t events,
                                   char *why, size_t len);
@@ -357,6 +430,12 @@ extern int meta_header_read (const char *path, struct header *h, bool *blank,
 
 /* A random (version 4) UUID. */
 extern void meta_random_uuid (uint8_t uuid[16]);
+
+/* Whether buf (a member's first n bytes) holds the record of a create
+ * of volume name that did not finish (header.h, HEADER_FLAG_CREATING).
+ */
+extern bool meta_unfinished_create (const uint8_t *buf, size_t n,
+                                    const char *name);
 
 /* How create describes a member that holds an nbdstripe header ("is
  * already member 1 of nbdstripe volume 'x' (UUID)"); NULL when none.

@@ -24,6 +24,7 @@
 #include "ioexec.h"
 #include "layout.h"
 #include "log.h"
+#include "meta.h"
 #include "log_nbdkit.h"
 #include "notify.h"
 #include "mover.h"
@@ -45,6 +46,12 @@ NBDKIT_DLL_PUBLIC int stripe_debug_replace_crash = 0;
  * the control socket's "step" lets it go on (replace.h).
  */
 NBDKIT_DLL_PUBLIC int stripe_debug_replace_gate = 0;
+/* -D stripe.meta_log=1 logs each header write with its number, and
+ * -D stripe.meta_crash=N kills the server right after the Nth (meta.h):
+ * the crash tests of the metadata updates.
+ */
+NBDKIT_DLL_PUBLIC int stripe_debug_meta_log = 0;
+NBDKIT_DLL_PUBLIC int stripe_debug_meta_crash = 0;
 
 static const char *paths[LAYOUT_MAX_MEMBERS];
 static unsigned nr_paths;
@@ -336,6 +343,8 @@ stripe_get_ready (void)
   mover_debug_hold_ms = stripe_debug_replace_hold_ms;
   mover_debug_crash = stripe_debug_replace_crash;
   mover_debug_gate = stripe_debug_replace_gate;
+  meta_debug_log = stripe_debug_meta_log;
+  meta_debug_crash = stripe_debug_meta_crash;
   if (config_file == NULL) {
     if (volume_open (&volume, nr_paths, paths, &o) == -1)
       return -1;

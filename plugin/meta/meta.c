@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,22 @@
 #include "member.h"
 #include "meta.h"
 #include "util.h"
+
+int meta_debug_crash;
+int meta_debug_log;
+
+void
+meta_written (unsigned i, const char *path, const char *what)
+{
+  static atomic_uint count;
+  unsigned n = atomic_fetch_add (&count, 1) + 1;
+
+  if (meta_debug_log)
+    stripe_notice ("meta: header write %u: member %u (%s): %s", n, i, path,
+                   what);
+  if (meta_debug_crash > 0 && n == (unsigned) meta_debug_crash)
+    raise (SIGKILL);
+}
 
 const struct meta_ops *
 meta_ops_for (enum metadata_mode mode)
@@ -35,6 +53,7 @@ meta_init (struct meta *m, const struct assembly *a, unsigned nr,
 {
   memset (m, 0, sizeof *m);
   pthread_mutex_init (&m->lock, NULL);
+  pthread_mutex_init (&m->update_lock, NULL);
   m->ops = a ? a->meta : &meta_none_ops;
   m->writable = writable;
   m->nr = nr;
@@ -50,6 +69,10 @@ meta_init (struct meta *m, const struct assembly *a, unsigned nr,
     m->members[i].events = a->events;
   }
   m->reshape = a->reshape;
+  m->lost = a->lost;
+  /* Members assembled one generation behind (a crash cut an update
+   * short) are at the volume's from the next update on: not behind.
+   */
   return m->ops->init ? m->ops->init (m, a) : 0;
 }
 
@@ -59,6 +82,7 @@ meta_free (struct meta *m)
   free (m->state);
   m->state = NULL;
   pthread_mutex_destroy (&m->lock);
+  pthread_mutex_destroy (&m->update_lock);
 }
 
 const char *
@@ -92,23 +116,73 @@ meta_member_slot (struct meta *m, unsigned i)
   return s;
 }
 
-uint64_t
-meta_next_generation (struct meta *m, uint64_t *old)
-{
-  uint64_t e;
-
-  pthread_mutex_lock (&m->lock);
-  *old = m->events;
-  e = ++m->events;
-  pthread_mutex_unlock (&m->lock);
-  return e;
-}
-
 void
 meta_member_at (struct meta *m, unsigned i, uint64_t events)
 {
   pthread_mutex_lock (&m->lock);
   m->members[i].events = events;
+  if (events >= m->events)
+    m->behind &= ~(UINT64_C (1) << i);
+  pthread_mutex_unlock (&m->lock);
+}
+
+void
+meta_dropped (struct meta *m, unsigned i)
+{
+  pthread_mutex_lock (&m->lock);
+  m->behind |= UINT64_C (1) << i;
+  pthread_mutex_unlock (&m->lock);
+}
+
+bool
+meta_lost_add (struct meta *m, uint64_t offset, uint64_t length, bool *merged)
+{
+  bool r;
+
+  pthread_mutex_lock (&m->lock);
+  r = lost_add (&m->lost, offset, length, merged);
+  pthread_mutex_unlock (&m->lock);
+  return r;
+}
+
+bool
+meta_lost_remove (struct meta *m, uint64_t offset, uint64_t length)
+{
+  bool r;
+
+  pthread_mutex_lock (&m->lock);
+  r = lost_remove (&m->lost, offset, length);
+  pthread_mutex_unlock (&m->lock);
+  return r;
+}
+
+bool
+meta_lost_touches (struct meta *m, uint64_t offset, uint64_t length)
+{
+  bool r;
+
+  pthread_mutex_lock (&m->lock);
+  r = lost_touches (&m->lost, offset, length);
+  pthread_mutex_unlock (&m->lock);
+  return r;
+}
+
+bool
+meta_lost_truncate (struct meta *m, uint64_t size)
+{
+  bool r;
+
+  pthread_mutex_lock (&m->lock);
+  r = lost_truncate (&m->lost, size);
+  pthread_mutex_unlock (&m->lock);
+  return r;
+}
+
+void
+meta_lost_get (struct meta *m, struct lost *out)
+{
+  pthread_mutex_lock (&m->lock);
+  *out = m->lost;
   pthread_mutex_unlock (&m->lock);
 }
 
@@ -224,24 +298,54 @@ meta_add_member (struct meta *m, unsigned i)
   pthread_mutex_unlock (&m->lock);
 }
 
+/* What a crash between two of the writes below leaves: the members
+ * written hold generation G + 1 and the update's state, the others G and
+ * the state before it.  Assembly (assemble.c) reads the G + 1 record as
+ * the volume and accepts the G ones as they are (their data is the
+ * volume's: an update writes no data), unless the new record marks them
+ * behind.  So each caller makes sure that its state before and after
+ * the update both describe data that is on the members (a reshape's
+ * data synced before its record, a replace's NEW holding the member
+ * before the config names it), and nothing else is needed of it.
+ */
 int
-meta_record_all (struct meta *m, struct member *const *devs, char *why,
-                 size_t len)
+meta_update (struct meta *m, struct member *const *devs, const char *what,
+             bool keep_going, char *why, size_t len)
 {
-  for (unsigned i = 0; i < m->nr; ++i) {
+  uint64_t events;
+  int ret = 0;
+
+  if (m->ops->write == NULL)
+    return 0;
+  pthread_mutex_lock (&m->update_lock);
+  pthread_mutex_lock (&m->lock);
+  events = ++m->events;
+  pthread_mutex_unlock (&m->lock);
+  if (meta_debug_log)
+    stripe_notice ("meta: update '%s': generation %" PRIu64, what, events);
+  for (unsigned i = m->nr; i-- > 0;) {
     struct meta_slot s = meta_member_slot (m, i);
     char reason[256];
 
     if (devs[i] == NULL || s.removed)
       continue;
-    if (m->ops->write (m, i, devs[i], s.uuid, s.events, 0, reason,
+    if (m->ops->write (m, i, devs[i], s.uuid, events, 0, reason,
                        sizeof reason)
         == -1) {
-      snprintf (why, len, "member %u (%s): %s", i, devs[i]->path, reason);
-      return -1;
+      snprintf (why, len, "member %u (%s): %s: %s", i, devs[i]->path, what,
+                reason);
+      if (!keep_going) {
+        pthread_mutex_unlock (&m->update_lock);
+        return -1;
+      }
+      stripe_error ("%s", why);
+      ret = -1;
+      continue;
     }
+    meta_member_at (m, i, events);
   }
-  return 0;
+  pthread_mutex_unlock (&m->update_lock);
+  return ret;
 }
 
 void
@@ -262,6 +366,7 @@ meta_switched (struct meta *m, unsigned i, const uint8_t uuid[16])
   pthread_mutex_lock (&m->lock);
   memcpy (m->members[i].uuid, uuid, 16);
   m->members[i].events = m->events;
+  m->behind &= ~(UINT64_C (1) << i);
   pthread_mutex_unlock (&m->lock);
 }
 
@@ -291,6 +396,15 @@ meta_recognise (const uint8_t *buf, size_t n, char *what, size_t len)
     return what;
   }
   return NULL;
+}
+
+bool
+meta_unfinished_create (const uint8_t *buf, size_t n, const char *name)
+{
+  struct header sb;
+
+  return n >= HEADER_SIZE && header_decode (buf, n, &sb, NULL) == HEADER_OK
+         && (sb.flags & HEADER_FLAG_CREATING) && strcmp (sb.name, name) == 0;
 }
 
 const char *

@@ -54,7 +54,7 @@ reshape_done (struct header *h)
 {
   struct layout from, to;
   uint8_t fmap[LAYOUT_MAX_MEMBERS], tmap[LAYOUT_MAX_MEMBERS];
-  uint64_t sizes[LAYOUT_MAX_MEMBERS] = { 0 };
+  uint64_t sizes[LAYOUT_MAX_MEMBERS] = { 0 }, behind = 0;
   unsigned n = 0, slot = UINT32_MAX;
 
   if (!side (h, h->member_sizes, &from, fmap)
@@ -65,6 +65,8 @@ reshape_done (struct header *h)
     if (h->reshape.new_sizes[u]) {
       if (u == h->member_index)
         slot = n;
+      if (h->behind >> u & 1)
+        behind |= UINT64_C (1) << n;
       sizes[n++] = h->reshape.new_sizes[u];
     }
   h->flags &= ~HEADER_FLAG_RESHAPE;
@@ -73,6 +75,7 @@ reshape_done (struct header *h)
   else
     h->member_index = slot;
   h->member_count = n;
+  h->behind = behind;
   memcpy (h->member_sizes, sizes, sizeof sizes);
   memset (&h->reshape, 0, sizeof h->reshape);
 }
@@ -122,6 +125,9 @@ header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
   mm->count = hdr->member_count;
   mm->reshape = hdr->flags & HEADER_FLAG_RESHAPE;
   mm->removed = hdr->flags & HEADER_FLAG_REMOVED;
+  mm->replaced = hdr->flags & HEADER_FLAG_REPLACED;
+  mm->creating = hdr->flags & HEADER_FLAG_CREATING;
+  mm->behind = hdr->behind;
   mm->events = hdr->events;
   mm->data_offset = hdr->data_offset;
   mm->data_size = hdr->member_index < LAYOUT_MAX_MEMBERS
@@ -228,7 +234,11 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
   const struct header *a = rec (ref), *hdr = rec (mm);
   enum meta_verdict v = META_OK;
 
-  if (hdr->chunk != a->chunk || hdr->layout != a->layout
+  /* A member one generation behind (assemble.c accepted it) holds the
+   * record of the update before: the array is what the newest says.
+   */
+  if (mm->events == ref->events
+      && (hdr->chunk != a->chunk || hdr->layout != a->layout
       || hdr->data_offset != a->data_offset
       || hdr->member_count != a->member_count
       || memcmp (hdr->member_sizes, a->member_sizes, sizeof hdr->member_sizes)
@@ -238,7 +248,7 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
                  sizeof hdr->reshape.new_sizes)
            != 0
       || (hdr->reshape.flags & HEADER_RESHAPE_BACKWARD)
-           != (a->reshape.flags & HEADER_RESHAPE_BACKWARD)) {
+           != (a->reshape.flags & HEADER_RESHAPE_BACKWARD))) {
     stripe_error ("member %u (%s): header disagrees with the other "
                   "members (chunk, layout, data offset or sizes)",
                   i, cfg->members[i]);
@@ -264,6 +274,15 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
                   i, cfg->members[i], size, mm->data_size, hdr->data_offset);
     v = META_BAD;
   }
+  else if (hdr->member_index == i && i < LAYOUT_MAX_MEMBERS
+           && size < a->data_offset + a->member_sizes[i]) {
+    stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than the "
+                  "newest header says (%" PRIu64 " data bytes from offset "
+                  "%" PRIu64 "): truncated or replaced?",
+                  i, cfg->members[i], size, a->member_sizes[i],
+                  a->data_offset);
+    v = META_BAD;
+  }
   return v;
 }
 
@@ -280,9 +299,9 @@ header_log_stale (const struct stripe_config *cfg, unsigned i,
                 i, cfg->members[i], mm->events, newest, cfg->path, i);
 }
 
-/* The reshape the headers record: the furthest position any member has
- * (a checkpoint interrupted half-way: both are right, see reshape.c),
- * and a journal that holds a window beyond it.
+/* The reshape the newest header records (each checkpoint and journal
+ * record is a generation of its own: a crash half-way through one leaves
+ * the newest on some members, which is right, see reshape_io.c).
  */
 static void
 finish_reshape (const struct stripe_config *cfg, struct assembly *a)
@@ -296,21 +315,12 @@ finish_reshape (const struct stripe_config *cfg, struct assembly *a)
     r->old_sizes[u] = h->member_sizes[u];
     r->new_sizes[u] = h->reshape.new_sizes[u];
   }
-  for (unsigned i = 0; i < cfg->nr_members; ++i) {
-    const struct header *m = rec (&a->members[i]);
-    if (m->reshape.position > r->position)
-      r->position = m->reshape.position;
-  }
-  for (unsigned i = 0; i < cfg->nr_members; ++i) {
-    const struct header *m = rec (&a->members[i]);
-    if ((m->reshape.flags & HEADER_RESHAPE_JOURNAL)
-        && m->reshape.journal_position + m->reshape.journal_length
-             > r->position) {
-      r->journal = true;
-      r->journal_position = m->reshape.journal_position;
-      r->journal_length = m->reshape.journal_length;
-      r->journal_crc = m->reshape.journal_crc;
-    }
+  r->position = h->reshape.position;
+  if (h->reshape.flags & HEADER_RESHAPE_JOURNAL) {
+    r->journal = true;
+    r->journal_position = h->reshape.journal_position;
+    r->journal_length = h->reshape.journal_length;
+    r->journal_crc = h->reshape.journal_crc;
   }
 }
 
@@ -329,6 +339,8 @@ header_finish (const struct stripe_config *cfg, struct assembly *a)
     a->data_offsets[i] = h->data_offset;
     a->data_sizes[i] = h->member_sizes[i];
   }
+  a->lost.nr = h->nr_lost;
+  memcpy (a->lost.r, h->lost, h->nr_lost * sizeof h->lost[0]);
   if (h->flags & HEADER_FLAG_RESHAPE)
     finish_reshape (cfg, a);
   return 0;
@@ -360,6 +372,7 @@ header_create_array (const struct stripe_config *cfg, const struct layout *l,
   sb->layout = cfg->layout;
   sb->data_offset = cfg->data_offset;
   sb->events = 1;
+  sb->flags = HEADER_FLAG_CREATING; /* header_create_final clears it */
   memcpy (sb->member_sizes, l->member_size,
           l->nr_members * sizeof sb->member_sizes[0]);
   return sb;
@@ -377,6 +390,17 @@ header_create_member (void *array, unsigned i, uint64_t member_size,
   header_encode (hdr, area);
   *blocks |= 1;
   memcpy (id, hdr->member_uuid, 16);
+}
+
+static void
+header_create_final (uint8_t *area)
+{
+  struct header h;
+
+  if (header_decode (area, HEADER_SIZE, &h, NULL) != HEADER_OK)
+    return;
+  h.flags &= ~HEADER_FLAG_CREATING;
+  header_encode (&h, area);
 }
 
 static bool
@@ -451,6 +475,7 @@ header_write (struct meta *m, unsigned i, struct member *d,
 {
   struct header hdr;
   uint8_t buf[HEADER_SIZE];
+  char what[64];
 
   pthread_mutex_lock (&m->lock);
   hdr = *(const struct header *) m->state;
@@ -463,11 +488,21 @@ header_write (struct meta *m, unsigned i, struct member *d,
   memset (&hdr.reshape, 0, sizeof hdr.reshape);
   if (m->reshape.active)
     reshape_fields (m, i, &hdr);
+  hdr.behind = 0;
+  for (unsigned j = 0; j < m->nr; ++j)
+    if ((m->behind >> j & 1) && !m->members[j].removed)
+      hdr.behind |= UINT64_C (1) << (m->reshape.active ? j : m->slot[j]);
+  hdr.nr_lost = m->lost.nr;
+  memcpy (hdr.lost, m->lost.r, m->lost.nr * sizeof hdr.lost[0]);
   pthread_mutex_unlock (&m->lock);
   header_encode (&hdr, buf);
   if (member_pwrite (d, buf, HEADER_SIZE, 0, why, len) == -1
       || member_sync (d, why, len) == -1)
     return -1;
+  snprintf (what, sizeof what, "generation %" PRIu64 "%s%s", events,
+            mark & META_MARK_REPLACED ? ", replaced" : "",
+            mark & META_MARK_REMOVED ? ", removed" : "");
+  meta_written (i, d->path, what);
   return 0;
 }
 
@@ -478,10 +513,10 @@ header_clear (struct meta *m, unsigned i, struct member *d, char *why,
   static const uint8_t zeros[HEADER_SIZE] __attribute__ ((aligned (4096)));
 
   (void) m;
-  (void) i;
   if (member_pwrite (d, zeros, HEADER_SIZE, 0, why, len) == -1
       || member_sync (d, why, len) == -1)
     return -1;
+  meta_written (i, d->path, "cleared");
   return 0;
 }
 
@@ -582,6 +617,7 @@ const struct meta_ops meta_header_ops = {
   },
   .records_dropouts  = true,
   .proves_identity   = true,
+  .keeps_lost        = true,
   .load              = header_load,
   .uuid_shown        = uuid_format,
   .check_array       = header_check_array,
@@ -591,6 +627,7 @@ const struct meta_ops meta_header_ops = {
   .create_check      = header_create_check,
   .create_array      = header_create_array,
   .create_member     = header_create_member,
+  .create_final      = header_create_final,
   .read_back         = header_read_back,
   .describe_created  = header_describe_created,
   .init              = header_init,
