@@ -11,7 +11,10 @@
  * (count, chunk, layout, name, UUID, data offset) and of each member
  * against the others (geometry, size, marked replaced); each member's
  * slot (index, md role) its position in the config, no slot claimed
- * twice; one generation (events).  Every problem found is logged on its
+ * twice; one generation (events): the newest record speaks for the
+ * volume, and a member one generation behind it is the trace of an
+ * update a crash cut short (meta_update), accepted unless the newest
+ * record says it is behind.  Every problem found is logged on its
  * own line naming the member; for members in the wrong order the message
  * gives the right order.
  */
@@ -53,6 +56,7 @@ struct assembly {
   struct meta_member *members;
   /* A reshape under way (members: the union of both layouts). */
   struct meta_reshape reshape;
+  struct lost lost; /* the volume's lost ranges (lost.h) */
 };
 
 /* Free what an assembly holds (the members' records); a zeroed or freed
@@ -81,7 +85,8 @@ extern int md_read_member (const char *path, struct md_super *sb,
                            char *why, size_t len);
 
 /* The same, except that member stale_ok may be behind the others (for
- * `nbdstripe accept`); *events_of is set to that member's generation.
+ * `nbdstripe accept`), and other stale members are only noted (each is
+ * taken back on its own); *events_of is set to stale_ok's generation.
  */
 extern int assemble_accepting (const struct stripe_config *cfg,
                                struct assembly *a, unsigned stale_ok,

@@ -28,6 +28,7 @@ struct probe {
   bool readable; /* opened, and its record loaded and still in the running */
   uint64_t size;
   struct identity id;
+  char why[512]; /* why it could not be opened or its record loaded */
 };
 
 /* The state of one assembly run. */
@@ -40,6 +41,7 @@ struct run {
   struct probe *p;
   unsigned n;
   bool ok;
+  unsigned stale_ok; /* accept: this member may be behind (else n) */
 };
 
 void
@@ -52,27 +54,24 @@ assembly_free (struct assembly *a)
   a->members = NULL;
 }
 
+/* Member i's record, read quietly: what went wrong is said only if the
+ * member turns out to be one the volume uses (a joining member a grow
+ * never started on may hold anything).
+ */
 static void
 load_member (struct run *r, unsigned i)
 {
   const struct member_open_params params = { .readonly = true, .raw = true };
   const char *path = r->cfg->members[i];
   struct member d;
-  char why[512];
 
-  if (member_open (&d, i, path, &params, why, sizeof why) == -1) {
-    stripe_error ("member %u (%s): %s", i, path, why);
-    r->ok = false;
+  if (member_open (&d, i, path, &params, r->p[i].why, sizeof r->p[i].why)
+      == -1)
     return;
-  }
   r->p[i].opened = true;
   r->p[i].size = d.size;
   r->p[i].id = d.id;
-  if (r->ops->load (&d, &r->mm[i], why, sizeof why) == -1) {
-    stripe_error ("member %u (%s): %s", i, path, why);
-    r->ok = false;
-  }
-  else
+  if (r->ops->load (&d, &r->mm[i], r->p[i].why, sizeof r->p[i].why) == 0)
     r->p[i].readable = true;
   member_close (&d);
 }
@@ -118,13 +117,16 @@ check_aliases (struct run *r)
     }
 }
 
-/* The array is the UUID most members agree on (ties: the first); n when
- * no member has a record.
+/* The record that speaks for the volume: of the array most members agree
+ * on (ties: the first), the one at the newest generation (the first of
+ * those) -- md's "highest wins".  A member marked removed or replaced is
+ * no longer the volume's and never speaks for it.  n when no member has
+ * a record.
  */
 static unsigned
 vote (const struct run *r)
 {
-  unsigned ref = r->n, best = 0;
+  unsigned array = r->n, best = 0, ref = r->n;
 
   for (unsigned i = 0; i < r->n; ++i) {
     unsigned votes = 0;
@@ -135,10 +137,17 @@ vote (const struct run *r)
         votes++;
     if (votes > best) {
       best = votes;
-      ref = i;
+      array = i;
     }
   }
-  return ref;
+  if (array == r->n)
+    return r->n;
+  for (unsigned i = 0; i < r->n; ++i)
+    if (r->p[i].readable && same_array (r, i, array) && !r->mm[i].removed
+        && !r->mm[i].replaced
+        && (ref == r->n || r->mm[i].events > r->mm[ref].events))
+      ref = i;
+  return ref == r->n ? array : ref;
 }
 
 /* Member i against the array; whether it is in another slot than i. */
@@ -179,27 +188,48 @@ check_member (struct run *r, unsigned i)
   return mm->slot != i;
 }
 
-/* One generation: a member behind the others dropped out of the volume
- * while it was served (or is an older copy of a member).  Member
- * stale_ok may be behind (accept); *events_of: its generation.
+/* One generation, the newest (vote).  A member behind it dropped out of
+ * the volume while it was served, or is an older copy of a member --
+ * except one generation behind when the format moves every member to the
+ * next generation in each update (meta_update: a crash between two of
+ * its writes leaves exactly that) and the newest record does not say
+ * the member is behind (it dropped out, the update was made without it).
+ * Such a member holds everything the volume acknowledged; the next
+ * update brings its record up to date.  Member stale_ok may be behind
+ * (accept), and the others then only noted: they are taken back one at
+ * a time.  *events_of: stale_ok's generation.
  */
 static void
-check_generation (struct run *r, unsigned stale_ok, uint64_t *events_of)
+check_generation (struct run *r, uint64_t *events_of)
 {
-  uint64_t newest = 0;
+  const struct meta_member *ref = &r->mm[r->a->ref];
+  uint64_t newest = ref->events;
+  bool margin = r->ops->records_dropouts;
 
-  for (unsigned i = 0; i < r->n; ++i)
-    if (r->p[i].readable && same_array (r, i, r->a->ref)
-        && r->mm[i].events > newest)
-      newest = r->mm[i].events;
-  if (stale_ok < r->n && events_of)
-    *events_of = r->p[stale_ok].readable ? r->mm[stale_ok].events : 0;
-  for (unsigned i = 0; i < r->n; ++i)
-    if (r->p[i].readable && i != stale_ok && same_array (r, i, r->a->ref)
-        && r->mm[i].events < newest) {
-      r->ops->log_stale (r->cfg, i, &r->mm[i], newest);
-      r->ok = false;
+  if (r->stale_ok < r->n && events_of)
+    *events_of = r->p[r->stale_ok].readable ? r->mm[r->stale_ok].events : 0;
+  for (unsigned i = 0; i < r->n; ++i) {
+    const struct meta_member *mm = &r->mm[i];
+    bool marked = mm->slot < 64 && (ref->behind >> mm->slot & 1);
+    if (!r->p[i].readable || !same_array (r, i, r->a->ref)
+        || mm->events >= newest)
+      continue;
+    if (margin && mm->events + 1 == newest && !marked) {
+      stripe_debug ("member %u (%s): one generation behind (%" PRIu64
+                    " < %" PRIu64 "): an update cut short, taken as it is",
+                    i, r->cfg->members[i], mm->events, newest);
+      continue;
     }
+    if (i == r->stale_ok)
+      continue;
+    r->ops->log_stale (r->cfg, i, mm, newest);
+    if (r->stale_ok < r->n)
+      stripe_warning ("member %u (%s) is stale too: take it back on its own "
+                      "afterwards",
+                      i, r->cfg->members[i]);
+    else
+      r->ok = false;
+  }
   r->a->events = newest;
 }
 
@@ -239,12 +269,145 @@ report_order (struct run *r)
   r->ok = false;
 }
 
-static int
-assemble_ (const struct stripe_config *cfg, struct assembly *a,
-           unsigned stale_ok, uint64_t *events_of)
+/* The members that could not be read, said now that they are known to
+ * be the volume's; a create that did not finish named as such.
+ */
+static void
+report_unreadable (struct run *r, unsigned ref)
 {
-  struct run r = { .cfg = cfg, .a = a, .n = cfg->nr_members, .ok = true };
+  bool missing = false;
+
+  for (unsigned i = 0; i < r->n; ++i)
+    if (!r->p[i].readable) {
+      stripe_error ("member %u (%s): %s", i, r->cfg->members[i], r->p[i].why);
+      r->ok = false;
+      missing = true;
+    }
+  if (missing && ref < r->n && r->mm[ref].creating)
+    stripe_error ("%s: volume '%s' was being created when 'nbdstripe "
+                  "create' stopped (a crash?): nothing was written to it "
+                  "since; run 'nbdstripe create %s' again",
+                  r->cfg->path, r->mm[ref].name, r->cfg->path);
+}
+
+/* Checks of the members r holds (records loaded), as the config use
+ * lists them; fills a.
+ */
+static int
+check_all (struct run *r, uint64_t *events_of)
+{
   bool order_wrong = false;
+
+  r->a->ref = vote (r);
+  report_unreadable (r, r->a->ref);
+  check_aliases (r);
+  r->a->ref = vote (r);
+  if (r->a->ref == r->n) {
+    stripe_error ("%s: no member has %s: nothing to assemble", r->cfg->path,
+                  r->w->nothing);
+    r->a->ref = 0;
+    return -1;
+  }
+  if (!r->ops->check_array (r->cfg, &r->mm[r->a->ref]))
+    r->ok = false;
+  for (unsigned i = 0; i < r->n; ++i)
+    if (r->p[i].readable && check_member (r, i))
+      order_wrong = true;
+  check_generation (r, events_of);
+  if (order_wrong)
+    report_order (r);
+  if (!r->ok)
+    return -1;
+  return r->ops->finish (r->cfg, r->a);
+}
+
+/* A config naming a reshape (joining, leaving) that the newest record
+ * (ref) says never started, or finished: *use is the config without
+ * those members (keep[i]: config member i is used), note says why.
+ * Between the config's rewrite and the members' headers at either end of
+ * a reshape, a crash leaves exactly that.
+ */
+static bool
+reshape_config (const struct stripe_config *cfg, const struct meta_member *ref,
+                bool *keep, const char **left, char *note, size_t len)
+{
+  unsigned n = cfg->nr_members;
+  bool stale = false;
+
+  *left = NULL;
+  for (unsigned i = 0; i < n; ++i)
+    keep[i] = true;
+  if (ref == NULL)
+    return false;
+  if (cfg->nr_joining && !ref->reshape) {
+    if (ref->count == n - cfg->nr_joining) {
+      for (unsigned i = ref->count; i < n; ++i)
+        keep[i] = false;
+      stale = true;
+      snprintf (note, len, "the %u joining member(s) the config names were "
+                "never added (the grow did not start): served without them",
+                cfg->nr_joining);
+    }
+    else if (ref->count == n) {
+      stale = true;
+      snprintf (note, len, "the grow is done: its joining members are "
+                "members");
+    }
+  }
+  if (cfg->has_leaving && !ref->reshape) {
+    if (ref->count == n - 1) {
+      keep[cfg->leaving] = false;
+      *left = cfg->members[cfg->leaving];
+      stale = true;
+      snprintf (note, len, "the shrink of member %u (%s) is done: served "
+                "without it",
+                cfg->leaving, cfg->members[cfg->leaving]);
+    }
+    else if (ref->count == n) {
+      stale = true;
+      snprintf (note, len, "the config names member %u as leaving, but no "
+                "shrink started on it", cfg->leaving);
+    }
+  }
+  return stale;
+}
+
+/* Only the members keep[] says are used, renumbered in order. */
+static void
+narrow (struct run *r, struct stripe_config *use, const bool *keep)
+{
+  unsigned k = 0;
+
+  for (unsigned i = 0; i < r->n; ++i) {
+    if (!keep[i]) {
+      free (r->mm[i].rec);
+      continue;
+    }
+    use->members[k] = r->cfg->members[i];
+    r->mm[k] = r->mm[i];
+    r->p[k] = r->p[i];
+    if (r->stale_ok == i)
+      r->stale_ok = k;
+    k++;
+  }
+  use->nr_members = r->a->nr = r->n = k;
+}
+
+/* The config as the members say it is (reshape_config), assembled. */
+static int
+assemble_config (const struct stripe_config *cfg, struct assembly *a,
+                 unsigned stale_ok, uint64_t *events_of)
+{
+  struct run r = { .cfg = cfg, .a = a, .n = cfg->nr_members, .ok = true,
+                   .stale_ok = stale_ok < cfg->nr_members ? stale_ok
+                                                          : cfg->nr_members };
+  struct stripe_config use = *cfg;
+  bool keep[LAYOUT_MAX_MEMBERS];
+  const char *left;
+  char note[256] = "";
+  unsigned ref;
+  bool stale;
+  int ret;
 
   memset (a, 0, sizeof *a);
   a->meta = r.ops = meta_ops_for (cfg->metadata);
@@ -262,115 +425,9 @@ assemble_ (const struct stripe_config *cfg, struct assembly *a,
   }
   for (unsigned i = 0; i < r.n; ++i)
     load_member (&r, i);
-  check_aliases (&r);
-  a->ref = vote (&r);
-  if (a->ref == r.n) {
-    stripe_error ("%s: no member has %s: nothing to assemble", cfg->path,
-                  r.w->nothing);
-    a->ref = 0;
-    free (r.p);
-    return -1;
-  }
-  if (!r.ops->check_array (cfg, &r.mm[a->ref]))
-    r.ok = false;
-  for (unsigned i = 0; i < r.n; ++i)
-    if (r.p[i].readable && check_member (&r, i))
-      order_wrong = true;
-  check_generation (&r, stale_ok, events_of);
-  if (order_wrong)
-    report_order (&r);
-  free (r.p);
-  if (!r.ok)
-    return -1;
-  return r.ops->finish (cfg, a);
-}
-
-/* Member i's record alone (a reshape's config check); false when it has
- * none that loads.
- */
-static bool
-peek (const struct stripe_config *cfg, unsigned i, struct meta_member *mm)
-{
-  const struct member_open_params params = { .readonly = true, .raw = true };
-  const struct meta_ops *ops = meta_ops_for (cfg->metadata);
-  struct member d;
-  char why[512];
-  bool ok;
-
-  memset (mm, 0, sizeof *mm);
-  if (ops->load == NULL
-      || member_open (&d, i, cfg->members[i], &params, why, sizeof why) == -1)
-    return false;
-  ok = ops->load (&d, mm, why, sizeof why) == 0;
-  member_close (&d);
-  return ok;
-}
-
-/* A config naming a reshape (joining, leaving) that the members say
- * never started, or finished: *use is the config without those members,
- * note says why.  Between the config's rewrite and the members' headers
- * at either end of a reshape, a crash leaves exactly that.
- */
-static bool
-reshape_config (const struct stripe_config *cfg, struct stripe_config *use,
-                const char **left, char *note, size_t len)
-{
-  struct meta_member mm;
-  unsigned keep = cfg->nr_members, drop = UINT_MAX;
-  bool stale = false;
-
-  *use = *cfg;
-  *left = NULL;
-  if (cfg->nr_joining && peek (cfg, 0, &mm)) {
-    if (!mm.reshape && mm.count == cfg->nr_members - cfg->nr_joining) {
-      keep = mm.count;
-      stale = true;
-      snprintf (note, len, "the %u joining member(s) the config names were "
-                "never added (the grow did not start): served without them",
-                cfg->nr_joining);
-    }
-    else if (!mm.reshape && mm.count == cfg->nr_members) {
-      stale = true;
-      snprintf (note, len, "the grow is done: its joining members are "
-                "members");
-    }
-    free (mm.rec);
-  }
-  if (cfg->has_leaving && peek (cfg, cfg->leaving, &mm)) {
-    if (mm.removed) {
-      drop = cfg->leaving;
-      *left = cfg->members[cfg->leaving];
-      stale = true;
-      snprintf (note, len, "the shrink of member %u (%s) is done: served "
-                "without it",
-                cfg->leaving, cfg->members[cfg->leaving]);
-    }
-    else if (!mm.reshape) {
-      stale = true;
-      snprintf (note, len, "the config names member %u as leaving, but no "
-                "shrink started on it", cfg->leaving);
-    }
-    free (mm.rec);
-  }
-  use->nr_members = 0;
-  for (unsigned i = 0; i < keep; ++i)
-    if (i != drop)
-      use->members[use->nr_members++] = cfg->members[i];
-  return stale;
-}
-
-/* The config as the members say it is (reshape_config), assembled. */
-static int
-assemble_config (const struct stripe_config *cfg, struct assembly *a,
-                 unsigned stale_ok, uint64_t *events_of)
-{
-  struct stripe_config use;
-  const char *left;
-  char note[256] = "";
-  bool stale;
-  int r;
-
-  stale = reshape_config (cfg, &use, &left, note, sizeof note);
+  ref = vote (&r);
+  stale = reshape_config (cfg, ref < r.n ? &r.mm[ref] : NULL, keep, &left,
+                          note, sizeof note);
   /* stale_ok is an index in the config as written; once a member is
    * left out the others may be numbered otherwise.  Served once, the
    * config is rewritten as the members say (reshape_fix_config).
@@ -380,9 +437,12 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
                   "rewritten as its members say), then name the member "
                   "again",
                   cfg->path, note);
+    free (r.p);
     return -1;
   }
-  r = assemble_ (&use, a, stale_ok, events_of);
+  narrow (&r, &use, keep);
+  r.cfg = &use;
+  ret = check_all (&r, events_of);
   for (unsigned i = 0; i < use.nr_members; ++i)
     a->paths[i] = use.members[i];
   a->config_stale = stale;
@@ -390,7 +450,8 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
   snprintf (a->config_note, sizeof a->config_note, "%s", note);
   if (note[0])
     stripe_warning ("%s: %s", cfg->path, note);
-  return r;
+  free (r.p);
+  return ret;
 }
 
 int

@@ -366,33 +366,88 @@ header_members_in_the_wrong_order_are_refused_with_the_right_order (
   assert_not_logged ("member 2 (mem:c)");
 }
 
+/* A member two generations behind missed an update that completed: it
+ * dropped out while the volume was served, or is an older copy.
+ */
 static void
-header_member_a_generation_behind_is_stale_and_named (void **state)
+header_member_two_generations_behind_is_stale_and_named (void **state)
 {
   (void) state;
   make_volume3 (METADATA_HEADER);
-  vol.hdr[1].events = EVENTS - 1;
+  vol.hdr[1].events = EVENTS - 2;
   write_meta (1);
   assert_int_equal (assemble_these ("a b c", NULL), -1);
   assert_error_logged ("member 1 (mem:b)", "stale",
-                       "at generation 4, the volume is at 5",
+                       "at generation 3, the volume is at 5",
                        "'nbdstripe accept " CONF " 1'");
   assert_not_logged ("member 0 (mem:a)");
   assert_not_logged ("member 2 (mem:c)");
 }
 
+/* One generation behind: the update that made the newest was cut short
+ * by a crash before it reached this member (meta_update), which holds
+ * everything the volume acknowledged: it assembles, at the newest.
+ */
 static void
-header_members_behind_one_newer_member_are_all_stale (void **state)
+header_member_one_generation_behind_is_an_update_cut_short (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  vol.hdr[1].events = EVENTS - 1;
+  write_meta (1);
+  assert_int_equal (assemble_these ("a b c", NULL), 0);
+  assert_nothing_logged ();
+  assert_int_equal (asm_.events, EVENTS);
+}
+
+/* ... unless the newest records say it is behind: it dropped out, and
+ * the update was made without it.
+ */
+static void
+header_member_one_behind_and_marked_behind_is_stale (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  for (unsigned i = 0; i < 3; ++i) {
+    vol.hdr[i].behind = UINT64_C (1) << 1;
+    write_meta (i);
+  }
+  vol.hdr[1].events = EVENTS - 1;
+  write_meta (1);
+  assert_int_equal (assemble_these ("a b c", NULL), -1);
+  assert_error_logged ("member 1 (mem:b)", "stale",
+                       "at generation 4, the volume is at 5");
+  assert_not_logged ("member 0 (mem:a)");
+}
+
+/* The newest record speaks, wherever it is: one member ahead of the
+ * others by one is the first member an update reached (its index is
+ * the highest: meta_update writes down from there).
+ */
+static void
+header_one_member_one_ahead_speaks_for_the_volume (void **state)
 {
   (void) state;
   make_volume3 (METADATA_HEADER);
   vol.hdr[2].events = EVENTS + 1;
   write_meta (2);
+  assert_int_equal (assemble_these ("a b c", NULL), 0);
+  assert_nothing_logged ();
+  assert_int_equal (asm_.events, EVENTS + 1);
+}
+
+static void
+header_members_two_behind_one_newer_member_are_all_stale (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  vol.hdr[2].events = EVENTS + 2;
+  write_meta (2);
   assert_int_equal (assemble_these ("a b c", NULL), -1);
   assert_error_logged ("member 0 (mem:a)", "stale",
-                       "at generation 5, the volume is at 6");
+                       "at generation 5, the volume is at 7");
   assert_error_logged ("member 1 (mem:b)", "stale",
-                       "at generation 5, the volume is at 6");
+                       "at generation 5, the volume is at 7");
   assert_not_logged ("member 2 (mem:c)");
 }
 
@@ -562,11 +617,15 @@ accepting_lets_exactly_the_named_stale_member_through (void **state)
   assert_int_equal (events, EVENTS - 2);
   assert_int_equal (asm_.events, EVENTS);
 
-  /* Accepting another member lets nothing through. */
+  /* Accepting another member lets member 1 through no more: it is
+   * named, and left as it is.
+   */
   assembly_free (&asm_);
-  assert_int_equal (assemble_accepting (&cfg, &asm_, 0, &events), -1);
+  assert_int_equal (assemble_accepting (&cfg, &asm_, 0, &events), 0);
   assert_error_logged ("member 1 (mem:b)", "stale",
                        "at generation 3, the volume is at 5");
+  assert_logged_at (LOG_WARNING, "member 1 (mem:b) is stale too",
+                       "take it back on its own");
   assert_int_equal (events, EVENTS);
 }
 
@@ -592,24 +651,96 @@ accepting_with_a_config_the_members_contradict_is_refused (void **state)
   assert_error_logged ("were never added", "serve the volume once");
 }
 
+/* Two members stale: each is taken back on its own, the other named. */
 static void
-accepting_one_stale_member_still_refuses_a_second (void **state)
+accepting_takes_stale_members_back_one_at_a_time (void **state)
 {
   uint64_t events = 0;
 
   (void) state;
   make_volume3 (METADATA_HEADER);
-  vol.hdr[1].events = EVENTS - 1;
+  vol.hdr[1].events = EVENTS - 2;
   write_meta (1);
-  vol.hdr[2].events = EVENTS - 1;
+  vol.hdr[2].events = EVENTS - 2;
   write_meta (2);
   load_config (METADATA_HEADER, DATA_OFFSET, "a b c", NULL);
   assembly_free (&asm_);
-  assert_int_equal (assemble_accepting (&cfg, &asm_, 1, &events), -1);
-  assert_int_equal (events, EVENTS - 1);
+  assert_int_equal (assemble_accepting (&cfg, &asm_, 1, &events), 0);
+  assert_int_equal (events, EVENTS - 2);
   assert_error_logged ("member 2 (mem:c)", "stale",
-                       "at generation 4, the volume is at 5");
+                       "at generation 3, the volume is at 5");
   assert_not_logged ("member 1 (mem:b)");
+  assembly_free (&asm_);
+  assert_int_equal (assemble_accepting (&cfg, &asm_, 2, &events), 0);
+  assert_int_equal (events, EVENTS - 2);
+  assert_error_logged ("member 1 (mem:b)", "stale");
+}
+
+/* Member i's header as it is on the member now. */
+static struct header
+header_on (unsigned i)
+{
+  uint8_t buf[HEADER_SIZE];
+  struct header h;
+
+  mem_read (vol.names[i], 0, buf, sizeof buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &h, NULL), HEADER_OK);
+  return h;
+}
+
+/* Lost stays lost: a range the headers list reads as EIO, not as what
+ * the members hold there (zeros, or old bytes); a write over it is
+ * served, durable, and the list without it on every member before the
+ * write returns; then it reads back as written.  Bytes beside it read
+ * as always.
+ */
+static void
+header_lost_range_reads_eio_until_a_write_covers_it (void **state)
+{
+  const struct volume_options o = { .claim = true };
+  struct volume *v = calloc (1, sizeof *v);
+  uint8_t buf[4096], back[4096];
+
+  (void) state;
+  assert_non_null (v);
+  make_volume3 (METADATA_HEADER);
+  for (unsigned i = 0; i < 3; ++i) {
+    vol.hdr[i].nr_lost = 1;
+    vol.hdr[i].lost[0] = (struct header_range){ CHUNK + 4096, 8192 };
+    write_meta (i);
+  }
+  load_config (METADATA_HEADER, DATA_OFFSET, "a b c", NULL);
+  assert_int_equal (volume_open_config (v, &cfg, &o, &asm_), 0);
+  /* Touching the range, even by a sector: EIO. */
+  errno = 0;
+  assert_int_equal (volume_pread (v, buf, sizeof buf, CHUNK + 4096), -1);
+  assert_int_equal (errno, EIO);
+  assert_int_equal (volume_pread (v, buf, 1024, CHUNK + 4096 + 8192 - 512),
+                    -1);
+  assert_int_equal (errno, EIO);
+  /* Beside it: served. */
+  assert_int_equal (volume_pread (v, buf, 4096, CHUNK), 0);
+  assert_int_equal (volume_pread (v, buf, 4096, CHUNK + 4096 + 8192), 0);
+  /* Half of it written: that half is no longer lost, on every member. */
+  memset (buf, 0x5a, sizeof buf);
+  assert_int_equal (volume_pwrite (v, buf, 4096, CHUNK + 4096, false), 0);
+  for (unsigned i = 0; i < 3; ++i) {
+    struct header h = header_on (i);
+    assert_int_equal (h.events, EVENTS + 1);
+    assert_int_equal (h.nr_lost, 1);
+    assert_int_equal (h.lost[0].offset, CHUNK + 8192);
+    assert_int_equal (h.lost[0].length, 4096);
+  }
+  assert_int_equal (volume_pread (v, back, 4096, CHUNK + 4096), 0);
+  assert_memory_equal (back, buf, 4096);
+  assert_int_equal (volume_pread (v, back, 4096, CHUNK + 8192), -1);
+  /* A trim over the rest: the list is empty, on every member. */
+  assert_int_equal (volume_trim (v, 4096, CHUNK + 8192, false), 0);
+  for (unsigned i = 0; i < 3; ++i)
+    assert_int_equal (header_on (i).nr_lost, 0);
+  assert_int_equal (volume_pread (v, back, 4096, CHUNK + 8192), 0);
+  volume_close (v);
+  free (v);
 }
 
 static void
@@ -1057,8 +1188,12 @@ main (int argc, char **argv)
     fixture_test (header_version_1_volume_keeps_the_size_of_all_its_zones),
     fixture_test (
       header_members_in_the_wrong_order_are_refused_with_the_right_order),
-    fixture_test (header_member_a_generation_behind_is_stale_and_named),
-    fixture_test (header_members_behind_one_newer_member_are_all_stale),
+    fixture_test (header_member_two_generations_behind_is_stale_and_named),
+    fixture_test (
+      header_member_one_generation_behind_is_an_update_cut_short),
+    fixture_test (header_member_one_behind_and_marked_behind_is_stale),
+    fixture_test (header_one_member_one_ahead_speaks_for_the_volume),
+    fixture_test (header_members_two_behind_one_newer_member_are_all_stale),
     fixture_test (header_two_names_for_one_device_are_refused),
     fixture_test (
       header_copy_of_a_member_shows_the_same_member_uuid_and_is_refused),
@@ -1075,7 +1210,8 @@ main (int argc, char **argv)
       header_config_with_fewer_members_than_the_headers_is_refused),
     fixture_test (accepting_lets_exactly_the_named_stale_member_through),
     fixture_test (accepting_with_a_config_the_members_contradict_is_refused),
-    fixture_test (accepting_one_stale_member_still_refuses_a_second),
+    fixture_test (accepting_takes_stale_members_back_one_at_a_time),
+    fixture_test (header_lost_range_reads_eio_until_a_write_covers_it),
     fixture_test (header_volume_opens_through_volume_open_config_and_serves),
     fixture_test (
       header_member_dropped_out_unreached_is_stale_at_the_next_assembly),
