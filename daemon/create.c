@@ -323,7 +323,12 @@ check_targets (const struct stripe_config *cfg, struct target *t, bool force,
     }
     else
       sizes[i] = (t[i].dev.size - cfg->data_offset) / cfg->chunk * cfg->chunk;
-    if (!force) {
+    if (meta_unfinished_create (t[i].old_header, META_BYTES, cfg->name))
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): holds the header of a create of "
+               "volume '%s' that did not finish: overwritten\n",
+               i, t[i].path, cfg->name);
+    else if (!force) {
       char what[512];
       if (recognise_member (&t[i].dev, t[i].old_header, what, sizeof what)) {
         fprintf (stderr,
@@ -369,36 +374,74 @@ restore_unsynced (unsigned i, struct target *t)
              i, t->path, META_BYTES, why);
 }
 
+/* Member i's record (buf) written and synced: 0, or -1 after giving
+ * every member written so far (and i, if its sync failed) back what it
+ * held.
+ */
+static int
+write_one (struct target *t, unsigned i, const uint8_t *buf, const char *what,
+           const struct stripe_config *cfg)
+{
+  static const uint8_t zeros[TAIL_BYTES];
+  char why[512];
+  bool sync_failed;
+
+  if (write_header (&t[i], buf, zeros, &sync_failed, why, sizeof why)
+      == -1) {
+    fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
+             i, t[i].path, why);
+    /* This one too when its write landed but the sync failed. */
+    if (sync_failed)
+      restore_unsynced (i, &t[i]);
+    restore (t, i);
+    fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg->path);
+    return -1;
+  }
+  meta_written (i, t[i].path, what);
+  return 0;
+}
+
 /* Each member's metadata written and synced; member_uuid[i] what it must
  * read back as.  All or nothing: on a failure the members written get
- * back what they held.  0/-1 (said).
+ * back what they held.  Where the format can say "being created"
+ * (create_final), every member says it first, then every member gets
+ * its final record: a crash in the first round leaves records that a
+ * new create overwrites and that assembly names as a create that did
+ * not finish, one in the second a volume whose every member has its
+ * header, which assembles.  0/-1 (said).
  */
 static int
 write_headers (const struct meta_ops *ops, void *array,
                const struct stripe_config *cfg, struct target *t,
                uint8_t (*member_uuid)[16])
 {
-  static const uint8_t zeros[TAIL_BYTES];
+  unsigned n = cfg->nr_members;
+  uint8_t (*buf)[META_BYTES] = malloc (n * sizeof *buf);
+  int r = -1;
 
-  for (unsigned i = 0; i < cfg->nr_members; ++i) {
-    uint8_t buf[META_BYTES];
-    char why[512];
-    bool sync_failed;
-
-    make_meta (ops, array, &t[i], i, buf, member_uuid[i]);
-    if (write_header (&t[i], buf, zeros, &sync_failed, why, sizeof why)
-        == -1) {
-      fprintf (stderr, "nbdstripe: member %u (%s): writing the header: %s\n",
-               i, t[i].path, why);
-      /* This one too when its write landed but the sync failed. */
-      if (sync_failed)
-        restore_unsynced (i, &t[i]);
-      restore (t, i);
-      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg->path);
-      return -1;
-    }
+  if (buf == NULL) {
+    perror ("nbdstripe: malloc");
+    return -1;
   }
-  return 0;
+  for (unsigned i = 0; i < n; ++i) {
+    make_meta (ops, array, &t[i], i, buf[i], member_uuid[i]);
+    if (write_one (t, i, buf[i], ops->create_final ? "creating" : "created",
+                   cfg)
+        == -1)
+      goto out;
+  }
+  if (ops->create_final)
+    for (unsigned i = 0; i < n; ++i) {
+      ops->create_final (buf[i]);
+      if (write_one (t, i, buf[i], "created", cfg) == -1) {
+        restore (t, n);
+        goto out;
+      }
+    }
+  r = 0;
+out:
+  free (buf);
+  return r;
 }
 
 /* Each header read back through every member must be that member's
