@@ -122,6 +122,7 @@ reshape_finish (struct mover *mv)
     sizes[j] = rs->to.member_size[j];
     devs[rs->to_map[j]] = &v->members[rs->to_map[j]];
   }
+  volume_lost_truncate (v, rs->to.size);
   meta_end_reshape (&v->meta, rs->to.nr_members, sizes, slot);
   if (meta_record_all (&v->meta, devs, why, sizeof why) == -1)
     /* The headers at the end position say the same: not lost. */
@@ -409,6 +410,7 @@ reshape_resume (struct volume *v, const struct assembly *a, const char *config,
                  rs->nr_union, rs->rec.backward);
   rs->journal_cap = reshape_journal_room (v, rs->nr_union);
   rs->mv.v = v;
+  rs->on_record = true;
   if (rs->rec.journal && replay (rs, why, len) == -1)
     goto err;
   stripe_notice ("%s under way: going on from %" PRIu64 " of %" PRIu64

@@ -35,6 +35,10 @@ struct reshape {
   char *config;
   unsigned nr_joining;         /* the last members of the union */
   unsigned checkpoints, journaled;
+  /* The reshape is on the members' records (its first record written,
+   * or it was resumed from them): until then no window is written.
+   */
+  bool on_record;
   /* A journaled window from its journal's record on to its own (the
    * copier's; read by requests once the move has stopped): the window's
    * old places may be overwritten, its bytes are the journal's.  If the

@@ -248,7 +248,9 @@ reshape_record (struct reshape *rs)
   for (unsigned u = 0; u < rs->nr_union; ++u)
     devs[u] = &v->members[u];
   meta_set_reshape (&v->meta, &rs->rec);
-  if (meta_record_all (&v->meta, devs, why, sizeof why) == -1) {
+  if (meta_update (&v->meta, devs, reshape_kind_names[rs->kind], false, why,
+                   sizeof why)
+      == -1) {
     mover_fail (&rs->mv, "recording the %s's position: %s",
                 reshape_kind_names[rs->kind], why);
     return -1;
@@ -320,6 +322,17 @@ reshape_before_write (struct mover *mv, const uint8_t *buf, uint64_t pos,
   struct reshape *rs = of (mv);
   uint64_t clobber = restripe_clobber_end (&rs->rs, pos, len);
 
+  /* The first window of all: the reshape recorded first, whatever it
+   * overwrites -- a window written where the old layout keeps nothing
+   * (beyond the new size, a shrink) is still the reshape's, and a crash
+   * must find it under way, not a volume holding copies beyond its new
+   * end.
+   */
+  if (!rs->on_record) {
+    if (reshape_record (rs) == -1)
+      return -1;
+    rs->on_record = true;
+  }
   if (clobber <= mv->recorded)
     return 0;
   if (clobber <= pos) /* in place once the positions below are recorded */
