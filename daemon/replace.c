@@ -90,11 +90,13 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   if (json_get_array (r, "unreadable", &lost, NULL, 0) == 0
       && json_object_array_length (lost) > 0) {
     size_t n = json_object_array_length (lost);
-    fprintf (stderr, "nbdstripe: %s the old member's unreadable blocks, as "
-             "the volume's logical bytes%s:\n",
-             status == 0 ? "zeros on the new member in place of"
-                         : "the copy stopped at",
-             status == 0 ? " (their data is lost)" : "");
+    fprintf (stderr, "nbdstripe: %s, as the volume's logical bytes%s:\n",
+             status == 0 ? "the old member's unreadable blocks are lost"
+                         : "the copy stopped at the old member's unreadable "
+                           "blocks",
+             status == 0 ? " (reads there fail with EIO until they are "
+                           "written; 'nbdstripe status' lists them)"
+                         : "");
     for (size_t i = 0; i < n; ++i) {
       struct json_object *l = json_object_array_get_idx (lost, i);
       uint64_t off = json_u64_or_0 (l, "offset");

@@ -53,6 +53,35 @@ print_state (const struct view *w, struct json_object *vol)
   putchar ('\n');
 }
 
+/* The volume's lost ranges (the status's "lost"), when there are any:
+ * the first few, coalesced as the server keeps them.
+ */
+static void
+print_lost (struct json_object *lost)
+{
+  struct json_object *r = field (lost, "ranges", json_type_array);
+  size_t n = r ? json_object_array_length (r) : 0;
+  char buf[64];
+  uint64_t bytes = 0;
+
+  if (n == 0)
+    return;
+  get_uint (lost, "bytes", &bytes);
+  printf ("%15s : %zu range%s, %s, whose data is gone: reads there fail "
+          "with EIO until written\n",
+          "Lost", n, n == 1 ? "" : "s", human_size (bytes, buf, sizeof buf));
+  for (size_t i = 0; i < n && i < 8; ++i) {
+    struct json_object *x = json_object_array_get_idx (r, i);
+    uint64_t off = 0, len = 0;
+    get_uint (x, "offset", &off);
+    get_uint (x, "length", &len);
+    printf ("%15s   bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64 ")\n", "", off,
+            off + len - 1, len);
+  }
+  if (n > 8)
+    printf ("%15s   ... %zu more (status --json)\n", "", n - 8);
+}
+
 void
 print_volume (const struct view *w, const struct stripe_config *cfg,
               double now, const char *ctl)
@@ -101,6 +130,7 @@ print_volume (const struct view *w, const struct stripe_config *cfg,
     printf ("%15s : ?\n", "Chunk");
   printf ("%15s : %s\n", "Members",
           fmt_uint (vol, "members", buf, sizeof buf));
+  print_lost (field (st, "lost", json_type_object));
   printf ("%15s : %s\n", "Uptime",
           get_number (vol, "uptime_seconds", &d)
             ? fmt_duration (d, buf, sizeof buf)

@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "lost.h"
 #include "volume.h"
 
 struct json_object;
@@ -143,10 +144,6 @@ struct mover_window {
   bool exclusive; /* reads wait for it too (its old bytes are overwritten) */
 };
 
-struct mover_lost {
-  uint64_t offset, length; /* the volume's logical bytes */
-};
-
 struct mover {
   struct volume_mover vm; /* what the volume sees: first */
   const struct mover_job *job;
@@ -175,8 +172,7 @@ struct mover {
   bool cancel;
   char error[512];
   uint64_t t_start, t_end;     /* monotonic ns */
-  struct mover_lost *lost;
-  unsigned nr_lost, cap_lost;
+  struct lost lost;            /* what it could not read (logical) */
   uint64_t hold_ns;            /* clients held at the switch */
   uint64_t max_wait_ns;        /* the longest a client write waited */
   unsigned nr_waiting;         /* client writes waiting for a window now */

@@ -195,6 +195,10 @@ struct volume {
   struct health *health;
   /* The members' metadata: format, identity, generation (meta.h). */
   struct meta meta;
+  /* How many lost ranges meta holds (lost.h), read by every request
+   * after it: only when there are any does it look at them.
+   */
+  _Atomic unsigned lost_nr;
   /* The job moving data now (mover.h), read on every request; the jobs
    * so far (kept until close: requests may still hold one).
    */
@@ -373,6 +377,34 @@ extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
 extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
                                    size_t count, uint64_t offset, char *why,
                                    size_t len);
+
+/* Lost ranges (lost.h): logical bytes whose data is gone.  A read that
+ * touches one fails with EIO, and a write, trim or write of zeroes that
+ * covers one takes it off the list -- once what it wrote is durable, and
+ * the list without it on every member (a generation of its own), before
+ * the request completes: a crash never turns a lost range into zeros.
+ *
+ * volume_lost_add: [offset, offset + length) is lost from now on, in
+ * memory (reads fail at once); volume_lost_record makes the list durable
+ * on every member (-1 with why).  A job that leaves a range zeroed
+ * somewhere a read could reach adds it before it writes there, and
+ * records the list before its record points reads there.
+ */
+extern void volume_lost_add (struct volume *v, uint64_t offset,
+                             uint64_t length);
+extern int volume_lost_record (struct volume *v, const char *what, char *why,
+                               size_t len);
+/* The volume is size bytes from now on (a shrink's end): ranges past it
+ * dropped, in memory (the shrink's final record writes the list).
+ */
+extern void volume_lost_truncate (struct volume *v, uint64_t size);
+/* Whether member i's bytes [offset, offset + length) (member offsets,
+ * the volume's layout) hold lost data.
+ */
+extern bool volume_lost_on_member (struct volume *v, unsigned i,
+                                   uint64_t offset, uint64_t length);
+/* The list: {"ranges": [{"offset", "length"}...], "bytes"}. */
+extern struct json_object *volume_lost_json (struct volume *v);
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the

@@ -21,6 +21,7 @@
 #include "spares.h"
 #include "util.h"
 #include "volume.h"
+#include "volume_lost.h"
 
 /* The volume's own state, before any member: nothing to undo but
  * volume_close.
@@ -256,6 +257,7 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     stripe_error ("malloc: %m");
     goto err;
   }
+  volume_lost_init (v);
   /* What zeroing methods work, learnt where nothing lives (the gap
    * between a header and the data), so that a fast zero (known to work,
    * or refused) works from the first request.

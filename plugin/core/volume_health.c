@@ -24,42 +24,40 @@
 
 /* Health's side: from its prober thread. */
 
-/* A new generation on every member but skip (and failed ones); returns
- * the old and new.  With swap_lock held: no replace switches a member
- * under the writes (the I/O path never takes it).
+/* A new generation on every member but skip (and failed ones): one
+ * meta_update, which says what a crash half-way leaves.  With swap_lock
+ * held: no replace switches a member under the writes (the I/O path
+ * never takes it).
  */
 static void
-bump (struct volume *v, int skip, const char *cause, uint64_t *old,
-      uint64_t *events)
+bump (struct volume *v, int skip, const char *cause)
 {
-  char why[256];
+  struct member *devs[LAYOUT_MAX_MEMBERS] = { NULL };
+  char why[512];
 
-  *events = meta_next_generation (&v->meta, old);
-  for (unsigned j = 0; j < v->nr_members; ++j) {
-    if ((int) j == skip || health_member_state (v->health, j) == MS_FAILED
-        || v->removed >> j & 1)
-      continue;
-    if (meta_write_generation (&v->meta, j, &v->members[j], *events, why,
-                               sizeof why)
-        == -1)
-      stripe_error ("member %u (%s): cannot record generation %" PRIu64
-                    " (%s): %s",
-                    j, v->members[j].path, *events, cause, why);
-  }
+  for (unsigned j = 0; j < v->nr_members; ++j)
+    if ((int) j != skip && health_member_state (v->health, j) != MS_FAILED
+        && !(v->removed >> j & 1))
+      devs[j] = &v->members[j];
+  if (meta_update (&v->meta, devs, cause, true, why, sizeof why) == -1)
+    stripe_error ("volume '%s': a member did not record the generation "
+                  "(%s): the next update leaves it behind",
+                  v->meta.name, cause);
 }
 
 void
 volume_bump_generation (struct volume *v, int skip, const char *why)
 {
-  uint64_t old, events;
+  uint64_t old;
 
   if (!meta_records_dropouts (&v->meta))
     return;
   pthread_mutex_lock (&v->swap_lock);
-  bump (v, skip, why, &old, &events);
+  old = meta_generation (&v->meta);
+  bump (v, skip, why);
   pthread_mutex_unlock (&v->swap_lock);
   stripe_debug ("volume '%s': generation %" PRIu64 " -> %" PRIu64 " (%s)",
-                v->meta.name, old, events, why);
+                v->meta.name, old, meta_generation (&v->meta), why);
 }
 
 /* Member i dropped out of a volume that goes on: bump the generation on
@@ -81,7 +79,13 @@ health_dropped (void *opaque, unsigned i)
     return;
   snprintf (cause, sizeof cause, "member %u dropped out", i);
   pthread_mutex_lock (&v->swap_lock);
-  bump (v, (int) i, cause, &old, &events);
+  /* The others say member i is behind from this generation on, until
+   * it is written at it (below, or when it is taken back).
+   */
+  meta_dropped (&v->meta, i);
+  old = meta_generation (&v->meta);
+  bump (v, (int) i, cause);
+  events = meta_generation (&v->meta);
   /* Not a file cut short: writing its record would extend it. */
   if (!member_cut_short (m)
       && meta_write_generation (&v->meta, i, m, events, why, sizeof why) == 0)
@@ -269,6 +273,8 @@ health_status_extra (void *opaque, struct json_object *root)
     json_put (root, "scrub", s);
   if (sp)
     json_put (root, "spares", sp);
+  if (meta_on_members (&((struct volume *) opaque)->meta))
+    json_put (root, "lost", volume_lost_json (opaque));
 }
 
 static void

@@ -19,6 +19,7 @@
 #include "util.h"
 #include "volume.h"
 #include "volume_impl.h"
+#include "volume_lost.h"
 
 /* Stop an extents walk after this many runs: the client asks again for
  * the rest, and one request must not do unbounded work.
@@ -359,18 +360,27 @@ static int view_request (struct volume *v, const struct volume_view *vw,
 /* A request through the volume's own view, or through the job moving
  * data when it sees requests whole (a restripe).
  */
+static int flush_ (struct volume *v);
+static int lost_after (struct volume *v, enum op_kind kind, uint64_t count,
+                       uint64_t offset);
+
 static int
 request (struct volume *v, const struct volume_request *rq)
 {
   struct volume_mover *vm;
+  int r;
 
   if (check_request (v, rq->count, rq->offset) == -1)
     return -1;
   /* Read after the request was counted (gate_enter): see the gate. */
   vm = atomic_load (&v->mover);
   if (vm != NULL && vm->request != NULL)
-    return vm->request (vm, v, rq);
-  return view_request (v, &v->view, vm, rq);
+    r = vm->request (vm, v, rq);
+  else
+    r = view_request (v, &v->view, vm, rq);
+  if (r == 0 && atomic_load (&v->lost_nr))
+    return lost_after (v, rq->kind, rq->count, rq->offset);
+  return r;
 }
 
 /* A read or write for a job that takes requests whole (out of line). */
@@ -384,6 +394,37 @@ job_rw (struct volume *v, struct volume_mover *vm, enum op_kind kind,
   return vm->request (vm, v, &rq);
 }
 
+/* A request that went through, on a volume with lost ranges: a read
+ * of one fails -- looked at after the read, so that a range a job adds
+ * while the read is under way (before it writes zeros where the read may
+ * go) is seen -- and a write over one takes it off the list once what
+ * it wrote is durable (the members' flush first: the list must never
+ * say "written" of bytes a power cut can still take).
+ */
+static int __attribute__ ((noinline))
+lost_after (struct volume *v, enum op_kind kind, uint64_t count,
+            uint64_t offset)
+{
+  if (kind == OP_EXTENTS || !volume_lost_touches (v, offset, count))
+    return 0;
+  if (kind == OP_READ) {
+    errno = EIO;
+    return -1;
+  }
+  if (flush_ (v) == -1)
+    return -1;
+  return volume_lost_covered (v, offset, count);
+}
+
+static inline int
+with_lost (struct volume *v, int r, enum op_kind kind, uint64_t count,
+           uint64_t offset)
+{
+  if (r == 0 && atomic_load_explicit (&v->lost_nr, memory_order_acquire))
+    return lost_after (v, kind, count, offset);
+  return r;
+}
+
 /* The same for a read or a write, nearly every request: straight to
  * rw, a struct volume_request built only for a job that takes it whole.
  */
@@ -392,14 +433,17 @@ request_rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
             uint64_t offset, bool fua)
 {
   struct volume_mover *vm;
+  int r;
 
   if (check_request (v, count, offset) == -1)
     return -1;
   /* Read after the request was counted (gate_enter): see the gate. */
   vm = atomic_load (&v->mover);
   if (vm != NULL && vm->request != NULL)
-    return job_rw (v, vm, kind, buf, count, offset, fua);
-  return rw (v, &v->view, vm, kind, buf, count, offset, fua);
+    r = job_rw (v, vm, kind, buf, count, offset, fua);
+  else
+    r = rw (v, &v->view, vm, kind, buf, count, offset, fua);
+  return with_lost (v, r, kind, count, offset);
 }
 
 int

@@ -2,7 +2,8 @@
 /* nbdstripe: health's Prometheus text (exposition format 0.0.4), the
  * prometheus_file health_status.c writes: the volume, its members'
  * states, counters and latency histograms, their drives, and a replace,
- * the spares and a scrub from the status's extra objects.
+ * the spares, a scrub and the lost ranges from the status's extra
+ * objects.
  */
 
 #include <inttypes.h>
@@ -528,6 +529,35 @@ prom_scrub (struct health *h, FILE *fp, bool running,
   }
 }
 
+/* The volume's lost ranges, from the status's "lost" object. */
+static void
+prom_lost (struct health *h, FILE *fp, struct json_object *extra)
+{
+  struct json_object *lo, *x;
+  size_t n = 0;
+
+  if (!json_object_object_get_ex (extra, "lost", &lo))
+    return;
+  if (json_object_object_get_ex (lo, "ranges", &x)
+      && json_object_is_type (x, json_type_array))
+    n = json_object_array_length (x);
+  fputs ("# HELP nbdstripe_lost_bytes Bytes of the volume whose data is "
+         "known lost: reads there fail until written.\n"
+         "# TYPE nbdstripe_lost_bytes gauge\nnbdstripe_lost_bytes",
+         fp);
+  prom_vol (h, fp);
+  fprintf (fp, "} %.0f\n",
+           json_object_object_get_ex (lo, "bytes", &x)
+             ? json_object_get_double (x)
+             : 0.0);
+  fputs ("# HELP nbdstripe_lost_ranges Ranges in the volume's list of lost "
+         "ranges.\n"
+         "# TYPE nbdstripe_lost_ranges gauge\nnbdstripe_lost_ranges",
+         fp);
+  prom_vol (h, fp);
+  fprintf (fp, "} %zu\n", n);
+}
+
 /* The Prometheus text (exposition format 0.0.4), built under the lock.
  *
  * Stopped (running false, the last write): nbdstripe_up is 0 and every
@@ -561,6 +591,7 @@ health_build_prom (struct health *h, bool running, double now,
     prom_reshape (h, fp, running, extra);
     prom_spares (h, fp, extra);
     prom_scrub (h, fp, running, extra);
+    prom_lost (h, fp, extra);
   }
   if (fclose (fp) != 0) {
     free (buf);

@@ -232,13 +232,14 @@ status_json (struct mover *mv)
   /* After the shared fields: the job may say them its own way. */
   mv->job->status (mv, o);
   lost = json_object_new_array ();
-  for (unsigned i = 0; i < mv->nr_lost; ++i) {
+  for (unsigned i = 0; i < mv->lost.nr; ++i) {
     struct json_object *l = json_object_new_object ();
-    json_put (l, "offset", json_u64 (mv->lost[i].offset));
-    json_put (l, "length", json_u64 (mv->lost[i].length));
+    json_put (l, "offset", json_u64 (mv->lost.r[i].offset));
+    json_put (l, "length", json_u64 (mv->lost.r[i].length));
     json_object_array_add (lost, l);
   }
   json_put (o, "unreadable", lost);
+  json_put (o, "unreadable_bytes", json_u64 (lost_bytes (&mv->lost)));
   pthread_mutex_unlock (&mv->lock);
   return o;
 }
@@ -271,7 +272,6 @@ vm_free (struct volume_mover *vm)
 
   pthread_mutex_destroy (&mv->lock);
   pthread_cond_destroy (&mv->cond);
-  free (mv->lost);
   mv->job->free (mv);
 }
 

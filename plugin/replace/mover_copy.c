@@ -17,6 +17,7 @@
 #include "ioexec.h"
 #include "json.h"
 #include "log.h"
+#include "lost.h"
 #include "member.h"
 #include "mover.h"
 #include "util.h"
@@ -199,25 +200,14 @@ lock_window (struct mover *mv, uint64_t a, uint64_t b, bool exclusive,
 
 /* ---- the copier ---- */
 
+/* The volume's lost ranges get it at once (reads of it fail from now
+ * on, wherever they go), and the job's list, coalesced, for its status.
+ */
 void
 mover_add_lost (struct mover *mv, uint64_t off, uint64_t len)
 {
-  if (mv->nr_lost > 0) {
-    struct mover_lost *l = &mv->lost[mv->nr_lost - 1];
-    if (l->offset + l->length == off) {
-      l->length += len;
-      return;
-    }
-  }
-  if (mv->nr_lost == mv->cap_lost) {
-    unsigned cap = mv->cap_lost ? 2 * mv->cap_lost : 16;
-    struct mover_lost *n = realloc (mv->lost, cap * sizeof *n);
-    if (n == NULL)
-      return; /* the count is still right in the error */
-    mv->lost = n;
-    mv->cap_lost = cap;
-  }
-  mv->lost[mv->nr_lost++] = (struct mover_lost){ off, len };
+  lost_add (&mv->lost, off, len, NULL);
+  volume_lost_add (mv->v, off, len);
 }
 
 static bool

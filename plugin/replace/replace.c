@@ -337,6 +337,16 @@ replace_finish (struct mover *mv)
     mover_fail (mv, "flushing the new member (%s): %m", r->new_path);
     return;
   }
+  /* What it could not read is zeros on NEW: lost on every member before
+   * any record names NEW (the lost ranges go with NEW's own below).
+   */
+  if (mv->lost.nr > 0
+      && volume_lost_record (v, "the ranges a replace could not read", why,
+                             sizeof why)
+           == -1) {
+    mover_fail (mv, "recording the ranges it could not read: %s", why);
+    return;
+  }
   mover_phase (mv, "copied");
   volume_switch_begin (v);
   if (!mover_switching (mv))
@@ -683,6 +693,14 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
    * block belongs to depends on the position: no logical ranges, so no
    * zeros written in place of lost data.
    */
+  if (p->skip_unreadable && !v->meta.ops->keeps_lost) {
+    snprintf (why, len, "metadata \"%s\" keeps no list of lost ranges: "
+              "what --skip-unreadable cannot copy would read as zeros, "
+              "silently; replace without it, or copy the member with "
+              "ddrescue first",
+              meta_format (&v->meta));
+    return -1;
+  }
   reshaping = meta_reshape_recorded (&v->meta);
   if (reshaping && p->skip_unreadable) {
     snprintf (why, len, "a grow or shrink is under way on the members: "
