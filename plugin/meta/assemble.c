@@ -271,23 +271,43 @@ report_order (struct run *r)
 
 /* The members that could not be read, said now that they are known to
  * be the volume's; a create that did not finish named as such.
+ *
+ * create writes every member's header flagged CREATING, then every
+ * final one (daemon/create.c).  A crash in the first pass leaves
+ * CREATING headers and blank members: refused, naming create, which
+ * overwrites them without --force.  A crash in the second leaves final
+ * headers beside CREATING ones that are complete (the first pass had
+ * ended): the volume was created, and is served (its first update
+ * writes every header final).
  */
 static void
 report_unreadable (struct run *r, unsigned ref)
 {
-  bool missing = false;
+  bool missing = false, creating = ref < r->n;
 
-  for (unsigned i = 0; i < r->n; ++i)
+  for (unsigned i = 0; i < r->n; ++i) {
     if (!r->p[i].readable) {
-      stripe_error ("member %u (%s): %s", i, r->cfg->members[i], r->p[i].why);
-      r->ok = false;
       missing = true;
+      continue;
     }
-  if (missing && ref < r->n && r->mm[ref].creating)
+    if (!r->mm[i].creating)
+      creating = false;
+  }
+  if (creating) {
     stripe_error ("%s: volume '%s' was being created when 'nbdstripe "
                   "create' stopped (a crash?): nothing was written to it "
                   "since; run 'nbdstripe create %s' again",
                   r->cfg->path, r->mm[ref].name, r->cfg->path);
+    r->ok = false;
+    return;
+  }
+  if (missing)
+    for (unsigned i = 0; i < r->n; ++i)
+      if (!r->p[i].readable) {
+        stripe_error ("member %u (%s): %s", i, r->cfg->members[i],
+                      r->p[i].why);
+        r->ok = false;
+      }
 }
 
 /* Checks of the members r holds (records loaded), as the config use
