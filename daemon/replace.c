@@ -136,6 +136,28 @@ conclude (struct outcome *o, struct json_object *r, const char *config,
   return status;
 }
 
+/* Whether first (NEW's first bytes) is a copy of member index of cfg's
+ * volume that a replace did not finish.
+ */
+static bool
+unfinished_copy (const struct stripe_config *cfg, unsigned index,
+                 const uint8_t *first)
+{
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  uint8_t mine[HEADER_SIZE] = { 0 };
+  struct member m;
+  char why[512];
+  bool r = false;
+
+  if (member_open (&m, index, cfg->members[index], &params, why, sizeof why)
+      == -1)
+    return false;
+  if (member_pread (&m, mine, sizeof mine, 0, false, why, sizeof why) > 0)
+    r = meta_unfinished_copy (first, HEADER_SIZE, mine, HEADER_SIZE, index);
+  member_close (&m);
+  return r;
+}
+
 /* Refuse NEW holding something a user may want, unless --force. */
 static int
 check_new (struct outcome *o, const struct stripe_config *cfg,
@@ -175,6 +197,16 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
     outcome_fail (o, "%s: %s", path, why);
     member_close (&d);
     return -1;
+  }
+  /* A copy of member index that a replace cut short left on NEW: the
+   * same replace run again takes it (meta_unfinished_copy).
+   */
+  if (!force && index < cfg->nr_members && unfinished_copy (cfg, index, first)) {
+    if (!o->json)
+      printf ("%s: holds a copy of member %u that a replace did not finish: "
+              "it is overwritten\n",
+              path, index);
+    force = true;
   }
   if (!force && recognise_member (&d, first, what, sizeof what)) {
     outcome_fail (o, "%s: %s; refusing to overwrite it (use --force)", path,

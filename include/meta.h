@@ -437,6 +437,18 @@ extern void meta_random_uuid (uint8_t uuid[16]);
 extern bool meta_unfinished_create (const uint8_t *buf, size_t n,
                                     const char *name);
 
+/* Whether buf (NEW's first n bytes) holds a copy of member index that
+ * a replace onto NEW left, cut short before the volume switched to it or
+ * after it switched away: a header of the same volume as member (the
+ * member's first mn bytes) and the same index, but not the member's own
+ * (NEW was given a UUID of its own) and not marked replaced or removed.
+ * The volume uses none of it: replace overwrites it without force, so
+ * that the same replace can be run again after a crash.
+ */
+extern bool meta_unfinished_copy (const uint8_t *buf, size_t n,
+                                  const uint8_t *member, size_t mn,
+                                  unsigned index);
+
 /* How create describes a member that holds an nbdstripe header ("is
  * already member 1 of nbdstripe volume 'x' (UUID)"); NULL when none.
  */

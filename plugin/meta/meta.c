@@ -344,6 +344,9 @@ meta_update (struct meta *m, struct member *const *devs, const char *what,
     }
     meta_member_at (m, i, events);
   }
+  if (meta_debug_log)
+    stripe_notice ("meta: update '%s': generation %" PRIu64 " done", what,
+                   events);
   pthread_mutex_unlock (&m->update_lock);
   return ret;
 }
@@ -405,6 +408,23 @@ meta_unfinished_create (const uint8_t *buf, size_t n, const char *name)
 
   return n >= HEADER_SIZE && header_decode (buf, n, &sb, NULL) == HEADER_OK
          && (sb.flags & HEADER_FLAG_CREATING) && strcmp (sb.name, name) == 0;
+}
+
+bool
+meta_unfinished_copy (const uint8_t *buf, size_t n, const uint8_t *member,
+                      size_t mn, unsigned index)
+{
+  struct header a, b;
+
+  return n >= HEADER_SIZE && mn >= HEADER_SIZE
+         && header_decode (buf, n, &a, NULL) == HEADER_OK
+         && header_decode (member, mn, &b, NULL) == HEADER_OK
+         && memcmp (a.array_uuid, b.array_uuid, 16) == 0
+         && memcmp (a.member_uuid, b.member_uuid, 16) != 0
+         && a.member_index == index && b.member_index == index
+         && !(a.flags & (HEADER_FLAG_REPLACED | HEADER_FLAG_REMOVED
+                         | HEADER_FLAG_CREATING))
+         && !(b.flags & (HEADER_FLAG_REPLACED | HEADER_FLAG_REMOVED));
 }
 
 const char *
