@@ -449,6 +449,13 @@ extern bool meta_unfinished_copy (const uint8_t *buf, size_t n,
                                   const uint8_t *member, size_t mn,
                                   unsigned index);
 
+/* Whether buf (a device's first n bytes) holds a copy of one of m's
+ * members that a replace onto the device left, cut short: a header of
+ * m's volume whose member UUID is not that member's, not marked
+ * replaced, removed or creating.  The volume uses none of it.
+ */
+extern bool meta_copy_left (struct meta *m, const uint8_t *buf, size_t n);
+
 /* How create describes a member that holds an nbdstripe header ("is
  * already member 1 of nbdstripe volume 'x' (UUID)"); NULL when none.
  */

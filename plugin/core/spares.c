@@ -87,10 +87,13 @@ assess_fit (struct volume *v, const struct member *m, char *fit, size_t len)
 
 /* What m holds that is somebody's (meta_recognise: a header, an md
  * superblock), into problem.  -1 when its first bytes cannot be read
- * (problem says so: failing).
+ * (problem says so: failing).  A copy of one of v's members that a
+ * replace onto this spare left, cut short by a crash, is nobody's: the
+ * spare stays usable (meta_copy_left).
  */
 static int
-assess_content (struct member *m, char *problem, size_t len)
+assess_content (struct volume *v, struct member *m, char *problem,
+                size_t len)
 {
   uint8_t buf[META_AREA];
   char what[256], why[256];
@@ -101,6 +104,12 @@ assess_content (struct member *m, char *problem, size_t len)
     snprintf (problem, len, "failing: reading its first %u bytes: %s",
               META_AREA, why);
     return -1;
+  }
+  if (n > 0 && meta_copy_left (&v->meta, buf, n)) {
+    stripe_notice ("spare %s: holds a copy of a member of this volume that "
+                   "a replace did not finish: usable",
+                   m->path);
+    return 0;
   }
   if (n > 0 && meta_recognise (buf, n, what, sizeof what) != NULL)
     snprintf (problem, len,
@@ -203,7 +212,7 @@ spares_open (struct volume *v, unsigned n, char *const *paths, bool claim)
       s->open = true;
       s->claimed = claim && member_has_inode (&s->m);
       s->size = s->m.size;
-      assess_content (&s->m, s->problem, sizeof s->problem);
+      assess_content (v, &s->m, s->problem, sizeof s->problem);
       assess_fit (v, &s->m, s->fit, sizeof s->fit);
     }
     if (s->problem[0] || s->fit[0])
@@ -353,7 +362,7 @@ spares_refresh (struct volume *v)
     else if (open_one (sp, k, s->path, &fresh, &fatal, why, sizeof why) == 0) {
       s->m = fresh;
       open = true;
-      assess_content (&s->m, problem, sizeof problem);
+      assess_content (v, &s->m, problem, sizeof problem);
       assess_fit (v, &s->m, fit, sizeof fit);
     }
     else

@@ -427,6 +427,24 @@ meta_unfinished_copy (const uint8_t *buf, size_t n, const uint8_t *member,
          && !(b.flags & (HEADER_FLAG_REPLACED | HEADER_FLAG_REMOVED));
 }
 
+bool
+meta_copy_left (struct meta *m, const uint8_t *buf, size_t n)
+{
+  struct header h;
+  bool r;
+
+  if (m->ops != &meta_header_ops || n < HEADER_SIZE
+      || header_decode (buf, n, &h, NULL) != HEADER_OK
+      || (h.flags & (HEADER_FLAG_REPLACED | HEADER_FLAG_REMOVED
+                     | HEADER_FLAG_CREATING)))
+    return false;
+  pthread_mutex_lock (&m->lock);
+  r = memcmp (h.array_uuid, m->uuid, 16) == 0 && h.member_index < m->nr
+      && memcmp (h.member_uuid, m->members[h.member_index].uuid, 16) != 0;
+  pthread_mutex_unlock (&m->lock);
+  return r;
+}
+
 const char *
 meta_describe_header (const uint8_t *buf, size_t n, char *what, size_t len)
 {

@@ -506,26 +506,23 @@ static const struct mover_job replace_job = {
 /* ---- the start ---- */
 
 /* Whether NEW holds metadata a user may want (an nbdstripe header, an md
- * superblock) -- replace overwrites it only with force.  A copy of member
- * index that a replace cut short left on NEW is nobody's
- * (meta_unfinished_copy): the same replace run again takes it.
+ * superblock) -- replace overwrites it only with force.  A copy of a
+ * member that a replace cut short left on NEW is nobody's
+ * (meta_copy_left): the same replace run again takes it.
  */
 static bool
-holds_metadata (struct member *m, struct member *old, unsigned index,
-                char *what, size_t len)
+holds_metadata (struct volume *v, struct member *m, char *what, size_t len)
 {
-  uint8_t buf[META_AREA], mine[META_AREA];
+  uint8_t buf[META_AREA];
   char why[128];
   ssize_t n = member_pread (m, buf, sizeof buf, 0, false, why, sizeof why);
-  ssize_t mn;
 
   if (n <= 0 || meta_recognise (buf, n, what, len) == NULL)
     return false;
-  mn = member_pread (old, mine, sizeof mine, 0, false, why, sizeof why);
-  if (mn > 0 && meta_unfinished_copy (buf, n, mine, mn, index)) {
-    stripe_notice ("replace: member %u: %s holds a copy of it that a "
-                   "replace did not finish: overwritten",
-                   index, m->path);
+  if (meta_copy_left (&v->meta, buf, n)) {
+    stripe_notice ("replace: %s holds a copy of a member that a replace "
+                   "did not finish: overwritten",
+                   m->path);
     return false;
   }
   return true;
@@ -617,8 +614,7 @@ prepare_new (struct volume *v, struct replace *r,
   if (!new_serves_clients (v, &r->newm, p->new_path, why, len))
     return -1;
   if (!p->force
-      && holds_metadata (&r->newm, &v->members[p->index], p->index, reason,
-                         sizeof reason)) {
+      && holds_metadata (v, &r->newm, reason, sizeof reason)) {
     snprintf (why, len, "%s %s: refusing to overwrite it (force)",
               p->new_path, reason);
     return -1;
