@@ -16,6 +16,11 @@
 #       have reached the members).  STATE is extended if it exists
 #       already (a writer of an earlier run).  --ready FILE: created
 #       after N writes (--ready-after, default 64), for the test to go on.
+#       --trim OFFSET: a trim of the 4 KiB there after every
+#       --trim-every N writes (16); one that fails changes nothing.
+#   crash.py trim URI OFFSET
+#       one trim of 4 KiB there, which must fail (a member failing its
+#       trims); exit 0 if it failed.
 #   crash.py verify URI STATE
 #       read every sector STATE names: it must hold its durable write or
 #       one written after it; never an older one, zeros where a write
@@ -78,6 +83,8 @@ def write(uri, path, argv):
     ready = opt(argv, "--ready")
     ready_after = int(opt(argv, "--ready-after", "64"))
     count = int(opt(argv, "--count", "0"))
+    trim = opt(argv, "--trim")
+    trim_every = int(opt(argv, "--trim-every", "16"))
     st = load(path)
     sectors = st["sectors"]  # str(sector) -> [durable id, [ids since]]
     rng = random.Random(seed * 1000003 + st["next"])
@@ -114,11 +121,24 @@ def write(uri, path, argv):
             else:
                 pending.update(range(first, first + BLOCK // SECTOR))
             n += 1
+            if trim is not None and n % trim_every == 0:
+                # A trim that fails (its member fails trims) changes
+                # nothing; one that succeeds reaches the member at once
+                # (the filter's trim), leaving zeros.
+                t = int(trim)
+                try:
+                    h.trim(BLOCK, t)
+                    for s in range(t // SECTOR, (t + BLOCK) // SECTOR):
+                        sectors.setdefault(str(s), [0, []])[1].append(0)
+                        pending.add(s)
+                except nbd.Error:
+                    if h.aio_is_dead() or h.aio_is_closed():
+                        raise
             if n % 8 == 0:
                 h.flush()
                 for s in pending:
                     e = sectors[str(s)]
-                    e[0] = max(e[1])
+                    e[0] = e[1][-1]
                     e[1] = []
                 pending = set()
             if ready and n == ready_after:
@@ -127,13 +147,25 @@ def write(uri, path, argv):
         h.flush()
         for s in pending:
             e = sectors[str(s)]
-            e[0] = max(e[1])
+            e[0] = e[1][-1]
             e[1] = []
     except nbd.Error as e:
         why = "failed: %s" % e
     save(path, st)
     print(json.dumps({"writes": n, "end": why}))
     return 0
+
+
+def trim_fails(uri, off):
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    try:
+        h.trim(BLOCK, off)
+    except nbd.Error as e:
+        print("trim failed, as it should: %s" % e)
+        return 0
+    print("trim at %d succeeded" % off, file=sys.stderr)
+    return 1
 
 
 def verify(uri, path):
@@ -186,6 +218,8 @@ def verify(uri, path):
 def main(argv):
     if len(argv) >= 4 and argv[1] == "write":
         return write(argv[2], argv[3], argv[4:])
+    if len(argv) == 4 and argv[1] == "trim":
+        return trim_fails(argv[2], int(argv[3]))
     if len(argv) == 4 and argv[1] == "verify":
         return verify(argv[2], argv[3])
     print(__doc__ if __doc__ else "usage: crash.py write|verify URI STATE",

@@ -24,6 +24,12 @@
 #                           updates (the end and the generation bump)
 #   crash.sh shrink CUT     shrink 3 -> 2 (member 1 out): the same
 #   crash.sh replace CUT    replace member 1 by NEW: every header write
+#   crash.sh spare CUT      the automatic replace: member 1 fails its
+#                           trims (nbdkit's error filter under the power
+#                           cut), on_failing = "replace" moves it onto
+#                           the spare: every header write; served again,
+#                           the spare still usable (the copy left on it
+#                           is nobody's), a failing trim starts it again
 #
 # The header writes of an update are found by a run with
 # -D stripe.meta_log=1, whose log names each update and write.
@@ -44,6 +50,10 @@ case $scenario in
   shrink) wsize=$((2 * data)) ;;  # the writer stays below the new size
   *) wsize=$vsize ;;
 esac
+# spare: the writer trims the first 4 KiB of member 1's first chunk.
+TRIM=65536
+wtrim=()
+[[ $scenario == spare ]] && wtrim=(--trim "$TRIM")
 
 uri () { printf 'nbd+unix:///?socket=%s/m%s.sock' "$D_TMP" "$1"; }
 # The config's members, one a line.
@@ -68,6 +78,10 @@ members_up ()
       lie) args=(powercut-keep=0 powercut-lie=1) ;;
     esac
     rm -f "$D_TMP/m$i.sock"
+    # spare: member 1's trims fail while $D_TMP/inject exists.
+    [[ $scenario == spare && $i == 1 ]] &&
+      args+=(--filter=error error-trim=EIO error-trim-rate=100%
+             "error-trim-file=$D_TMP/inject")
     d_nbdkit_start "msrv$i" -U "$D_TMP/m$i.sock" \
       "--filter=$POWERCUT_FILTER" file "$D_TMP/m$i.img" "${args[@]}" ||
       d_fail "member server $i did not start"
@@ -79,13 +93,41 @@ members_up ()
 # still runs, and the members': what their caches held is gone).
 cut ()
 {
-  local p pids=("${MPID[@]}")
-  [[ -n ${RP_PID:-} ]] && pids+=("$RP_PID")
-  kill -KILL "${pids[@]}" 2>/dev/null
+  local p pids=() all=("${MPID[@]}")
+  [[ -n ${RP_PID:-} ]] && all+=("$RP_PID")
+  # Only servers of this test (a pid that has gone may be another
+  # process's by now: pids are reused).
+  for p in "${all[@]}"; do
+    tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -qF "$D_TMP/" &&
+      pids+=("$p")
+  done
+  MPID=()
+  ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
   for p in "${pids[@]}"; do
     d_wait_gone "$p" 30 || d_fail "server $p did not die"
-    rp_forget "$p"
   done
+  for p in "${all[@]}"; do rp_forget "$p"; done
+  RP_PID=
+  prune_bg
+}
+
+# prune_bg: forget the background wrappers that have gone, so that the
+# cleanup at exit does not signal process groups that may be others' by
+# then (this test starts hundreds).
+prune_bg ()
+{
+  local keep=() p
+  for p in "${D_BGPIDS[@]}"; do
+    tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -qF "$D_TMP/" &&
+      keep+=("$p")
+  done
+  D_BGPIDS=("${keep[@]}")
+}
+
+# stop_volume: stop the volume's server (SIGTERM), forget its pid.
+stop_volume ()
+{
+  rp_stop
   RP_PID=
 }
 
@@ -109,7 +151,7 @@ writer_start ()
   local name=$1 t
   rm -f "$D_TMP/stop" "$D_TMP/ready"
   "${PY[@]}" write "$RP_URI" "$D_TMP/state.json" --size "$wsize" \
-    --seed "$run" --stop "$D_TMP/stop" --ready "$D_TMP/ready" \
+    --seed "$run" --stop "$D_TMP/stop" --ready "$D_TMP/ready" "${wtrim[@]}" \
     --ready-after 32 >"$D_TMP/$name.writer" 2>&1 &
   WPID=$!
   for ((t = 0; t < 3000; t++)); do
@@ -140,7 +182,24 @@ job ()
     shrink) d_run "$name.job" d_ns shrink --wait --force "$RP_CONF" 1 \
               --size "$wsize" ;;
     replace) d_run "$name.job" d_ns replace --wait "$RP_CONF" 1 "$(uri 3)" ;;
+    # The writer's trims fail on member 1: failing, moved onto the spare.
+    spare) switched "$name" ;;
   esac
+}
+
+# switched NAME: wait (30 s at most) until the config names the spare
+# as member 1 or the server has gone.
+switched ()
+{
+  local t
+  D_RC=0
+  for ((t = 0; t < 3000; t++)); do
+    [[ $(conf_members | sed -n 2p) == "$(uri 3)" ]] && return 0
+    [[ -n ${RP_PID:-} ]] && ! kill -0 "$RP_PID" 2>/dev/null && return 0
+    sleep 0.01
+  done
+  D_RC=1
+  d_bad "$1: the spare did not take member 1's place within 30 s"
 }
 
 # finish NAME: the update to its end on the volume served again: the
@@ -166,6 +225,12 @@ finish ()
         d_run "$name.again" d_ns replace --wait "$RP_CONF" 1 "$(uri 3)"
         [[ $D_RC -eq 0 ]] || d_bad "$name: the same replace run again failed (above)"
       fi ;;
+    spare)
+      if [[ $(conf_members | sed -n 2p) != "$(uri 3)" ]]; then
+        "${PY[@]}" trim "$RP_URI" "$TRIM" ||
+          d_bad "$name: member 1 did not fail a trim"
+        switched "$name"
+      fi ;;
   esac
 }
 
@@ -176,7 +241,7 @@ ended ()
   case $scenario in
     grow) want="$(uri 0) $(uri 1) $(uri 2) $(uri 3)" ;;
     shrink) want="$(uri 0) $(uri 2)" ;;
-    replace) want="$(uri 0) $(uri 3) $(uri 2)" ;;
+    replace|spare) want="$(uri 0) $(uri 3) $(uri 2)" ;;
     *) return 0 ;;
   esac
   local got
@@ -204,7 +269,10 @@ setup ()
   run=0
   for i in 0 1 2 3; do rm -f "$D_TMP/m$i.img"; truncate -s "$size" "$D_TMP/m$i.img"; done
   members_up kill
-  rp_volume vol 64K "" "$(uri 0)" "$(uri 1)" "$(uri 2)"
+  local extra=
+  [[ $scenario == spare ]] &&
+    extra="spares = [ \"$(uri 3)\" ]; on_failing = \"replace\";"
+  rp_volume vol 64K "$extra" "$(uri 0)" "$(uri 1)" "$(uri 2)"
   if [[ $scenario == create ]]; then
     cut
     return 0
@@ -213,8 +281,7 @@ setup ()
   serve_log setup || d_fail "setup: the volume's server did not start"
   "${PY[@]}" write "$RP_URI" "$D_TMP/state.json" --size "$wsize" --seed 0 \
     --count 256 || d_fail "setup: the writer failed"
-  rp_stop
-  RP_PID=
+  stop_volume
   cut
   mkdir -p "$D_TMP/base"
   cp --sparse=always "$D_TMP"/m?.img "$D_TMP/state.json" "$RP_CONF" "$D_TMP/base/"
@@ -242,7 +309,7 @@ points ()
     [[ $D_RC -eq 0 ]] || d_fail "enum: the $scenario failed (above)"
     writer_stop enum
   fi
-  rp_stop
+  stop_volume
   cut
   grep -o 'meta: \(update .*\|header write [0-9]*: .*\)' "$D_TMP/enum.log" \
     >"$D_TMP/enum.meta"
@@ -297,8 +364,7 @@ one ()
   [[ $VERIFY_RC -eq 0 ]] &&
     d_ok "$name: every durable write there" ||
     d_bad "$name: durable writes lost or wrong (above)"
-  rp_stop
-  RP_PID=
+  stop_volume
   ended "$name"
   cut
 }
@@ -317,8 +383,7 @@ case $scenario in
     members_up kill
     serve_log w1.again || d_fail "w1: the volume is not served again"
     verify w1
-    rp_stop
-    RP_PID=
+    stop_volume
     cut
     if [[ $cut == lie ]]; then
       [[ $VERIFY_RC -ne 0 ]] &&
@@ -328,8 +393,9 @@ case $scenario in
       [[ $VERIFY_RC -eq 0 ]] && d_ok "w1: every durable write there" ||
         d_bad "w1: durable writes lost or wrong (above)"
     fi ;;
-  serve|grow|shrink|replace)
+  serve|grow|shrink|replace|spare)
     setup
+    touch "$D_TMP/inject"
     points
     for k in $POINTS; do one "$k"; done ;;
   create)
@@ -351,7 +417,7 @@ case $scenario in
         # In the first pass: CREATING headers, blank members.
         if serve_log "c$k.serve"; then
           d_bad "c$k: create cut after header write $k of $total: served all the same"
-          rp_stop
+          stop_volume
         elif grep -q "run 'nbdstripe create .*' again" "$D_TMP/c$k.serve.log"; then
           d_ok "c$k: create cut after header write $k of $total: serve refuses, naming create"
         else
@@ -369,8 +435,7 @@ case $scenario in
           d_ok "c$k: create cut after header write $k of $total (all written, some final): served" ||
           d_bad "c$k: create cut after header write $k of $total (all written, some final): not served"
       fi
-      [[ -n $RP_PID ]] && rp_stop
-      RP_PID=
+      [[ -n $RP_PID ]] && stop_volume
       if ((k > total / 2)); then
         d_run "c$k.again2" d_ns create "$RP_CONF"
         d_expect_fail "c$k.again2" && d_expect_err "c$k.again2" "is already member" &&
@@ -378,7 +443,7 @@ case $scenario in
       fi
       cut
     done ;;
-  *) d_fail "usage: crash.sh writes|serve|create|grow|shrink|replace kill|power|power50|lie" ;;
+  *) d_fail "usage: crash.sh writes|serve|create|grow|shrink|replace|spare kill|power|power50|lie" ;;
 esac
 d_asan_reports
 d_done

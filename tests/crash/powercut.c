@@ -24,9 +24,9 @@
  * from an honest one tests nothing (tests/crash/crash.py --lie).
  *
  * The cache is by 512-byte sector, whole for the drive: every
- * connection sees the same (multi-conn is safe).  Trim is not offered
- * (the volume treats it as advisory); block status is not offered (the
- * plugin below would report holes the cache has filled).
+ * connection sees the same (multi-conn is safe).  A trim drops what the
+ * cache holds there and goes through at once; block status is not
+ * offered (the plugin below would report holes the cache has filled).
  */
 
 #include <errno.h>
@@ -242,9 +242,8 @@ powercut_can_zero (nbdkit_next *next, void *handle)
 static int
 powercut_can_trim (nbdkit_next *next, void *handle)
 {
-  (void) next;
   (void) handle;
-  return 0;
+  return next->can_trim (next);
 }
 
 static int
@@ -367,6 +366,24 @@ powercut_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
   return r;
 }
 
+/* A trim forgets what the cache holds there and reaches the plugin at
+ * once (a drive may make it durable whenever it likes: here, at once).
+ */
+static int
+powercut_trim (nbdkit_next *next, void *handle, uint32_t count,
+               uint64_t offset, uint32_t flags, int *err)
+{
+  int r;
+
+  (void) handle;
+  pthread_mutex_lock (&lock);
+  r = next->trim (next, count, offset, flags & ~NBDKIT_FLAG_FUA, err);
+  if (r == 0 && offset % SECTOR == 0 && count % SECTOR == 0)
+    forget (offset / SECTOR, count / SECTOR);
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
 static struct nbdkit_filter filter = {
   .name           = "powercut",
   .longname       = "nbdstripe test: a drive that loses unflushed writes",
@@ -384,6 +401,7 @@ static struct nbdkit_filter filter = {
   .pread          = powercut_pread,
   .pwrite         = powercut_pwrite,
   .flush          = powercut_flush,
+  .trim           = powercut_trim,
 };
 
 NBDKIT_REGISTER_FILTER (filter)
