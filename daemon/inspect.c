@@ -189,7 +189,11 @@ show_header (const char *path, const struct header *sb)
                                                          : LAYOUT_SIZE_MD,
                          sb->chunk, sb->member_count, sb->member_sizes, NULL)
            != LAYOUT_OK)
-    snprintf (size, sizeof size, "too large (the sizes overflow 64 bits)");
+    /* Mid-reshape the sizes are the union's, a joining member's 0. */
+    snprintf (size, sizeof size, "%s",
+              sb->flags & HEADER_FLAG_RESHAPE
+                ? "changing (a grow or shrink is under way)"
+                : "too large (the sizes overflow 64 bits)");
   else
     snprintf (size, sizeof size, "%" PRIu64 " bytes", l->size);
   free (l);

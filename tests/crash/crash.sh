@@ -32,7 +32,11 @@
 #                           is nobody's), a failing trim starts it again
 #
 # The header writes of an update are found by a run with
-# -D stripe.meta_log=1, whose log names each update and write.
+# -D stripe.meta_log=1, whose log names each update and write.  grow,
+# shrink, replace and spare then cut the power at each phase of the
+# copier too (held there: -D stripe.replace_gate=1), the writer going
+# on: published, journaled (reshapes), recorded, advanced, copied,
+# quiesced, metadata, switched (replaces), config.
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd
@@ -102,6 +106,12 @@ cut ()
       pids+=("$p")
   done
   MPID=()
+  # The volume's server first: all at once, as a power cut, it must not
+  # see its members die (it would record them as dropped out, rightly).
+  if [[ -n ${RP_PID:-} && " ${pids[*]} " == *" $RP_PID "* ]]; then
+    kill -KILL "$RP_PID" 2>/dev/null
+    d_wait_gone "$RP_PID" 30 || d_fail "server $RP_PID did not die"
+  fi
   ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
   for p in "${pids[@]}"; do
     d_wait_gone "$p" 30 || d_fail "server $p did not die"
@@ -355,10 +365,66 @@ one ()
   members_up kill
   if ! serve_log "$name.again"; then
     d_bad "$name: crash after header write $k: the volume is not served again (above)"
+    d_run "$name.inspect" d_ns inspect "$D_TMP"/m?.img
+    [[ -z ${CRASH_KEEP:-} ]] || cp "$D_TMP"/m?.img "$RP_CONF" "$CRASH_KEEP/"
     cut
     return
   fi
   d_ok "$name: crash after header write $k: served again, no accept, no --force"
+  finish "$name"
+  verify "$name"
+  [[ $VERIFY_RC -eq 0 ]] &&
+    d_ok "$name: every durable write there" ||
+    d_bad "$name: durable writes lost or wrong (above)"
+  stop_volume
+  ended "$name"
+  cut
+}
+
+# start NAME: the scenario's update started, not waited for (the server
+# holds its copier: -D stripe.replace_gate=1).
+start ()
+{
+  local name=$1
+  case $scenario in
+    grow) d_run "$name.job" d_ns grow "$RP_CONF" "$(uri 3)" ;;
+    shrink) d_run "$name.job" d_ns shrink --force "$RP_CONF" 1 --size "$wsize" ;;
+    replace) d_run "$name.job" d_ns replace "$RP_CONF" 1 "$(uri 3)" ;;
+    spare) D_RC=0 ;;  # the writer's first failing trim starts it
+  esac
+}
+
+# phase P:N: a run cut while the update's copier is held the Nth time
+# at phase P (the writer going on meanwhile): served again, the update
+# to its end, every durable write there.
+phase ()
+{
+  local p=$1 name=p${1/:/-} job=replace rc=0
+  run=$((run + 1000))
+  [[ $scenario == grow || $scenario == shrink ]] && job=reshape
+  restore
+  members_up "$cut"
+  serve_log "$name" -D stripe.replace_gate=1 ||
+    d_fail "$name: the volume's server did not start"
+  writer_start "$name"
+  start "$name"
+  [[ $D_RC -eq 0 ]] || d_fail "$name: the $scenario did not start (above)"
+  rp_ctl hold "$p" --job "$job" --deadline 60 >"$D_TMP/$name.hold" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    cat "$D_TMP/$name.hold"
+    d_bad "$name: the copier was not held at $p"
+  fi
+  cut
+  writer_stop "$name"
+  members_up kill
+  if ! serve_log "$name.again"; then
+    d_bad "$name: cut at phase $p: the volume is not served again (above)"
+    d_run "$name.inspect" d_ns inspect "$D_TMP"/m?.img
+    [[ -z ${CRASH_KEEP:-} ]] || cp "$D_TMP"/m?.img "$RP_CONF" "$CRASH_KEEP/"
+    cut
+    return
+  fi
+  d_ok "$name: cut at phase $p: served again, no accept, no --force"
   finish "$name"
   verify "$name"
   [[ $VERIFY_RC -eq 0 ]] &&
@@ -397,7 +463,15 @@ case $scenario in
     setup
     touch "$D_TMP/inject"
     points
-    for k in $POINTS; do one "$k"; done ;;
+    # CRASH_POINTS, CRASH_PHASES: only those (to look at one closely).
+    for k in ${CRASH_POINTS-$POINTS}; do one "$k"; done
+    run=0
+    case $scenario in
+      grow|shrink) phases="published:1 journaled:1 recorded:2 advanced:3 copied:1 quiesced:1 metadata:1 config:1" ;;
+      replace|spare) phases="published:1 advanced:2 copied:1 quiesced:1 metadata:1 switched:1 config:1" ;;
+      *) phases= ;;
+    esac
+    for p in ${CRASH_PHASES-$phases}; do phase "$p"; done ;;
   create)
     setup
     members_up kill

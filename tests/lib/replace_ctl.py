@@ -19,13 +19,14 @@
 #       the replace ended in a state not asked for (with --state), 5 if
 #       the server went away.
 #   replace_ctl.py SOCKET hold PHASE[:N]|end [--new PATH]
-#                              [--deadline SECONDS]
+#                              [--deadline SECONDS] [--job reshape]
 #       with the server's gate (-D stripe.replace_gate=1): let the copier
 #       of the replace (with --new: the one onto PATH) go, phase by phase
 #       (the "step" request), until it is held the Nth time (1 unless
 #       given), counted from now, at PHASE; print the replace object; exit
 #       0, or 3 at the deadline, 4 if the replace ended first, 5 if the
-#       server went away.  With end: until the replace has ended and its
+#       server went away.  --job reshape: the grow's or shrink's copier
+#       (the status's reshape object).  With end: until the replace has ended and its
 #       copier is held nowhere (a copier held when a client's failure or a
 #       cancel ended the replace is let go too); exit 0 whatever the end.
 #   replace_ctl.py SOCKET until EXPR [DEADLINE_SECONDS]
@@ -58,11 +59,11 @@ def ask(path, req):
     return json.loads(buf.decode())
 
 
-def replace_of(ans):
+def replace_of(ans, key="replace"):
     st = ans.get("status")
-    if isinstance(st, dict) and "replace" in st:
-        return st["replace"]
-    return ans.get("replace", {})
+    if isinstance(st, dict) and key in st:
+        return st[key]
+    return ans.get(key, {})
 
 
 ENDS = {"done", "failed", "cancelled"}
@@ -87,15 +88,16 @@ def hold(path, args):
     target = args[0]
     phase, _, nth = target.partition(":")
     nth = int(nth) if nth else 1
-    o = options("hold", args[1:], ("new", "deadline"))
+    o = options("hold", args[1:], ("new", "deadline", "job"))
     if o is None:
         return 2
     new, deadline = o.get("new"), float(o.get("deadline", 30.0))
+    key = o.get("job", "replace")
     end = time.monotonic() + deadline
     seen, last_seq, r = 0, None, {}
     while True:
         try:
-            r = replace_of(ask(path, {"op": "status"}))
+            r = replace_of(ask(path, {"op": "status"}), key)
         except (OSError, ValueError) as e:
             print(json.dumps(r))
             print("replace_ctl: the server went away: %s" % e,
