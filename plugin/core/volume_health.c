@@ -80,7 +80,10 @@ health_dropped (void *opaque, unsigned i)
   snprintf (cause, sizeof cause, "member %u dropped out", i);
   pthread_mutex_lock (&v->swap_lock);
   /* The others say member i is behind from this generation on, until
-   * it is written at it (below, or when it is taken back).
+   * it is written at it (below, or when it is taken back).  A crash in
+   * the bump leaves members at G + 1 marking i behind beside members at
+   * G: assembly takes the G + 1 record, the G members as they are, and
+   * i as stale (marked) unless it was written at G + 1 below.
    */
   meta_dropped (&v->meta, i);
   old = meta_generation (&v->meta);

@@ -76,6 +76,12 @@ volume_lost_record (struct volume *v, const char *what, char *why, size_t len)
     return -1;
   }
   recordable (v, devs);
+  /* A crash between two header writes: members at G + 1 with the new
+   * list beside members at G with the old.  Assembly takes the newest
+   * (G + 1), so the list is the one this update made: a range added
+   * was lost before it was recorded (its reads were already failing in
+   * the server), a range removed was written over and flushed first.
+   */
   return meta_update (&v->meta, devs, what, false, why, len);
 }
 

@@ -384,6 +384,16 @@ replace_finish (struct mover *mv)
   if (mover_debug_crash == 2)
     raise (SIGKILL);
 
+  /* What a crash leaves, write by write.  NEW's header (record_new,
+   * generation G, a member UUID of its own) written, the config not yet
+   * rewritten: the config names old, assembly never looks at NEW, and
+   * the same replace run again overwrites the copy (meta_copy_left).
+   * The config rewritten: it names NEW, whose header is at G like the
+   * others', and old, at G, is named by nothing.  In the bump below
+   * (meta_update): members at G + 1 beside members at G, one behind and
+   * not marked, read as the volume.  Old marked replaced last: until
+   * then it is at G, behind the volume, and refused as stale if named.
+   */
   /* The switch: nothing is in flight. */
   volume_switch_member (v, r->index, &r->newm);
   meta_switched (&v->meta, r->index, new_uuid);

@@ -122,6 +122,15 @@ reshape_finish (struct mover *mv)
     sizes[j] = rs->to.member_size[j];
     devs[rs->to_map[j]] = &v->members[rs->to_map[j]];
   }
+  /* The last update: a crash between two of its header writes leaves
+   * members with the final headers (no reshape, the new member count,
+   * G + 1) beside members at G recording the reshape at its end
+   * position; both say every byte is in the new layout.  Assembly takes
+   * the final record (the newest) and the others as they are; a
+   * leaving member not yet marked removed is at the end position,
+   * which reads as removed (meta_header.c), and the config, rewritten
+   * after, still naming it is taken as done (assemble.c).
+   */
   volume_lost_truncate (v, rs->to.size);
   meta_end_reshape (&v->meta, rs->to.nr_members, sizes, slot);
   if (meta_record_all (&v->meta, devs, why, sizeof why) == -1)

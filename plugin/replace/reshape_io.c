@@ -235,7 +235,23 @@ reshape_sync_all (struct reshape *rs)
   return 0;
 }
 
-/* The reshape's state on every member, durably: the data first. */
+/* The reshape's state on every member, durably: the data first.
+ *
+ * A crash between two of its header writes (meta_update: the highest
+ * index first, a joining member before the others) leaves members at
+ * G + 1 holding this record and the others at G holding the one before.
+ * Assembly takes the G + 1 record (the newest) and the G members as they
+ * are (one behind, not marked), so the reshape goes on from this
+ * position.  That is right because both positions are: the data below
+ * this one was synced before any header was written (above), the
+ * windows between the two were written in both layouts (client writes
+ * there go to both until the position passes them), and a journal
+ * window this record names was written and synced before it.  The first
+ * record (reshape_before_write, before the first window): members at G
+ * hold no reshape, those at G + 1 hold it at position 0, nothing is yet
+ * in the new layout, and the config already names the joining or
+ * leaving members, so the reshape is found under way and goes on.
+ */
 int
 reshape_record (struct reshape *rs)
 {

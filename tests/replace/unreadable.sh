@@ -24,8 +24,11 @@
 #      NEW, one beyond the copy fails (the filter is on).  Then the
 #      replace completes, lists the three lost logical ranges; NEW (read
 #      directly) holds zeros there and the old member's bytes everywhere
-#      else; the volume reads back the data written, with zeros in the
-#      lost ranges.
+#      else; the volume reads back the data written but in the lost
+#      ranges, whose reads fail with EIO (lost stays lost), listed in
+#      the status; a write over one makes it good and drops it from the
+#      list, the others still fail when served afresh (the headers keep
+#      them), a trim over the next drops it too.
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/replace.sh" || exit 1
 rp_init libnbd gcc
@@ -151,10 +154,75 @@ for r in "$B1_at $B1_len" "$B2_at $B2_len"; do
   dd if=/dev/zero of="$D_TMP/m1.want" bs=4096 seek=$(($1 / 4096)) count=$(($2 / 4096)) conv=notrunc status=none
 done
 rp_member_cmp "NEW's data" "$D_TMP/new2" "$D_TMP/m1.want" "$RP_DO" $((size - RP_DO))
-# The volume: the data written, zeros in the lost ranges.
-while read -r off len; do
-  dd if=/dev/zero of="$D_TMP/pattern" bs=4096 seek=$((off / 4096)) count=$((len / 4096)) conv=notrunc status=none
-done <<<"$exp2"
-rp_same after "$D_TMP/pattern"
+# The volume: the data written everywhere but in the lost ranges, which
+# fail with EIO (never zeros); kept in the headers, coalesced in the
+# status; a write over one, or a trim, makes it good again; served
+# afresh the others still fail.
+# lost_check LABEL RANGES: every byte outside RANGES ("OFF LEN" lines)
+# reads as the pattern, a read of any 4 KiB of each range fails with
+# EIO, and the status's lost list is RANGES.
+lost_check ()
+{
+  local label=$1 ranges=$2 rc=0
+  "$RP_PY" - "$RP_URI" "$D_TMP/pattern" "$ranges" <<'PY' || rc=$?
+import errno, sys, nbd
+uri, pattern, ranges = sys.argv[1], sys.argv[2], sys.argv[3]
+want = open(pattern, "rb").read()
+lost = [tuple(map(int, l.split())) for l in ranges.splitlines() if l.strip()]
+h = nbd.NBD()
+h.connect_uri(uri)
+bad = 0
+for off, ln in lost:
+    for at in range(off, off + ln, 4096):
+        try:
+            h.pread(4096, at)
+            print("read at %d of a lost range succeeded" % at)
+            bad += 1
+        except nbd.Error as e:
+            if e.errnum != errno.EIO:
+                print("read at %d: %s, not EIO" % (at, e))
+                bad += 1
+# Everything else, in pieces between the lost ranges.
+edges = sorted(lost) + [(len(want), 0)]
+pos = 0
+for off, ln in edges:
+    while pos < off:
+        n = min(1 << 20, off - pos)
+        if h.pread(n, pos) != want[pos:pos + n]:
+            print("bytes at %d differ from the data written" % pos)
+            bad += 1
+        pos += n
+    pos = max(pos, off + ln)
+sys.exit(1 if bad else 0)
+PY
+  [[ $rc -eq 0 ]] &&
+    d_ok "$label: lost ranges fail with EIO, everything else reads back" ||
+    d_bad "$label: the volume does not read as it should (above)"
+  "$NBDSTRIPE" status --json "$RP_CONF" >"$D_TMP/$label.st.json"
+  local got
+  got=$(jq -r '.status.lost.ranges[]? | "\(.offset) \(.length)"' "$D_TMP/$label.st.json")
+  [[ $got == "$ranges" ]] &&
+    d_ok "$label: the status lists the lost ranges: $(echo $ranges)" ||
+    d_bad "$label: the status lists lost: $(echo $got), not $(echo $ranges)"
+}
+exp_sorted=$(sort -n <<<"$exp2")
+lost_check lost "$exp_sorted"
+# A write over the first range: good again, and no longer lost.
+read -r off1 len1 <<<"$(head -1 <<<"$exp_sorted")"
+d_random "$D_TMP/w1" "$len1"
+dd if="$D_TMP/w1" of="$D_TMP/pattern" bs=4096 seek=$((off1 / 4096)) conv=notrunc status=none
+rp_nbdsh -u "$RP_URI" -c "h.pwrite(open('$D_TMP/w1','rb').read(), $off1)" ||
+  d_bad "a write over a lost range failed"
+rest=$(tail -n +2 <<<"$exp_sorted")
+lost_check written "$rest"
+# Served afresh: the rest still lost (the headers keep them).
+rp_stop
+rp_start vol2
+lost_check restarted "$rest"
+# A trim over the next one: zeros, no longer lost.
+read -r off2 len2 <<<"$(head -1 <<<"$rest")"
+rp_nbdsh -u "$RP_URI" -c "h.trim($len2, $off2)" || d_bad "a trim over a lost range failed"
+dd if=/dev/zero of="$D_TMP/pattern" bs=4096 seek=$((off2 / 4096)) count=$((len2 / 4096)) conv=notrunc status=none
+lost_check trimmed "$(tail -n +2 <<<"$rest")"
 rp_stop
 d_done
