@@ -231,11 +231,13 @@ plan_json (const struct reshape *rs, const struct volume *v, bool moves)
 }
 
 /* The config names what is under way: the joining members, or the one
- * leaving.
+ * leaving.  !write: only checked (the rewritten config loads), before
+ * anything is written.
  */
 static int
 rewrite_config_start (struct reshape *rs, struct volume *v,
-                      const struct reshape_params *p, char *why, size_t len)
+                      const struct reshape_params *p, bool write, char *why,
+                      size_t len)
 {
   struct stripe_config cfg;
   char *members[LAYOUT_MAX_MEMBERS];
@@ -248,7 +250,7 @@ rewrite_config_start (struct reshape *rs, struct volume *v,
   }
   for (unsigned i = 0; i < v->nr_members; ++i)
     members[i] = v->members[i].path;
-  r = config_rewrite_members (
+  r = (write ? config_rewrite_members : config_check_members) (
     rs->config,
     &(struct config_members){ v->nr_members, members,
                               p->kind == RESHAPE_GROW ? p->nr_new : 0,
@@ -385,13 +387,20 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
               bad, rs->journal_cap);
     return -1;
   }
+  /* The config rewrite checked too: it refuses what the next serve
+   * would, and NEW's header is cleared next.
+   */
+  if (p->kind != RESHAPE_SIZE
+      && rewrite_config_start (rs, v, p, false, why, len) == -1)
+    return -1;
   if (result)
     *result = plan_json (rs, v, moves);
   if (p->dry_run)
     return 0;
   if (p->kind == RESHAPE_GROW && clear_new (nm, p->nr_new, why, len) == -1)
     return -1;
-  if (p->kind != RESHAPE_SIZE && rewrite_config_start (rs, v, p, why, len) == -1)
+  if (p->kind != RESHAPE_SIZE
+      && rewrite_config_start (rs, v, p, true, why, len) == -1)
     return -1;
   if (p->kind == RESHAPE_GROW && add_members (v, nm, p->nr_new, why, len) == -1)
     return -1;
