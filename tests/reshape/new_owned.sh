@@ -16,7 +16,7 @@ rp_init sha256sum
 size=$((9 * M))
 
 # refused LABEL WANT... -- CMD...: the command fails, its stderr says each
-# WANT.
+# WANT, and every file in owned is as it was before the first refusal.
 refused ()
 {
   local label=$1 want=() w
@@ -24,6 +24,8 @@ refused ()
   while [[ $1 != -- ]]; do want+=("$1"); shift; done
   shift
   d_run "$label" "$@"
+  d_same_sums "$label" "$before" "${owned[@]}" &&
+    d_ok "$label: nothing written"
   if [[ $D_RC -eq 0 ]]; then
     d_bad "$label: accepted (exit 0), expected a refusal"
     return
@@ -126,6 +128,8 @@ if [[ $D_RC -ne 0 ]] &&
    grep -q -F "$C $D_TMP/m1.link is member 1 ($D_TMP/m1) under another name: the same file ($D_TMP/m1)" \
      "$D_TMP/member.symlink.out"; then
   d_ok "member.symlink: refused"
+  d_same_sums member.symlink "$before" "${owned[@]}" &&
+    d_ok "member.symlink: nothing written"
 else
   d_bad "member.symlink: exit $D_RC: $(cat "$D_TMP/member.symlink.out")"
 fi
@@ -152,9 +156,6 @@ else
   d_log "(loop-device and partition cases skipped: needs root and losetup)"
 fi
 
-if d_same_sums refusals "$before" "${owned[@]}"; then
-  d_ok "every refusal: members, spares, removed members and config as before"
-fi
 got=$(nbdcopy "$RP_URI" - | head -c $((16 * M)) | sha256sum)
 [[ $got == "$(sha256sum <"$D_TMP/pattern")" ]] &&
   d_ok "the volume's data as before" || d_bad "the volume's data changed"
