@@ -28,6 +28,7 @@
 #include "member.h"
 #include "nbdstripe.h"
 #include "mover.h"
+#include "owned.h"
 #include "replace.h"
 #include "volume.h"
 
@@ -192,6 +193,15 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
       return -1;
     }
     member_close (&m);
+  }
+  /* Nor a spare under another name, nor a removed member. */
+  if (owned_check (cfg, path, &d.id,
+                   OWNED_SPARES | OWNED_REMOVED | OWNED_SPARE_AS_NAMED, why,
+                   sizeof why)
+      == -1) {
+    outcome_fail (o, "%s", why);
+    member_close (&d);
+    return -1;
   }
   if (member_pread (&d, first, sizeof first, 0, false, why, sizeof why) == -1) {
     outcome_fail (o, "%s: %s", path, why);

@@ -193,6 +193,14 @@ struct config_members {
 extern int config_rewrite_members (const char *path,
                                    const struct config_members *m, char *why,
                                    size_t len);
+/* What config_rewrite_members would do, short of writing the file: the
+ * rewritten text loaded and checked.  0, or -1 with why (the reason the
+ * rewrite would fail), so that a caller can check before it writes
+ * anything else.
+ */
+extern int config_check_members (const char *path,
+                                 const struct config_members *m, char *why,
+                                 size_t len);
 
 /* "header", "none" or "md", as the config's metadata key: -1 for another
  * name.

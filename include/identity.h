@@ -74,6 +74,16 @@ extern int identity_of_fd (int fd, uint64_t size, struct identity *id,
 extern int identity_of_uri (const char *uri, struct identity *id, char *why,
                             size_t len);
 
+/* The identity of a device named as a member is (a path or an NBD URI),
+ * without using it: a path is opened read-only (never blocking, never
+ * claimed) for fstat and ioctls and closed again; a URI is parsed and
+ * resolved, no connection is made.  For what a config names but nothing
+ * holds open (spares, removed members).  Returns 0, or -1 with errno and
+ * a reason in why (ENOENT: no such path now).
+ */
+extern int identity_of_name (const char *name, struct identity *id,
+                             char *why, size_t len);
+
 /* Whether a and b are the same member or overlap; if so, how, in words
  * for a message ("the same file", "a loop device over the other's file
  * at offset 16 MiB, overlapping it", "the same NBD server and export").

@@ -744,9 +744,12 @@ rewritten (const struct config_text *text, const struct config_members *m,
   return out;
 }
 
-int
-config_rewrite_members (const char *path, const struct config_members *m,
-                        char *why, size_t len)
+/* The text config_rewrite_members would write, loaded and checked;
+ * written when write.
+ */
+static int
+rewrite_members (const char *path, const struct config_members *m,
+                 bool write, char *why, size_t len)
 {
   struct stripe_config after;
   struct config_text text = { 0 };
@@ -777,7 +780,7 @@ config_rewrite_members (const char *path, const struct config_members *m,
               "asked for");
     goto out;
   }
-  r = commit (real, out, why, len);
+  r = write ? commit (real, out, why, len) : 0;
 
 out:
   config_free (&after);
@@ -785,4 +788,18 @@ out:
   free (real);
   free (out);
   return r;
+}
+
+int
+config_rewrite_members (const char *path, const struct config_members *m,
+                        char *why, size_t len)
+{
+  return rewrite_members (path, m, true, why, len);
+}
+
+int
+config_check_members (const char *path, const struct config_members *m,
+                      char *why, size_t len)
+{
+  return rewrite_members (path, m, false, why, len);
 }

@@ -2,6 +2,7 @@
 /* nbdstripe: member identity and aliases.  See include/identity.h. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <linux/fs.h>
 #include <linux/loop.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -19,7 +21,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include "claim.h"
 #include "identity.h"
+#include "member.h"
 #include "util.h"
 
 /* Loops over loops, partitions of loops: a few levels are real, more is
@@ -446,6 +450,31 @@ identity_of_uri (const char *uri, struct identity *id, char *why,
   if (host[0] == '\0')
     snprintf (host, sizeof host, "%s", "localhost");
   return resolve_tcp (id, host, port, why, len);
+}
+
+int
+identity_of_name (const char *name, struct identity *id, char *why,
+                  size_t len)
+{
+  struct stat st;
+  uint64_t size = 0;
+  int fd, r, e;
+
+  if (member_is_uri (name))
+    return identity_of_uri (name, id, why, len);
+  fd = claim_open (name, true, 0, &st, why, len);
+  if (fd == -1)
+    return -1;
+  if (S_ISREG (st.st_mode))
+    size = st.st_size;
+  if (!S_ISREG (st.st_mode) && ioctl (fd, BLKGETSIZE64, &size) == -1)
+    r = fail_why (why, len, errno, "BLKGETSIZE64: %s", strerror (errno));
+  else
+    r = identity_of_fd (fd, size, id, why, len);
+  e = errno;
+  close (fd);
+  errno = e;
+  return r;
 }
 
 /* Comparison. */

@@ -433,8 +433,11 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
   a->meta = r.ops = meta_ops_for (cfg->metadata);
   a->nr = r.n;
   r.w = &r.ops->words;
-  if (r.ops->load == NULL) /* nothing on the members: the config says it */
+  if (r.ops->load == NULL) { /* nothing on the members: the config says it */
+    for (unsigned i = 0; i < cfg->nr_members; ++i)
+      a->paths[i] = cfg->members[i];
     return r.ops->finish (cfg, a);
+  }
 
   a->members = r.mm = calloc (r.n, sizeof *r.mm);
   r.p = calloc (r.n, sizeof *r.p);

@@ -19,6 +19,7 @@
 #include "member.h"
 #include "meta.h"
 #include "mover.h"
+#include "owned.h"
 #include "replace.h"
 #include "spares.h"
 #include "volume.h"
@@ -572,6 +573,32 @@ clear_new_start (struct replace *r, uint64_t data_offset, char *why,
   return 0;
 }
 
+/* NEW none of the spares under another name (one named as the config
+ * names it is taken from the spares) and none of the removed members:
+ * the config rewritten at the end would list it twice, and the next
+ * serve refuse it.
+ */
+static int
+check_owned (const char *config, const char *path, const struct identity *id,
+             char *why, size_t len)
+{
+  struct stripe_config cfg;
+  char err[512];
+  int r;
+
+  if (config == NULL)
+    return 0;
+  if (config_load (config, &cfg, err, sizeof err) == -1) {
+    snprintf (why, len, "%s", err);
+    return -1;
+  }
+  r = owned_check (&cfg, path, id,
+                   OWNED_SPARES | OWNED_REMOVED | OWNED_SPARE_AS_NAMED, why,
+                   len);
+  config_free (&cfg);
+  return r;
+}
+
 /* Checks of NEW, with no lock held (opening an NBD export may take
  * seconds): r->newm opened, claimed and started, its first bytes
  * cleared.  Nothing is written to NEW before every check has passed.
@@ -609,6 +636,8 @@ prepare_new (struct volume *v, struct replace *r,
                 v->members[j].path, how);
     return -1;
   }
+  if (check_owned (p->config, p->new_path, &r->newm.id, why, len) == -1)
+    return -1;
   if (meta_fits (&v->meta, p->index, r->newm.size, need, reason,
                  sizeof reason)
       == -1) {

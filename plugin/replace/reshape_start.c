@@ -25,6 +25,7 @@
 #include "member.h"
 #include "meta.h"
 #include "mover.h"
+#include "owned.h"
 #include "plan.h"
 #include "reshape.h"
 #include "restripe.h"
@@ -41,9 +42,12 @@ usable (const struct member *m, uint64_t data_offset, uint64_t chunk)
   return m->size > data_offset ? (m->size - data_offset) / chunk * chunk : 0;
 }
 
-/* Open and check the devices a grow adds (nothing written to them). */
+/* Open and check the devices a grow adds (nothing written to them): none
+ * may be a device the volume has (cfg: its config), by any name.
+ */
 static int
-open_new (struct volume *v, const struct reshape_params *p, struct member *nm,
+open_new (struct volume *v, const struct reshape_params *p,
+          const struct stripe_config *cfg, struct member *nm,
           unsigned *opened, char *why, size_t len)
 {
   const struct member *m0 = &v->members[0];
@@ -63,6 +67,10 @@ open_new (struct volume *v, const struct reshape_params *p, struct member *nm,
       return -1;
     }
     *opened = k + 1;
+    if (owned_check (cfg, path, &m->id,
+                     OWNED_MEMBERS | OWNED_SPARES | OWNED_REMOVED, why, len)
+        == -1)
+      return -1;
     if (volume_alias_of (v, m, &j, how, sizeof how)) {
       snprintf (why, len, "%s and member %u (%s) are %s", path, j,
                 v->members[j].path, how);
@@ -223,11 +231,13 @@ plan_json (const struct reshape *rs, const struct volume *v, bool moves)
 }
 
 /* The config names what is under way: the joining members, or the one
- * leaving.
+ * leaving.  !write: only checked (the rewritten config loads), before
+ * anything is written.
  */
 static int
 rewrite_config_start (struct reshape *rs, struct volume *v,
-                      const struct reshape_params *p, char *why, size_t len)
+                      const struct reshape_params *p, bool write, char *why,
+                      size_t len)
 {
   struct stripe_config cfg;
   char *members[LAYOUT_MAX_MEMBERS];
@@ -240,7 +250,7 @@ rewrite_config_start (struct reshape *rs, struct volume *v,
   }
   for (unsigned i = 0; i < v->nr_members; ++i)
     members[i] = v->members[i].path;
-  r = config_rewrite_members (
+  r = (write ? config_rewrite_members : config_check_members) (
     rs->config,
     &(struct config_members){ v->nr_members, members,
                               p->kind == RESHAPE_GROW ? p->nr_new : 0,
@@ -337,8 +347,20 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
   uint64_t bad, need;
   bool moves;
 
-  if (p->kind == RESHAPE_GROW && open_new (v, p, nm, opened, why, len) == -1)
-    return -1;
+  if (p->kind == RESHAPE_GROW) {
+    struct stripe_config cfg;
+    char err[512];
+    int r;
+
+    if (config_load (p->config, &cfg, err, sizeof err) == -1) {
+      snprintf (why, len, "%s", err);
+      return -1;
+    }
+    r = open_new (v, p, &cfg, nm, opened, why, len);
+    config_free (&cfg);
+    if (r == -1)
+      return -1;
+  }
   if (plan_layout (rs, v, p, nm, why, len) == -1)
     return -1;
   if (p->kind == RESHAPE_SHRINK && !p->dry_run
@@ -365,13 +387,20 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
               bad, rs->journal_cap);
     return -1;
   }
+  /* The config rewrite checked too: it refuses what the next serve
+   * would, and NEW's header is cleared next.
+   */
+  if (p->kind != RESHAPE_SIZE
+      && rewrite_config_start (rs, v, p, false, why, len) == -1)
+    return -1;
   if (result)
     *result = plan_json (rs, v, moves);
   if (p->dry_run)
     return 0;
   if (p->kind == RESHAPE_GROW && clear_new (nm, p->nr_new, why, len) == -1)
     return -1;
-  if (p->kind != RESHAPE_SIZE && rewrite_config_start (rs, v, p, why, len) == -1)
+  if (p->kind != RESHAPE_SIZE
+      && rewrite_config_start (rs, v, p, true, why, len) == -1)
     return -1;
   if (p->kind == RESHAPE_GROW && add_members (v, nm, p->nr_new, why, len) == -1)
     return -1;

@@ -93,7 +93,8 @@ else
 fi
 refused shrink.data "holds data at $((16 * M)), beyond the size it would have" \
   d_ns shrink "$RP_CONF" 1 --size $((16 * M))
-refused grow.member "and member 1 (" d_ns grow "$RP_CONF" "$D_TMP/m1"
+refused grow.member "NEW $D_TMP/m1 is member 1 already" \
+  d_ns grow "$RP_CONF" "$D_TMP/m1"
 refused grow.small "it needs the data offset" d_ns grow "$RP_CONF" "$D_TMP/m3"
 # m3 grown, holding another volume's header.
 truncate -s "$size" "$D_TMP/m3"
