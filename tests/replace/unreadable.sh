@@ -164,37 +164,7 @@ rp_member_cmp "NEW's data" "$D_TMP/new2" "$D_TMP/m1.want" "$RP_DO" $((size - RP_
 lost_check ()
 {
   local label=$1 ranges=$2 rc=0
-  "$RP_PY" - "$RP_URI" "$D_TMP/pattern" "$ranges" <<'PY' || rc=$?
-import errno, sys, nbd
-uri, pattern, ranges = sys.argv[1], sys.argv[2], sys.argv[3]
-want = open(pattern, "rb").read()
-lost = [tuple(map(int, l.split())) for l in ranges.splitlines() if l.strip()]
-h = nbd.NBD()
-h.connect_uri(uri)
-bad = 0
-for off, ln in lost:
-    for at in range(off, off + ln, 4096):
-        try:
-            h.pread(4096, at)
-            print("read at %d of a lost range succeeded" % at)
-            bad += 1
-        except nbd.Error as e:
-            if e.errnum != errno.EIO:
-                print("read at %d: %s, not EIO" % (at, e))
-                bad += 1
-# Everything else, in pieces between the lost ranges.
-edges = sorted(lost) + [(len(want), 0)]
-pos = 0
-for off, ln in edges:
-    while pos < off:
-        n = min(1 << 20, off - pos)
-        if h.pread(n, pos) != want[pos:pos + n]:
-            print("bytes at %d differ from the data written" % pos)
-            bad += 1
-        pos += n
-    pos = max(pos, off + ln)
-sys.exit(1 if bad else 0)
-PY
+  "$RP_PY" "$RP_LIB/lost_read.py" "$RP_URI" "$D_TMP/pattern" "$ranges" || rc=$?
   [[ $rc -eq 0 ]] &&
     d_ok "$label: lost ranges fail with EIO, everything else reads back" ||
     d_bad "$label: the volume does not read as it should (above)"
