@@ -430,14 +430,18 @@ write_headers (const struct meta_ops *ops, void *array,
         == -1)
       goto out;
   }
-  if (ops->create_final)
+  if (ops->create_final) {
+    uint32_t roster = 0;
+    for (unsigned i = 0; i < n; ++i)
+      roster ^= meta_roster (member_uuid[i]);
     for (unsigned i = 0; i < n; ++i) {
-      ops->create_final (buf[i]);
+      ops->create_final (buf[i], roster);
       if (write_one (t, i, buf[i], "created", cfg) == -1) {
         restore (t, n);
         goto out;
       }
     }
+  }
   r = 0;
 out:
   free (buf);

@@ -50,7 +50,9 @@
  *              "generations" below
  *  1232     4  lost: how many ranges the lost-range list holds (at most
  *              HEADER_LOST_MAX)
- *  1236     4  reserved, zero
+ *  1236     4  roster: the XOR, over the members of the volume this
+ *              header's update was written for, of the CRC32C of each
+ *              one's member UUID (0: not recorded); see "generations"
  *  1240  2816  the lost-range list: HEADER_LOST_MAX x (u64 offset, u64
  *              length), logical bytes of the volume whose data is gone
  *              (a copy could not read them); sorted, neither overlapping
@@ -59,7 +61,7 @@
  *  4056    36  reserved, zero
  *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
  *
- * A header that uses none of behind, the lost-range list and
+ * A header that uses none of behind, roster, the lost-range list and
  * HEADER_FLAG_CREATING is byte for byte what nbdstripe wrote before they
  * existed, and older versions still read it; one that does is refused by
  * them ("reserved" or "flags"), which is as well.
@@ -76,7 +78,12 @@
  * acknowledged.  So assembly takes the newest header for the volume and
  * accepts a member one generation behind unless the newest header says
  * that member is behind (the behind bitmap); two or more behind, it
- * missed an update that completed, and is stale.
+ * missed an update that completed, and is stale.  The roster tells a
+ * member a crash left one behind from a device one update behind that
+ * the volume no longer has (the copy a replace did not switch to, the
+ * member it switched from): the members assembled must be the ones the
+ * newest header's update was written for, else no member behind it is
+ * taken.
  */
 #ifndef NBDSTRIPE_HEADER_H
 #define NBDSTRIPE_HEADER_H
@@ -143,6 +150,7 @@ struct header {
   } reshape;
   uint64_t behind; /* bit k: member k missed this generation */
   uint32_t nr_lost;
+  uint32_t roster; /* XOR of the members' UUIDs' CRC32C; 0: none */
   struct header_range {
     uint64_t offset, length;
   } lost[HEADER_LOST_MAX];

@@ -64,6 +64,8 @@ struct meta_member {
   bool creating;              /* written by a create that may not have
                                * finished (header.h) */
   uint64_t behind;            /* bit k: slot k missed this generation */
+  uint32_t roster;            /* the members its update was written for
+                               * (meta_roster; 0: not recorded) */
   void *rec;                  /* the format's decoded record (heap) */
 };
 
@@ -168,9 +170,9 @@ struct meta_ops {
    * created" has create write that on every member first, then this:
    * a crash in between leaves members that a new create may overwrite
    * (meta_unfinished_create), and assembly names the create that did not
-   * finish.
+   * finish.  roster: the XOR of every member's meta_roster.
    */
-  void (*create_final) (uint8_t *area);
+  void (*create_final) (uint8_t *area, uint32_t roster);
   /* What reading back a member's first META_AREA bytes shows: the member
    * UUID create_member wrote (false: no record of this format there).
    */
@@ -255,6 +257,11 @@ struct meta {
    * member one generation behind is told from one a crash left there.
    */
   uint64_t behind;
+  /* The members the last update was written for (meta_roster), written
+   * with every record: assembly takes a member one generation behind only
+   * if the members it assembles are those (header.h, generations).
+   */
+  uint32_t roster;
   struct lost lost; /* the volume's lost ranges, as the records say */
   void *state;      /* the format's */
 };
@@ -436,6 +443,12 @@ extern void meta_random_uuid (uint8_t uuid[16]);
  */
 extern bool meta_unfinished_create (const uint8_t *buf, size_t n,
                                     const char *name);
+
+/* A member's share of a roster: rosters are the XOR of their members'
+ * shares, whatever their order.  Never 0 for a whole roster in practice;
+ * 0 means none recorded.
+ */
+extern uint32_t meta_roster (const uint8_t member_uuid[16]);
 
 /* Whether buf (NEW's first n bytes) holds a copy of member index that
  * a replace onto NEW left, cut short before the volume switched to it or

@@ -195,7 +195,11 @@ check_member (struct run *r, unsigned i)
  * its writes leaves exactly that) and the newest record does not say
  * the member is behind (it dropped out, the update was made without it).
  * Such a member holds everything the volume acknowledged; the next
- * update brings its record up to date.  Member stale_ok may be behind
+ * update brings its record up to date.  Only if the members assembled
+ * are those the newest record's update was written for (its roster):
+ * else a member behind may be a device the volume went on without (the
+ * copy a replace did not switch to, the member it switched from), and
+ * none is taken.  Member stale_ok may be behind
  * (accept), and the others then only noted: they are taken back one at
  * a time.  *events_of: stale_ok's generation.
  */
@@ -205,6 +209,17 @@ check_generation (struct run *r, uint64_t *events_of)
   const struct meta_member *ref = &r->mm[r->a->ref];
   uint64_t newest = ref->events;
   bool margin = r->ops->records_dropouts;
+  uint32_t roster = 0;
+
+  for (unsigned i = 0; i < r->n; ++i)
+    if (r->p[i].readable && same_array (r, i, r->a->ref))
+      roster ^= meta_roster (r->mm[i].member_uuid);
+  if (ref->roster != 0 && roster != ref->roster) {
+    stripe_debug ("the members are not those generation %" PRIu64
+                  " was written for: none behind it is taken",
+                  newest);
+    margin = false;
+  }
 
   if (r->stale_ok < r->n && events_of)
     *events_of = r->p[r->stale_ok].readable ? r->mm[r->stale_ok].events : 0;

@@ -40,6 +40,7 @@
 #define OFF_NEW_SIZES (OFF_JOURNAL_CRC + 8)
 #define OFF_BEHIND (OFF_NEW_SIZES + 8 * LAYOUT_MAX_MEMBERS)
 #define OFF_NR_LOST (OFF_BEHIND + 8)
+#define OFF_ROSTER (OFF_NR_LOST + 4)
 #define OFF_LOST (OFF_NR_LOST + 8)
 #define OFF_RESERVED (OFF_LOST + 16 * HEADER_LOST_MAX)
 #define OFF_CRC (HEADER_SIZE - 4)
@@ -180,6 +181,7 @@ header_encode (const struct header *sb, uint8_t *buf)
   if (sb->version != HEADER_VERSION_1) {
     put_le64 (buf + OFF_BEHIND, sb->behind);
     put_le32 (buf + OFF_NR_LOST, sb->nr_lost);
+    put_le32 (buf + OFF_ROSTER, sb->roster);
     for (unsigned i = 0; i < sb->nr_lost && i < HEADER_LOST_MAX; ++i) {
       put_le64 (buf + OFF_LOST + 16 * i, sb->lost[i].offset);
       put_le64 (buf + OFF_LOST + 16 * i + 8, sb->lost[i].length);
@@ -323,6 +325,7 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
   if (version != HEADER_VERSION_1) {
     sb->behind = get_le64 (buf + OFF_BEHIND);
     sb->nr_lost = get_le32 (buf + OFF_NR_LOST);
+    sb->roster = get_le32 (buf + OFF_ROSTER);
     for (unsigned i = 0; i < sb->nr_lost && i < HEADER_LOST_MAX; ++i) {
       sb->lost[i].offset = get_le64 (buf + OFF_LOST + 16 * i);
       sb->lost[i].length = get_le64 (buf + OFF_LOST + 16 * i + 8);
@@ -389,7 +392,6 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
     else if (!bad
              && (!all_zero (buf + OFF_RESHAPE_FLAGS + 4, 4)
                  || !all_zero (buf + OFF_JOURNAL_CRC + 4, 4)
-                 || !all_zero (buf + OFF_NR_LOST + 4, 4)
                  || !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED)))
       bad = "reserved";
   }

@@ -320,6 +320,13 @@ meta_update (struct meta *m, struct member *const *devs, const char *what,
   pthread_mutex_lock (&m->update_lock);
   pthread_mutex_lock (&m->lock);
   events = ++m->events;
+  /* The members this update is written for: those written, and those
+   * it is made without because they dropped out (behind).
+   */
+  m->roster = 0;
+  for (unsigned i = 0; i < m->nr; ++i)
+    if ((devs[i] != NULL || (m->behind >> i & 1)) && !m->members[i].removed)
+      m->roster ^= meta_roster (m->members[i].uuid);
   pthread_mutex_unlock (&m->lock);
   if (meta_debug_log)
     stripe_notice ("meta: update '%s': generation %" PRIu64, what, events);
@@ -425,6 +432,12 @@ meta_unfinished_copy (const uint8_t *buf, size_t n, const uint8_t *member,
          && !(a.flags & (HEADER_FLAG_REPLACED | HEADER_FLAG_REMOVED
                          | HEADER_FLAG_CREATING))
          && !(b.flags & (HEADER_FLAG_REPLACED | HEADER_FLAG_REMOVED));
+}
+
+uint32_t
+meta_roster (const uint8_t member_uuid[16])
+{
+  return crc32c (0, member_uuid, 16);
 }
 
 bool

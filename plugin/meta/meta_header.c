@@ -128,6 +128,7 @@ header_load (struct member *d, struct meta_member *mm, char *why, size_t len)
   mm->replaced = hdr->flags & HEADER_FLAG_REPLACED;
   mm->creating = hdr->flags & HEADER_FLAG_CREATING;
   mm->behind = hdr->behind;
+  mm->roster = hdr->roster;
   mm->events = hdr->events;
   mm->data_offset = hdr->data_offset;
   mm->data_size = hdr->member_index < LAYOUT_MAX_MEMBERS
@@ -393,13 +394,14 @@ header_create_member (void *array, unsigned i, uint64_t member_size,
 }
 
 static void
-header_create_final (uint8_t *area)
+header_create_final (uint8_t *area, uint32_t roster)
 {
   struct header h;
 
   if (header_decode (area, HEADER_SIZE, &h, NULL) != HEADER_OK)
     return;
   h.flags &= ~HEADER_FLAG_CREATING;
+  h.roster = roster;
   header_encode (&h, area);
 }
 
@@ -492,6 +494,7 @@ header_write (struct meta *m, unsigned i, struct member *d,
   for (unsigned j = 0; j < m->nr; ++j)
     if ((m->behind >> j & 1) && !m->members[j].removed)
       hdr.behind |= UINT64_C (1) << (m->reshape.active ? j : m->slot[j]);
+  hdr.roster = m->roster;
   hdr.nr_lost = m->lost.nr;
   memcpy (hdr.lost, m->lost.r, m->lost.nr * sizeof hdr.lost[0]);
   pthread_mutex_unlock (&m->lock);

@@ -420,6 +420,45 @@ header_member_one_behind_and_marked_behind_is_stale (void **state)
   assert_not_logged ("member 0 (mem:a)");
 }
 
+/* The newest records name the members they were written for (roster):
+ * one behind them that is another device -- the copy a replace left
+ * when the volume went on without it -- is stale, while the members
+ * they were written for, one behind after a crash, are taken.
+ */
+static void
+header_member_one_behind_not_in_the_newest_roster_is_stale (void **state)
+{
+  uint32_t roster = 0;
+  uint8_t other[16];
+
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  memset (other, 0x5a, sizeof other);
+  for (unsigned i = 0; i < 3; ++i)
+    roster ^= meta_roster (i == 1 ? other : vol.hdr[i].member_uuid);
+  for (unsigned i = 0; i < 3; ++i) {
+    vol.hdr[i].roster = roster;
+    write_meta (i);
+  }
+  vol.hdr[1].events = EVENTS - 1;
+  write_meta (1);
+  assert_int_equal (assemble_these ("a b c", NULL), -1);
+  assert_error_logged ("member 1 (mem:b)", "stale",
+                       "at generation 4, the volume is at 5");
+
+  /* The same, the roster naming b itself: a crash cut the update. */
+  roster = 0;
+  for (unsigned i = 0; i < 3; ++i)
+    roster ^= meta_roster (vol.hdr[i].member_uuid);
+  for (unsigned i = 0; i < 3; ++i) {
+    vol.hdr[i].roster = roster;
+    write_meta (i);
+  }
+  log_capture_clear ();
+  assert_int_equal (assemble_these ("a b c", NULL), 0);
+  assert_int_equal (asm_.events, EVENTS);
+}
+
 /* The newest record speaks, wherever it is: one member ahead of the
  * others by one is the first member an update reached (its index is
  * the highest: meta_update writes down from there).
@@ -1192,6 +1231,7 @@ main (int argc, char **argv)
     fixture_test (
       header_member_one_generation_behind_is_an_update_cut_short),
     fixture_test (header_member_one_behind_and_marked_behind_is_stale),
+    fixture_test (header_member_one_behind_not_in_the_newest_roster_is_stale),
     fixture_test (header_one_member_one_ahead_speaks_for_the_volume),
     fixture_test (header_members_two_behind_one_newer_member_are_all_stale),
     fixture_test (header_two_names_for_one_device_are_refused),

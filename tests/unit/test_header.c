@@ -845,8 +845,8 @@ header_rejects_any_nonzero_reserved_byte (void **state)
   (void) state;
   plain_header (&sb);
   for (unsigned i = 672; i < 4092; ++i) {
-    if (i >= 1224 && i < 1236)
-      continue; /* behind and the lost-range count: fields of their own */
+    if (i >= 1224 && i < 1240)
+      continue; /* behind, the lost-range count, the roster: fields */
     if (i >= 1240 && i < 4056)
       continue; /* the lost ranges: "lost" when nonzero past the count */
     header_encode (&sb, buf);
@@ -947,7 +947,7 @@ header_reshape_rejects_any_nonzero_reserved_byte (void **state)
     reseal (buf);
     expect_field_error (buf, "reserved");
   }
-  for (unsigned i = 1236; i < 4092; ++i) {
+  for (unsigned i = 1240; i < 4092; ++i) {
     if (i >= 1240 && i < 4056)
       continue;
     header_encode (&sb, buf);
@@ -971,15 +971,18 @@ header_behind_and_lost_ranges_read_back_where_header_h_says (void **state)
   sb.nr_lost = 2;
   sb.lost[0] = (struct header_range){ 4096, 512 };
   sb.lost[1] = (struct header_range){ 1048576, 131072 };
+  sb.roster = 0xdeadbeef;
   header_encode (&sb, buf);
   assert_int_equal (le64_get (buf + 1224), 5);
   assert_int_equal (le32_get (buf + 1232), 2);
+  assert_int_equal (le32_get (buf + 1236), 0xdeadbeef);
   assert_int_equal (le64_get (buf + 1240), 4096);
   assert_int_equal (le64_get (buf + 1248), 512);
   assert_int_equal (le64_get (buf + 1256), 1048576);
   assert_int_equal (le64_get (buf + 1264), 131072);
   assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
   assert_int_equal (back.behind, 5);
+  assert_int_equal (back.roster, 0xdeadbeef);
   assert_int_equal (back.nr_lost, 2);
   assert_int_equal (back.lost[1].offset, 1048576);
   assert_int_equal (back.lost[1].length, 131072);
