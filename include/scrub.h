@@ -51,6 +51,7 @@
 
 struct volume;
 struct json_object;
+struct jobs_running;
 
 /* What a scrub reads a second at most unless told otherwise (the
  * command's --rate, the control socket's "rate").
@@ -61,9 +62,16 @@ struct scrub_params {
   uint64_t rate; /* bytes a second in all, 0: as fast as it goes */
 };
 
-/* Start a scrub.  Refused (-1, why) when one runs already. */
+/* Start a scrub.  Refused (-1, why) where jobs.h's table says so: one
+ * runs already.
+ */
 extern int scrub_start (struct volume *v, const struct scrub_params *p,
                         char *why, size_t len);
+
+/* The scrub under way, added to r (jobs.h); takes v->scrub_lock, never
+ * with the volume's mover_lock held.
+ */
+extern void scrub_jobs (struct volume *v, struct jobs_running *r);
 
 /* Ask the running scrub to stop (at its next read). */
 extern int scrub_cancel (struct volume *v, char *why, size_t len);

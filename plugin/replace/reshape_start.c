@@ -393,7 +393,10 @@ reshape_start (struct volume *v, const struct reshape_params *p,
 
   if (result)
     *result = NULL;
-  if (check_can (v, p, why, len) == -1 || mover_reserve (v, why, len) == -1)
+  /* The job under way named first (jobs.h), before what it implies. */
+  if (volume_job_may_start (v, reshape_job_kind (p->kind), why, len) == -1
+      || check_can (v, p, why, len) == -1
+      || mover_reserve (v, reshape_job_kind (p->kind), why, len) == -1)
     return -1;
   rs = calloc (1, sizeof *rs);
   if (rs == NULL || (rs->config = strdup (p->config)) == NULL) {
