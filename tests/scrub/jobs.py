@@ -166,6 +166,16 @@ class Writer:
             first = next(i for i in range(lim) if got[i] != self.model[i])
             bad("%s: the volume differs from the model at %d" % (label, first))
 
+    def reconnect(self, size):
+        """The volume's new size is seen by a new connection (NBD has no
+        resize notice)."""
+        self.h.shutdown()
+        self.h = nbd.NBD()
+        self.h.connect_uri(uri)
+        self.size = size
+        # The room a grow adds reads as zeros.
+        self.model += bytes(max(0, size - len(self.model)))
+
     def close(self):
         self.h.shutdown()
 
@@ -222,21 +232,57 @@ def scrub_finds(label, views, writer, lim=None):
     return sc
 
 
+def slow_scrub(label):
+    a = ask({"op": "scrub", "rate": 4 * M})
+    if not a.get("ok"):
+        bad("%s: a slow scrub refused: %s" % (label, a))
+        raise SystemExit(1)
+
+
+def cancel_scrub(label):
+    """The slow scrub, still running (the job beside it did not end it),
+    cancelled."""
+    if status()["scrub"]["state"] == "running":
+        ok("%s: the scrub was running all along" % label)
+    else:
+        bad("%s: the scrub ended meanwhile" % label)
+    ask({"op": "scrub_cancel"})
+    until(label + ": the scrub cancelled",
+          lambda s: s["scrub"]["state"] == "cancelled")
+
+
+def start(req, label):
+    a = ask(req)
+    if not a.get("ok"):
+        bad("%s: refused: %s" % (label, a))
+        raise SystemExit(1)
+    return a
+
+
+def ended_done(key, label):
+    st = run_to_end(key)
+    if st["state"] == "done":
+        ok("%s: done" % label)
+    else:
+        bad("%s: ended %s: %s" % (label, st["state"], st.get("error")))
+        raise SystemExit(1)
+
+
 def main():
-    old3, new4 = [0, 1, 2], [0, 1, 2, 3]
+    three, four = [0, 1, 2], [0, 1, 2, 3]
     vol3 = 3 * DATA
     w = Writer(vol3)
 
-    # ---- 1. a grow 3 -> 4 held half-way: a scrub maps through both
-    # layouts; every other job refused, naming the grow.
-    a = ask({"op": "reshape", "kind": "grow", "new": [os.environ["M3"]],
-             "rate": 1 << 30})
-    if not a.get("ok"):
-        bad("grow did not start: %s" % a)
-        return
-    g = hold("reshape", "advanced", int(os.environ.get("GROW_AT", "2")))
+    # ---- 1. a grow 3 -> 4 started beside a slow scrub, held half-way:
+    # every other job refused, naming the grow; a scrub maps through both
+    # layouts.
+    slow_scrub("grow")
+    start({"op": "reshape", "kind": "grow", "new": [os.environ["M3"]],
+           "rate": 1 << 30}, "a grow beside a scrub")
+    g = hold("reshape", "advanced", 2)
     wm = g["bytes_copied"]
-    ok("grow held half-way: position %d of %d" % (wm, vol3))
+    ok("a grow started beside a scrub, held half-way: position %d of %d"
+       % (wm, vol3))
     words = "a grow is under way (3 -> 4 members, %d%% done)" \
         % (wm * 100 // vol3)
     expect_refused({"op": "reshape", "kind": "grow",
@@ -250,82 +296,130 @@ def main():
     expect_refused({"op": "replace", "member": 2,
                     "new": os.path.join(tmp, "new2")},
                    "replace refused: " + words, "a replace")
-    if not os.environ.get("GROW_ONLY"):
-        scrub_finds("scrub during a grow", [
-            (new4, vol3, lambda l: l < wm),
-            (old3, vol3, lambda l: l >= wm)], w)
-    else:
-        scrub_finds("scrub during a grow", [], w)
-    w.check("the grow held, after the scrub")
-    st = run_to_end("reshape")
-    if st["state"] != "done":
-        bad("the grow ended %s: %s" % (st["state"], st.get("error")))
-        return
-    ok("the grow went on to its end")
-    w.write(40)
-    w.check("after the grow")
-    vol4 = 4 * DATA
-
-    # ---- 2. a slow scrub first: a replace, then a shrink run to their
-    # end beside it; a second scrub refused, naming the first.
-    a = ask({"op": "scrub", "rate": 4 * M})
-    if not a.get("ok"):
-        bad("slow scrub refused: %s" % a)
-        return
     expect_refused({"op": "scrub"}, "scrub refused: a scrub is under way (",
                    "a second scrub")
-    a = ask({"op": "replace", "member": 0,
-             "new": os.path.join(tmp, "new0"), "rate": 1 << 30})
-    if not a.get("ok"):
-        bad("replace during a scrub refused: %s" % a)
-        return
+    w.write(40)
+    cancel_scrub("a grow beside a scrub")
+    scrub_finds("scrub during a grow", [
+        (four, vol3, lambda l: l < wm),
+        (three, vol3, lambda l: l >= wm)], w)
+    w.check("the grow held, after the scrub")
+    ended_done("reshape", "the grow")
+    w.write(40)
+    w.check("after the grow")
+
+    # ---- 2. a replace (onto a bigger device) and a grow --size beside
+    # scrubs, a shrink 4 -> 3 started beside one and held half-way: a
+    # scrub maps through both layouts, backward.
+    slow_scrub("replace")
+    start({"op": "replace", "member": 0, "new": os.path.join(tmp, "new0"),
+           "rate": 1 << 30}, "a replace beside a scrub")
     hold("replace", "advanced", 1)
     w.write(40)
-    st = run_to_end("replace")
-    w.check("a replace during a scrub (%s)" % st["state"])
-    if st["state"] == "done" \
-            and status()["scrub"]["state"] == "running":
-        ok("a replace ran to its end while the scrub ran")
-    else:
-        bad("replace during a scrub: %s, scrub %s"
-            % (st["state"], status()["scrub"]["state"]))
-    a = ask({"op": "reshape", "kind": "shrink", "member": 3, "size": vol3,
-             "force": True, "rate": 1 << 30})
-    if not a.get("ok"):
-        bad("shrink during a scrub refused: %s" % a)
-        return
-    hold("reshape", "advanced", 1)
+    ended_done("replace", "a replace beside a scrub")
+    cancel_scrub("a replace beside a scrub")
+    w.check("after a replace beside a scrub")
+    start({"op": "reshape", "kind": "size", "rate": 1 << 30}, "grow --size")
+    hold("reshape", "published")
+    slow_scrub("grow --size")
+    w.write(40)
+    ended_done("reshape", "a grow --size with a scrub started beside it")
+    vol_size = status()["reshape"]["size_to"]
+    w.check("after a grow --size (%d bytes) beside a scrub" % vol_size)
+    # The size the shrink gives the volume, from its plan.
+    plan = start({"op": "reshape", "kind": "shrink", "member": 3,
+                  "size": 1, "force": True, "dry_run": True},
+                 "shrink --dry-run")["plan"]
+    small = plan["size_to"]
+    start({"op": "reshape", "kind": "shrink", "member": 3, "size": small,
+           "force": True, "rate": 1 << 30}, "a shrink beside a scrub")
+    g = hold("reshape", "advanced", 1)
+    wm = g["bytes_copied"]
+    ok("a shrink started beside a scrub, held half-way: %d of %d bytes "
+       "moved from the end" % (wm, small))
+    expect_refused({"op": "replace", "member": 1,
+                    "new": os.path.join(tmp, "new2")},
+                   "replace refused: a shrink is under way (4 -> 3 members, "
+                   "%d%% done)" % (wm * 100 // small), "a replace")
     w.write(40, vol3)
-    st = run_to_end("reshape")
-    w.size = vol3
-    w.check("a shrink during a scrub (%s)" % st["state"])
-    sc = status()["scrub"]
-    if st["state"] == "done" and sc["state"] == "running":
-        ok("a shrink ran to its end while the scrub ran")
-    else:
-        bad("shrink during a scrub: %s, scrub %s" % (st["state"], sc["state"]))
-    ask({"op": "scrub_cancel"})
-    until("the slow scrub cancelled",
-          lambda s: s["scrub"]["state"] == "cancelled")
+    cancel_scrub("a shrink beside a scrub")
+    scrub_finds("scrub during a shrink", [
+        (three, small, lambda l: l >= small - wm),
+        (four, small, lambda l: l < small - wm)], w, vol3)
+    w.check("the shrink held, after the scrub")
+    ended_done("reshape", "the shrink")
+    w.check("after the shrink")
 
     # ---- 3. a replace held half-way: a scrub maps through the volume's
     # layout (the replace moves no byte of it).
-    a = ask({"op": "replace", "member": 2, "new": os.path.join(tmp, "new2"),
-             "rate": 1 << 30})
-    if not a.get("ok"):
-        bad("replace did not start: %s" % a)
-        return
+    start({"op": "replace", "member": 2, "new": os.path.join(tmp, "new2"),
+           "rate": 1 << 30}, "a replace")
     hold("replace", "advanced", 1)
-    scrub_finds("scrub during a replace", [(old3, vol3, lambda l: True)], w)
-    st = run_to_end("replace")
-    w.check("after a replace with a scrub beside it (%s)" % st["state"])
-    if st["state"] != "done":
-        bad("the replace ended %s: %s" % (st["state"], st.get("error")))
+    scrub_finds("scrub during a replace", [(three, small, lambda l: True)], w)
+    ended_done("replace", "a replace with a scrub beside it")
+    w.check("after a replace with a scrub beside it")
+    w.close()
+
+
+def main_spare():
+    """The automatic replace onto a spare (on_failing = "replace"),
+    refused during a grow, then beside scrubs."""
+    two, three = [0, 1], [0, 1, 2]
+    vol2, vol3 = 2 * DATA, 3 * DATA
+    w = Writer(vol2)
+
+    # ---- 1. a grow 2 -> 3 held half-way; a scrub maps through both
+    # layouts and makes member 1 failing: its replace onto the spare
+    # waits, refused, naming the grow.
+    start({"op": "reshape", "kind": "grow", "new": [os.environ["M2"]],
+           "rate": 1 << 30}, "a grow")
+    g = hold("reshape", "advanced", 1)
+    wm = g["bytes_copied"]
+    ok("a grow held half-way: position %d of %d" % (wm, vol2))
+    scrub_finds("scrub during a grow", [
+        (three, vol2, lambda l: l < wm),
+        (two, vol2, lambda l: l >= wm)], w)
+    words = ("replace onto a spare refused: a grow is under way (2 -> 3 "
+             "members, %d%% done)" % (wm * 100 // vol2))
+    st = until("on_failing waits for the grow",
+               lambda s: (s.get("on_failing") or {}).get("last")
+               and s["on_failing"]["last"].get("state") == "waiting"
+               and words in (s["on_failing"]["last"].get("reason") or ""))
+    ok("member 1 failing: its replace onto the spare waits: %s"
+       % st["on_failing"]["last"]["reason"])
+
+    # ---- 2. a slow scrub; the grow ends and the replace onto the spare
+    # starts beside the scrub, held half-way: the others refused naming
+    # it; a scrub maps through the volume's layout meanwhile.
+    slow_scrub("spare")
+    ended_done("reshape", "the grow")
+    w.reconnect(vol3)
+    # Held before its first window (one without a rate reads the next
+    # ahead, which a client write would wait for while it is held).
+    r = hold("replace", "drained", 1)
+    if r.get("automatic") is True and r.get("member") == 1:
+        ok("the replace of member 1 onto the spare started beside a scrub")
+    else:
+        bad("not the replace onto the spare: %s" % json.dumps(r)[:400])
+    spare = "a replace of member 1 onto a spare is under way ("
+    expect_refused({"op": "replace", "member": 0,
+                    "new": os.path.join(tmp, "new0")},
+                   "replace refused: " + spare, "a replace")
+    expect_refused({"op": "reshape", "kind": "size"},
+                   "grow --size refused: " + spare, "a grow --size")
+    expect_refused({"op": "scrub"}, "scrub refused: a scrub is under way (",
+                   "a second scrub")
+    w.write(40)
+    cancel_scrub("the replace onto a spare beside a scrub")
+    scrub_finds("scrub during the replace onto a spare",
+                [(three, vol3, lambda l: True)], w)
+    ended_done("replace", "the replace onto the spare")
+    w.check("after the replace onto the spare")
     w.close()
 
 
 try:
-    main()
+    main_spare() if os.environ.get("JOBS_SPARE") else main()
 except SystemExit:
     pass
 sys.exit(1 if problems else 0)
