@@ -32,10 +32,10 @@
 
 enum job_kind {
   JOB_REPLACE,
-  JOB_SPARE,   /* the automatic replace onto a spare */
+  JOB_SPARE, /* the automatic replace onto a spare */
   JOB_GROW,
   JOB_SHRINK,
-  JOB_SIZE,    /* grow --size max */
+  JOB_SIZE, /* grow --size max */
   JOB_SCRUB,
   JOB_KINDS
 };

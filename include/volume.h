@@ -292,7 +292,7 @@ extern void volume_mover_jobs (struct volume *v, struct jobs_running *r);
  * start path asks again where it reserves.
  */
 extern int volume_job_may_start (struct volume *v, enum job_kind kind,
-                                  char *why, size_t len);
+                                 char *why, size_t len);
 extern void volume_mover_unreserve (struct volume *v);
 extern void volume_mover_publish (struct volume *v, struct volume_mover *vm);
 extern void volume_mover_withdraw (struct volume *v);

@@ -121,14 +121,12 @@ slot_jobs (struct volume *v, struct volume_mover *skip, bool strict,
   char what[128], detail[256] = "";
 
   if (v->mover_starting) {
-    snprintf (what, sizeof what, "a %s",
-              job_name (v->mover_starting_kind));
+    snprintf (what, sizeof what, "a %s", job_name (v->mover_starting_kind));
     jobs_add (r, v->mover_starting_kind, false, what, "being started");
   }
   else if (cur != NULL && cur != skip
            && (strict || atomic_load (&cur->stays) || !cur->ended (cur))) {
-    bool paused = cur->describe
-                    && cur->describe (cur, detail, sizeof detail);
+    bool paused = cur->describe && cur->describe (cur, detail, sizeof detail);
     jobs_add (r, cur->kind, paused, cur->what, detail);
   }
 }

@@ -8,6 +8,8 @@
 
 #include "jobs.h"
 
+/* Tables, laid out as tables. */
+/* clang-format off */
 static const char *const names[JOB_KINDS] = {
   [JOB_REPLACE] = "replace",
   [JOB_SPARE]   = "replace onto a spare",
@@ -25,15 +27,16 @@ static const char *const names[JOB_KINDS] = {
 #define N 0
 static const unsigned char may[JOB_KINDS][JOB_KINDS] = {
   /* running \ starting: replace spare grow shrink size scrub */
-  [JOB_REPLACE] = { N, N, N, N, N, Y },
-  [JOB_SPARE]   = { N, N, N, N, N, Y },
-  [JOB_GROW]    = { N, N, N, N, N, Y },
-  [JOB_SHRINK]  = { N, N, N, N, N, Y },
-  [JOB_SIZE]    = { N, N, N, N, N, Y },
-  [JOB_SCRUB]   = { Y, Y, Y, Y, Y, N },
+  [JOB_REPLACE] = {        N,    N,   N,     N,   N,    Y },
+  [JOB_SPARE]   = {        N,    N,   N,     N,   N,    Y },
+  [JOB_GROW]    = {        N,    N,   N,     N,   N,    Y },
+  [JOB_SHRINK]  = {        N,    N,   N,     N,   N,    Y },
+  [JOB_SIZE]    = {        N,    N,   N,     N,   N,    Y },
+  [JOB_SCRUB]   = {        Y,    Y,   Y,     Y,   Y,    N },
 };
 #undef Y
 #undef N
+/* clang-format on */
 
 const char *
 job_name (enum job_kind kind)
@@ -44,8 +47,7 @@ job_name (enum job_kind kind)
 bool
 job_may_overlap (enum job_kind running, enum job_kind starting)
 {
-  return running < JOB_KINDS && starting < JOB_KINDS
-         && may[running][starting];
+  return running < JOB_KINDS && starting < JOB_KINDS && may[running][starting];
 }
 
 int

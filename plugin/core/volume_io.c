@@ -889,8 +889,9 @@ volume_member_logical (struct volume *v, unsigned i, uint64_t rel,
 {
   unsigned k = gate_enter (v);
   struct volume_mover *vm = atomic_load (&v->mover);
-  bool found = vm && vm->locate ? vm->locate (vm, v, i, rel, logical)
-                                : volume_view_unmap (&v->view, i, rel, logical);
+  bool found = vm && vm->locate
+                 ? vm->locate (vm, v, i, rel, logical)
+                 : volume_view_unmap (&v->view, i, rel, logical);
 
   gate_leave (v, k);
   return found;

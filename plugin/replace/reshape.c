@@ -211,8 +211,7 @@ reshape_describe (struct mover *mv, char *detail, size_t len)
   pthread_mutex_unlock (&mv->lock);
   snprintf (detail, len, "%u -> %u members, %" PRIu64 "%% done%s%s%s",
             rs->from.nr_members, rs->to.nr_members,
-            total ? done * 100 / total : 100,
-            paused ? "; 'nbdstripe " : "",
+            total ? done * 100 / total : 100, paused ? "; 'nbdstripe " : "",
             paused ? (rs->kind == RESHAPE_SHRINK ? "shrink" : "grow") : "",
             paused ? " --wait VOLUME' goes on" : "");
   return paused;

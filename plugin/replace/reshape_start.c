@@ -377,8 +377,8 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
    * again mid-grow has it (volume.c's set_needs): a scrub reads that.
    */
   for (unsigned k = 0; p->kind == RESHAPE_GROW && k < p->nr_new; ++k)
-    nm[k].need = v->members[0].data_offset
-                 + rs->rec.new_sizes[v->nr_members + k];
+    nm[k].need =
+      v->members[0].data_offset + rs->rec.new_sizes[v->nr_members + k];
   if (p->kind == RESHAPE_GROW && add_members (v, nm, p->nr_new, why, len) == -1)
     return -1;
   *opened = 0; /* the volume's now */

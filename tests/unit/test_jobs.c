@@ -88,8 +88,8 @@ nothing_under_way_refuses_nothing (void **state)
 static void
 refusal_names_the_job_under_way_and_how_far_it_is (void **state)
 {
-  struct jobs_running r = one (JOB_GROW, false, "a grow",
-                               "3 -> 4 members, 41% done");
+  struct jobs_running r =
+    one (JOB_GROW, false, "a grow", "3 -> 4 members, 41% done");
   char why[512];
 
   (void) state;
