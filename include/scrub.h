@@ -22,6 +22,14 @@
  * scrub reads all of it.  A member that read clean in a scrub that ran to
  * its end loses an earlier scrub's finding.
  *
+ * It runs beside a replace, a grow or a shrink (jobs.h), started before
+ * or after it: an unreadable block's logical bytes are those a read of
+ * it serves when it is found (volume_member_logical: during a grow or
+ * shrink, the new layout where the data has moved, the old one where it
+ * has not, none for a place the data has left).  It reads the members
+ * the volume has when it starts, each up to what the layouts use of it
+ * then; a member that joins later (a grow) is read by the next scrub.
+ *
  * One scrub at a time; its status (the last one's once it has ended) is
  * the status's "scrub" object:
  *   { "state": "running" | "done" | "cancelled" | "failed",

@@ -235,7 +235,8 @@ scrubber (void *arg)
   struct volume *v = s->v;
   uint8_t *buf = NULL;
   uint64_t rel = 0, longest = 0, clients;
-  bool live[LAYOUT_MAX_MEMBERS];
+  /* Members that join after the start (a grow) are not read. */
+  bool live[LAYOUT_MAX_MEMBERS] = { false };
 
   if (posix_memalign ((void **) &buf, 4096, PIECE) != 0) {
     pthread_mutex_lock (&s->lock);
