@@ -133,6 +133,13 @@ struct mover_job {
    */
   void (*status) (struct mover *mv, struct json_object *o);
   void (*free) (struct mover *mv);
+  /* Optional: how far it is, as a refusal says it (struct volume_mover's
+   * describe); default: the share copied.
+   */
+  bool (*describe) (struct mover *mv, char *detail, size_t len);
+  /* Optional: struct volume_mover's locate (default: the volume's view). */
+  bool (*locate) (struct volume_mover *vm, struct volume *v, unsigned i,
+                  uint64_t rel, uint64_t *logical);
 };
 
 struct mover_flight;
@@ -226,12 +233,14 @@ extern int mover_debug_gate;
  */
 extern void mover_init (struct mover *mv);
 
-/* Reserve the volume's job slot: -1 with why when a job runs or is being
- * started (errno EAGAIN), or the volume is read-only (EROFS).  Then
+/* Reserve the volume's job slot for a job of kind (set it in mv->vm.kind
+ * too): -1 with why when a job runs or is being started that it may not
+ * run with (jobs.h; errno EAGAIN), or the volume is read-only (EROFS).  Then
  * mover_start publishes mv and starts its copier, or mover_unreserve gives the
  * slot back.
  */
-extern int mover_reserve (struct volume *v, char *why, size_t len);
+extern int mover_reserve (struct volume *v, enum job_kind kind, char *why,
+                          size_t len);
 extern void mover_unreserve (struct volume *v);
 extern int mover_start (struct mover *mv, char *why, size_t len);
 

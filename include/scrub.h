@@ -22,6 +22,14 @@
  * scrub reads all of it.  A member that read clean in a scrub that ran to
  * its end loses an earlier scrub's finding.
  *
+ * It runs beside a replace, a grow or a shrink (jobs.h), started before
+ * or after it: an unreadable block's logical bytes are those a read of
+ * it serves when it is found (volume_member_logical: during a grow or
+ * shrink, the new layout where the data has moved, the old one where it
+ * has not, none for a place the data has left).  It reads the members
+ * the volume has when it starts, each up to what the layouts use of it
+ * then; a member that joins later (a grow) is read by the next scrub.
+ *
  * One scrub at a time; its status (the last one's once it has ended) is
  * the status's "scrub" object:
  *   { "state": "running" | "done" | "cancelled" | "failed",
@@ -51,6 +59,7 @@
 
 struct volume;
 struct json_object;
+struct jobs_running;
 
 /* What a scrub reads a second at most unless told otherwise (the
  * command's --rate, the control socket's "rate").
@@ -61,9 +70,16 @@ struct scrub_params {
   uint64_t rate; /* bytes a second in all, 0: as fast as it goes */
 };
 
-/* Start a scrub.  Refused (-1, why) when one runs already. */
+/* Start a scrub.  Refused (-1, why) where jobs.h's table says so: one
+ * runs already.
+ */
 extern int scrub_start (struct volume *v, const struct scrub_params *p,
                         char *why, size_t len);
+
+/* The scrub under way, added to r (jobs.h); takes v->scrub_lock, never
+ * with the volume's mover_lock held.
+ */
+extern void scrub_jobs (struct volume *v, struct jobs_running *r);
 
 /* Ask the running scrub to stop (at its next read). */
 extern int scrub_cancel (struct volume *v, char *why, size_t len);

@@ -57,6 +57,7 @@
 #include "cache_mode.h"
 #include "dirty.h"
 #include "health.h"
+#include "jobs.h"
 #include "layout.h"
 #include "member.h"
 #include "meta.h"
@@ -111,6 +112,18 @@ struct volume_mover {
   void (*status) (struct volume_mover *vm, struct json_object *root);
   void (*stop) (struct volume_mover *vm);  /* ask it to stop, wait */
   void (*free) (struct volume_mover *vm);
+  /* How far it is, as a refusal says it after what (jobs.h): "3 -> 4
+   * members, 41% done"; true when it is paused.
+   */
+  bool (*describe) (struct volume_mover *vm, char *detail, size_t len);
+  /* Optional: the logical byte member i's byte rel (from its data
+   * offset) holds in the view a read of it takes now (the job's: a
+   * restripe's old or new layout, by its position); false when no read
+   * reaches it.  Without it: the volume's view.
+   */
+  bool (*locate) (struct volume_mover *vm, struct volume *v, unsigned i,
+                  uint64_t rel, uint64_t *logical);
+  enum job_kind kind;
   struct volume_mover *next;               /* the volume's jobs so far */
   char what[128];                          /* "a replace of member 1" */
   /* Ended but still published (a restripe stopped half-way): nothing
@@ -209,6 +222,7 @@ struct volume {
    * opened, checked and claimed without the lock held.
    */
   bool mover_starting;
+  enum job_kind mover_starting_kind;
   /* Held while a member's state changes under it: a re-probe adopting
    * it, a replace switching to the new device, a generation bump writing
    * records.  Never taken on the I/O path.
@@ -251,13 +265,15 @@ extern uint64_t volume_resume (struct volume *v);
 extern void volume_bump_generation (struct volume *v, int skip,
                                     const char *why);
 
-/* The job slot (mover.h).  reserve: -1 with why when the volume is
- * read-only (errno EROFS), or a job runs or is being started (EAGAIN;
- * one that has ended is waited for, 10 s at most, to let go).  publish:
- * requests from now on see vm.  withdraw: no request sees it any more,
- * and those that did have ended.
+/* The job slot (mover.h), for a job of kind.  reserve: -1 with why when
+ * the volume is read-only (errno EROFS), or a job runs or is being
+ * started that jobs.h's table says it may not run with (EAGAIN; one that
+ * has ended is waited for, 10 s at most, to let go).  publish: requests
+ * from now on see vm (its kind set).  withdraw: no request sees it any
+ * more, and those that did have ended.
  */
-extern int volume_mover_reserve (struct volume *v, char *why, size_t len);
+extern int volume_mover_reserve (struct volume *v, enum job_kind kind,
+                                 char *why, size_t len);
 /* The same, taking over from over, a job that has ended but is still
  * published (a restripe stopped half-way, continued): publish puts the
  * new job in its place.
@@ -265,10 +281,18 @@ extern int volume_mover_reserve (struct volume *v, char *why, size_t len);
 extern int volume_mover_reserve_over (struct volume *v,
                                       struct volume_mover *over, char *why,
                                       size_t len);
-/* Whether a job runs or is being started now (why says which): a
- * reserve would be refused with EAGAIN.
+/* The jobs under way on v (jobs.h): the job slot's (running, paused or
+ * being started) and the scrub's.
  */
-extern bool volume_mover_busy (struct volume *v, char *why, size_t len);
+extern void volume_jobs (struct volume *v, struct jobs_running *r);
+/* The job slot's alone (mover_lock taken). */
+extern void volume_mover_jobs (struct volume *v, struct jobs_running *r);
+/* Whether a job of kind may start now beside those under way (-1 with
+ * why naming the one it may not run with, errno EAGAIN): a look, the
+ * start path asks again where it reserves.
+ */
+extern int volume_job_may_start (struct volume *v, enum job_kind kind,
+                                 char *why, size_t len);
 extern void volume_mover_unreserve (struct volume *v);
 extern void volume_mover_publish (struct volume *v, struct volume_mover *vm);
 extern void volume_mover_withdraw (struct volume *v);
@@ -377,6 +401,19 @@ extern int volume_extents (struct volume *v, uint64_t count, uint64_t offset,
 extern ssize_t volume_member_read (struct volume *v, unsigned i, void *buf,
                                    size_t count, uint64_t offset, char *why,
                                    size_t len);
+
+/* Member i's byte rel (from its data offset) through view vw: false
+ * when vw has no member i or does not use that byte of it.
+ */
+extern bool volume_view_unmap (const struct volume_view *vw, unsigned i,
+                               uint64_t rel, uint64_t *logical);
+/* The logical byte member i's byte rel (from its data offset) holds in
+ * the view a read of it takes now: the published job's (a restripe's
+ * layouts by its position), or the volume's.  False when none does (a
+ * member no layout has, a place a restripe has left or not reached).
+ */
+extern bool volume_member_logical (struct volume *v, unsigned i, uint64_t rel,
+                                   uint64_t *logical);
 
 /* Lost ranges (lost.h): logical bytes whose data is gone.  A read that
  * touches one fails with EIO, and a write, trim or write of zeroes that

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "scrub.h"
 #include "util.h"
 #include "volume.h"
 #include "volume_impl.h"
@@ -91,30 +92,59 @@ mover_ended (struct volume *v)
   return vm != NULL && !atomic_load (&vm->stays) && vm->ended (vm);
 }
 
-static int reserve (struct volume *v, struct volume_mover *over, char *why,
-                    size_t len);
+static int reserve (struct volume *v, enum job_kind kind,
+                    struct volume_mover *over, char *why, size_t len);
 
 int
-volume_mover_reserve (struct volume *v, char *why, size_t len)
+volume_mover_reserve (struct volume *v, enum job_kind kind, char *why,
+                      size_t len)
 {
-  return reserve (v, NULL, why, len);
+  return reserve (v, kind, NULL, why, len);
 }
 
 int
 volume_mover_reserve_over (struct volume *v, struct volume_mover *over,
                            char *why, size_t len)
 {
-  return reserve (v, over, why, len);
+  return reserve (v, over->kind, over, why, len);
+}
+
+/* The job slot's job, mover_lock held; skip: the one a job that goes on
+ * takes over from.  strict: one that has ended but is still published
+ * counts (a reserve: it has not let go of the volume yet).
+ */
+static void
+slot_jobs (struct volume *v, struct volume_mover *skip, bool strict,
+           struct jobs_running *r)
+{
+  struct volume_mover *cur = atomic_load (&v->mover);
+  char what[128], detail[256] = "";
+
+  if (v->mover_starting) {
+    snprintf (what, sizeof what, "a %s", job_name (v->mover_starting_kind));
+    jobs_add (r, v->mover_starting_kind, false, what, "being started");
+  }
+  else if (cur != NULL && cur != skip
+           && (strict || atomic_load (&cur->stays) || !cur->ended (cur))) {
+    bool paused = cur->describe && cur->describe (cur, detail, sizeof detail);
+    jobs_add (r, cur->kind, paused, cur->what, detail);
+  }
 }
 
 /* over: a job that stays published though it has ended (a restripe
- * stopped half-way), which the job reserved for takes over from.
+ * stopped half-way), which the job reserved for takes over from.  The
+ * scrub's part of the jobs under way is read before mover_lock is taken
+ * (scrub_start takes it inside scrub_lock): no pair across the two is
+ * refused (jobs.h), so that look may be a moment old.
  */
 static int
-reserve (struct volume *v, struct volume_mover *over, char *why, size_t len)
+reserve (struct volume *v, enum job_kind kind, struct volume_mover *over,
+         char *why, size_t len)
 {
   struct volume_mover *cur;
+  struct jobs_running r = { 0 };
 
+  scrub_jobs (v, &r);
   pthread_mutex_lock (&v->mover_lock);
   /* A job that has ended is not running: once the status says so (and
    * the command's --wait has returned), a new one is not refused.  Wait
@@ -127,46 +157,56 @@ reserve (struct volume *v, struct volume_mover *over, char *why, size_t len)
     pthread_mutex_lock (&v->mover_lock);
   }
   cur = atomic_load (&v->mover);
-  if (over && cur == over && !over->ended (over))
+  if (over && cur == over && !over->ended (over)) {
     snprintf (why, len, "%s is running", over->what);
-  else if (v->mover_starting)
-    snprintf (why, len, "a replace is being started already");
-  else if (cur != NULL && cur != over)
-    snprintf (why, len, "%s %s", cur->what,
-              atomic_load (&cur->stays) ? "must end first"
-                                        : "is running already");
-  else if (v->readonly)
-    snprintf (why, len, "the volume is served read-only");
-  else {
-    v->mover_starting = true;
-    pthread_mutex_unlock (&v->mover_lock);
-    return 0;
+    errno = EAGAIN;
   }
-  /* Busy (try again later) or never (read-only): on_failing's replace
-   * tells them apart.
+  else {
+    slot_jobs (v, over, true, &r);
+    if (job_may_start (kind, &r, why, len) == 0) {
+      if (v->readonly) {
+        snprintf (why, len, "the volume is served read-only");
+        errno = EROFS;
+      }
+      else {
+        v->mover_starting = true;
+        v->mover_starting_kind = kind;
+        pthread_mutex_unlock (&v->mover_lock);
+        return 0;
+      }
+    }
+  }
+  /* Busy (EAGAIN: try again later) or never (EROFS): on_failing's
+   * replace tells them apart.
    */
-  errno = v->readonly && !v->mover_starting && atomic_load (&v->mover) == NULL
-            ? EROFS
-            : EAGAIN;
   pthread_mutex_unlock (&v->mover_lock);
   return -1;
 }
 
-bool
-volume_mover_busy (struct volume *v, char *why, size_t len)
+void
+volume_mover_jobs (struct volume *v, struct jobs_running *r)
 {
-  struct volume_mover *vm;
-  bool busy;
-
   pthread_mutex_lock (&v->mover_lock);
-  vm = atomic_load (&v->mover);
-  busy = v->mover_starting || (vm != NULL && !vm->ended (vm));
-  if (v->mover_starting)
-    snprintf (why, len, "a replace is being started already");
-  else if (busy)
-    snprintf (why, len, "%s is running", vm->what);
+  slot_jobs (v, NULL, false, r);
   pthread_mutex_unlock (&v->mover_lock);
-  return busy;
+}
+
+void
+volume_jobs (struct volume *v, struct jobs_running *r)
+{
+  r->nr = 0;
+  scrub_jobs (v, r);
+  volume_mover_jobs (v, r);
+}
+
+int
+volume_job_may_start (struct volume *v, enum job_kind kind, char *why,
+                      size_t len)
+{
+  struct jobs_running r;
+
+  volume_jobs (v, &r);
+  return job_may_start (kind, &r, why, len);
 }
 
 void

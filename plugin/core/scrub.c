@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "health.h"
+#include "jobs.h"
 #include "json.h"
 #include "layout.h"
 #include "log.h"
@@ -106,7 +107,12 @@ add_range (struct ranges *l, uint64_t off, uint64_t len)
 }
 
 /* Member i's block [mo, mo + len) is unreadable: recorded, and the
- * member failing with what has been found on it so far.
+ * member failing with what has been found on it so far.  Its logical
+ * bytes are those a read of it would serve now (volume_member_logical:
+ * during a restripe, its new layout below the position, the old one
+ * above).  Found after the read, not before: a restripe's position only
+ * moves past bytes its copier has read, which it cannot have done here
+ * (an unreadable block stops it).
  */
 static void
 unreadable (struct scrub *s, unsigned i, uint64_t mo, uint64_t len)
@@ -116,14 +122,16 @@ unreadable (struct scrub *s, unsigned i, uint64_t mo, uint64_t len)
   const struct member *m = &v->members[i];
   char reason[256];
   uint64_t logical;
+  bool found = volume_member_logical (v, i, mo - m->data_offset, &logical);
 
   pthread_mutex_lock (&s->lock);
   sm->bad += len;
   if (!add_range (&sm->member_ranges, mo, len))
     s->truncated = true;
-  /* A block lies in one chunk (chunks are multiples of 4 KiB). */
-  if (layout_unmap (&v->layout, i, mo - m->data_offset, &logical)
-      && !add_range (&s->logical, logical, len))
+  /* A block lies in one chunk (chunks are multiples of 4 KiB, the same
+   * in both layouts of a restripe).
+   */
+  if (found && !add_range (&s->logical, logical, len))
     s->truncated = true;
   snprintf (reason, sizeof reason,
             "scrub: %" PRIu64 " unreadable bytes in %u place%s, the first "
@@ -227,7 +235,8 @@ scrubber (void *arg)
   struct volume *v = s->v;
   uint8_t *buf = NULL;
   uint64_t rel = 0, longest = 0, clients;
-  bool live[LAYOUT_MAX_MEMBERS];
+  /* Members that join after the start (a grow) are not read. */
+  bool live[LAYOUT_MAX_MEMBERS] = { false };
 
   if (posix_memalign ((void **) &buf, 4096, PIECE) != 0) {
     pthread_mutex_lock (&s->lock);
@@ -301,6 +310,33 @@ scrub_destroy (struct scrub *s)
   free (s);
 }
 
+/* The scrub under way, as jobs.h names it (v->scrub_lock held). */
+static void
+running_locked (struct volume *v, struct jobs_running *r)
+{
+  struct scrub *s = v->scrub;
+
+  if (s == NULL)
+    return;
+  pthread_mutex_lock (&s->lock);
+  if (s->state == S_RUNNING) {
+    char detail[128];
+    snprintf (detail, sizeof detail,
+              "%" PRIu64 "%% done; nbdstripe scrub --cancel stops it",
+              s->total ? s->read * 100 / s->total : 100);
+    jobs_add (r, JOB_SCRUB, false, "a scrub", detail);
+  }
+  pthread_mutex_unlock (&s->lock);
+}
+
+void
+scrub_jobs (struct volume *v, struct jobs_running *r)
+{
+  pthread_mutex_lock (&v->scrub_lock);
+  running_locked (v, r);
+  pthread_mutex_unlock (&v->scrub_lock);
+}
+
 int
 scrub_start (struct volume *v, const struct scrub_params *p, char *why,
              size_t len)
@@ -310,16 +346,12 @@ scrub_start (struct volume *v, const struct scrub_params *p, char *why,
 
   pthread_mutex_lock (&v->scrub_lock);
   old = v->scrub;
-  if (old) {
-    bool running;
-    pthread_mutex_lock (&old->lock);
-    running = old->state == S_RUNNING;
-    pthread_mutex_unlock (&old->lock);
-    if (running) {
+  {
+    struct jobs_running r = { 0 };
+    running_locked (v, &r);
+    volume_mover_jobs (v, &r);
+    if (job_may_start (JOB_SCRUB, &r, why, len) == -1) {
       pthread_mutex_unlock (&v->scrub_lock);
-      snprintf (why, len,
-                "a scrub is running already (nbdstripe scrub "
-                "--cancel stops it)");
       return -1;
     }
   }

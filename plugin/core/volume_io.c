@@ -869,3 +869,30 @@ volume_member_read (struct volume *v, unsigned i, void *buf, size_t count,
   gate_leave (v, k);
   return r;
 }
+
+bool
+volume_view_unmap (const struct volume_view *vw, unsigned i, uint64_t rel,
+                   uint64_t *logical)
+{
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (vw->map[j] == i)
+      return layout_unmap (vw->layout, j, rel, logical);
+  return false;
+}
+
+/* Counted in the gate as a request is: a restripe's switch to its new
+ * layout (clients held, nothing in flight) is never seen half-done.
+ */
+bool
+volume_member_logical (struct volume *v, unsigned i, uint64_t rel,
+                       uint64_t *logical)
+{
+  unsigned k = gate_enter (v);
+  struct volume_mover *vm = atomic_load (&v->mover);
+  bool found = vm && vm->locate
+                 ? vm->locate (vm, v, i, rel, logical)
+                 : volume_view_unmap (&v->view, i, rel, logical);
+
+  gate_leave (v, k);
+  return found;
+}

@@ -275,6 +275,26 @@ vm_free (struct volume_mover *vm)
   mv->job->free (mv);
 }
 
+/* How far it is, as a refusal says it: the job's words, or the share
+ * copied.
+ */
+static bool
+vm_describe (struct volume_mover *vm, char *detail, size_t len)
+{
+  struct mover *mv = of (vm);
+  uint64_t done, total;
+
+  if (mv->job->describe)
+    return mv->job->describe (mv, detail, len);
+  pthread_mutex_lock (&mv->lock);
+  done = mv->watermark - mv->start;
+  total = mv->end - mv->start;
+  pthread_mutex_unlock (&mv->lock);
+  snprintf (detail, len, "%" PRIu64 "%% done",
+            total ? done * 100 / total : 100);
+  return false;
+}
+
 void
 mover_init (struct mover *mv)
 {
@@ -284,6 +304,8 @@ mover_init (struct mover *mv)
   mv->vm.status = vm_status;
   mv->vm.stop = vm_stop;
   mv->vm.free = vm_free;
+  mv->vm.describe = vm_describe;
+  mv->vm.locate = mv->job->locate;
   pthread_mutex_init (&mv->lock, NULL);
   pthread_cond_init (&mv->cond, NULL);
   mv->watermark = mv->start;
@@ -291,9 +313,9 @@ mover_init (struct mover *mv)
 }
 
 int
-mover_reserve (struct volume *v, char *why, size_t len)
+mover_reserve (struct volume *v, enum job_kind kind, char *why, size_t len)
 {
-  return volume_mover_reserve (v, why, len);
+  return volume_mover_reserve (v, kind, why, len);
 }
 
 void

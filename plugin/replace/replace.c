@@ -694,8 +694,9 @@ new_replace (struct volume *v, const struct replace_params *p)
     replace_discard (&r->mv);
     return NULL;
   }
-  snprintf (r->mv.vm.what, sizeof r->mv.vm.what, "a replace of member %u",
-            p->index);
+  snprintf (r->mv.vm.what, sizeof r->mv.vm.what, "a replace of member %u%s",
+            p->index, p->automatic ? " onto a spare" : "");
+  r->mv.vm.kind = p->automatic ? JOB_SPARE : JOB_REPLACE;
   return r;
 }
 
@@ -759,7 +760,8 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
               "shrink end first");
     return -1;
   }
-  if (mover_reserve (v, why, len) == -1) {
+  if (mover_reserve (v, p->automatic ? JOB_SPARE : JOB_REPLACE, why, len)
+      == -1) {
     size_t n = strlen (why);
     /* Served, its grow or shrink paused (a member failing): the way on. */
     if (reshaping && n < len)
@@ -811,7 +813,7 @@ replace_onto_spare (struct volume *v, unsigned index, const char *config,
   /* Not now: spares are looked at (their drives read) only when a
    * replace could start.
    */
-  if (volume_mover_busy (v, why, len))
+  if (volume_job_may_start (v, JOB_SPARE, why, len) == -1)
     return 1;
   for (unsigned k = 0; (c = spares_candidate (v, k, index, path, sizeof path,
                                               reason, sizeof reason))

@@ -190,11 +190,40 @@ reshape_withdraw (struct mover *mv)
   if (mv->state == MOVER_DONE)
     return true;
   /* Before the slot says it stays (what a refusal quotes). */
-  snprintf (mv->vm.what, sizeof mv->vm.what,
-            "a %s, paused half-way ('nbdstripe %s --wait VOLUME' goes on),",
-            reshape_kind_names[of (mv)->kind],
-            of (mv)->kind == RESHAPE_SHRINK ? "shrink" : "grow");
+  snprintf (mv->vm.what, sizeof mv->vm.what, "a %s, paused half-way",
+            reshape_kind_names[of (mv)->kind]);
   return false;
+}
+
+enum job_kind
+reshape_job_kind (enum reshape_kind kind)
+{
+  return kind == RESHAPE_SHRINK ? JOB_SHRINK
+         : kind == RESHAPE_SIZE ? JOB_SIZE
+                                : JOB_GROW;
+}
+
+/* How far it is, as a refusal says it: "3 -> 4 members, 41% done";
+ * paused, with the way on.
+ */
+static bool
+reshape_describe (struct mover *mv, char *detail, size_t len)
+{
+  struct reshape *rs = of (mv);
+  uint64_t done, total = mv->end;
+  bool paused;
+
+  pthread_mutex_lock (&mv->lock);
+  done = mv->watermark;
+  paused = (mv->state == MOVER_FAILED || mv->state == MOVER_CANCELLED)
+           && !mv->start_failed;
+  pthread_mutex_unlock (&mv->lock);
+  snprintf (detail, len, "%u -> %u members, %" PRIu64 "%% done%s%s%s",
+            rs->from.nr_members, rs->to.nr_members,
+            total ? done * 100 / total : 100, paused ? "; 'nbdstripe " : "",
+            paused ? (rs->kind == RESHAPE_SHRINK ? "shrink" : "grow") : "",
+            paused ? " --wait VOLUME' goes on" : "");
+  return paused;
 }
 
 /* Why a reshape stopped half-way, and the way on (mv->lock held). */
@@ -295,6 +324,8 @@ static const struct mover_job reshape_job = {
   .ended        = reshape_ended,
   .status       = reshape_status,
   .free         = reshape_free,
+  .describe     = reshape_describe,
+  .locate       = reshape_locate,
 };
 
 /* ---- the job's start (reshape_start.c checks and plans it) ---- */
@@ -315,6 +346,7 @@ reshape_go (struct reshape *rs, struct volume *v, uint64_t position,
   rs->new_view = (struct volume_view){ &rs->to, rs->to_map };
   snprintf (rs->mv.vm.what, sizeof rs->mv.vm.what, "a %s",
             reshape_kind_names[rs->kind]);
+  rs->mv.vm.kind = reshape_job_kind (rs->kind);
   mover_init (&rs->mv);
   rs->mv.recorded = position;
   return mover_start (&rs->mv, why, len);
@@ -383,7 +415,10 @@ reshape_resume (struct volume *v, const struct assembly *a, const char *config,
               "config file");
     return -1;
   }
-  if (mover_reserve (v, why, len) == -1)
+  /* Served again: nothing else runs yet; which restripe it is, the
+   * records say below.
+   */
+  if (mover_reserve (v, JOB_GROW, why, len) == -1)
     return -1;
   rs = calloc (1, sizeof *rs);
   if (rs == NULL || (rs->config = strdup (config)) == NULL) {

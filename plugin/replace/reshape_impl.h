@@ -85,6 +85,8 @@ extern void reshape_write_failed (struct mover *mv,
                                   const struct member_op *op);
 extern const char *reshape_unreadable (struct mover *mv, char *why,
                                        size_t len);
+extern bool reshape_locate (struct volume_mover *vm, struct volume *v,
+                            unsigned i, uint64_t rel, uint64_t *logical);
 
 /* Every member of the union synced; the reshape's state on each of them,
  * durably (the data first); positions below pos recorded as moved and no
@@ -105,5 +107,7 @@ extern uint64_t reshape_journal_room (const struct volume *v,
 extern int reshape_go (struct reshape *rs, struct volume *v, uint64_t position,
                        uint64_t rate, char *why, size_t len);
 extern void reshape_free (struct mover *mv);
+/* The table's kind (jobs.h) of a restripe of kind. */
+extern enum job_kind reshape_job_kind (enum reshape_kind kind);
 
 #endif /* NBDSTRIPE_RESHAPE_IMPL_H */

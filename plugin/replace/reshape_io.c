@@ -140,6 +140,40 @@ out:
   return r;
 }
 
+/* Where a read of member i's byte rel goes now, as reshape_request
+ * routes it: the new layout's place where the position has passed (reads
+ * come from there between the recorded position and the watermark too),
+ * the old layout's elsewhere; neither for a place the copy has left
+ * behind or not reached yet.
+ */
+bool
+reshape_locate (struct volume_mover *vm, struct volume *v, unsigned i,
+                uint64_t rel, uint64_t *logical)
+{
+  struct reshape *rs = of_vm (vm);
+  uint64_t size = rs->rs.size, w, l;
+  enum mover_state state;
+
+  pthread_mutex_lock (&rs->mv.lock);
+  state = rs->mv.state;
+  w = rs->mv.watermark;
+  pthread_mutex_unlock (&rs->mv.lock);
+  if (state == MOVER_DONE)
+    return volume_view_unmap (&v->view, i, rel, logical);
+  /* Forward: [0, w) is new; backward: [size - w, size). */
+  if (volume_view_unmap (&rs->new_view, i, rel, &l) && l < size
+      && (rs->rs.backward ? l >= size - w : l < w)) {
+    *logical = l;
+    return true;
+  }
+  if (volume_view_unmap (&rs->old_view, i, rel, &l) && l < size
+      && (rs->rs.backward ? l < size - w : l >= w)) {
+    *logical = l;
+    return true;
+  }
+  return false;
+}
+
 /* Member operations come only from volume_request_view above. */
 int
 reshape_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,

@@ -402,6 +402,12 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
   if (p->kind != RESHAPE_SIZE
       && rewrite_config_start (rs, v, p, true, why, len) == -1)
     return -1;
+  /* What the new layout uses of the joining members, as a volume served
+   * again mid-grow has it (volume.c's set_needs): a scrub reads that.
+   */
+  for (unsigned k = 0; p->kind == RESHAPE_GROW && k < p->nr_new; ++k)
+    nm[k].need =
+      v->members[0].data_offset + rs->rec.new_sizes[v->nr_members + k];
   if (p->kind == RESHAPE_GROW && add_members (v, nm, p->nr_new, why, len) == -1)
     return -1;
   *opened = 0; /* the volume's now */
@@ -422,7 +428,10 @@ reshape_start (struct volume *v, const struct reshape_params *p,
 
   if (result)
     *result = NULL;
-  if (check_can (v, p, why, len) == -1 || mover_reserve (v, why, len) == -1)
+  /* The job under way named first (jobs.h), before what it implies. */
+  if (volume_job_may_start (v, reshape_job_kind (p->kind), why, len) == -1
+      || check_can (v, p, why, len) == -1
+      || mover_reserve (v, reshape_job_kind (p->kind), why, len) == -1)
     return -1;
   rs = calloc (1, sizeof *rs);
   if (rs == NULL || (rs->config = strdup (p->config)) == NULL) {

@@ -5,11 +5,13 @@
  * ddrescue filter (ranges) serves read-only: a member must be writable.
  *
  *   nbdkit cc badrange.c file=FILE [bad=OFFSET:LENGTH]...
- *                        [flaky=OFFSET:LENGTH:N]...
+ *                        [flaky=OFFSET:LENGTH:N]... [armed=PATH]
  *
  * bad:   every read that touches the range fails.
  * flaky: the first N reads that touch the range fail, then reads work
  *        (an error that goes away when read again).
+ * armed: the ranges fail only while PATH exists (a block that goes bad
+ *        after a copy has read it: tests/scrub/jobs.sh).
  * Writes, flushes, trims and zeroes work everywhere.
  */
 #define NBDKIT_API_VERSION 2
@@ -34,6 +36,7 @@ struct range {
 };
 
 static char *file;
+static char *armed;
 static int fd = -1;
 static struct range ranges[32];
 static unsigned nr;
@@ -50,6 +53,11 @@ bad_config (const char *key, const char *value)
     free (file);
     file = nbdkit_absolute_path (value);
     return file ? 0 : -1;
+  }
+  if (strcmp (key, "armed") == 0) {
+    free (armed);
+    armed = nbdkit_absolute_path (value);
+    return armed ? 0 : -1;
   }
   if (strcmp (key, "bad") != 0 && strcmp (key, "flaky") != 0) {
     nbdkit_error ("unknown parameter %s", key);
@@ -123,7 +131,8 @@ bad_pread (void *h, void *buf, uint32_t count, uint64_t offset,
   (void) h;
   (void) flags;
   pthread_mutex_lock (&lock);
-  for (unsigned i = 0; i < nr; ++i)
+  for (unsigned i = 0; i < nr && (armed == NULL || access (armed, F_OK) == 0);
+       ++i)
     if (offset < ranges[i].b && ranges[i].a < offset + count) {
       if (ranges[i].left < 0)
         fail = true;

@@ -181,7 +181,7 @@ d_run replace2 d_ns replace "$RP_CONF" 1 "$D_TMP/new2"
 held_after_first running "$D_TMP/new2"
 for i in 1 0; do
   d_run "second_$i" d_ns replace "$RP_CONF" "$i" "$D_TMP/new3"
-  d_expect_fail "second_$i" && d_expect_err "second_$i" "running already" &&
+  d_expect_fail "second_$i" && d_expect_err "second_$i" "replace refused: a replace of member 1 is under way (" &&
     d_ok "a second replace (member $i) is refused: $(tail -1 "$D_TMP/second_$i.err")"
 done
 if cmp -s -n "$size" "$D_TMP/new3" /dev/zero; then

@@ -356,7 +356,7 @@ except nbd.Error as e:
     rp_ctl until 's["on_failing"]["last"] is not None and s["on_failing"]["last"]["state"] == "waiting"' 10 \
       >"$D_TMP/st-wait.json" || d_bad "on_failing does not say it waits"
     jq -e '.on_failing.last.member == 1 and
-      (.on_failing.last.reason | contains("a replace of member 0 is running"))
+      (.on_failing.last.reason | contains("replace onto a spare refused: a replace of member 0 is under way ("))
       and .replace.member == 0 and .replace.state == "copying"' \
       "$D_TMP/st-wait.json" >/dev/null ||
       d_bad "waiting: $(jq -c '.on_failing, .replace.state' "$D_TMP/st-wait.json")"

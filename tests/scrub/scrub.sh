@@ -231,7 +231,7 @@ until_status 's["scrub"]["state"] == "running" and s["scrub"]["members"][1]["byt
   d_fail "scrub4 did not start reading"
 d_run scrub4b d_ns scrub --rate 1G "$RP_CONF"
 d_expect_fail scrub4b
-d_expect_err scrub4b "a scrub is running already"
+d_expect_err scrub4b "scrub refused: a scrub is under way ("
 d_run cancel1 d_ns scrub --cancel "$RP_CONF"
 [[ $D_RC -eq 0 ]] || d_bad "cancel1: exit $D_RC"
 m2ctl r

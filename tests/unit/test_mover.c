@@ -352,7 +352,8 @@ start (void)
   char why[256];
 
   mover_init (&job.mv);
-  assert_int_equal (volume_mover_reserve (&vol, why, sizeof why), 0);
+  assert_int_equal (volume_mover_reserve (&vol, JOB_REPLACE, why, sizeof why),
+                    0);
   assert_int_equal (mover_start (&job.mv, why, sizeof why), 0);
   held_at ("published", 1);
   step ();
@@ -395,7 +396,8 @@ a_write_in_flight_before_a_window_keeps_it_from_being_locked (void **state)
 
   (void) state;
   mover_init (&job.mv);
-  assert_int_equal (volume_mover_reserve (&vol, why, sizeof why), 0);
+  assert_int_equal (volume_mover_reserve (&vol, JOB_REPLACE, why, sizeof why),
+                    0);
   assert_int_equal (mover_start (&job.mv, why, sizeof why), 0);
   held_at ("published", 1);
   step ();
