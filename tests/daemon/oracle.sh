@@ -91,10 +91,23 @@ for ((i = 0; i < N; i++)); do
     "$(od -An -v --endian=little -t u8 -j 152 -N 512 -- "$f" | tr -s ' ' '\n' | sed '/^$/d')" \
     "$want"
   field events "$(d_u64 "$f" 664)" 2 # 1 from create, + 1 once served
-  cmp -s -n $((4092 - 672)) -i 672:0 "$f" /dev/zero || d_bad "$mi: reserved bytes 672..4091 are not zero"
+  # 672..4091 zero but the roster at 1236 (header.h), checked below.
+  cmp -s -n $((1236 - 672)) -i 672:0 "$f" /dev/zero &&
+    cmp -s -n $((4092 - 1240)) -i 1240:0 "$f" /dev/zero ||
+    d_bad "$mi: reserved bytes 672..1235 or 1240..4091 are not zero"
   field crc32c "$(d_u32 "$f" 4092)" "$("$DAEMON_HELPER" crc32c "$f" 0 4092)"
   cmp -s -n $((data_offset - 4096)) -i 4096:0 "$f" /dev/zero ||
     d_bad "$mi: bytes between the header and the data offset are not zero"
+done
+# The roster: the XOR of the CRC32C of every member UUID, the same on
+# every member (the update that wrote them was written for all N).
+roster=0
+for ((i = 0; i < N; i++)); do
+  roster=$((roster ^ $("$DAEMON_HELPER" crc32c "${m[i]}" 32 16)))
+done
+for ((i = 0; i < N; i++)); do
+  mi="member $i (${m[i]})"
+  field roster "$(d_u32 "${m[i]}" 1236)" "$roster"
 done
 [[ $D_FAILS -eq 0 ]] && d_ok "$N headers as documented (array UUID $array_uuid)"
 
