@@ -177,6 +177,15 @@ lost_check ()
 }
 exp_sorted=$(sort -n <<<"$exp2")
 lost_check lost "$exp_sorted"
+# The status table says it too: how many ranges, each one.
+"$NBDSTRIPE" status "$RP_CONF" >"$D_TMP/lost.table" 2>&1
+if grep -q "Lost : 3 ranges, 24KiB, whose data is gone" "$D_TMP/lost.table" &&
+   [[ $(grep -c '^ *bytes [0-9]*-[0-9]* ([0-9]*)$' "$D_TMP/lost.table") -eq 3 ]]; then
+  d_ok "nbdstripe status shows the 3 lost ranges"
+else
+  cat "$D_TMP/lost.table"
+  d_bad "nbdstripe status does not show the lost ranges (above)"
+fi
 # A write over the first range: good again, and no longer lost.
 read -r off1 len1 <<<"$(head -1 <<<"$exp_sorted")"
 d_random "$D_TMP/w1" "$len1"
