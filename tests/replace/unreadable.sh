@@ -47,6 +47,9 @@ r_unix m1 --filter=error cc "$HERE/badrange.c" EXTRA_CFLAGS="-Wall -Werror" \
   bad=$B2_at:$B2_len error-pread=EIO error-pread-rate=1 \
   error-pread-file="$D_TMP/m1.fail"
 rp_volume vol 64K "" "$D_TMP/m0" "$R_URI" "$D_TMP/m2"
+# A Prometheus file, rewritten within a second of a change.
+sed -i "s|^health = { status_file = \"\(.*\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; interval = 1; };|" "$RP_CONF"
+grep -q prometheus_file "$RP_CONF" || d_fail "no prometheus_file in $RP_CONF"
 rp_create
 
 # expected I AT LEN: member I's bytes [AT, AT+LEN) as the volume's logical
@@ -177,6 +180,22 @@ lost_check ()
 }
 exp_sorted=$(sort -n <<<"$exp2")
 lost_check lost "$exp_sorted"
+# prom_lost LABEL BYTES RANGES: the Prometheus file says so (10 s at
+# most: it is rewritten by the health thread).
+prom_lost ()
+{
+  local t
+  for ((t = 0; t < 100; t++)); do
+    grep -q "^nbdstripe_lost_bytes{.*} $2\$" "$D_TMP/vol.prom" 2>/dev/null &&
+      grep -q "^nbdstripe_lost_ranges{.*} $3\$" "$D_TMP/vol.prom" && break
+    sleep 0.1
+  done
+  grep -q "^nbdstripe_lost_bytes{.*} $2\$" "$D_TMP/vol.prom" &&
+    grep -q "^nbdstripe_lost_ranges{.*} $3\$" "$D_TMP/vol.prom" &&
+    d_ok "$1: Prometheus: nbdstripe_lost_bytes $2, nbdstripe_lost_ranges $3" ||
+    d_bad "$1: Prometheus says: $(grep '^nbdstripe_lost' "$D_TMP/vol.prom" | tr '\n' ' ')"
+}
+prom_lost lost 24576 3
 # The status table says it too: how many ranges, each one.
 "$NBDSTRIPE" status "$RP_CONF" >"$D_TMP/lost.table" 2>&1
 if grep -q "Lost : 3 ranges, 24KiB, whose data is gone" "$D_TMP/lost.table" &&
@@ -194,6 +213,7 @@ rp_nbdsh -u "$RP_URI" -c "h.pwrite(open('$D_TMP/w1','rb').read(), $off1)" ||
   d_bad "a write over a lost range failed"
 rest=$(tail -n +2 <<<"$exp_sorted")
 lost_check written "$rest"
+prom_lost written $((24576 - len1)) 2
 # Served afresh: the rest still lost (the headers keep them).
 rp_stop
 rp_start vol2
