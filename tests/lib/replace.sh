@@ -8,7 +8,7 @@
 # under test and config=CONFIG (so that a test can give it -D flags:
 # stripe.replace_gate, stripe.replace_crash), in the foreground in the
 # background of the test, its pidfile a FIFO (daemon.sh d_nbdkit_start):
-# it listens when rp_start returns.  Its status file, and so its control
+# it serves when rp_start returns (a first client answered).  Its status file, and so its control
 # socket, are in $D_TMP.  A replace is followed through the control socket
 # (tests/lib/replace_ctl.py), polled with a deadline: no sleeps.
 #
@@ -36,7 +36,7 @@ rp_init ()
   for t in "$@"; do
     if [[ $t == libnbd ]]; then nbd=1; else tools+=("$t"); fi
   done
-  d_init nbdkit nbdcopy cmp setsid jq "${tools[@]}"
+  d_init nbdkit nbdcopy nbdinfo cmp setsid jq "${tools[@]}"
   [[ -x $RP_PY ]] || d_skip "$RP_PY is not installed"
   if [[ $nbd -eq 1 ]]; then
     "$RP_PY" -c 'import nbd' 2>/dev/null ||
@@ -89,6 +89,11 @@ rp_start ()
   d_nbdkit_start "$log" -U "$RP_SOCK" "$@" "$STRIPE_PLUGIN" \
     config="$RP_CONF" || d_fail "$log: the volume's nbdkit did not start"
   RP_PID=$D_NBDKIT_PID
+  # nbdkit listens before the plugin's after_fork has run (where the
+  # volume takes its new generation, writing every header): a client is
+  # accepted only once it has, so one answer says the start is over.
+  nbdinfo --size "$RP_URI" >/dev/null ||
+    d_fail "$log: the volume's nbdkit does not answer"
 }
 
 # rp_forget PID: no longer one of our servers (it has gone).
