@@ -344,6 +344,31 @@ points ()
   d_log "$scenario: crash points (header writes): $POINTS"
 }
 
+# again NAME WHAT: after the cut (WHAT), the members back, the volume
+# served again with no accept and no --force, the update to its end,
+# every durable write there, the config as the update leaves it.
+again ()
+{
+  local name=$1 what=$2
+  members_up kill
+  if ! serve_log "$name.again"; then
+    d_bad "$name: $what: the volume is not served again (above)"
+    d_run "$name.inspect" d_ns inspect "$D_TMP"/m?.img
+    [[ -z ${CRASH_KEEP:-} ]] || cp "$D_TMP"/m?.img "$RP_CONF" "$CRASH_KEEP/"
+    cut
+    return
+  fi
+  d_ok "$name: $what: served again, no accept, no --force"
+  finish "$name"
+  verify "$name"
+  [[ $VERIFY_RC -eq 0 ]] &&
+    d_ok "$name: every durable write there" ||
+    d_bad "$name: durable writes lost or wrong (above)"
+  stop_volume
+  ended "$name"
+  cut
+}
+
 # one K: a run crashing at header write K.
 one ()
 {
@@ -362,23 +387,7 @@ one ()
   grep -o 'meta: header write [0-9]*: .*' "$D_TMP/$name.log" | tail -1 |
     sed 's/^/   last: /'
   cut
-  members_up kill
-  if ! serve_log "$name.again"; then
-    d_bad "$name: crash after header write $k: the volume is not served again (above)"
-    d_run "$name.inspect" d_ns inspect "$D_TMP"/m?.img
-    [[ -z ${CRASH_KEEP:-} ]] || cp "$D_TMP"/m?.img "$RP_CONF" "$CRASH_KEEP/"
-    cut
-    return
-  fi
-  d_ok "$name: crash after header write $k: served again, no accept, no --force"
-  finish "$name"
-  verify "$name"
-  [[ $VERIFY_RC -eq 0 ]] &&
-    d_ok "$name: every durable write there" ||
-    d_bad "$name: durable writes lost or wrong (above)"
-  stop_volume
-  ended "$name"
-  cut
+  again "$name" "crash after header write $k"
 }
 
 # start NAME: the scenario's update started, not waited for (the server
@@ -416,23 +425,7 @@ phase ()
   fi
   cut
   writer_stop "$name"
-  members_up kill
-  if ! serve_log "$name.again"; then
-    d_bad "$name: cut at phase $p: the volume is not served again (above)"
-    d_run "$name.inspect" d_ns inspect "$D_TMP"/m?.img
-    [[ -z ${CRASH_KEEP:-} ]] || cp "$D_TMP"/m?.img "$RP_CONF" "$CRASH_KEEP/"
-    cut
-    return
-  fi
-  d_ok "$name: cut at phase $p: served again, no accept, no --force"
-  finish "$name"
-  verify "$name"
-  [[ $VERIFY_RC -eq 0 ]] &&
-    d_ok "$name: every durable write there" ||
-    d_bad "$name: durable writes lost or wrong (above)"
-  stop_volume
-  ended "$name"
-  cut
+  again "$name" "cut at phase $p"
 }
 
 case $scenario in

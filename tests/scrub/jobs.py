@@ -19,11 +19,15 @@
 import json
 import os
 import random
-import socket
 import sys
 import time
 
 import nbd
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                "..", "lib"))
+sys.dont_write_bytecode = True          # no __pycache__ in the source tree
+from replace_ctl import ask as ask_ctl  # noqa: E402
 
 K, M = 1024, 1024 * 1024
 C = 64 * K
@@ -47,20 +51,7 @@ def bad(msg):
 
 
 def ask(req):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    try:
-        s.connect(ctl)
-        s.sendall((json.dumps(req) + "\n").encode())
-        buf = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            buf += b
-    finally:
-        s.close()
-    return json.loads(buf.decode())
+    return ask_ctl(ctl, req)
 
 
 def status():
