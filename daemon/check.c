@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "assemble.h"
+#include "array.h"
 #include "json.h"
 #include "log.h"
 #include "nbdstripe.h"
@@ -21,8 +22,7 @@ int
 check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
               char uuid[37])
 {
-  struct assembly a;
-  struct volume *v;
+  struct array *a;
   /* Read-only: checking must never write.  Raw: one plain connection to
    * each remote member, no threads.  With claim (serve), members are
    * locked (shared) while they are checked, so that a volume already
@@ -33,22 +33,22 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
     .claim = claim,
     .raw = true,
   };
+  const struct array_options ao = { .volume = o, .cfg = cfg };
   int r;
 
   uuid[0] = '\0';
-  v = malloc (sizeof *v);
-  if (v == NULL) {
+  a = malloc (sizeof *a);
+  if (a == NULL) {
     perror ("nbdstripe: malloc");
     return -1;
   }
-  r = volume_open_config (v, cfg, &o, &a);
+  r = array_open (a, &ao);
   if (r == 0) {
-    *size = v->layout.size;
-    meta_uuid_shown (&v->meta, uuid);
-    volume_close (v);
+    *size = a->volume.layout.size;
+    meta_uuid_shown (&a->volume.meta, uuid);
   }
-  assembly_free (&a);
-  free (v);
+  array_close (a);
+  free (a);
   return r;
 }
 

@@ -20,6 +20,7 @@
 
 #include <json-c/json.h>
 
+#include "array.h"
 #include "assemble.h"
 #include "control.h"
 #include "header.h"
@@ -232,21 +233,23 @@ static int
 offline (struct outcome *o, struct stripe_config *cfg,
          const struct replace_params *p, bool accept_stale)
 {
-  struct volume *v = malloc (sizeof *v);
-  struct assembly a;
-  const struct volume_options opt = { .claim = true, .uring = true,
-                                      .accept_stale = accept_stale,
-                                      .stale_index = p->index };
+  struct array *a = malloc (sizeof *a);
+  struct volume *v = a ? &a->volume : NULL;
+  const struct array_options ao = {
+    .volume = { .claim = true, .uring = true, .accept_stale = accept_stale,
+                .stale_index = p->index },
+    .cfg = cfg,
+    .config_file = cfg->path,
+  };
   char why[1024];
   int status = 1, last = -1;
   bool tty = isatty (STDERR_FILENO);
 
-  memset (&a, 0, sizeof a);
-  if (v == NULL) {
+  if (a == NULL) {
     outcome_fail (o, "%s", strerror (ENOMEM));
     return 1;
   }
-  if (volume_open_config (v, cfg, &opt, &a) == -1) {
+  if (array_open (a, &ao) == -1) {
     outcome_fail (
       o,
       "%s: the volume cannot be opened (served already? then leave "
@@ -260,12 +263,10 @@ offline (struct outcome *o, struct stripe_config *cfg,
   if (volume_start (v) == -1) {
     outcome_fail (o, "%s: cannot start the members: %s", cfg->path,
                   strerror (errno));
-    volume_close (v);
     goto out;
   }
-  if (replace_start (v, p, why, sizeof why) == -1) {
+  if (replace_start (a, p, why, sizeof why) == -1) {
     outcome_fail (o, "replace: %s", why);
-    volume_close (v);
     goto out;
   }
   for (;;) {
@@ -283,11 +284,10 @@ offline (struct outcome *o, struct stripe_config *cfg,
     json_object_put (r);
     usleep (200000);
   }
-  volume_close (v);
 
 out:
-  assembly_free (&a);
-  free (v);
+  array_close (a);
+  free (a);
   return status;
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "assemble.h"
 #include "control.h"
 #include "json.h"
@@ -127,17 +128,22 @@ local_status (void *opaque)
 static int
 offline (struct run *r)
 {
-  const struct volume_options opt = { .claim = true, .uring = true };
-  struct volume *v = calloc (1, sizeof *v);
-  struct assembly a = { 0 };
+  const struct array_options ao = {
+    .volume = { .claim = true, .uring = true },
+    .cfg = &r->cfg,
+    .config_file = r->cfg.path,
+  };
+  struct array *ar = calloc (1, sizeof *ar);
+  struct volume *v = ar ? &ar->volume : NULL;
+  const struct assembly *a = ar ? &ar->assembly : NULL;
   char why[1024];
   int status = 1;
 
-  if (v == NULL) {
+  if (ar == NULL) {
     say_error (r, "%s", strerror (ENOMEM));
     return 1;
   }
-  if (volume_open_config (v, &r->cfg, &opt, &a) == -1) {
+  if (array_open (ar, &ao) == -1) {
     say_error (r, "%s: the volume cannot be opened (served already? then "
                "leave out --offline)",
                r->cfg.path);
@@ -148,21 +154,21 @@ offline (struct run *r)
                strerror (errno));
     goto close;
   }
-  if (a.reshape.active && !r->cont) {
+  if (a->reshape.active && !r->cont) {
     say_error (r, "%s: a grow or shrink is under way on the members: "
                "'nbdstripe %s --offline %s' (VOLUME alone) goes on with it",
                r->cmd->name, r->cmd->name, r->cfg.path);
     goto close;
   }
-  if (!a.reshape.active && r->cont) {
+  if (!a->reshape.active && r->cont) {
     if (!r->json)
       printf ("no grow or shrink is under way on volume '%s'\n",
               r->cfg.name);
     status = 0;
     goto close;
   }
-  if (a.reshape.active) {
-    if (reshape_resume (v, &a, r->cfg.path, why, sizeof why) == -1) {
+  if (a->reshape.active) {
+    if (reshape_resume (v, a, r->cfg.path, why, sizeof why) == -1) {
       say_error (r, "%s: %s", r->cmd->name, why);
       goto close;
     }
@@ -179,10 +185,9 @@ offline (struct run *r)
     mover_wait (v);
   }
 close:
-  volume_close (v);
 out:
-  assembly_free (&a);
-  free (v);
+  array_close (ar);
+  free (ar);
   return status;
 }
 

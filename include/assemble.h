@@ -92,17 +92,4 @@ extern int assemble_accepting (const struct stripe_config *cfg,
                                struct assembly *a, unsigned stale_ok,
                                uint64_t *events_of);
 
-/* Open the volume cfg describes -- one function for the plugin and the
- * command: its headers assembled first when it has them (nothing is
- * opened for writing before they agree), then volume_open with o, whose
- * chunk, cache, connections, timeout and assembly come from cfg.  -1
- * after logging every problem.
- */
-struct volume;
-struct volume_options;
-extern int volume_open_config (struct volume *v,
-                               const struct stripe_config *cfg,
-                               const struct volume_options *o,
-                               struct assembly *a);
-
 #endif /* NBDSTRIPE_ASSEMBLE_H */

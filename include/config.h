@@ -52,6 +52,12 @@
 #include "layout.h"
 #include "cache_mode.h"
 
+/* What a member becoming failing sets off (on_failing): an alert only
+ * (the event, the log line, the status), or also a replace onto a spare
+ * (the array's spare policy, array.h).
+ */
+enum on_failing { ON_FAILING_ALERT, ON_FAILING_REPLACE };
+
 #define CONFIG_MAX_WARNINGS 4
 
 enum metadata_mode { METADATA_HEADER, METADATA_NONE, METADATA_MD };

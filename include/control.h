@@ -40,21 +40,20 @@
 
 #include <stddef.h>
 
-struct volume;
-struct health;
+struct array;
 struct control;
 
 /* The control socket's path for a status file's path. */
 extern void control_path (const char *status_file, char *out, size_t len);
 
 /* Listen at path (replacing a stale socket there, never another kind of
- * file: EEXIST then, and the server goes on without one).  config: the
- * config file, for replace (may be NULL).  NULL with errno on failure.
+ * file: EEXIST then, and the server goes on without one), for array a
+ * (its config file, if any, is what a replace or reshape rewrites).
+ * NULL with errno on failure.
  * Before nbdkit forks: the socket exists once the server's pidfile does;
  * clients that connect before control_serve wait.
  */
-extern struct control *control_listen (const char *path, struct volume *v,
-                                       struct health *h, const char *config);
+extern struct control *control_listen (const char *path, struct array *a);
 
 /* Serve requests from a thread of its own (after the fork).  -1 with
  * errno on failure.

@@ -212,12 +212,6 @@ enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED,
                     MS_REMOVED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
-/* What a member becoming failing sets off (the config's on_failing): an
- * alert only (the event, the log line, the status), or also a replace
- * onto a spare (health_spare.c).
- */
-enum on_failing { ON_FAILING_ALERT, ON_FAILING_REPLACE };
-
 extern const char *volume_state_name (enum volume_state s);
 
 /* The tunables of a volume's health group (the config's health = { }),
@@ -245,10 +239,6 @@ struct health_params {
   const char *prometheus_file;
   const char *on_change;
   struct health_settings set;
-  /* What a member becoming failing sets off (health_spare.c): with
-   * ON_FAILING_REPLACE and ops.spare_start, a replace onto a spare.
-   */
-  enum on_failing on_failing;
   /* Optional, nr_members entries: members are compared for latency only
    * with peers of the same class (local drives with local drives, NBD
    * exports with NBD exports: a network round trip is not a slow drive).
@@ -317,22 +307,22 @@ struct health_ops {
   void (*adopt) (void *opaque, unsigned i, void *fresh);
   void (*discard) (void *opaque, unsigned i, void *fresh);
   void (*dropped) (void *opaque, unsigned i);
-  /* More for the status (may be NULL): called with health's lock held
-   * while the status is built; adds to its top-level object (a running
-   * replace, replace.h).
+  /* Whoever listens (the array): the opaque of the two below. */
+  void *listener;
+  /* More for the status (may be NULL): called with no health lock held
+   * while the status is built; adds to its top-level object what the
+   * rest of the array has to say (array.h: a replace, the scrub, the
+   * spares, on_failing, the lost ranges).
    */
   void (*status_extra) (void *opaque, struct json_object *root);
-  /* Hot spares (may be NULL), from health's spare thread, which may
-   * block in them (never the health thread).  spares_refresh: look at
-   * the spares again (spares.h), every probe_interval.  spare_start:
-   * replace member i onto a spare (replace_onto_spare, config the
-   * health_params' one): 0 started (the spare's path in spare), 1 not
-   * now (a replace or reshape runs: tried again a tick later), -1 it
-   * cannot be (why).  Its end comes back through health_spare_ended.
+  /* The one notification (may be NULL): member i's state has changed
+   * to s.  Called from the health thread, in order, with no health lock
+   * held, so that the listener may take its own locks and call back into
+   * health; it must not block for long (the status waits for it).  A
+   * monitor tells; what to do about it (a replace onto a spare) is the
+   * listener's (array.h's spare policy).
    */
-  void (*spares_refresh) (void *opaque);
-  int (*spare_start) (void *opaque, unsigned i, const char *config,
-                      char *spare, size_t slen, char *why, size_t len);
+  void (*state_changed) (void *opaque, unsigned i, enum member_state s);
 };
 
 struct health;
@@ -348,21 +338,25 @@ extern struct health *health_new (const struct health_params *p,
 extern char *health_status_text (struct health *h);
 /* Start the health, prober and hook threads (after nbdkit forks). */
 extern int health_start (struct health *h);
-/* Stop the spare thread (on_failing): no replace onto a spare starts
- * from now on; waits for one being started.  Before the volume's jobs
- * are stopped at shutdown; health_free does it too.
+/* What happened to a failing member, as the on_change program and the
+ * status's events say it (MemberReplacing, MemberReplaced,
+ * MemberNotReplaced): reported by whoever acts on health's notification
+ * (the array's spare policy), with the member's device (old) and the
+ * spare (new, NULL when none).  Health reports; it does nothing else
+ * with them.
  */
-extern void health_stop_spare_thread (struct health *h);
-/* The replace on_failing asked for (spare_start) will start on member i
- * onto spare -- said before its copier runs (replace.c).
+enum health_report { HEALTH_REPLACING = 1, HEALTH_REPLACED,
+                     HEALTH_NOT_REPLACED };
+extern void health_report (struct health *h, enum health_report what,
+                           unsigned i, const char *old, const char *new_path,
+                           const char *reason);
+/* Member i's path and the reason of its state now ("" when none). */
+extern void health_member_describe (struct health *h, unsigned i, char *path,
+                                    size_t plen, char *reason, size_t rlen);
+/* Something health_ops.status_extra adds has changed: the status is
+ * written again soon.
  */
-extern void health_spare_started (struct health *h, unsigned i,
-                                  const char *spare);
-/* The replace on_failing started on member i has ended (replace.c):
- * replaced, or not (why).  No-op when h is NULL.
- */
-extern void health_spare_ended (struct health *h, unsigned i, bool replaced,
-                                const char *why);
+extern void health_status_changed (struct health *h);
 /* Stop the threads, write the last status (running: false), free.
  * Returns false when a prober is still blocked in a dead device: then h
  * is kept, and so must be everything its ops touch (the volume's

@@ -82,7 +82,7 @@ struct replace_params {
   bool skip_unreadable;  /* copy on past unreadable blocks (zeros on NEW) */
   const char *config;    /* the config file to rewrite, or NULL */
   bool automatic;        /* started by on_failing = "replace": its end is
-                          * told to health (health_spare_ended) */
+                          * told to the spare policy (array.h) */
 };
 
 /* Start replacing.  Refused (-1, why) when a replace runs (or is being
@@ -94,10 +94,11 @@ struct replace_params {
  * has been written to NEW then.  NEW is opened and checked with no lock
  * that the status or the I/O path takes.
  */
-extern int replace_start (struct volume *v, const struct replace_params *p,
+struct array;
+extern int replace_start (struct array *a, const struct replace_params *p,
                           char *why, size_t len);
 
-/* on_failing = "replace" (health.h's spare_start): member index onto the
+/* on_failing = "replace" (the array's spare policy): member index onto the
  * first of the volume's spares, in the config's order, that can take its
  * place now (spares_candidate), config as replace_params has it.  Each
  * spare skipped is logged with the reason.  0: started, the spare's path
@@ -106,12 +107,9 @@ extern int replace_start (struct volume *v, const struct replace_params *p,
  * be replaced at all (read-only).  Slow (a spare's drive is read): from
  * a thread of its own, no lock held.
  */
-extern int replace_onto_spare (struct volume *v, unsigned index,
+extern int replace_onto_spare (struct array *a, unsigned index,
                                const char *config, char *spare, size_t slen,
                                char *why, size_t len);
-/* health's ops for it (health_ops.spare_start, opaque the volume). */
-struct health_ops;
-extern void replace_health_ops (struct health_ops *ops);
 
 /* What runs the copy, and what the control socket asks of it (cancel,
  * wait, status, the test gate's step), is the mover's (mover.h): a

@@ -57,7 +57,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct volume;
+struct array;
 struct json_object;
 struct jobs_running;
 
@@ -73,28 +73,28 @@ struct scrub_params {
 /* Start a scrub.  Refused (-1, why) where jobs.h's table says so: one
  * runs already.
  */
-extern int scrub_start (struct volume *v, const struct scrub_params *p,
+extern int scrub_start (struct array *a, const struct scrub_params *p,
                         char *why, size_t len);
 
-/* The scrub under way, added to r (jobs.h); takes v->scrub_lock, never
+/* The scrub under way, added to r (jobs.h); takes a->scrub_lock, never
  * with the volume's mover_lock held.
  */
-extern void scrub_jobs (struct volume *v, struct jobs_running *r);
+extern void scrub_jobs (struct array *a, struct jobs_running *r);
 
 /* Ask the running scrub to stop (at its next read). */
-extern int scrub_cancel (struct volume *v, char *why, size_t len);
+extern int scrub_cancel (struct array *a, char *why, size_t len);
 
 /* The current (or last) scrub as JSON (above), NULL when there never was
  * one.
  */
-extern struct json_object *scrub_status (struct volume *v);
+extern struct json_object *scrub_status (struct array *a);
 
 /* Stop a scrub still running and wait for it; its status stays (the
  * server's last status file).
  */
-extern void scrub_stop (struct volume *v);
+extern void scrub_stop (struct array *a);
 
-/* For volume_close: scrub_stop, then free it. */
-extern void scrub_free (struct volume *v);
+/* For array_close: scrub_stop, then free it. */
+extern void scrub_free (struct array *a);
 
 #endif /* NBDSTRIPE_SCRUB_H */

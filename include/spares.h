@@ -17,7 +17,8 @@
  * back when it did not switch (spares_return); once it switched, the
  * spare is a member and leaves the list.  The spares are looked at
  * again now and then (spares_refresh: still there, or back), from a
- * thread of health's that never holds a lock of the I/O path.
+ * thread of the array's spare policy that never holds a lock of the
+ * I/O path.
  *
  * Locking: the spares' own mutex guards their state and is never held
  * across I/O: a spare being looked at is marked busy meanwhile.
@@ -31,18 +32,20 @@
 #include "member.h"
 
 struct volume;
+struct spares;
 struct json_object;
 
 /* Open the n spares (paths or NBD URIs) of v, whose members are open:
  * with the members' open parameters, claimed when claim.  -1 after
  * logging why when the volume must not be served with them (an alias,
  * one in use by someone else); a spare that cannot be used now is
- * logged as a warning and kept.  v->spares is set (NULL when n is 0).
+ * logged as a warning and kept.  *sp is set (NULL when n is 0), also on
+ * failure: spares_close it.
  */
-extern int spares_open (struct volume *v, unsigned n, char *const *paths,
-                        bool claim);
-/* Close them (volume_close does). */
-extern void spares_close (struct volume *v);
+extern int spares_open (struct spares **sp, struct volume *v, unsigned n,
+                        char *const *paths, bool claim);
+/* Close them (array_close does).  sp may be NULL. */
+extern void spares_close (struct spares *sp);
 
 /* The status's "spares": an array of { "path", "size" (bytes or null:
  * never opened), "claimed" (locked by this server now: a local spare;
@@ -50,14 +53,14 @@ extern void spares_close (struct volume *v);
  * member's place now), "reason" ("" when usable) }.  NULL without
  * spares.
  */
-extern struct json_object *spares_status (struct volume *v);
+extern struct json_object *spares_status (struct spares *sp);
 
 /* Each spare not in use looked at again: one that is open must still be
  * there and the same (member_ops.check, no data I/O); one that is not is
  * opened and claimed again.  Changes are logged.  Slow (an NBD connect):
  * never under a lock of the I/O path or of health.
  */
-extern void spares_refresh (struct volume *v);
+extern void spares_refresh (struct spares *sp);
 
 /* The k-th spare (in the config's order) as a candidate for member i's
  * place, checked now: open, not in use, large enough, and answering --
@@ -66,7 +69,7 @@ extern void spares_refresh (struct volume *v);
  * why (logged by the caller; "" for a spare that is a member now); -1:
  * there is no k-th spare.
  */
-extern int spares_candidate (struct volume *v, unsigned k, unsigned i,
+extern int spares_candidate (struct spares *sp, unsigned k, unsigned i,
                              char *path, size_t plen, char *why, size_t len);
 
 /* A replace of member index onto path: 1 when path is one of the spares
@@ -74,13 +77,13 @@ extern int spares_candidate (struct volume *v, unsigned k, unsigned i,
  * it is none of them; -1 with why when it is one that cannot be taken
  * (in use, gone, holding metadata...).
  */
-extern int spares_take (struct volume *v, const char *path, unsigned index,
+extern int spares_take (struct spares *sp, const char *path, unsigned index,
                         struct member *m, char *why, size_t len);
 /* The replace that took path has ended.  switched: the spare is a member
  * now and leaves the list (m is untouched).  Else *m goes back to the
  * spares (it is emptied), usable again unless problem says why not.
  */
-extern void spares_return (struct volume *v, const char *path,
+extern void spares_return (struct spares *sp, const char *path,
                            struct member *m, bool switched,
                            const char *problem);
 

@@ -65,8 +65,7 @@
 struct assembly;
 struct member_op;
 struct json_object;
-struct scrub;
-struct spares;
+struct jobs_running;
 struct volume;
 
 /* Runs a request's member operations (the volume's own path). */
@@ -175,7 +174,7 @@ struct volume_options {
    * member's usable size its size rounded down to whole chunks.
    */
   const struct assembly *assembly;
-  /* volume_open_config: member stale_index may be behind the others'
+  /* array_open: member stale_index may be behind the others'
    * generation (replace --offline --accept-stale: it dropped out while
    * served and cannot be written; the operator's word, as for `nbdstripe
    * accept`).
@@ -229,13 +228,12 @@ struct volume {
    */
   pthread_mutex_t swap_lock;
   struct volume_gate gate;
-  /* The scrub (scrub.h): the running or last one, under scrub_lock. */
-  struct scrub *scrub;
-  pthread_mutex_t scrub_lock;
-  /* The hot spares (spares.h), NULL when there are none: opened and
-   * claimed with the members (volume_open_config), closed with them.
+  /* Jobs that run outside the job slot (the array's scrub, array.h):
+   * added to what a job starting is checked against (jobs.h).  Called
+   * before mover_lock is taken.  NULL: none.
    */
-  struct spares *spares;
+  void (*other_jobs) (void *opaque, struct jobs_running *r);
+  void *other_jobs_opaque;
   /* Which members hold writes not yet synced (dirty.h), by index: a
    * member switched in by a replace takes over its index's state.  An
    * array of LAYOUT_MAX_MEMBERS of its own, cache-line aligned (the
@@ -445,8 +443,8 @@ extern struct json_object *volume_lost_json (struct volume *v);
 
 /* The volume's side of health (see struct health_ops): check that a
  * member is still the same and big enough, reopen and read it, adopt the
- * reopened member, record that one dropped out, look at its spares
- * again.  Every other op NULL (spare_start is the replace's).
+ * reopened member, record that one dropped out.  status_extra and
+ * state_changed NULL: they are the array's (array.h).
  */
 extern void volume_health_ops (struct volume *v, struct health_ops *ops);
 

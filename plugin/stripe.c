@@ -15,6 +15,7 @@
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
+#include "array.h"
 #include "assemble.h"
 #include "cmdline.h"
 #include "config.h"
@@ -64,11 +65,11 @@ static const char *status_file; /* status=FILE (ad hoc) */
 static unsigned connections = MEMBER_CONNECTIONS_DEFAULT; /* connections= */
 static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
-static struct volume volume;
-static struct assembly assembly; /* what the config's members said */
+/* The served array (array.h); its volume is what every request uses. */
+static struct array array;
+static struct volume *const volume = &array.volume;
 static struct control *control;   /* the control socket (control.h) */
-static bool volume_opened;
-static struct health *health;
+static bool array_opened;
 
 static void
 stripe_load (void)
@@ -89,11 +90,6 @@ volume_name (void)
 /* Set once the server is ready (.after_fork), until .cleanup. */
 static bool serving;
 
-/* A prober still blocked in a dead device at exit: the volume it uses is
- * not freed under it.
- */
-static bool prober_still_busy;
-
 static void
 stripe_cleanup (void)
 {
@@ -102,39 +98,23 @@ stripe_cleanup (void)
     stripe_info ("volume '%s': stopping", volume_name ());
     serving = false;
   }
-  /* No more requests on the control socket; a replace still copying is
-   * cancelled (the volume stays as it was, NEW without metadata) or, if
-   * it is switching, finishes; a scrub is cancelled.
+  /* No more requests on the control socket, then the array stops: no
+   * replace onto a spare starts, the jobs stop, health writes its last
+   * status (array.h).
    */
   control_stop (control);
   control = NULL;
-  /* Nor does on_failing start one (a spare's replace being started is
-   * waited for).
-   */
-  health_stop_spare_thread (health);
-  if (volume_opened) {
-    mover_stop (&volume);
-    scrub_stop (&volume);
-  }
-  /* The threads stop and the last status (running: false) is written
-   * while the members are still open, the last replace in it
-   * (volume_close frees it).
-   */
-  volume.health = NULL;
-  if (!health_free (health))
-    prober_still_busy = true;
-  health = NULL;
+  if (array_opened)
+    array_stop (&array);
 }
 
 static void
 stripe_unload (void)
 {
   stripe_cleanup (); /* in case .cleanup was not called */
-  if (volume_opened && !prober_still_busy)
-    volume_close (&volume);
-  volume_opened = false;
-  if (!prober_still_busy)
-    assembly_free (&assembly);
+  if (array_opened)
+    array_close (&array);
+  array_opened = false;
   config_free (&cfg);
 }
 
@@ -272,52 +252,25 @@ nbdkit_is_readonly (void)
   return ro;
 }
 
-/* The health tracker, from the config's health group (or the defaults
- * with status=FILE ad hoc).  Its threads start after the fork.
+/* The health monitor's parameters, from the config's health group (or
+ * the defaults with status=FILE ad hoc).  Its threads start after the
+ * fork.
  */
-static int
-start_health (void)
+static void
+health_params_of (struct health_params *p)
 {
-  struct health_params p = {
+  *p = (struct health_params){
     .name = config_file ? cfg.name : "stripe",
     .config = config_file,
-    .size = volume.layout.size,
-    .chunk = volume.layout.chunk,
     .status_file = config_file ? cfg.health.status_file : status_file,
     .set = health_defaults (),
   };
-  struct health_ops ops;
-  const char *paths[LAYOUT_MAX_MEMBERS];
-  char uuid[37];
-
-  p.set.io_timeout = io_timeout;
+  p->set.io_timeout = io_timeout;
   if (config_file) {
-    p.prometheus_file = cfg.health.prometheus_file;
-    p.on_change = cfg.health.on_change;
-    p.set = cfg.health.set;
-    p.on_failing = cfg.on_failing;
+    p->prometheus_file = cfg.health.prometheus_file;
+    p->on_change = cfg.health.on_change;
+    p->set = cfg.health.set;
   }
-  if (meta_uuid_shown (&volume.meta, uuid)[0])
-    p.uuid = uuid;
-  unsigned classes[LAYOUT_MAX_MEMBERS];
-  for (unsigned i = 0; i < volume.nr_members; ++i) {
-    paths[i] = volume.members[i].path;
-    classes[i] = member_remote (&volume.members[i]);
-  }
-  p.member_class = classes;
-  volume_health_ops (&volume, &ops);
-  /* on_failing = "replace": a replace onto a spare, the config rewritten
-   * (a volume served ad hoc has neither).
-   */
-  if (config_file)
-    replace_health_ops (&ops);
-  health = health_new (&p, volume.nr_members, paths, &ops);
-  if (health == NULL) {
-    stripe_error ("health: %m");
-    return -1;
-  }
-  volume.health = health;
-  return 0;
 }
 
 /* Open and check every member before nbdkit forks or serves anything:
@@ -345,29 +298,34 @@ stripe_get_ready (void)
   mover_debug_gate = stripe_debug_replace_gate;
   meta_debug_log = stripe_debug_meta_log;
   meta_debug_crash = stripe_debug_meta_crash;
-  if (config_file == NULL) {
-    if (volume_open (&volume, nr_paths, paths, &o) == -1)
-      return -1;
-  }
-  else if (volume_open_config (&volume, &cfg, &o, &assembly) == -1)
+  struct health_params hp;
+  struct array_options ao = {
+    .volume = o,
+    .cfg = config_file ? &cfg : NULL,
+    .config_file = config_file,
+    .nr_paths = nr_paths,
+    .paths = paths,
+    .health = &hp,
+  };
+
+  health_params_of (&hp);
+  array_opened = true; /* closed whatever array_open did */
+  if (array_open (&array, &ao) == -1)
     return -1;
-  volume_opened = true;
-  if (assembly.reshape.active && volume.readonly) {
+  if (array.assembly.reshape.active && volume->readonly) {
     stripe_error ("%s: a reshape is under way on the members: serve the "
                   "volume writable, so that it can go on (its data is in "
                   "two layouts until it ends)",
                   config_file);
     return -1;
   }
-  if (start_health () == -1)
-    return -1;
   /* The control socket, beside the status file (replace, live status):
    * there before the pidfile is, answering once the server runs.
    */
   if (sf) {
     char path[4096];
     control_path (sf, path, sizeof path);
-    control = control_listen (path, &volume, health, config_file);
+    control = control_listen (path, &array);
     /* Something else planted there does not keep the volume from being
      * served: only replace and the live status are missing.
      */
@@ -392,30 +350,8 @@ stripe_after_fork (void)
 {
   char state[256];
 
-  if (volume_start (&volume) == -1 || health_start (health) == -1)
+  if (array_start (&array) == -1)
     return -1;
-  /* A new generation each time the volume is served (writable, with
-   * headers): a member left out of it -- the device a replace killed
-   * half-way switched from, or to -- is stale from now on, whatever it
-   * held when it was left.
-   */
-  volume_bump_generation (&volume, -1, "served");
-  if (assembly.config_stale && !volume.readonly) {
-    char why[1024];
-    if (reshape_fix_config (config_file, &assembly, why, sizeof why) == -1)
-      stripe_error ("%s: not rewritten as its members say (%s): it is served "
-                    "as they say all the same",
-                    config_file, why);
-  }
-  if (assembly.reshape.active) {
-    char why[1024];
-    if (reshape_resume (&volume, &assembly, config_file, why, sizeof why)
-        == -1) {
-      stripe_error ("%s: the reshape under way cannot go on: %s",
-                    config_file, why);
-      return -1;
-    }
-  }
   if (control && control_serve (control) == -1) {
     stripe_error ("control socket: %m");
     return -1;
@@ -423,11 +359,11 @@ stripe_after_fork (void)
   serving = true;
   stripe_info ("volume '%s': serving %u members, %" PRIu64 " bytes, chunk "
                "%" PRIu64,
-               volume_name (), volume.nr_members, volume.layout.size,
-               volume.layout.chunk);
+               volume_name (), volume->nr_members, volume->layout.size,
+               volume->layout.chunk);
   snprintf (state, sizeof state,
             "READY=1\nSTATUS=serving volume '%s' (%u members)",
-            volume_name (), volume.nr_members);
+            volume_name (), volume->nr_members);
   if (notify_send (state) == -1)
     stripe_warning ("cannot tell the service manager that the server is "
                     "ready: %m");
@@ -447,7 +383,7 @@ served_export (void)
  * matters to --run), so a config that names its export is enforced here:
  * that name and no other, not even the default export "" -- a client
  * that does not say which export it wants may be attaching the wrong
- * volume.  Ad hoc, without a config, every name is this volume.
+ * volume->  Ad hoc, without a config, every name is this volume->
  */
 static void *
 stripe_open (int readonly)
@@ -467,7 +403,7 @@ stripe_open (int readonly)
       return NULL;
     }
   }
-  if (!readonly && volume.readonly) {
+  if (!readonly && volume->readonly) {
     stripe_error ("the members were opened read-only: serve with -r");
     return NULL;
   }
@@ -488,15 +424,15 @@ stripe_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
 static int64_t
 stripe_get_size (void *handle)
 {
-  return volume.layout.size;
+  return volume->layout.size;
 }
 
 static int
 stripe_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
                    uint32_t *maximum)
 {
-  *minimum = volume.min_block;
-  *preferred = volume.preferred_block;
+  *minimum = volume->min_block;
+  *preferred = volume->preferred_block;
   *maximum = 0xffffffff;
   return 0;
 }
@@ -504,7 +440,7 @@ stripe_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
 static int
 stripe_can_write (void *handle)
 {
-  return !volume.readonly;
+  return !volume->readonly;
 }
 
 static int
@@ -519,7 +455,7 @@ stripe_can_true (void *handle)
 static int
 stripe_can_fast_zero (void *handle)
 {
-  return volume_can_fast_zero (&volume);
+  return volume_can_fast_zero (volume);
 }
 
 static int
@@ -558,7 +494,7 @@ static int
 stripe_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
               uint32_t flags)
 {
-  return io_result (volume_pread (&volume, buf, count, offset));
+  return io_result (volume_pread (volume, buf, count, offset));
 }
 
 static int
@@ -566,27 +502,27 @@ stripe_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
                uint32_t flags)
 {
   return io_result (
-    volume_pwrite (&volume, buf, count, offset, flags & NBDKIT_FLAG_FUA));
+    volume_pwrite (volume, buf, count, offset, flags & NBDKIT_FLAG_FUA));
 }
 
 static int
 stripe_flush (void *handle, uint32_t flags)
 {
-  return io_result (volume_flush (&volume));
+  return io_result (volume_flush (volume));
 }
 
 static int
 stripe_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   return io_result (
-    volume_trim (&volume, count, offset, flags & NBDKIT_FLAG_FUA));
+    volume_trim (volume, count, offset, flags & NBDKIT_FLAG_FUA));
 }
 
 static int
 stripe_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   return io_result (
-    volume_zero (&volume, count, offset, flags & NBDKIT_FLAG_MAY_TRIM,
+    volume_zero (volume, count, offset, flags & NBDKIT_FLAG_MAY_TRIM,
                  flags & NBDKIT_FLAG_FAST_ZERO, flags & NBDKIT_FLAG_FUA));
 }
 
@@ -604,7 +540,7 @@ stripe_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *extents)
 {
   return io_result (volume_extents (
-    &volume, count, offset, flags & NBDKIT_FLAG_REQ_ONE, add_extent, extents));
+    volume, count, offset, flags & NBDKIT_FLAG_REQ_ONE, add_extent, extents));
 }
 
 static void

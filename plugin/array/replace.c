@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "config.h"
 #include "health.h"
 #include "ioexec.h"
@@ -30,6 +31,7 @@
 /* The mover's positions are member INDEX's offsets. */
 struct replace {
   struct mover mv; /* first */
+  struct array *a; /* its spares, its spare policy */
   unsigned index;
   struct member newm; /* NEW (after the switch: old, to be closed) */
   bool newm_open;
@@ -448,14 +450,14 @@ replace_ended (struct mover *mv)
                   r->old_path, r->new_path, mv->error);
   if (r->from_spare && done) {
     member_close (&r->newm);
-    spares_return (mv->v, r->new_path, NULL, true, NULL);
+    spares_return (r->a->spares, r->new_path, NULL, true, NULL);
   }
   else if (r->from_spare) {
     snprintf (problem, sizeof problem,
               "failing: the replace of member %u "
               "onto it failed: %.500s",
               r->index, mv->error);
-    spares_return (mv->v, r->new_path, &r->newm, false,
+    spares_return (r->a->spares, r->new_path, &r->newm, false,
                    r->new_failed ? problem : NULL);
     member_close (&r->newm); /* nothing, unless the spare was not found */
   }
@@ -463,7 +465,8 @@ replace_ended (struct mover *mv)
     member_close (&r->newm);
   r->newm_open = false;
   if (r->automatic && !mv->start_failed)
-    health_spare_ended (mv->v->health, r->index, done, done ? "" : mv->error);
+    spare_policy_ended (r->a->policy, r->index, done,
+                        done ? "" : mv->error);
 }
 
 static void
@@ -491,7 +494,7 @@ replace_discard (struct mover *mv)
 
   /* Refused before it started: a spare goes back as it was. */
   if (r->newm_open && r->from_spare)
-    spares_return (mv->v, r->new_path, &r->newm, false, NULL);
+    spares_return (r->a->spares, r->new_path, &r->newm, false, NULL);
   if (r->newm_open)
     member_close (&r->newm);
   free (r->old_path);
@@ -614,7 +617,8 @@ prepare_new (struct volume *v, struct replace *r,
   int t;
 
   /* One of the spares: taken as it is, opened and claimed. */
-  t = spares_take (v, p->new_path, p->index, &r->newm, reason, sizeof reason);
+  t = spares_take (r->a->spares, p->new_path, p->index, &r->newm, reason,
+                   sizeof reason);
   if (t == -1) {
     snprintf (why, len, "%s", reason);
     return -1;
@@ -674,12 +678,14 @@ prepare_new (struct volume *v, struct replace *r,
 }
 
 static struct replace *
-new_replace (struct volume *v, const struct replace_params *p)
+new_replace (struct array *a, const struct replace_params *p)
 {
+  struct volume *v = &a->volume;
   struct replace *r = calloc (1, sizeof *r);
 
   if (r == NULL)
     return NULL;
+  r->a = a;
   r->mv.job = &replace_job;
   r->mv.v = v;
   r->mv.rate = p->rate;
@@ -701,9 +707,10 @@ new_replace (struct volume *v, const struct replace_params *p)
 }
 
 int
-replace_start (struct volume *v, const struct replace_params *p, char *why,
+replace_start (struct array *a, const struct replace_params *p, char *why,
                size_t len)
 {
+  struct volume *v = &a->volume;
   struct replace *r;
   bool reshaping;
 
@@ -772,7 +779,7 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
                 p->index);
     return -1;
   }
-  r = new_replace (v, p);
+  r = new_replace (a, p);
   if (r == NULL) {
     snprintf (why, len, "out of memory");
     mover_unreserve (v);
@@ -790,9 +797,9 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
   if (reshaping && r->mv.start > META_AREA)
     r->mv.start = META_AREA; /* the journal too */
   mover_init (&r->mv);
-  /* on_failing's: said before the copier runs (health_spare.c). */
+  /* on_failing's: said before the copier runs (spare_policy.c). */
   if (r->automatic)
-    health_spare_started (v->health, r->index, r->new_path);
+    spare_policy_started (a->policy, r->index, r->new_path);
   if (mover_start (&r->mv, why, len) == -1)
     return -1;
   stripe_info ("replace: member %u: copying %s to %s (%" PRIu64 " bytes)",
@@ -803,9 +810,10 @@ replace_start (struct volume *v, const struct replace_params *p, char *why,
 /* ---- on_failing = "replace" ---- */
 
 int
-replace_onto_spare (struct volume *v, unsigned index, const char *config,
+replace_onto_spare (struct array *a, unsigned index, const char *config,
                     char *spare, size_t slen, char *why, size_t len)
 {
+  struct volume *v = &a->volume;
   char path[4096], reason[1024], skipped[1024] = "";
   size_t n = 0;
   int c;
@@ -815,8 +823,9 @@ replace_onto_spare (struct volume *v, unsigned index, const char *config,
    */
   if (volume_job_may_start (v, JOB_SPARE, why, len) == -1)
     return 1;
-  for (unsigned k = 0; (c = spares_candidate (v, k, index, path, sizeof path,
-                                              reason, sizeof reason))
+  for (unsigned k = 0; (c = spares_candidate (a->spares, k, index, path,
+                                              sizeof path, reason,
+                                              sizeof reason))
                        != -1;
        ++k) {
     struct replace_params p = {
@@ -825,7 +834,7 @@ replace_onto_spare (struct volume *v, unsigned index, const char *config,
 
     if (c == 0 && reason[0] == '\0')
       continue; /* a spare that is a member now */
-    if (c == 1 && replace_start (v, &p, reason, sizeof reason) == 0) {
+    if (c == 1 && replace_start (a, &p, reason, sizeof reason) == 0) {
       snprintf (spare, slen, "%s", path);
       return 0;
     }
@@ -846,17 +855,4 @@ replace_onto_spare (struct volume *v, unsigned index, const char *config,
   snprintf (why, len, "no spare can take its place%s%s", n ? ": " : "",
             n ? skipped : " (none left)");
   return -1;
-}
-
-static int
-spare_start_op (void *opaque, unsigned i, const char *config, char *spare,
-                size_t slen, char *why, size_t len)
-{
-  return replace_onto_spare (opaque, i, config, spare, slen, why, len);
-}
-
-void
-replace_health_ops (struct health_ops *ops)
-{
-  ops->spare_start = spare_start_op;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "health.h"
 #include "jobs.h"
 #include "json.h"
@@ -310,11 +311,11 @@ scrub_destroy (struct scrub *s)
   free (s);
 }
 
-/* The scrub under way, as jobs.h names it (v->scrub_lock held). */
+/* The scrub under way, as jobs.h names it (a->scrub_lock held). */
 static void
-running_locked (struct volume *v, struct jobs_running *r)
+running_locked (struct array *a, struct jobs_running *r)
 {
-  struct scrub *s = v->scrub;
+  struct scrub *s = a->scrub;
 
   if (s == NULL)
     return;
@@ -330,34 +331,35 @@ running_locked (struct volume *v, struct jobs_running *r)
 }
 
 void
-scrub_jobs (struct volume *v, struct jobs_running *r)
+scrub_jobs (struct array *a, struct jobs_running *r)
 {
-  pthread_mutex_lock (&v->scrub_lock);
-  running_locked (v, r);
-  pthread_mutex_unlock (&v->scrub_lock);
+  pthread_mutex_lock (&a->scrub_lock);
+  running_locked (a, r);
+  pthread_mutex_unlock (&a->scrub_lock);
 }
 
 int
-scrub_start (struct volume *v, const struct scrub_params *p, char *why,
+scrub_start (struct array *a, const struct scrub_params *p, char *why,
              size_t len)
 {
+  struct volume *v = &a->volume;
   struct scrub *s, *old;
   int e;
 
-  pthread_mutex_lock (&v->scrub_lock);
-  old = v->scrub;
+  pthread_mutex_lock (&a->scrub_lock);
+  old = a->scrub;
   {
     struct jobs_running r = { 0 };
-    running_locked (v, &r);
+    running_locked (a, &r);
     volume_mover_jobs (v, &r);
     if (job_may_start (JOB_SCRUB, &r, why, len) == -1) {
-      pthread_mutex_unlock (&v->scrub_lock);
+      pthread_mutex_unlock (&a->scrub_lock);
       return -1;
     }
   }
   s = calloc (1, sizeof *s);
   if (s == NULL) {
-    pthread_mutex_unlock (&v->scrub_lock);
+    pthread_mutex_unlock (&a->scrub_lock);
     snprintf (why, len, "%s", strerror (ENOMEM));
     return -1;
   }
@@ -377,14 +379,14 @@ scrub_start (struct volume *v, const struct scrub_params *p, char *why,
   }
   e = pthread_create (&s->thread, NULL, scrubber, s);
   if (e) {
-    pthread_mutex_unlock (&v->scrub_lock);
+    pthread_mutex_unlock (&a->scrub_lock);
     scrub_destroy (s);
     snprintf (why, len, "cannot start a thread: %s", strerror (e));
     return -1;
   }
   s->thread_started = true;
-  v->scrub = s;
-  pthread_mutex_unlock (&v->scrub_lock);
+  a->scrub = s;
+  pthread_mutex_unlock (&a->scrub_lock);
   if (old) {
     pthread_join (old->thread, NULL);
     scrub_destroy (old);
@@ -395,13 +397,13 @@ scrub_start (struct volume *v, const struct scrub_params *p, char *why,
 }
 
 int
-scrub_cancel (struct volume *v, char *why, size_t len)
+scrub_cancel (struct array *a, char *why, size_t len)
 {
   struct scrub *s;
   int r = -1;
 
-  pthread_mutex_lock (&v->scrub_lock);
-  s = v->scrub;
+  pthread_mutex_lock (&a->scrub_lock);
+  s = a->scrub;
   if (s) {
     pthread_mutex_lock (&s->lock);
     if (s->state == S_RUNNING) {
@@ -410,7 +412,7 @@ scrub_cancel (struct volume *v, char *why, size_t len)
     }
     pthread_mutex_unlock (&s->lock);
   }
-  pthread_mutex_unlock (&v->scrub_lock);
+  pthread_mutex_unlock (&a->scrub_lock);
   if (r == -1)
     snprintf (why, len, "no scrub is running");
   return r;
@@ -456,17 +458,18 @@ ranges_json (const struct ranges *l, const char *key)
 }
 
 struct json_object *
-scrub_status (struct volume *v)
+scrub_status (struct array *a)
 {
+  struct volume *v = &a->volume;
   struct scrub *s;
   struct json_object *o, *members;
   double elapsed, rate;
   uint64_t bad = 0;
 
-  pthread_mutex_lock (&v->scrub_lock);
-  s = v->scrub;
+  pthread_mutex_lock (&a->scrub_lock);
+  s = a->scrub;
   if (s == NULL) {
-    pthread_mutex_unlock (&v->scrub_lock);
+    pthread_mutex_unlock (&a->scrub_lock);
     return NULL;
   }
   pthread_mutex_lock (&s->lock);
@@ -508,24 +511,24 @@ scrub_status (struct volume *v)
   json_put (o, "truncated", json_object_new_boolean (s->truncated));
   json_put (o, "error", s->error[0] ? json_text (s->error) : NULL);
   pthread_mutex_unlock (&s->lock);
-  pthread_mutex_unlock (&v->scrub_lock);
+  pthread_mutex_unlock (&a->scrub_lock);
   return o;
 }
 
 void
-scrub_stop (struct volume *v)
+scrub_stop (struct array *a)
 {
   struct scrub *s;
 
-  pthread_mutex_lock (&v->scrub_lock);
-  s = v->scrub;
+  pthread_mutex_lock (&a->scrub_lock);
+  s = a->scrub;
   if (s) {
     pthread_mutex_lock (&s->lock);
     if (s->state == S_RUNNING)
       s->cancel = true;
     pthread_mutex_unlock (&s->lock);
   }
-  pthread_mutex_unlock (&v->scrub_lock);
+  pthread_mutex_unlock (&a->scrub_lock);
   /* The thread takes no scrub_lock: joined without it. */
   if (s && s->thread_started) {
     pthread_join (s->thread, NULL);
@@ -534,9 +537,9 @@ scrub_stop (struct volume *v)
 }
 
 void
-scrub_free (struct volume *v)
+scrub_free (struct array *a)
 {
-  scrub_stop (v);
-  scrub_destroy (v->scrub);
-  v->scrub = NULL;
+  scrub_stop (a);
+  scrub_destroy (a->scrub);
+  a->scrub = NULL;
 }

@@ -1,23 +1,30 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe: health's spare thread -- the spares looked at again now
- * and then, and the policy of on_failing = "replace": a member that
- * becomes failing (I/O errors, its drive's prediction, a scrub's
- * finding: whatever health calls failing) is replaced onto a spare at
- * once, one replace at a time.
+/* nbdstripe: the array's spare policy -- the spares looked at again now
+ * and then, and on_failing = "replace": a member that becomes failing
+ * (I/O errors, its drive's prediction, a scrub's finding: whatever
+ * health calls failing) is replaced onto a spare at once, one replace at
+ * a time.
  *
- * The replace is the volume's job (replace.h), started through
- * ops.spare_start, which may take seconds (a spare's drive is read, an
- * NBD spare answers): on this thread alone, never on the health thread
- * or under health's lock.  While another replace or a reshape holds the
- * volume's job slot, it is tried again a tick (a second) later.  A
- * member is tried once each time it becomes failing: when no spare can
- * take its place, or the replace fails, it stays failing (the event and
- * the log say why) until it leaves failing and comes back to it.
+ * Health is the monitor: it tells (health_ops.state_changed, from its
+ * thread, without its lock) and reports the events this policy asks it
+ * to (health_report); it starts nothing.  The replace is the array's job
+ * (replace.h), started here through replace_onto_spare, which may take
+ * seconds (a spare's drive is read, an NBD spare answers): on this
+ * thread alone, never on the health thread.  While another replace or a
+ * reshape holds the volume's job slot, it is tried again a tick (a
+ * second) later.  A member is tried once each time it becomes failing:
+ * when no spare can take its place, or the replace fails, it stays
+ * failing (the event and the log say why) until it leaves failing and
+ * comes back to it.
  *
  * Events (the on_change program, health_hook.c), each with the member's
  * index and its device: MemberReplacing when the replace starts (the
  * spare in NBDSTRIPE_NEW_PATH), then MemberReplaced or MemberNotReplaced
  * when it ends; MemberNotReplaced alone when it cannot start.
+ *
+ * Locking: the policy's lock guards its state.  It may be held while
+ * health is called (health never calls the policy with its own lock
+ * held), never while a replace is started.
  */
 
 #include <errno.h>
@@ -27,13 +34,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health_impl.h"
+#include "array.h"
+#include "config.h"
+#include "health.h"
 #include "json.h"
+#include "layout.h"
 #include "log.h"
+#include "replace.h"
+#include "spares.h"
 #include "util.h"
 
 #define SPARE_PATH_MAX 4096
 #define TICK_NS 1000000000ull
+#define REASON_MAX 256
+
+enum spare_phase { SPARE_IDLE, SPARE_STARTING, SPARE_RUNNING };
+
+struct spare_policy {
+  struct array *a;
+  bool replace;            /* on_failing = "replace" */
+  unsigned probe_interval; /* s: the spares looked at again */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  pthread_t thread;
+  bool started, stop;
+  enum spare_phase phase;
+  unsigned member; /* the replace being started or run */
+  char *old_path, *spare;
+  char failing[REASON_MAX];        /* why the member was failing */
+  uint64_t retry_at, next_refresh; /* monotonic ns */
+  /* A replace onto a spare was tried since member i last left failing
+   * (not again until it does).
+   */
+  bool tried[LAYOUT_MAX_MEMBERS];
+  /* The last word, for the status: "waiting", "replacing", "replaced",
+   * "not_replaced" ("" none yet).
+   */
+  char last_state[16];
+  unsigned last_member;
+  char *last_old, *last_spare;
+  char last_reason[REASON_MAX];
+  double last_unix;
+};
 
 static char *
 dup0 (const char *s)
@@ -43,11 +85,9 @@ dup0 (const char *s)
 
 /* What the status says last (lock held). */
 static void
-last_word (struct health *h, const char *state, unsigned i, const char *old,
-           const char *spare, const char *reason)
+last_word (struct spare_policy *p, const char *state, unsigned i,
+           const char *old, const char *spare, const char *reason)
 {
-  struct spare_policy *p = &h->spare;
-
   snprintf (p->last_state, sizeof p->last_state, "%s", state);
   p->last_member = i;
   free (p->last_old);
@@ -56,50 +96,33 @@ last_word (struct health *h, const char *state, unsigned i, const char *old,
   p->last_spare = dup0 (spare);
   snprintf (p->last_reason, sizeof p->last_reason, "%s", reason);
   p->last_unix = now_unix ();
-  h->dirty = true;
-  pthread_cond_signal (&h->cond);
-}
-
-static void
-event (struct health *h, enum event_kind kind, unsigned i, const char *old,
-       const char *spare, const char *reason)
-{
-  struct event e = {
-    .member = i,
-    .state = atomic_load (&h->m[i].state),
-    .kind = kind,
-    .old_path = dup0 (old ? old : ""),
-    .new_path = dup0 (spare ? spare : ""),
-  };
-
-  snprintf (e.reason, sizeof e.reason, "%s", reason);
-  health_push_event (h, &e);
+  health_status_changed (p->a->health);
 }
 
 /* The replace of member p->member has ended (lock held). */
 static void
-ended (struct health *h, bool ok, const char *why)
+ended (struct spare_policy *p, bool ok, const char *why)
 {
-  struct spare_policy *p = &h->spare;
+  struct health *h = p->a->health;
   unsigned i = p->member;
   char reason[REASON_MAX];
 
   /* Replaced: the member is another device, which may fail in turn. */
-  h->m[i].spare_tried = !ok;
+  p->tried[i] = !ok;
   if (ok) {
     snprintf (reason, sizeof reason, "%.100s took the place of %.100s",
               p->spare, p->old_path);
     stripe_notice ("on_failing: member %u: %s", i, reason);
-    event (h, EV_REPLACED, i, p->old_path, p->spare, reason);
-    last_word (h, "replaced", i, p->old_path, p->spare, reason);
+    health_report (h, HEALTH_REPLACED, i, p->old_path, p->spare, reason);
+    last_word (p, "replaced", i, p->old_path, p->spare, reason);
   }
   else {
     snprintf (reason, sizeof reason, "the replace onto %.80s failed: %.140s",
               p->spare, why);
     stripe_error ("on_failing: member %u (%s): %s: it stays failing", i,
                   p->old_path, reason);
-    event (h, EV_NOT_REPLACED, i, p->old_path, p->spare, reason);
-    last_word (h, "not_replaced", i, p->old_path, p->spare, reason);
+    health_report (h, HEALTH_NOT_REPLACED, i, p->old_path, p->spare, reason);
+    last_word (p, "not_replaced", i, p->old_path, p->spare, reason);
   }
   p->phase = SPARE_IDLE;
   free (p->old_path);
@@ -108,36 +131,36 @@ ended (struct health *h, bool ok, const char *why)
   pthread_cond_signal (&p->cond); /* another may be waiting */
 }
 
-/* Start replacing member i (lock held; dropped while spare_start runs).
- * The replace, once it is sure to start, says so through
- * health_spare_started (before its copier runs: MemberReplacing comes
+/* Start replacing member i (lock held; dropped while the replace is
+ * started).  The replace, once it is sure to start, says so through
+ * spare_policy_started (before its copier runs: MemberReplacing comes
  * before anything the switch says), and its end through
- * health_spare_ended (which may come before spare_start returns).
+ * spare_policy_ended (which may come before replace_onto_spare returns).
  */
 static void
-start (struct health *h, unsigned i)
+start (struct spare_policy *p, unsigned i)
 {
-  struct spare_policy *p = &h->spare;
-  struct member_health *m = &h->m[i];
-  char spare[SPARE_PATH_MAX], why[1024];
+  struct array *a = p->a;
+  char spare[SPARE_PATH_MAX], why[1024], path[SPARE_PATH_MAX];
   int r;
 
   p->phase = SPARE_STARTING;
   p->member = i;
+  health_member_describe (a->health, i, path, sizeof path, p->failing,
+                          sizeof p->failing);
   free (p->old_path);
-  p->old_path = dup0 (m->path);
-  snprintf (p->failing, sizeof p->failing, "%s", m->reason);
-  pthread_mutex_unlock (&h->lock);
-  r = h->ops.spare_start (h->ops.opaque, i, h->p.config, spare, sizeof spare,
-                          why, sizeof why);
-  pthread_mutex_lock (&h->lock);
+  p->old_path = dup0 (path);
+  pthread_mutex_unlock (&p->lock);
+  r = replace_onto_spare (a, i, a->config_file, spare, sizeof spare, why,
+                          sizeof why);
+  pthread_mutex_lock (&p->lock);
 
   if (r == 0 || (r == -1 && p->phase != SPARE_STARTING)) {
     /* Started: it runs, or it has ended already -- or, started, it
      * could not go on (its copier did not start): that is its end.
      */
     if (r == -1 && p->phase == SPARE_RUNNING && p->member == i)
-      ended (h, false, why);
+      ended (p, false, why);
     else if (r == 0 && p->phase == SPARE_STARTING)
       p->phase = SPARE_RUNNING; /* not said started: its end will be */
     return;
@@ -150,31 +173,29 @@ start (struct health *h, unsigned i)
       stripe_info ("on_failing: member %u (%s) is failing: its replace "
                    "waits (%s)",
                    i, p->old_path, why);
-      last_word (h, "waiting", i, p->old_path, NULL, why);
+      last_word (p, "waiting", i, p->old_path, NULL, why);
     }
   }
   else {
-    m->spare_tried = true;
+    p->tried[i] = true;
     stripe_error ("on_failing: member %u (%s) is failing and is not "
                   "replaced: %s",
                   i, p->old_path, why);
-    event (h, EV_NOT_REPLACED, i, p->old_path, NULL, why);
-    last_word (h, "not_replaced", i, p->old_path, NULL, why);
+    health_report (a->health, HEALTH_NOT_REPLACED, i, p->old_path, NULL, why);
+    last_word (p, "not_replaced", i, p->old_path, NULL, why);
   }
   free (p->old_path);
   p->old_path = NULL;
 }
 
 void
-health_spare_started (struct health *h, unsigned i, const char *spare)
+spare_policy_started (struct spare_policy *p, unsigned i, const char *spare)
 {
-  struct spare_policy *p;
   char reason[REASON_MAX];
 
-  if (h == NULL)
+  if (p == NULL)
     return;
-  p = &h->spare;
-  pthread_mutex_lock (&h->lock);
+  pthread_mutex_lock (&p->lock);
   if (p->phase == SPARE_STARTING && p->member == i) {
     free (p->spare);
     p->spare = dup0 (spare);
@@ -183,19 +204,22 @@ health_spare_started (struct health *h, unsigned i, const char *spare)
               "%.100s",
               p->failing, spare);
     stripe_notice ("on_failing: member %u (%s) is %s", i, p->old_path, reason);
-    event (h, EV_REPLACING, i, p->old_path, spare, reason);
-    last_word (h, "replacing", i, p->old_path, spare, reason);
+    health_report (p->a->health, HEALTH_REPLACING, i, p->old_path, spare,
+                   reason);
+    last_word (p, "replacing", i, p->old_path, spare, reason);
     p->phase = SPARE_RUNNING;
   }
-  pthread_mutex_unlock (&h->lock);
+  pthread_mutex_unlock (&p->lock);
 }
 
 /* The first failing member not tried yet, or -1 (lock held). */
 static int
-next_failing (struct health *h)
+next_failing (struct spare_policy *p)
 {
-  for (unsigned i = 0; i < h->n; ++i)
-    if (atomic_load (&h->m[i].state) == MS_FAILING && !h->m[i].spare_tried)
+  const struct volume *v = &p->a->volume;
+
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (health_member_state (p->a->health, i) == MS_FAILING && !p->tried[i])
       return (int) i;
   return -1;
 }
@@ -203,107 +227,125 @@ next_failing (struct health *h)
 static void *
 spare_main (void *arg)
 {
-  struct health *h = arg;
-  struct spare_policy *p = &h->spare;
-  bool policy = h->p.on_failing == ON_FAILING_REPLACE && h->ops.spare_start;
+  struct spare_policy *p = arg;
+  struct array *a = p->a;
+  uint64_t interval = (uint64_t) p->probe_interval * 1000000000;
 
-  pthread_mutex_lock (&h->lock);
+  pthread_mutex_lock (&p->lock);
   while (!p->stop) {
     uint64_t now = health_now_ns (), deadline;
     int i;
 
-    if (h->ops.spares_refresh && now >= p->next_refresh) {
-      p->next_refresh = now + (uint64_t) h->p.set.probe_interval * 1000000000;
-      pthread_mutex_unlock (&h->lock);
-      h->ops.spares_refresh (h->ops.opaque);
-      pthread_mutex_lock (&h->lock);
-      h->dirty = true;
+    if (a->spares && now >= p->next_refresh) {
+      p->next_refresh = now + interval;
+      pthread_mutex_unlock (&p->lock);
+      spares_refresh (a->spares);
+      health_status_changed (a->health);
+      pthread_mutex_lock (&p->lock);
       continue;
     }
-    if (policy && p->phase == SPARE_IDLE && now >= p->retry_at
-        && (i = next_failing (h)) >= 0) {
-      start (h, (unsigned) i);
+    if (p->replace && p->phase == SPARE_IDLE && now >= p->retry_at
+        && (i = next_failing (p)) >= 0) {
+      start (p, (unsigned) i);
       continue;
     }
-    deadline = h->ops.spares_refresh ? p->next_refresh : now + 3600 * TICK_NS;
-    if (policy && p->retry_at > now && p->retry_at < deadline)
+    deadline = a->spares ? p->next_refresh : now + 3600 * TICK_NS;
+    if (p->replace && p->retry_at > now && p->retry_at < deadline)
       deadline = p->retry_at;
     struct timespec ts = { deadline / 1000000000, deadline % 1000000000 };
-    pthread_cond_timedwait (&p->cond, &h->lock, &ts);
+    pthread_cond_timedwait (&p->cond, &p->lock, &ts);
   }
-  pthread_mutex_unlock (&h->lock);
+  pthread_mutex_unlock (&p->lock);
   return NULL;
 }
 
+struct spare_policy *
+spare_policy_new (struct array *a, bool replace, unsigned probe_interval)
+{
+  struct spare_policy *p = calloc (1, sizeof *p);
+  pthread_condattr_t ca;
+
+  if (p == NULL)
+    return NULL;
+  p->a = a;
+  p->replace = replace;
+  p->probe_interval = probe_interval;
+  pthread_mutex_init (&p->lock, NULL);
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&p->cond, &ca);
+  pthread_condattr_destroy (&ca);
+  return p;
+}
+
 int
-health_start_spare_thread (struct health *h)
+spare_policy_start (struct spare_policy *p)
 {
   int e;
 
-  if (h->ops.spares_refresh == NULL
-      && !(h->p.on_failing == ON_FAILING_REPLACE && h->ops.spare_start))
+  if (p == NULL || (p->a->spares == NULL && !p->replace))
     return 0;
-  if (h->p.on_failing == ON_FAILING_REPLACE && h->ops.spare_start == NULL)
+  if (p->replace && p->a->config_file == NULL)
     stripe_warning ("on_failing = \"replace\": this volume cannot replace a "
                     "member by itself; a failing member is only reported");
   /* The spares were looked at when they were opened. */
-  h->spare.next_refresh =
-    health_now_ns () + (uint64_t) h->p.set.probe_interval * 1000000000;
-  e = pthread_create (&h->spare.thread, NULL, spare_main, h);
+  p->next_refresh =
+    health_now_ns () + (uint64_t) p->probe_interval * 1000000000;
+  e = pthread_create (&p->thread, NULL, spare_main, p);
   if (e) {
     errno = e;
     return -1;
   }
-  h->spare.started = true;
+  p->started = true;
   return 0;
 }
 
 void
-health_stop_spare_thread (struct health *h)
+spare_policy_stop (struct spare_policy *p)
 {
-  if (h == NULL || !h->spare.started)
+  if (p == NULL || !p->started)
     return;
-  pthread_mutex_lock (&h->lock);
-  h->spare.stop = true;
-  pthread_cond_broadcast (&h->spare.cond);
-  pthread_mutex_unlock (&h->lock);
-  pthread_join (h->spare.thread, NULL);
-  h->spare.started = false;
+  pthread_mutex_lock (&p->lock);
+  p->stop = true;
+  pthread_cond_broadcast (&p->cond);
+  pthread_mutex_unlock (&p->lock);
+  pthread_join (p->thread, NULL);
+  p->started = false;
 }
 
 void
-health_spare_state_changed (struct health *h, unsigned i, enum member_state s)
+spare_policy_state_changed (struct spare_policy *p, unsigned i,
+                            enum member_state s)
 {
+  if (i >= LAYOUT_MAX_MEMBERS)
+    return;
+  pthread_mutex_lock (&p->lock);
   if (s < MS_FAILING)
-    h->m[i].spare_tried = false; /* tried again if it fails again */
-  if (s == MS_FAILING && h->spare.started)
-    pthread_cond_signal (&h->spare.cond);
+    p->tried[i] = false; /* tried again if it fails again */
+  if (s == MS_FAILING && p->started)
+    pthread_cond_signal (&p->cond);
+  pthread_mutex_unlock (&p->lock);
 }
 
 void
-health_spare_ended (struct health *h, unsigned i, bool replaced,
+spare_policy_ended (struct spare_policy *p, unsigned i, bool replaced,
                     const char *why)
 {
-  struct spare_policy *p;
-
-  if (h == NULL)
+  if (p == NULL)
     return;
-  p = &h->spare;
-  pthread_mutex_lock (&h->lock);
+  pthread_mutex_lock (&p->lock);
   if (p->phase == SPARE_RUNNING && p->member == i)
-    ended (h, replaced, why ? why : "");
-  pthread_mutex_unlock (&h->lock);
+    ended (p, replaced, why ? why : "");
+  pthread_mutex_unlock (&p->lock);
 }
 
 struct json_object *
-health_spare_json (struct health *h)
+spare_policy_json (struct spare_policy *p)
 {
-  struct spare_policy *p = &h->spare;
   struct json_object *o = json_object_new_object (), *l = NULL;
 
-  json_put (
-    o, "policy",
-    json_text (h->p.on_failing == ON_FAILING_REPLACE ? "replace" : "alert"));
+  pthread_mutex_lock (&p->lock);
+  json_put (o, "policy", json_text (p->replace ? "replace" : "alert"));
   if (p->last_state[0]) {
     l = json_object_new_object ();
     json_put (l, "state", json_text (p->last_state));
@@ -313,15 +355,22 @@ health_spare_json (struct health *h)
     json_put (l, "reason", json_text (p->last_reason));
     json_put (l, "time_unix", json_number (p->last_unix, "%.3f"));
   }
+  pthread_mutex_unlock (&p->lock);
   json_put (o, "last", l);
   return o;
 }
 
 void
-health_spare_free (struct health *h)
+spare_policy_free (struct spare_policy *p)
 {
-  free (h->spare.old_path);
-  free (h->spare.spare);
-  free (h->spare.last_old);
-  free (h->spare.last_spare);
+  if (p == NULL)
+    return;
+  spare_policy_stop (p);
+  free (p->old_path);
+  free (p->spare);
+  free (p->last_old);
+  free (p->last_spare);
+  pthread_mutex_destroy (&p->lock);
+  pthread_cond_destroy (&p->cond);
+  free (p);
 }

@@ -171,11 +171,12 @@ fatal:
 }
 
 int
-spares_open (struct volume *v, unsigned n, char *const *paths, bool claim)
+spares_open (struct spares **out, struct volume *v, unsigned n,
+             char *const *paths, bool claim)
 {
   struct spares *sp;
 
-  v->spares = NULL;
+  *out = NULL;
   if (n == 0)
     return 0;
   sp = calloc (1, sizeof *sp);
@@ -188,7 +189,7 @@ spares_open (struct volume *v, unsigned n, char *const *paths, bool claim)
   sp->params = v->members[0].params;
   pthread_mutex_init (&sp->lock, NULL);
   pthread_cond_init (&sp->cond, NULL);
-  v->spares = sp;
+  *out = sp; /* closed by the caller, whatever happens next */
   for (unsigned k = 0; k < n; ++k) {
     struct spare *s = &sp->s[k];
     char why[WHY_MAX];
@@ -226,9 +227,8 @@ spares_open (struct volume *v, unsigned n, char *const *paths, bool claim)
 }
 
 void
-spares_close (struct volume *v)
+spares_close (struct spares *sp)
 {
-  struct spares *sp = v->spares;
 
   if (sp == NULL)
     return;
@@ -240,7 +240,6 @@ spares_close (struct volume *v)
   pthread_mutex_destroy (&sp->lock);
   pthread_cond_destroy (&sp->cond);
   free (sp);
-  v->spares = NULL;
 }
 
 /* "in use: ...", the problem, or the fit: why s is not usable ("": it
@@ -259,9 +258,8 @@ reason_of (const struct spare *s, char *buf, size_t len)
 }
 
 struct json_object *
-spares_status (struct volume *v)
+spares_status (struct spares *sp)
 {
-  struct spares *sp = v->spares;
   struct json_object *a;
   char buf[WHY_MAX];
 
@@ -325,9 +323,9 @@ say (const struct spare *s, const char *before)
 }
 
 void
-spares_refresh (struct volume *v)
+spares_refresh (struct spares *sp)
 {
-  struct spares *sp = v->spares;
+  struct volume *v = sp ? sp->v : NULL;
 
   for (unsigned k = 0; sp && k < sp->n; ++k) {
     struct spare *s = &sp->s[k];
@@ -382,10 +380,10 @@ spares_refresh (struct volume *v)
 }
 
 int
-spares_candidate (struct volume *v, unsigned k, unsigned i, char *path,
+spares_candidate (struct spares *sp, unsigned k, unsigned i, char *path,
                   size_t plen, char *why, size_t len)
 {
-  struct spares *sp = v->spares;
+  struct volume *v;
   struct spare *s;
   struct drive_health d;
   char reason[REASON_LEN], before[WHY_MAX], problem[WHY_MAX] = "";
@@ -395,6 +393,7 @@ spares_candidate (struct volume *v, unsigned k, unsigned i, char *path,
   why[0] = '\0';
   if (sp == NULL || k >= sp->n)
     return -1;
+  v = sp->v;
   s = &sp->s[k];
   snprintf (path, plen, "%s", s->path);
   pthread_mutex_lock (&sp->lock);
@@ -420,7 +419,7 @@ spares_candidate (struct volume *v, unsigned k, unsigned i, char *path,
     snprintf (why, len,
               "takes requests of %" PRIu32 " bytes at least, but "
               "the volume's clients were promised %" PRIu32,
-              s->m.min_io, v->min_block);
+              s->m.min_io, sp->v->min_block);
   else {
     pthread_mutex_lock (&v->swap_lock);
     if (i < v->nr_members)
@@ -461,10 +460,9 @@ out:
 }
 
 int
-spares_take (struct volume *v, const char *path, unsigned index,
+spares_take (struct spares *sp, const char *path, unsigned index,
              struct member *m, char *why, size_t len)
 {
-  struct spares *sp = v->spares;
   unsigned k;
   int r = -1;
 
@@ -500,10 +498,9 @@ spares_take (struct volume *v, const char *path, unsigned index,
 }
 
 void
-spares_return (struct volume *v, const char *path, struct member *m,
+spares_return (struct spares *sp, const char *path, struct member *m,
                bool switched, const char *problem)
 {
-  struct spares *sp = v->spares;
   unsigned k;
 
   if (sp == NULL)

@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "control.h"
+#include "array.h"
 #include "health.h"
 #include "json.h"
 #include "log.h"
@@ -50,7 +51,8 @@ struct client {
 
 struct control {
   char *path;
-  struct volume *v;
+  struct array *a;
+  struct volume *v; /* &a->volume */
   struct health *h;
   char *config;
   int fd;
@@ -331,7 +333,7 @@ op_scrub (struct control *c, struct json_object *req)
                       "fast as it goes)");
     p.rate = (uint64_t) rate;
   }
-  if (scrub_start (c->v, &p, why, sizeof why) == -1)
+  if (scrub_start (c->a, &p, why, sizeof why) == -1)
     return refusal (why);
   return ok_answer ();
 }
@@ -374,7 +376,7 @@ handle (struct control *c, struct json_object *req)
   if (strcmp (name, "replace") == 0) {
     struct replace_params p = { .config = c->config };
     if (replace_request (c, req, &p, why, sizeof why) == -1
-        || replace_start (c->v, &p, why, sizeof why) == -1)
+        || replace_start (c->a, &p, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
   }
@@ -396,7 +398,7 @@ handle (struct control *c, struct json_object *req)
   if (strcmp (name, "scrub") == 0)
     return op_scrub (c, req);
   if (strcmp (name, "scrub_cancel") == 0) {
-    if (scrub_cancel (c->v, why, sizeof why) == -1)
+    if (scrub_cancel (c->a, why, sizeof why) == -1)
       return refusal (why);
     return ok_answer ();
   }
@@ -556,8 +558,7 @@ control_main (void *arg)
 }
 
 struct control *
-control_listen (const char *path, struct volume *v, struct health *h,
-                const char *config)
+control_listen (const char *path, struct array *a)
 {
   struct control *c = calloc (1, sizeof *c);
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -570,11 +571,12 @@ control_listen (const char *path, struct volume *v, struct health *h,
   c->fd = c->stop[0] = c->stop[1] = -1;
   pthread_mutex_init (&c->lock, NULL);
   pthread_cond_init (&c->cond, NULL);
-  c->v = v;
-  c->h = h;
+  c->a = a;
+  c->v = &a->volume;
+  c->h = a->health;
   c->path = strdup (path);
-  c->config = config ? strdup (config) : NULL;
-  if (c->path == NULL || (config && c->config == NULL))
+  c->config = a->config_file ? strdup (a->config_file) : NULL;
+  if (c->path == NULL || (a->config_file && c->config == NULL))
     goto err;
   if (strlen (path) >= sizeof sa.sun_path) {
     errno = ENAMETOOLONG;

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "scrub.h"
 #include "util.h"
 #include "volume.h"
 #include "volume_impl.h"
@@ -144,7 +143,8 @@ reserve (struct volume *v, enum job_kind kind, struct volume_mover *over,
   struct volume_mover *cur;
   struct jobs_running r = { 0 };
 
-  scrub_jobs (v, &r);
+  if (v->other_jobs)
+    v->other_jobs (v->other_jobs_opaque, &r);
   pthread_mutex_lock (&v->mover_lock);
   /* A job that has ended is not running: once the status says so (and
    * the command's --wait has returned), a new one is not refused.  Wait
@@ -195,7 +195,8 @@ void
 volume_jobs (struct volume *v, struct jobs_running *r)
 {
   r->nr = 0;
-  scrub_jobs (v, r);
+  if (v->other_jobs)
+    v->other_jobs (v->other_jobs_opaque, r);
   volume_mover_jobs (v, r);
 }
 

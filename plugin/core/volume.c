@@ -17,8 +17,6 @@
 #include "health.h"
 #include "identity.h"
 #include "log.h"
-#include "scrub.h"
-#include "spares.h"
 #include "util.h"
 #include "volume.h"
 #include "volume_lost.h"
@@ -38,7 +36,6 @@ init_state (struct volume *v, const struct volume_options *o)
   v->view = (struct volume_view){ &v->layout, v->map };
   meta_init (&v->meta, NULL, 0, false);
   pthread_mutex_init (&v->mover_lock, NULL);
-  pthread_mutex_init (&v->scrub_lock, NULL);
   pthread_mutex_init (&v->swap_lock, NULL);
   pthread_mutex_init (&v->gate.lock, NULL);
   pthread_cond_init (&v->gate.cond, NULL);
@@ -281,21 +278,17 @@ err:
 void
 volume_close (struct volume *v)
 {
-  scrub_free (v);
   volume_mover_stop (v);
   while (v->movers) {
     struct volume_mover *vm = v->movers;
     v->movers = vm->next;
     vm->free (vm);
   }
-  /* After the jobs: a replace hands the spare it took back. */
-  spares_close (v);
   for (unsigned i = v->nr_members; i-- > 0;)
     member_close (&v->members[i]);
   v->nr_members = 0;
   meta_free (&v->meta);
   pthread_mutex_destroy (&v->mover_lock);
-  pthread_mutex_destroy (&v->scrub_lock);
   pthread_mutex_destroy (&v->swap_lock);
   pthread_mutex_destroy (&v->gate.lock);
   pthread_cond_destroy (&v->gate.cond);

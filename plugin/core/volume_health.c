@@ -17,8 +17,6 @@
 #include "json.h"
 #include "log.h"
 #include "meta.h"
-#include "scrub.h"
-#include "spares.h"
 #include "util.h"
 #include "volume.h"
 
@@ -263,29 +261,6 @@ health_adopt (void *opaque, unsigned i, void *p)
   health_discard (v, i, f);
 }
 
-static void
-health_status_extra (void *opaque, struct json_object *root)
-{
-  struct volume_mover *vm = volume_mover_last (opaque);
-  struct json_object *s = scrub_status (opaque);
-  struct json_object *sp = spares_status (opaque);
-
-  if (vm)
-    vm->status (vm, root);
-  if (s)
-    json_put (root, "scrub", s);
-  if (sp)
-    json_put (root, "spares", sp);
-  if (meta_on_members (&((struct volume *) opaque)->meta))
-    json_put (root, "lost", volume_lost_json (opaque));
-}
-
-static void
-health_spares_refresh (void *opaque)
-{
-  spares_refresh (opaque);
-}
-
 void
 volume_health_ops (struct volume *v, struct health_ops *ops)
 {
@@ -296,7 +271,5 @@ volume_health_ops (struct volume *v, struct health_ops *ops)
   ops->adopt = health_adopt;
   ops->discard = health_discard;
   ops->dropped = health_dropped;
-  ops->status_extra = health_status_extra;
-  ops->spares_refresh = v->spares ? health_spares_refresh : NULL;
 }
 

@@ -68,6 +68,44 @@ health_push_event (struct health *h, struct event *e)
   pthread_cond_signal (&h->cond);
 }
 
+void
+health_report (struct health *h, enum health_report what, unsigned i,
+               const char *old, const char *new_path, const char *reason)
+{
+  struct event e = { .member = i, .kind = (enum event_kind) what };
+
+  if (h == NULL)
+    return;
+  snprintf (e.reason, sizeof e.reason, "%s", reason ? reason : "");
+  e.old_path = strdup (old ? old : "");
+  e.new_path = strdup (new_path ? new_path : "");
+  pthread_mutex_lock (&h->lock);
+  e.state = atomic_load (&h->m[i].state);
+  health_push_event (h, &e);
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
+health_member_describe (struct health *h, unsigned i, char *path,
+                        size_t plen, char *reason, size_t rlen)
+{
+  pthread_mutex_lock (&h->lock);
+  snprintf (path, plen, "%s", h->m[i].path);
+  snprintf (reason, rlen, "%s", h->m[i].reason);
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
+health_status_changed (struct health *h)
+{
+  if (h == NULL)
+    return;
+  pthread_mutex_lock (&h->lock);
+  h->dirty = true;
+  pthread_cond_signal (&h->cond);
+  pthread_mutex_unlock (&h->lock);
+}
+
 const char *
 volume_state_name (enum volume_state s)
 {
@@ -111,6 +149,7 @@ member_init (struct health *h, struct member_health *m, const char *path,
   if (!m->path || !m->snaps || !m->win)
     return -1;
   m->since = now_unix ();
+  m->passed = -1;
   return 0;
 }
 
@@ -182,7 +221,6 @@ health_new (const struct health_params *p, unsigned nr_members,
     pthread_cond_init (&h->hook_cond, &ca);
     pthread_cond_init (&h->probe_cond, &ca);
     pthread_cond_init (&h->drive_cond, &ca);
-    pthread_cond_init (&h->spare.cond, &ca);
     pthread_condattr_destroy (&ca);
   }
 
@@ -263,10 +301,6 @@ health_start (struct health *h)
     e = errno;
     goto err;
   }
-  if (health_start_spare_thread (h) == -1) {
-    e = errno;
-    goto err;
-  }
   return 0;
 err:
   errno = e;
@@ -280,7 +314,6 @@ health_free (struct health *h)
   if (h == NULL)
     return true;
   if (h->started) {
-    health_stop_spare_thread (h);
     pthread_mutex_lock (&h->lock);
     h->stop = true;
     pthread_cond_broadcast (&h->cond);
@@ -330,7 +363,6 @@ health_free (struct health *h)
     health_event_clear (&h->pending[k]);
   for (unsigned k = 0; k < h->hook_len; ++k)
     health_event_clear (&h->hookq[(h->hook_head + k) % MAX_EVENTS]);
-  health_spare_free (h);
   if (h->m) {
     for (unsigned i = 0; i < h->n; ++i) {
       free (h->m[i].path);
@@ -350,7 +382,6 @@ health_free (struct health *h)
   pthread_cond_destroy (&h->hook_cond);
   pthread_cond_destroy (&h->probe_cond);
   pthread_cond_destroy (&h->drive_cond);
-  pthread_cond_destroy (&h->spare.cond);
   free (h);
   return true;
 }

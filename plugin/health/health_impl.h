@@ -15,9 +15,10 @@
  *   health_hook.c     the on_change program, run for each event in order
  *   health_drive.c    the drive poller thread: drive health (drive.h)
  *                     read in the background, the rule applied
- *   health_spare.c    the spare thread: the spares looked at again, and
- *                     on_failing = "replace", the policy that replaces a
- *                     failing member onto a spare
+ *
+ * Health is a monitor: it records, judges and reports, and tells
+ * ops.state_changed when a member's state changes (from the health
+ * thread, without its lock); it starts nothing.
  */
 #ifndef NBDSTRIPE_HEALTH_IMPL_H
 #define NBDSTRIPE_HEALTH_IMPL_H
@@ -62,7 +63,10 @@ struct hist_set {
 /* What an event says: member's new state, or how on_failing's replace
  * onto a spare goes (health_spare.c).
  */
-enum event_kind { EV_STATE, EV_REPLACING, EV_REPLACED, EV_NOT_REPLACED };
+/* EV_STATE, then health_report's kinds (health.h). */
+enum event_kind { EV_STATE, EV_REPLACING = HEALTH_REPLACING,
+                  EV_REPLACED = HEALTH_REPLACED,
+                  EV_NOT_REPLACED = HEALTH_NOT_REPLACED };
 
 struct event {
   unsigned member;
@@ -116,10 +120,12 @@ struct member_health {
    */
   char scrub_reason[REASON_MAX];
   char floor[REASON_MAX];
-  /* on_failing (health_spare.c): a replace onto a spare was tried since
-   * the member last left failing (not again until it does).
+  /* A state below failing the member was in since the listener was
+   * last told (-1: none): told first, so that a member that left
+   * failing and came back to it between two tellings is seen to (the
+   * spare policy tries a member again each time it becomes failing).
    */
-  bool spare_tried;
+  int passed;
   struct wear_sample {
     uint64_t mono;   /* ns */
     int64_t written; /* bytes */
@@ -145,28 +151,6 @@ struct drive_poller {
   pthread_t thread;
   _Atomic bool busy; /* in a drive's commands */
   bool abandoned;    /* under h->lock */
-};
-
-/* on_failing's state (health_spare.c), under h->lock. */
-enum spare_phase { SPARE_IDLE, SPARE_STARTING, SPARE_RUNNING };
-
-struct spare_policy {
-  pthread_t thread;
-  bool started, stop;
-  pthread_cond_t cond;
-  enum spare_phase phase;
-  unsigned member; /* the replace being started or run */
-  char *old_path, *spare;
-  char failing[REASON_MAX];        /* why the member was failing */
-  uint64_t retry_at, next_refresh; /* monotonic ns */
-  /* The last word, for the status: "waiting", "replacing", "replaced",
-   * "not_replaced" ("" none yet).
-   */
-  char last_state[16];
-  unsigned last_member;
-  char *last_old, *last_spare;
-  char last_reason[REASON_MAX];
-  double last_unix;
 };
 
 struct health {
@@ -202,7 +186,10 @@ struct health {
   struct event hookq[MAX_EVENTS];
   unsigned hook_head, hook_len;
 
-  struct spare_policy spare;
+  /* Bit i: member i's state changed since ops.state_changed was last
+   * told (the health thread tells it, without the lock).
+   */
+  uint64_t notify;
 };
 
 extern const char *const health_state_names[];
@@ -292,15 +279,6 @@ extern void health_stop_drive_poller (struct health *h);
 /* The member's drive object for the status (a new reference). */
 struct json_object;
 extern struct json_object *health_drive_json (struct health *h, unsigned i);
-
-/* health_spare.c */
-extern int health_start_spare_thread (struct health *h);
-/* Lock held: a member's state changed (a failing one may be replaced). */
-extern void health_spare_state_changed (struct health *h, unsigned i,
-                                        enum member_state s);
-/* The "on_failing" object of the status (a new reference); lock held. */
-extern struct json_object *health_spare_json (struct health *h);
-extern void health_spare_free (struct health *h);
 
 /* health_hook.c */
 extern void health_hand_events_to_hook (struct health *h, unsigned n);

@@ -106,7 +106,11 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
     snprintf (e.reason, sizeof e.reason, "%s", reason ? reason : "");
     health_push_event (h, &e);
   }
-  health_spare_state_changed (h, i, s);
+  /* The listener is told by the health thread, without the lock. */
+  h->notify |= UINT64_C (1) << i;
+  if (s < MS_FAILING)
+    m->passed = (int) s;
+  pthread_cond_signal (&h->cond);
 }
 
 const char *

@@ -129,7 +129,6 @@ build_json (struct health *h, bool running, double now,
     json_object_array_add (members, jm);
   }
   json_put (root, "members", members);
-  json_put (root, "on_failing", health_spare_json (h));
   if (extra) {
     json_object_object_foreach (extra, key, val)
       json_put (root, key, json_object_get (val));
@@ -232,7 +231,7 @@ status_extra (struct health *h)
   if (h->ops.status_extra == NULL)
     return NULL;
   extra = json_object_new_object ();
-  h->ops.status_extra (h->ops.opaque, extra);
+  h->ops.status_extra (h->ops.listener, extra);
   return extra;
 }
 

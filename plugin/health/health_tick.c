@@ -167,6 +167,35 @@ expire_failing (struct health *h, uint64_t now)
  */
 #define DIRTY_DELAY_NS 200000000u
 
+/* Tell the listener which members changed state (lock held; dropped
+ * while it is told, so that it may call back into health).
+ */
+static void
+tell (struct health *h)
+{
+  uint64_t bits = h->notify;
+  int passed[LAYOUT_MAX_MEMBERS];
+
+  h->notify = 0;
+  for (unsigned i = 0; i < h->n; ++i) {
+    passed[i] = h->m[i].passed;
+    h->m[i].passed = -1;
+  }
+  if (h->ops.state_changed == NULL)
+    return;
+  pthread_mutex_unlock (&h->lock);
+  for (unsigned i = 0; i < h->n; ++i) {
+    enum member_state s = atomic_load (&h->m[i].state);
+    if ((bits & (UINT64_C (1) << i)) == 0)
+      continue;
+    if (passed[i] >= 0 && s >= MS_FAILING)
+      h->ops.state_changed (h->ops.listener, i,
+                            (enum member_state) passed[i]);
+    h->ops.state_changed (h->ops.listener, i, s);
+  }
+  pthread_mutex_lock (&h->lock);
+}
+
 void *
 health_main (void *arg)
 {
@@ -177,6 +206,10 @@ health_main (void *arg)
   while (!h->stop) {
     uint64_t now = health_now_ns (), deadline;
 
+    if (h->notify) {
+      tell (h);
+      continue; /* the lock was dropped: look again */
+    }
     if (now >= next_tick) {
       bool rotate = now - last_snap >= (uint64_t) h->snap_period * 1000000000
                     || last_snap == 0;

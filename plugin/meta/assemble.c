@@ -19,8 +19,6 @@
 #include "log.h"
 #include "member.h"
 #include "meta.h"
-#include "spares.h"
-#include "volume.h"
 
 /* What opening member i found, beside its record (a->members[i]). */
 struct probe {
@@ -503,32 +501,4 @@ assemble_accepting (const struct stripe_config *cfg, struct assembly *a,
                     unsigned stale_ok, uint64_t *events_of)
 {
   return assemble_config (cfg, a, stale_ok, events_of);
-}
-
-int
-volume_open_config (struct volume *v, const struct stripe_config *cfg,
-                    const struct volume_options *base, struct assembly *a)
-{
-  struct volume_options o = *base;
-
-  o.chunk = cfg->chunk;
-  o.cache = cfg->cache;
-  o.connections = cfg->remote.connections;
-  o.timeout = cfg->health.set.io_timeout;
-  if (base->accept_stale) {
-    uint64_t events;
-    if (assemble_accepting (cfg, a, base->stale_index, &events) == -1)
-      return -1;
-  }
-  else if (assemble (cfg, a) == -1)
-    return -1;
-  o.assembly = a;
-  if (volume_open (v, a->nr, a->paths, &o) == -1)
-    return -1;
-  /* The spares, checked against the members as they are opened. */
-  if (spares_open (v, cfg->nr_spares, cfg->spares, o.claim) == -1) {
-    volume_close (v);
-    return -1;
-  }
-  return 0;
 }

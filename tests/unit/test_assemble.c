@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "assemble.h"
 #include "config.h"
 #include "header.h"
@@ -736,6 +737,20 @@ header_on (unsigned i)
   return h;
 }
 
+/* The array the tests below open: cfg's volume, opened as the plugin
+ * and the command open it (array.h), without health.
+ */
+static struct array arr;
+
+static struct volume *
+open_config (const struct volume_options *o)
+{
+  const struct array_options ao = { .volume = *o, .cfg = &cfg };
+
+  assert_int_equal (array_open (&arr, &ao), 0);
+  return &arr.volume;
+}
+
 /* Lost stays lost: a range the headers list reads as EIO, not as what
  * the members hold there (zeros, or old bytes); a write over it is
  * served, durable, and the list without it on every member before the
@@ -746,11 +761,10 @@ static void
 header_lost_range_reads_eio_until_a_write_covers_it (void **state)
 {
   const struct volume_options o = { .claim = true };
-  struct volume *v = calloc (1, sizeof *v);
+  struct volume *v;
   uint8_t buf[4096], back[4096];
 
   (void) state;
-  assert_non_null (v);
   make_volume3 (METADATA_HEADER);
   for (unsigned i = 0; i < 3; ++i) {
     vol.hdr[i].nr_lost = 1;
@@ -758,7 +772,7 @@ header_lost_range_reads_eio_until_a_write_covers_it (void **state)
     write_meta (i);
   }
   load_config (METADATA_HEADER, DATA_OFFSET, "a b c", NULL);
-  assert_int_equal (volume_open_config (v, &cfg, &o, &asm_), 0);
+  v = open_config (&o);
   /* Touching the range, even by a sector: EIO. */
   errno = 0;
   assert_int_equal (volume_pread (v, buf, sizeof buf, CHUNK + 4096), -1);
@@ -787,22 +801,20 @@ header_lost_range_reads_eio_until_a_write_covers_it (void **state)
   for (unsigned i = 0; i < 3; ++i)
     assert_int_equal (header_on (i).nr_lost, 0);
   assert_int_equal (volume_pread (v, back, 4096, CHUNK + 8192), 0);
-  volume_close (v);
-  free (v);
+  array_close (&arr);
 }
 
 static void
-header_volume_opens_through_volume_open_config_and_serves (void **state)
+header_volume_opens_through_array_open_and_serves (void **state)
 {
   const struct volume_options o = { .claim = true };
-  struct volume *v = calloc (1, sizeof *v);
+  struct volume *v;
   uint8_t buf[4096], back[4096];
 
   (void) state;
-  assert_non_null (v);
   make_volume3 (METADATA_HEADER);
   load_config (METADATA_HEADER, DATA_OFFSET, "a b c", NULL);
-  assert_int_equal (volume_open_config (v, &cfg, &o, &asm_), 0);
+  v = open_config (&o);
   assert_nothing_logged ();
   assert_int_equal (v->layout.size, 3 * 1024 * KIB);
   /* Logical chunk 1 is member 1's first chunk, after its header. */
@@ -810,8 +822,7 @@ header_volume_opens_through_volume_open_config_and_serves (void **state)
   assert_int_equal (volume_pwrite (v, buf, sizeof buf, CHUNK, false), 0);
   mem_read ("b", DATA_OFFSET, back, sizeof back);
   assert_memory_equal (back, buf, sizeof buf);
-  volume_close (v);
-  free (v);
+  array_close (&arr);
 }
 
 /* ---- the generation across a drop-out (the volume's side of health) ----
@@ -840,11 +851,10 @@ static struct volume *
 open_served (struct health_ops *ops)
 {
   const struct volume_options o = { .claim = true };
-  struct volume *v = calloc (1, sizeof *v);
+  struct volume *v;
 
-  assert_non_null (v);
   load_config (vol.metadata, vol.data_offset, "a b c", NULL);
-  assert_int_equal (volume_open_config (v, &cfg, &o, &asm_), 0);
+  v = open_config (&o);
   volume_health_ops (v, ops);
   return v;
 }
@@ -852,8 +862,8 @@ open_served (struct health_ops *ops)
 static void
 close_served (struct volume *v)
 {
-  volume_close (v);
-  free (v);
+  (void) v;
+  array_close (&arr);
   assembly_free (&asm_);
   config_free (&cfg);
   cfg_loaded = false;
@@ -1262,7 +1272,7 @@ main (int argc, char **argv)
     fixture_test (accepting_with_a_config_the_members_contradict_is_refused),
     fixture_test (accepting_takes_stale_members_back_one_at_a_time),
     fixture_test (header_lost_range_reads_eio_until_a_write_covers_it),
-    fixture_test (header_volume_opens_through_volume_open_config_and_serves),
+    fixture_test (header_volume_opens_through_array_open_and_serves),
     fixture_test (
       header_member_dropped_out_unreached_is_stale_at_the_next_assembly),
     fixture_test (
