@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "log.h"
+#include "member.h"
 #include "meta.h"
 #include "nbdstripe.h"
 
@@ -74,6 +76,8 @@ main (int argc, char **argv)
    * engine's (assembly, members) as the command's own.
    */
   stripe_log_vline = log_command_vline;
+  /* A member in use is named by the volume its server serves. */
+  member_set_config_namer (config_volume_name);
   /* The crash tests of the metadata updates (meta.h), as the plugin's
    * -D stripe.meta_log and stripe.meta_crash.
    */

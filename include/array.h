@@ -100,6 +100,12 @@ extern void array_stop (struct array *a);
 /* Close what array_open opened (array_stop first when started). */
 extern void array_close (struct array *a);
 
+/* Health's ops over volume v's members (volume.h's volume_member_*):
+ * check, probe, adopt, discard, dropped; the rest NULL.
+ */
+struct health_ops;
+extern void array_health_ops (struct volume *v, struct health_ops *ops);
+
 /* The status document's extra parts (health_ops.status_extra). */
 struct json_object;
 extern void array_status_extra (void *opaque, struct json_object *root);

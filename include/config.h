@@ -132,6 +132,10 @@ struct stripe_config {
 extern int config_load (const char *path, struct stripe_config *cfg, char *err,
                         size_t errlen);
 extern void config_free (struct stripe_config *cfg);
+/* The name of the volume the config file path describes, in name;
+ * false when it cannot be loaded (member.h's member_config_namer).
+ */
+extern bool config_volume_name (const char *path, char *name, size_t len);
 /* The same, of text (NUL-terminated) rather than the file's; path only
  * names it in messages (and becomes cfg->path).
  */

@@ -206,10 +206,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "health_record.h"
 #include "op.h"
 
-enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED,
-                    MS_REMOVED };
 enum volume_state { VS_OK, VS_DEGRADED, VS_FAILED };
 
 extern const char *volume_state_name (enum volume_state s);
@@ -364,57 +363,6 @@ extern void health_status_changed (struct health *h);
  */
 extern bool health_free (struct health *h);
 
-/* The I/O path. */
-extern enum member_state health_member_state (const struct health *h,
-                                              unsigned i);
-/* A member joins (a grow): the next index, watched from now on; -1 with
- * errno when it cannot be.
- */
-extern int health_member_add (struct health *h, const char *path,
-                              unsigned class);
-
-/* Member i is no longer a member (the end of a shrink): state removed
- * for good, reason why; never checked nor probed again.
- */
-extern void health_member_removed (struct health *h, unsigned i,
-                                   const char *why);
-/* The volume is size bytes from now on (the end of a grow or a shrink):
- * what the status and the Prometheus file say.
- */
-extern void health_volume_resized (struct health *h, uint64_t size);
-/* Member i is another device from now on (nbdstripe replace): its path,
- * and state ok.
- */
-extern void health_member_replaced (struct health *h, unsigned i,
-                                    const char *path);
-/* Bit i set: member i is failed now (0 when h is NULL). */
-extern uint64_t health_failed_mask (const struct health *h);
-/* Record one member operation: bytes transferred, latency, err = 0 or
- * errno.  EOPNOTSUPP is not an error (capability probing).
- */
-extern void health_record (struct health *h, unsigned i, enum op_kind op,
-                           uint64_t bytes, uint64_t ns, int err,
-                           uint64_t offset);
-
-/* Requests in flight, to notice a member that does not answer.
- * health_io_begin marks the calling thread busy since now (now_ns (), read
- * by the caller) and returns
- * its mask of members still owed an answer (bit = member index), which
- * the I/O code sets and clears per member operation (ioexec does); NULL
- * when untracked.  health_io_end: the request is over.
- */
-extern _Atomic uint64_t *health_io_begin (struct health *h, uint64_t now);
-extern void health_io_end (struct health *h);
-
-/* Requests refused at once because they touch a failed member. */
-extern void health_rejected (struct health *h, unsigned i);
-
-/* Member i is unusable for a reason found outside of an I/O error (it was
- * truncated, say): failed at once with that reason.
- */
-extern void health_member_gone (struct health *h, unsigned i,
-                                const char *reason);
-
 /* For tests and tools, without the threads: one tick's decisions now
  * (now: a health_now_ns value, possibly in the future), the window being
  * advanced by one snapshot.  And a latency quantile q (0..1) of member i
@@ -448,7 +396,5 @@ extern void health_scrub_result (struct health *h, unsigned i,
  */
 extern uint64_t health_requests_total (const struct health *h);
 
-/* Monotonic clock in ns. */
-extern uint64_t health_now_ns (void);
 
 #endif /* NBDSTRIPE_HEALTH_H */

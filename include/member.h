@@ -298,4 +298,15 @@ extern const char *member_what (const struct member *m);
 extern void member_io_error (const struct member *m, const char *what,
                              uint64_t offset, int err);
 
+/* How a volume's config file names the volume, for a claim refused
+ * because a server holds the member ("in use by nbdkit (pid N) serving
+ * volume 'NAME' (config FILE)"): config.h's config_volume_name, given by
+ * the plugin and the command, which link the config loader (config/ is
+ * above member/: a member never loads a config itself).  Without one,
+ * the config file alone is named.  Set once, before any thread starts.
+ */
+typedef bool (*member_config_namer) (const char *config, char *name,
+                                     size_t len);
+extern void member_set_config_namer (member_config_namer namer);
+
 #endif /* NBDSTRIPE_MEMBER_H */

@@ -56,7 +56,7 @@
 
 #include "cache_mode.h"
 #include "dirty.h"
-#include "health.h"
+#include "health_record.h"
 #include "jobs.h"
 #include "layout.h"
 #include "member.h"
@@ -441,11 +441,22 @@ extern bool volume_lost_on_member (struct volume *v, unsigned i,
 /* The list: {"ranges": [{"offset", "length"}...], "bytes"}. */
 extern struct json_object *volume_lost_json (struct volume *v);
 
-/* The volume's side of health (see struct health_ops): check that a
- * member is still the same and big enough, reopen and read it, adopt the
- * reopened member, record that one dropped out.  status_extra and
- * state_changed NULL: they are the array's (array.h).
+/* What health's prober asks of the volume's members (health.h's
+ * health_ops, which the array fills with these: array_health_ops), from
+ * its thread.  check: member i is still there, the same and big enough
+ * (0, or -1 and why).  probe: member i opened afresh by its name,
+ * checked to be the same member at the volume's generation, its first
+ * block read; *fresh is what adopt takes in its place or discard
+ * closes.  dropped: member i has just failed -- the generation is
+ * bumped on every member still in the volume (and on i through the
+ * descriptor still open, when it answers).
  */
-extern void volume_health_ops (struct volume *v, struct health_ops *ops);
+extern int volume_member_check (struct volume *v, unsigned i, char *why,
+                                size_t len);
+extern int volume_member_probe (struct volume *v, unsigned i, void **fresh,
+                                char *why, size_t len);
+extern void volume_member_adopt (struct volume *v, unsigned i, void *fresh);
+extern void volume_member_discard (void *fresh);
+extern void volume_member_dropped (struct volume *v, unsigned i);
 
 #endif /* NBDSTRIPE_VOLUME_H */

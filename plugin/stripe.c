@@ -76,6 +76,7 @@ stripe_load (void)
 {
   log_nbdkit_init ();
   notify_init ();
+  member_set_config_namer (config_volume_name);
 }
 
 /* The volume's name in log lines: the config's, else "stripe" (as the

@@ -62,6 +62,50 @@ open_volume (struct array *a, const struct array_options *ao)
                       o.claim);
 }
 
+static int
+member_check (void *opaque, unsigned i, char *why, size_t len)
+{
+  return volume_member_check (opaque, i, why, len);
+}
+
+static int
+member_probe (void *opaque, unsigned i, void **fresh, char *why, size_t len)
+{
+  return volume_member_probe (opaque, i, fresh, why, len);
+}
+
+static void
+member_adopt (void *opaque, unsigned i, void *fresh)
+{
+  volume_member_adopt (opaque, i, fresh);
+}
+
+static void
+member_discard (void *opaque, unsigned i, void *fresh)
+{
+  (void) opaque;
+  (void) i;
+  volume_member_discard (fresh);
+}
+
+static void
+member_dropped (void *opaque, unsigned i)
+{
+  volume_member_dropped (opaque, i);
+}
+
+void
+array_health_ops (struct volume *v, struct health_ops *ops)
+{
+  memset (ops, 0, sizeof *ops);
+  ops->opaque = v;
+  ops->check = member_check;
+  ops->probe = member_probe;
+  ops->adopt = member_adopt;
+  ops->discard = member_discard;
+  ops->dropped = member_dropped;
+}
+
 /* Health's one notification: the spare policy decides. */
 static void
 state_changed (void *opaque, unsigned i, enum member_state s)
@@ -93,7 +137,7 @@ open_health (struct array *a, const struct health_params *base)
     classes[i] = member_remote (&v->members[i]);
   }
   p.member_class = classes;
-  volume_health_ops (v, &ops);
+  array_health_ops (v, &ops);
   ops.listener = a;
   ops.status_extra = array_status_extra;
   ops.state_changed = state_changed;

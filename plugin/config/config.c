@@ -152,6 +152,21 @@ config_load (const char *path, struct stripe_config *cfg, char *err,
   return load (path, NULL, cfg, err, errlen);
 }
 
+bool
+config_volume_name (const char *path, char *name, size_t len)
+{
+  struct stripe_config cfg;
+  char err[256];
+  bool ok;
+
+  memset (&cfg, 0, sizeof cfg);
+  ok = config_load (path, &cfg, err, sizeof err) == 0;
+  if (ok)
+    snprintf (name, len, "%s", cfg.name);
+  config_free (&cfg);
+  return ok;
+}
+
 int
 config_load_text (const char *path, const char *text,
                   struct stripe_config *cfg, char *err, size_t errlen)

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "assemble.h"
-#include "health.h"
+#include "health_record.h"
 #include "identity.h"
 #include "log.h"
 #include "util.h"

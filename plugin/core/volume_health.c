@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "health.h"
+#include "health_record.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
@@ -64,10 +64,9 @@ volume_bump_generation (struct volume *v, int skip, const char *why)
  * way) on member i, so that an older copy of any of them is told apart.
  * Formats that record no drop-out (meta.h) say why.
  */
-static void
-health_dropped (void *opaque, unsigned i)
+void
+volume_member_dropped (struct volume *v, unsigned i)
 {
-  struct volume *v = opaque;
   struct member *m = &v->members[i];
   uint64_t old, events;
   char why[256], cause[64];
@@ -99,10 +98,9 @@ health_dropped (void *opaque, unsigned i)
   pthread_mutex_unlock (&v->swap_lock);
 }
 
-static int
-health_check (void *opaque, unsigned i, char *why, size_t len)
+int
+volume_member_check (struct volume *v, unsigned i, char *why, size_t len)
 {
-  struct volume *v = opaque;
   struct member *m = &v->members[i];
   int r;
 
@@ -118,13 +116,11 @@ struct fresh {
   uint64_t events; /* the generation its header holds now */
 };
 
-static void
-health_discard (void *opaque, unsigned i, void *p)
+void
+volume_member_discard (void *p)
 {
   struct fresh *f = p;
 
-  (void) opaque;
-  (void) i;
   if (f == NULL)
     return;
   member_close (&f->m);
@@ -141,10 +137,10 @@ static int probe_ (struct volume *v, unsigned i, void **out, char *why,
  * swap_lock: a replace does not switch the member meanwhile (it waits for
  * the probe).
  */
-static int
-health_probe (void *opaque, unsigned i, void **out, char *why, size_t len)
+int
+volume_member_probe (struct volume *v, unsigned i, void **out, char *why,
+                     size_t len)
 {
-  struct volume *v = opaque;
   int r;
 
   pthread_mutex_lock (&v->swap_lock);
@@ -243,14 +239,13 @@ probe_ (struct volume *v, unsigned i, void **out, char *why, size_t len)
   return 0;
 
 err:
-  health_discard (v, i, f);
+  volume_member_discard (f);
   return -1;
 }
 
-static void
-health_adopt (void *opaque, unsigned i, void *p)
+void
+volume_member_adopt (struct volume *v, unsigned i, void *p)
 {
-  struct volume *v = opaque;
   struct member *m = &v->members[i];
   struct fresh *f = p;
 
@@ -258,18 +253,5 @@ health_adopt (void *opaque, unsigned i, void *p)
   m->ops->adopt (m, &f->m);
   pthread_mutex_unlock (&v->swap_lock);
   meta_member_at (&v->meta, i, f->events);
-  health_discard (v, i, f);
+  volume_member_discard (f);
 }
-
-void
-volume_health_ops (struct volume *v, struct health_ops *ops)
-{
-  memset (ops, 0, sizeof *ops);
-  ops->opaque = v;
-  ops->check = health_check;
-  ops->probe = health_probe;
-  ops->adopt = health_adopt;
-  ops->discard = health_discard;
-  ops->dropped = health_dropped;
-}
-

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "health.h"
+#include "health_record.h"
 #include "ioexec.h"
 #include "log.h"
 #include "plan.h"

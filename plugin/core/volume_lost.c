@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "health.h"
+#include "health_record.h"
 #include "json.h"
 #include "log.h"
 #include "lost.h"

@@ -15,7 +15,7 @@
 #include <sys/sysmacros.h>
 
 #include "claim.h"
-#include "config.h"
+#include "member.h"
 #include "util.h"
 
 static const char *
@@ -179,6 +179,14 @@ sanitise (char *s)
       *s = '?';
 }
 
+static member_config_namer config_namer;
+
+void
+member_set_config_namer (member_config_namer namer)
+{
+  config_namer = namer;
+}
+
 /* "nbdkit (pid 1234) serving volume 'fast0' (config /etc/...)" */
 static void
 describe_pid (long pid, char *buf, size_t len)
@@ -204,17 +212,14 @@ describe_pid (long pid, char *buf, size_t len)
 
   snprintf (buf, len, "%s (pid %ld)", comm, pid);
   if (config) {
-    char conf[PATH_MAX + 64], err[256];
-    struct stripe_config cfg;
+    char conf[PATH_MAX + 64], name[256];
 
     if (config[0] == '/')
       snprintf (conf, sizeof conf, "%s", config);
     else
       snprintf (conf, sizeof conf, "/proc/%ld/cwd/%s", pid, config);
-    memset (&cfg, 0, sizeof cfg);
-    if (config_load (conf, &cfg, err, sizeof err) == 0)
-      append (buf, len, " serving volume '%s'", cfg.name);
-    config_free (&cfg);
+    if (config_namer && config_namer (conf, name, sizeof name))
+      append (buf, len, " serving volume '%s'", name);
     char shown[PATH_MAX];
     snprintf (shown, sizeof shown, "%s", config);
     sanitise (shown);

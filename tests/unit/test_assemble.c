@@ -15,7 +15,7 @@
  *
  * And the generation across a drop-out: what the volume records on the
  * members when one drops out while it is served (the callbacks of
- * volume_health_ops, called as health's prober calls them), and what the
+ * array_health_ops, called as health's prober calls them), and what the
  * next assembly and a re-probe make of it.
  *
  * Config files cannot name "mem:" members (a member must be an absolute
@@ -828,7 +828,7 @@ header_volume_opens_through_array_open_and_serves (void **state)
 /* ---- the generation across a drop-out (the volume's side of health) ----
  *
  * What the volume records when a member drops out while it is served,
- * and what the next assembly makes of it: the volume_health_ops
+ * and what the next assembly makes of it: the array_health_ops
  * callbacks called as health's prober calls them.
  */
 
@@ -855,7 +855,7 @@ open_served (struct health_ops *ops)
 
   load_config (vol.metadata, vol.data_offset, "a b c", NULL);
   v = open_config (&o);
-  volume_health_ops (v, ops);
+  array_health_ops (v, ops);
   return v;
 }
 

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "assemble.h"
 #include "health.h"
 #include "layout_cases.h"
@@ -674,7 +675,7 @@ volume_failed_member_is_refused_at_once_and_the_others_serve (void **state)
 
   (void) state;
   vt_open (&t, &three, 65536);
-  volume_health_ops (t.v, &ops);
+  array_health_ops (t.v, &ops);
   h = health_new (&hp, 3, paths, &ops);
   assert_non_null (h);
   t.v->health = h;
