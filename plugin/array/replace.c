@@ -13,6 +13,7 @@
 #include "array.h"
 #include "config.h"
 #include "health.h"
+#include "ioexec.h"
 #include "json.h"
 #include "layout.h"
 #include "log.h"
