@@ -419,7 +419,7 @@ header_strerror (enum header_error err)
 }
 
 void
-uuid_format (const uint8_t uuid[16], char out[37])
+header_uuid_format (const uint8_t uuid[16], char out[37])
 {
   static const char hex[] = "0123456789abcdef";
   char *p = out;

@@ -181,7 +181,7 @@ header_check_array (const struct stripe_config *cfg,
   bool ok = true;
   char uuid[37];
 
-  uuid_format (h->array_uuid, uuid);
+  header_uuid_format (h->array_uuid, uuid);
   if (h->member_count != cfg->nr_members) {
     stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
                   " members, the config lists %u",
@@ -218,7 +218,7 @@ header_check_array (const struct stripe_config *cfg,
   }
   if (cfg->uuid_given && memcmp (cfg->uuid, h->array_uuid, 16) != 0) {
     char want[37];
-    uuid_format (cfg->uuid, want);
+    header_uuid_format (cfg->uuid, want);
     stripe_error ("%s: uuid: the config says %s, the members belong to "
                   "volume '%s' (%s): not the array this config describes",
                   cfg->path, want, h->name, uuid);
@@ -540,7 +540,7 @@ header_check_probed (struct meta *m, unsigned i, const char *path,
               field ? ": field " : "", field ? field : "");
     return -1;
   }
-  uuid_format (hdr.array_uuid, uuid);
+  header_uuid_format (hdr.array_uuid, uuid);
   if (hdr.flags & HEADER_FLAG_REPLACED) {
     snprintf (why, len, "%s holds a member that was replaced (nbdstripe "
               "replace): no longer part of the volume",
@@ -622,7 +622,7 @@ const struct meta_ops meta_header_ops = {
   .proves_identity   = true,
   .keeps_lost        = true,
   .load              = header_load,
-  .uuid_shown        = uuid_format,
+  .uuid_shown        = header_uuid_format,
   .check_array       = header_check_array,
   .check_member      = header_check_member,
   .log_stale         = header_log_stale,
