@@ -222,15 +222,6 @@ name_ok (const uint8_t *p)
   return true;
 }
 
-static bool
-all_zero (const uint8_t *p, size_t len)
-{
-  for (size_t i = 0; i < len; ++i)
-    if (p[i] != 0)
-      return false;
-  return true;
-}
-
 /* Member sizes: count sizes of whole chunks (0 allowed when some may be
  * out of a layout), zeros after.
  */
