@@ -151,8 +151,8 @@ header_json (const struct header *sb, struct json_object *o)
   struct json_object *sizes = json_object_new_array ();
   char au[37], mu[37], when[32];
 
-  uuid_format (sb->array_uuid, au);
-  uuid_format (sb->member_uuid, mu);
+  header_uuid_format (sb->array_uuid, au);
+  header_uuid_format (sb->member_uuid, mu);
   iso_time (sb->ctime, when, sizeof when);
   json_put (o, "kind", json_text ("nbdstripe"));
   json_put (o, "version", json_object_new_int64 (sb->version));
@@ -180,8 +180,8 @@ show_header (const char *path, const struct header *sb)
   struct layout *l = malloc (sizeof *l);
   char au[37], mu[37], when[32], size[64], events[64];
 
-  uuid_format (sb->array_uuid, au);
-  uuid_format (sb->member_uuid, mu);
+  header_uuid_format (sb->array_uuid, au);
+  header_uuid_format (sb->member_uuid, mu);
   iso_time (sb->ctime, when, sizeof when);
   if (l == NULL
       || layout_init_as (l, sb->layout,

@@ -190,6 +190,6 @@ extern const char *header_strerror (enum header_error err);
 extern uint32_t crc32c (uint32_t crc, const void *buf, size_t len);
 
 /* Format a UUID as 36 characters + NUL. */
-extern void uuid_format (const uint8_t uuid[16], char out[37]);
+extern void header_uuid_format (const uint8_t uuid[16], char out[37]);
 
 #endif /* NBDSTRIPE_HEADER_H */

@@ -44,6 +44,16 @@ is_aligned (uint64_t v, uint64_t a)
   return (v & (a - 1)) == 0;
 }
 
+/* Whether the len bytes at p are all zero. */
+static inline bool
+all_zero (const uint8_t *p, size_t len)
+{
+  for (size_t i = 0; i < len; ++i)
+    if (p[i] != 0)
+      return false;
+  return true;
+}
+
 static inline size_t
 iov_total (const struct iovec *iov, unsigned nr)
 {

@@ -39,7 +39,7 @@ mover_state_name (enum mover_state s)
 }
 
 static struct mover *
-of (struct volume_mover *vm)
+mover_of_vm (struct volume_mover *vm)
 {
   return (struct mover *) vm;
 }
@@ -173,13 +173,13 @@ static int
 vm_run_ops (struct volume_mover *vm, struct volume *v, struct member_op *ops,
             unsigned nr, volume_run_fn plain)
 {
-  return of (vm)->job->run_ops (of (vm), v, ops, nr, plain);
+  return mover_of_vm (vm)->job->run_ops (mover_of_vm (vm), v, ops, nr, plain);
 }
 
 static bool
 vm_ended (struct volume_mover *vm)
 {
-  struct mover *mv = of (vm);
+  struct mover *mv = mover_of_vm (vm);
   bool ended;
 
   pthread_mutex_lock (&mv->lock);
@@ -247,13 +247,14 @@ status_json (struct mover *mv)
 static void
 vm_status (struct volume_mover *vm, struct json_object *root)
 {
-  json_put (root, of (vm)->job->status_key, status_json (of (vm)));
+  json_put (root, mover_of_vm (vm)->job->status_key,
+            status_json (mover_of_vm (vm)));
 }
 
 static void
 vm_stop (struct volume_mover *vm)
 {
-  struct mover *mv = of (vm);
+  struct mover *mv = mover_of_vm (vm);
 
   pthread_mutex_lock (&mv->lock);
   mv->cancel = true;
@@ -268,7 +269,7 @@ vm_stop (struct volume_mover *vm)
 static void
 vm_free (struct volume_mover *vm)
 {
-  struct mover *mv = of (vm);
+  struct mover *mv = mover_of_vm (vm);
 
   pthread_mutex_destroy (&mv->lock);
   pthread_cond_destroy (&mv->cond);
@@ -281,7 +282,7 @@ vm_free (struct volume_mover *vm)
 static bool
 vm_describe (struct volume_mover *vm, char *detail, size_t len)
 {
-  struct mover *mv = of (vm);
+  struct mover *mv = mover_of_vm (vm);
   uint64_t done, total;
 
   if (mv->job->describe)
@@ -350,13 +351,13 @@ mover_start (struct mover *mv, char *why, size_t len)
 struct mover *
 mover_last (struct volume *v)
 {
-  return of (volume_mover_last (v));
+  return mover_of_vm (volume_mover_last (v));
 }
 
 int
 mover_cancel (struct volume *v, char *why, size_t len)
 {
-  struct mover *mv = of (atomic_load (&v->mover));
+  struct mover *mv = mover_of_vm (atomic_load (&v->mover));
 
   if (mv == NULL) {
     snprintf (why, len, "no replace is running");

@@ -32,7 +32,7 @@
 
 
 static struct replace *
-of (struct mover *mv)
+replace_of_mover (struct mover *mv)
 {
   return (struct replace *) mv;
 }
@@ -129,7 +129,7 @@ static int
 replace_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,
                  unsigned nr, volume_run_fn plain)
 {
-  struct replace *r = of (mv);
+  struct replace *r = replace_of_mover (mv);
   struct mover_flight fl;
   struct mover_at at;
   unsigned k = nr;
@@ -192,20 +192,22 @@ static unsigned
 replace_read_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
                   struct member_op *ops, struct iovec *iov)
 {
-  return pieces (ops, iov, old_member (of (mv)), OP_READ, buf, len, pos);
+  return pieces (ops, iov, old_member (replace_of_mover (mv)), OP_READ, buf,
+                 len, pos);
 }
 
 static unsigned
 replace_write_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
                    struct member_op *ops, struct iovec *iov)
 {
-  return pieces (ops, iov, &of (mv)->newm, OP_WRITE, buf, len, pos);
+  return pieces (ops, iov, &replace_of_mover (mv)->newm, OP_WRITE, buf, len,
+                 pos);
 }
 
 static bool
 replace_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
 {
-  struct replace *r = of (mv);
+  struct replace *r = replace_of_mover (mv);
 
   /* Mid-reshape (stopped, replace_start) the member's bytes are in two
    * layouts and the journal: none is told in the volume's terms, and
@@ -220,10 +222,11 @@ replace_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
 static void
 replace_write_failed (struct mover *mv, const struct member_op *op)
 {
-  of (mv)->new_failed = true;
+  replace_of_mover (mv)->new_failed = true;
   mover_fail_locked (mv, "the new member (%s) failed: write at offset %"
                      PRIu64 ": %s",
-                     of (mv)->new_path, op->offset, strerror (op->err));
+                     replace_of_mover (mv)->new_path, op->offset,
+                     strerror (op->err));
 }
 
 static const char *
@@ -232,7 +235,7 @@ replace_unreadable (struct mover *mv, char *why, size_t len)
   snprintf (why, len, "the member to replace (%s) has unreadable blocks: "
             "the copy stopped (--skip-unreadable copies the rest and lists "
             "what is lost)",
-            of (mv)->old_path);
+            replace_of_mover (mv)->old_path);
   return why;
 }
 
@@ -311,7 +314,7 @@ record_new (struct replace *r, const struct meta_slot *old_slot, bool *marked)
 static void
 replace_finish (struct mover *mv)
 {
-  struct replace *r = of (mv);
+  struct replace *r = replace_of_mover (mv);
   struct volume *v = mv->v;
   uint8_t new_uuid[16] = { 0 };
   struct meta_slot old_slot;
@@ -427,7 +430,7 @@ release:
 static void
 replace_ended (struct mover *mv)
 {
-  struct replace *r = of (mv);
+  struct replace *r = replace_of_mover (mv);
   bool done = mv->state == MOVER_DONE;
   char problem[600];
 
@@ -458,7 +461,7 @@ replace_ended (struct mover *mv)
 static void
 replace_status_fields (struct mover *mv, struct json_object *o)
 {
-  struct replace *r = of (mv);
+  struct replace *r = replace_of_mover (mv);
 
   json_put (o, "member", json_object_new_int64 (r->index));
   json_put (o, "old", json_text (r->old_path));
@@ -476,7 +479,7 @@ replace_status_fields (struct mover *mv, struct json_object *o)
 void
 replace_discard (struct mover *mv)
 {
-  struct replace *r = of (mv);
+  struct replace *r = replace_of_mover (mv);
 
   /* Refused before it started: a spare goes back as it was. */
   if (r->newm_open && r->from_spare)

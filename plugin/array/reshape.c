@@ -99,7 +99,7 @@ zero_room (struct reshape *rs)
 static void
 reshape_finish (struct mover *mv)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
   struct volume *v = mv->v;
   struct member *devs[LAYOUT_MAX_MEMBERS] = { NULL };
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
@@ -191,7 +191,7 @@ reshape_withdraw (struct mover *mv)
     return true;
   /* Before the slot says it stays (what a refusal quotes). */
   snprintf (mv->vm.what, sizeof mv->vm.what, "a %s, paused half-way",
-            reshape_kind_names[of (mv)->kind]);
+            reshape_kind_names[reshape_of_mover (mv)->kind]);
   return false;
 }
 
@@ -209,7 +209,7 @@ reshape_job_kind (enum reshape_kind kind)
 static bool
 reshape_describe (struct mover *mv, char *detail, size_t len)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
   uint64_t done, total = mv->end;
   bool paused;
 
@@ -250,7 +250,7 @@ way_on (struct reshape *rs, char *buf, size_t len)
 static void
 reshape_ended (struct mover *mv)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
 
   if (mv->state != MOVER_DONE && !mv->start_failed) {
     char why[2048];
@@ -272,7 +272,7 @@ reshape_ended (struct mover *mv)
 static void
 reshape_status (struct mover *mv, struct json_object *o)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
 
   json_put (o, "kind", json_text (reshape_kind_names[rs->kind]));
   json_put (o, "members_from", json_object_new_int64 (rs->from.nr_members));
@@ -301,7 +301,7 @@ reshape_status (struct mover *mv, struct json_object *o)
 void
 reshape_free (struct mover *mv)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
 
   free (rs->config);
   free (rs);
@@ -514,7 +514,7 @@ published (struct volume *v)
 {
   struct mover *mv = (struct mover *) atomic_load (&v->mover);
 
-  return mv && mv->job == &reshape_job ? of (mv) : NULL;
+  return mv && mv->job == &reshape_job ? reshape_of_mover (mv) : NULL;
 }
 
 int

@@ -51,13 +51,13 @@ struct reshape {
 };
 
 static inline struct reshape *
-of (struct mover *mv)
+reshape_of_mover (struct mover *mv)
 {
   return (struct reshape *) mv;
 }
 
 static inline struct reshape *
-of_vm (struct volume_mover *vm)
+reshape_of_vm (struct volume_mover *vm)
 {
   return (struct reshape *) vm;
 }

@@ -78,7 +78,7 @@ int
 reshape_request (struct volume_mover *vm, struct volume *v,
                  const struct volume_request *rq)
 {
-  struct reshape *rs = of_vm (vm);
+  struct reshape *rs = reshape_of_vm (vm);
   uint64_t lo = rq->offset, hi = rq->offset + rq->count, p, w, size;
   uint64_t a, b;
   struct mover_flight fl;
@@ -150,7 +150,7 @@ bool
 reshape_locate (struct volume_mover *vm, struct volume *v, unsigned i,
                 uint64_t rel, uint64_t *logical)
 {
-  struct reshape *rs = of_vm (vm);
+  struct reshape *rs = reshape_of_vm (vm);
   uint64_t size = rs->rs.size, w, l;
   enum mover_state state;
 
@@ -218,7 +218,7 @@ unsigned
 reshape_read_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
                   struct member_op *ops, struct iovec *iov)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
   uint64_t lo, hi;
 
   (void) iov;
@@ -231,7 +231,7 @@ unsigned
 reshape_write_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
                    struct member_op *ops, struct iovec *iov)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
   uint64_t lo, hi;
 
   (void) iov;
@@ -243,7 +243,7 @@ reshape_write_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
 uint64_t
 reshape_window_size (struct mover *mv, uint64_t pos, bool *exclusive)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
   uint64_t w;
 
   switch (restripe_window (&rs->rs, pos, MOVER_WINDOW, rs->journal_cap, &w)) {
@@ -369,7 +369,7 @@ int
 reshape_before_write (struct mover *mv, const uint8_t *buf, uint64_t pos,
                       uint64_t len)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
   uint64_t clobber = restripe_clobber_end (&rs->rs, pos, len);
 
   /* The first window of all: the reshape recorded first, whatever it
@@ -420,7 +420,7 @@ reshape_before_write (struct mover *mv, const uint8_t *buf, uint64_t pos,
 int
 reshape_after_write (struct mover *mv, uint64_t pos, uint64_t len)
 {
-  struct reshape *rs = of (mv);
+  struct reshape *rs = reshape_of_mover (mv);
 
   if (!rs->rec.journal || rs->rec.journal_position != pos)
     return 0;
@@ -435,7 +435,8 @@ reshape_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
 {
   uint64_t hi;
 
-  restripe_logical (&of (mv)->rs, pos, MOVER_BLOCK, logical, &hi);
+  restripe_logical (&reshape_of_mover (mv)->rs, pos, MOVER_BLOCK, logical,
+                    &hi);
   return true;
 }
 
@@ -454,7 +455,7 @@ reshape_unreadable (struct mover *mv, char *why, size_t len)
   snprintf (why, len, "unreadable blocks: the %s stopped (the volume is "
             "served as it is, part moved; --skip-unreadable moves the rest "
             "and lists what is lost)",
-            reshape_kind_names[of (mv)->kind]);
+            reshape_kind_names[reshape_of_mover (mv)->kind]);
   return why;
 }
 

@@ -10,10 +10,13 @@
  *   config_volume.c   the volume's own keys, and the top level's table
  *   config_sections.c the serve, health and remote sections
  *   config_check.c    the rules across keys, checked after the walk
+ *   config_edit.c     rewriting the members of a config file
+ *   config_commit.c   the rewritten text put in place of the file
  */
 #ifndef NBDSTRIPE_CONFIG_IMPL_H
 #define NBDSTRIPE_CONFIG_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <libconfig.h>
@@ -106,5 +109,12 @@ extern int loader_check_spares (struct loader *ld, const config_t *conf);
 extern int loader_check_data_offset (struct loader *ld, const config_t *conf);
 extern int loader_check_serve (struct loader *ld, const config_t *conf);
 extern int loader_check_tls (struct loader *ld, const config_t *conf);
+
+/* text replaces the regular file real (the config's real path),
+ * atomically, keeping owner, group and mode (config_commit.c): 0, or -1
+ * with the reason in why.
+ */
+extern int config_commit (const char *real, const char *text, char *why,
+                          size_t len);
 
 #endif /* NBDSTRIPE_CONFIG_IMPL_H */

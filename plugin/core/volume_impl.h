@@ -9,7 +9,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
+#include "health.h"
+#include "layout.h"
 #include "volume.h"
 
 #define GATE_CLOSED 2u
@@ -75,5 +79,40 @@ gate_enter (struct volume *v)
     return r_;                                                                \
   } while (0)
 
+/* The members in failed have failed: the request is refused (EIO), the
+ * first of them named (volume_io.c).
+ */
+extern int volume_refuse (struct volume *v, uint64_t failed);
+
+/* Fail fast: a request touching a failed member fails at once with EIO,
+ * before any member is touched.
+ */
+static inline int
+refuse_failed (struct volume *v, uint64_t mask)
+{
+  uint64_t failed = health_failed_mask (v->health) & mask;
+
+  return failed == 0 ? 0 : volume_refuse (v, failed);
+}
+
+/* The volume's members that spans (one per member of vw's layout)
+ * touch.
+ */
+static inline uint64_t
+spans_mask (const struct volume_view *vw, const struct layout_span *spans)
+{
+  uint64_t mask = 0;
+  for (unsigned j = 0; j < vw->layout->nr_members; ++j)
+    if (spans[j].touched)
+      mask |= UINT64_C (1) << vw->map[j];
+  return mask;
+}
+
+/* The block status of [offset, offset + count) through view vw, run by
+ * run to add (volume_extents.c).
+ */
+extern int volume_view_extents (struct volume *v, const struct volume_view *vw,
+                                uint64_t count, uint64_t offset, bool req_one,
+                                volume_extent_fn add, void *opaque);
 
 #endif /* NBDSTRIPE_VOLUME_IMPL_H */

@@ -68,7 +68,7 @@ member_nbd_open (struct member *m, char *why, size_t len)
   if (identity_of_uri (m->path, &m->id, why, len) == -1)
     return -1;
 
-  n->conns[0] = nbd_conn_new (m, why, len);
+  n->conns[0] = member_nbd_conn_new (m, why, len);
   if (n->conns[0] == NULL)
     return -1;
   n->nr_conns = 1;
@@ -76,7 +76,7 @@ member_nbd_open (struct member *m, char *why, size_t len)
 
   v = nbd_get_size (h);
   if (v < 0) {
-    nbd_plain_why (reason, sizeof reason, "size", NULL);
+    member_nbd_plain_why (reason, sizeof reason, "size", NULL);
     return fail_why (why, len, EIO, "%s", reason);
   }
   n->size = v;
@@ -112,7 +112,7 @@ member_nbd_open (struct member *m, char *why, size_t len)
   if (n->raw || nbd_can_multi_conn (h) != 1)
     want = 1;
   while (n->nr_conns < want) {
-    struct conn *c = nbd_conn_new (m, why, len);
+    struct conn *c = member_nbd_conn_new (m, why, len);
     if (c == NULL)
       return -1;
     n->conns[n->nr_conns++] = c;
@@ -136,7 +136,7 @@ nbd_close_member (struct member *m)
   if (n == NULL)
     return;
   for (unsigned i = 0; i < n->nr_conns; ++i)
-    nbd_conn_close (n->conns[i]);
+    member_nbd_conn_close (n->conns[i]);
   if (n->probe_fd >= 0)
     close (n->probe_fd);
   pthread_rwlock_destroy (&n->lock);
@@ -171,14 +171,14 @@ member_nbd_pread (struct member *m, void *buf, size_t count, uint64_t offset,
   if (count > n->size - offset)
     count = n->size - offset;
   if (pool_running (n)) {
-    if (nbd_pool_sync (m, OP_READ, buf, count, offset) == -1)
+    if (member_nbd_pool_sync (m, OP_READ, buf, count, offset) == -1)
       return fail_why (why, len, errno, "read: %s", strerror (errno));
     return count;
   }
   while (done < count) {
     size_t k = count - done < RAW_READ_MAX ? count - done : RAW_READ_MAX;
-    if (nbd_plain_pread (n->conns[0]->h, (char *) buf + done, k, offset + done,
-                         plain_timeout (n), why, len)
+    if (member_nbd_plain_pread (n->conns[0]->h, (char *) buf + done, k,
+                                offset + done, plain_timeout (n), why, len)
         == -1)
       return -1;
     done += k;
@@ -193,12 +193,12 @@ member_nbd_pwrite (struct member *m, const void *buf, size_t count, uint64_t off
   struct nbd *n = N (m);
 
   if (pool_running (n)) {
-    if (nbd_pool_sync (m, OP_WRITE, (void *) buf, count, offset) == -1)
+    if (member_nbd_pool_sync (m, OP_WRITE, (void *) buf, count, offset) == -1)
       return fail_why (why, len, errno, "write: %s", strerror (errno));
     return 0;
   }
-  return nbd_plain_pwrite (n->conns[0]->h, buf, count, offset,
-                           plain_timeout (n), why, len);
+  return member_nbd_plain_pwrite (n->conns[0]->h, buf, count, offset,
+                                  plain_timeout (n), why, len);
 }
 
 static int
@@ -207,11 +207,11 @@ member_nbd_sync (struct member *m, char *why, size_t len)
   struct nbd *n = N (m);
 
   if (pool_running (n)) {
-    if (nbd_pool_sync (m, OP_FLUSH, NULL, 0, 0) == -1)
+    if (member_nbd_pool_sync (m, OP_FLUSH, NULL, 0, 0) == -1)
       return fail_why (why, len, errno, "flush: %s", strerror (errno));
     return 0;
   }
-  return nbd_plain_flush (n->conns[0]->h, plain_timeout (n), why, len);
+  return member_nbd_plain_flush (n->conns[0]->h, plain_timeout (n), why, len);
 }
 
 static int
@@ -225,8 +225,8 @@ member_nbd_discard (struct member *m, uint64_t offset, uint64_t length, char *wh
                      "cannot discard: the server does not support trim");
   while (length > 0) {
     uint64_t k = length < MAX_RANGE ? length : MAX_RANGE;
-    if (nbd_plain_trim (n->conns[0]->h, k, offset, plain_timeout (n), why,
-                        len)
+    if (member_nbd_plain_trim (n->conns[0]->h, k, offset, plain_timeout (n),
+                               why, len)
         == -1)
       return -1;
     offset += k;
@@ -405,15 +405,15 @@ member_nbd_adopt (struct member *m, struct member *fresh)
   /* At once, so that a server that goes away while the member is idle is
    * noticed (the dispatcher sees the connection close).
    */
-  nbd_start_dispatchers (m);
+  member_nbd_start_dispatchers (m);
   for (unsigned i = 0; i < nr_old; ++i)
-    nbd_conn_close (old[i]);
+    member_nbd_conn_close (old[i]);
 }
 
 const struct member_ops member_nbd_ops = {
   .open = member_nbd_open,
   .close = nbd_close_member,
-  .start = nbd_start_dispatchers,
+  .start = member_nbd_start_dispatchers,
   .current_size = nbd_current_size,
   .pread = member_nbd_pread,
   .pwrite = member_nbd_pwrite,
@@ -421,9 +421,9 @@ const struct member_ops member_nbd_ops = {
   .discard = member_nbd_discard,
   .probe_fd = nbd_probe_fd,
   .async = true,
-  .start_op = nbd_start_op,
-  .cancel_op = nbd_cancel_op,
-  .finish_op = nbd_finish_op,
+  .start_op = member_nbd_start_op,
+  .cancel_op = member_nbd_cancel_op,
+  .finish_op = member_nbd_finish_op,
   .zero_known_unsupported = nbd_zero_known_unsupported,
   .fast_zero_known = nbd_fast_zero_known,
   .can_fast_zero = nbd_can_fast_zero_adv,

@@ -79,26 +79,27 @@ pool_running (struct nbd *n)
 /* A connection to m's server, its wake eventfd made, no thread yet; NULL
  * (errno, why) when the server cannot be reached.
  */
-extern struct conn *nbd_conn_new (struct member *m, char *why, size_t len);
+extern struct conn *member_nbd_conn_new (struct member *m, char *why,
+                                         size_t len);
 
 /* Fail what is in flight on c, stop its dispatcher, close it. */
-extern void nbd_conn_close (struct conn *c);
+extern void member_nbd_conn_close (struct conn *c);
 
 /* Threads start after nbdkit forks: from member_start, or on first use.
  * 0, or -1 (said) when a thread cannot be started.
  */
-extern int nbd_start_dispatchers (struct member *m);
+extern int member_nbd_start_dispatchers (struct member *m);
 
 /* One command through the running pool, waited for (ioexec_run): 0/-1
  * with errno.
  */
-extern int nbd_pool_sync (struct member *m, enum op_kind kind, void *buf,
-                          size_t count, uint64_t offset);
+extern int member_nbd_pool_sync (struct member *m, enum op_kind kind,
+                                 void *buf, size_t count, uint64_t offset);
 
 /* The asynchronous member_ops (member.h). */
-extern void nbd_start_op (struct member *m, struct ioexec *x,
-                          struct member_op *op);
-extern void nbd_cancel_op (struct member *m, struct member_op *op);
-extern void nbd_finish_op (struct member *m, struct member_op *op);
+extern void member_nbd_start_op (struct member *m, struct ioexec *x,
+                                 struct member_op *op);
+extern void member_nbd_cancel_op (struct member *m, struct member_op *op);
+extern void member_nbd_finish_op (struct member *m, struct member_op *op);
 
 #endif /* NBDSTRIPE_MEMBER_NBD_IMPL_H */

@@ -52,7 +52,7 @@ drop_name (char *why, const char *name)
 /* Connections. */
 
 void
-nbd_conn_close (struct conn *c)
+member_nbd_conn_close (struct conn *c)
 {
   if (c == NULL)
     return;
@@ -82,7 +82,7 @@ nbd_conn_close (struct conn *c)
 }
 
 struct conn *
-nbd_conn_new (struct member *m, char *why, size_t len)
+member_nbd_conn_new (struct member *m, char *why, size_t len)
 {
   struct nbd *n = N (m);
   struct conn *c = calloc (1, sizeof *c);
@@ -98,8 +98,9 @@ nbd_conn_new (struct member *m, char *why, size_t len)
     free (c);
     return NULL;
   }
-  c->h = nbd_plain_connect (m->path, n->raw ? plain_timeout (n) : n->timeout,
-                            !n->raw, why, len);
+  c->h = member_nbd_plain_connect (m->path,
+                                   n->raw ? plain_timeout (n) : n->timeout,
+                                   !n->raw, why, len);
   if (c->h == NULL) {
     int err = errno ? errno : ECONNREFUSED;
     drop_name (why, m->path);
@@ -156,7 +157,7 @@ dispatcher (void *arg)
 }
 
 int
-nbd_start_dispatchers (struct member *m)
+member_nbd_start_dispatchers (struct member *m)
 {
   struct nbd *n = N (m);
   int e = 0;
@@ -300,7 +301,7 @@ issue_split (struct conn *c, struct member_op *op, enum op_kind kind,
 }
 
 void
-nbd_start_op (struct member *m, struct ioexec *x, struct member_op *op)
+member_nbd_start_op (struct member *m, struct ioexec *x, struct member_op *op)
 {
   struct nbd *n = N (m);
   struct conn *c;
@@ -358,7 +359,7 @@ nbd_start_op (struct member *m, struct ioexec *x, struct member_op *op)
     break;
   }
 
-  if (n->raw || nbd_start_dispatchers (m) == -1) {
+  if (n->raw || member_nbd_start_dispatchers (m) == -1) {
     ioexec_done (x, op, EIO);
     return;
   }
@@ -397,7 +398,7 @@ nbd_start_op (struct member *m, struct ioexec *x, struct member_op *op)
  * that the worker gets its buffers back.
  */
 void
-nbd_cancel_op (struct member *m, struct member_op *op)
+member_nbd_cancel_op (struct member *m, struct member_op *op)
 {
   struct conn *c = op->be.nbd.conn;
 
@@ -417,7 +418,7 @@ nbd_cancel_op (struct member *m, struct member_op *op)
 static int sync_flush (struct member *m);
 
 void
-nbd_finish_op (struct member *m, struct member_op *op)
+member_nbd_finish_op (struct member *m, struct member_op *op)
 {
   struct nbd *n = N (m);
 
@@ -446,8 +447,8 @@ nbd_finish_op (struct member *m, struct member_op *op)
 }
 
 int
-nbd_pool_sync (struct member *m, enum op_kind kind, void *buf, size_t count,
-               uint64_t offset)
+member_nbd_pool_sync (struct member *m, enum op_kind kind, void *buf,
+                      size_t count, uint64_t offset)
 {
   struct iovec iov = { buf, count };
   struct member_op op = {
@@ -470,6 +471,7 @@ sync_flush (struct member *m)
   char why[256];
 
   if (pool_running (n))
-    return nbd_pool_sync (m, OP_FLUSH, NULL, 0, 0);
-  return nbd_plain_flush (n->conns[0]->h, plain_timeout (n), why, sizeof why);
+    return member_nbd_pool_sync (m, OP_FLUSH, NULL, 0, 0);
+  return member_nbd_plain_flush (n->conns[0]->h, plain_timeout (n), why,
+                                 sizeof why);
 }

@@ -21,7 +21,7 @@
  * connect: Connection refused"); ours only when it has none.
  */
 void
-nbd_plain_why (char *why, size_t len, const char *what, const char *uri)
+member_nbd_plain_why (char *why, size_t len, const char *what, const char *uri)
 {
   const char *e = nbd_get_error ();
   if (why == NULL || len == 0)
@@ -116,8 +116,8 @@ is_ready (struct nbd_handle *h, void *arg)
 }
 
 struct nbd_handle *
-nbd_plain_connect (const char *uri, unsigned timeout, bool meta, char *why,
-                size_t len)
+member_nbd_plain_connect (const char *uri, unsigned timeout, bool meta,
+                          char *why, size_t len)
 {
   struct nbd_handle *h = nbd_create ();
   uint64_t deadline =
@@ -125,7 +125,7 @@ nbd_plain_connect (const char *uri, unsigned timeout, bool meta, char *why,
     + (uint64_t) (timeout ? timeout : MEMBER_CONNECT_TIMEOUT) * 1000000000;
 
   if (h == NULL) {
-    nbd_plain_why (why, len, "nbd_create", uri);
+    member_nbd_plain_why (why, len, "nbd_create", uri);
     return NULL;
   }
   nbd_set_handle_name (h, "nbdstripe");
@@ -136,7 +136,7 @@ nbd_plain_connect (const char *uri, unsigned timeout, bool meta, char *why,
     char user[256];
     if (uri_query_param (uri, "tls-username", user, sizeof user)
         && nbd_set_tls_username (h, user) == -1) {
-      nbd_plain_why (why, len, "tls-username", uri);
+      member_nbd_plain_why (why, len, "tls-username", uri);
       nbd_close (h);
       return NULL;
     }
@@ -146,7 +146,7 @@ nbd_plain_connect (const char *uri, unsigned timeout, bool meta, char *why,
   if (meta)
     nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION);
   if (nbd_aio_connect_uri (h, uri) == -1) {
-    nbd_plain_why (why, len, "connect", uri);
+    member_nbd_plain_why (why, len, "connect", uri);
     nbd_close (h);
     return NULL;
   }
@@ -155,7 +155,7 @@ nbd_plain_connect (const char *uri, unsigned timeout, bool meta, char *why,
       snprintf (why, len, "%s: no answer within %u s", uri,
                 timeout ? timeout : MEMBER_CONNECT_TIMEOUT);
     else {
-      nbd_plain_why (why, len, "connect", uri);
+      member_nbd_plain_why (why, len, "connect", uri);
       if (strncmp (uri, "nbds", 4) == 0 && nbd_get_error ()
           && strstr (nbd_get_error (), "handshake")) {
         size_t n = strlen (why);
@@ -200,7 +200,7 @@ plain_finish (struct nbd_handle *h, struct sync_cmd *c, unsigned timeout,
 
   if (c->cookie == -1) {
     int e = nbd_get_errno () ? nbd_get_errno () : EIO;
-    nbd_plain_why (why, len, what, NULL);
+    member_nbd_plain_why (why, len, what, NULL);
     errno = e;
     return -1;
   }
@@ -226,8 +226,9 @@ plain_finish (struct nbd_handle *h, struct sync_cmd *c, unsigned timeout,
   ((nbd_completion_callback){ .callback = sync_done_cb, .user_data = &(c) })
 
 int
-nbd_plain_pread (struct nbd_handle *h, void *buf, size_t count,
-                    uint64_t offset, unsigned timeout, char *why, size_t len)
+member_nbd_plain_pread (struct nbd_handle *h, void *buf, size_t count,
+                        uint64_t offset, unsigned timeout, char *why,
+                        size_t len)
 {
   struct sync_cmd c = { 0 };
   c.cookie = nbd_aio_pread (h, buf, count, offset, SYNC_CB (c), 0);
@@ -235,8 +236,9 @@ nbd_plain_pread (struct nbd_handle *h, void *buf, size_t count,
 }
 
 int
-nbd_plain_pwrite (struct nbd_handle *h, const void *buf, size_t count,
-                     uint64_t offset, unsigned timeout, char *why, size_t len)
+member_nbd_plain_pwrite (struct nbd_handle *h, const void *buf, size_t count,
+                         uint64_t offset, unsigned timeout, char *why,
+                         size_t len)
 {
   struct sync_cmd c = { 0 };
   c.cookie = nbd_aio_pwrite (h, buf, count, offset, SYNC_CB (c), 0);
@@ -244,8 +246,8 @@ nbd_plain_pwrite (struct nbd_handle *h, const void *buf, size_t count,
 }
 
 int
-nbd_plain_flush (struct nbd_handle *h, unsigned timeout, char *why,
-                    size_t len)
+member_nbd_plain_flush (struct nbd_handle *h, unsigned timeout, char *why,
+                        size_t len)
 {
   struct sync_cmd c = { 0 };
   if (nbd_can_flush (h) != 1)
@@ -255,8 +257,8 @@ nbd_plain_flush (struct nbd_handle *h, unsigned timeout, char *why,
 }
 
 int
-nbd_plain_trim (struct nbd_handle *h, uint64_t count, uint64_t offset,
-                   unsigned timeout, char *why, size_t len)
+member_nbd_plain_trim (struct nbd_handle *h, uint64_t count, uint64_t offset,
+                       unsigned timeout, char *why, size_t len)
 {
   struct sync_cmd c = { 0 };
   c.cookie = nbd_aio_trim (h, count, offset, SYNC_CB (c), 0);

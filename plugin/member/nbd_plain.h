@@ -23,26 +23,28 @@ struct nbd_handle;
 /* Connect to uri, bounded by timeout seconds (0: MEMBER_CONNECT_TIMEOUT).
  * With meta, asks for base:allocation.
  */
-extern struct nbd_handle *nbd_plain_connect (const char *uri, unsigned timeout,
-                                             bool meta, char *why, size_t len);
+extern struct nbd_handle *member_nbd_plain_connect (const char *uri,
+                                                    unsigned timeout,
+                                                    bool meta, char *why,
+                                                    size_t len);
 
 /* One command each, bounded by timeout seconds (0: an hour).  A flush to
  * a server without flush does nothing.
  */
-extern int nbd_plain_pread (struct nbd_handle *h, void *buf, size_t count,
-                            uint64_t offset, unsigned timeout, char *why,
-                            size_t len);
-extern int nbd_plain_pwrite (struct nbd_handle *h, const void *buf,
-                             size_t count, uint64_t offset, unsigned timeout,
-                             char *why, size_t len);
-extern int nbd_plain_flush (struct nbd_handle *h, unsigned timeout, char *why,
-                            size_t len);
-extern int nbd_plain_trim (struct nbd_handle *h, uint64_t count,
-                           uint64_t offset, unsigned timeout, char *why,
-                           size_t len);
+extern int member_nbd_plain_pread (struct nbd_handle *h, void *buf,
+                                   size_t count, uint64_t offset,
+                                   unsigned timeout, char *why, size_t len);
+extern int member_nbd_plain_pwrite (struct nbd_handle *h, const void *buf,
+                                    size_t count, uint64_t offset,
+                                    unsigned timeout, char *why, size_t len);
+extern int member_nbd_plain_flush (struct nbd_handle *h, unsigned timeout,
+                                   char *why, size_t len);
+extern int member_nbd_plain_trim (struct nbd_handle *h, uint64_t count,
+                                  uint64_t offset, unsigned timeout, char *why,
+                                  size_t len);
 
 /* libnbd's last error for a message: "URI: ERROR", or WHAT: strerror. */
-extern void nbd_plain_why (char *why, size_t len, const char *what,
-                           const char *uri);
+extern void member_nbd_plain_why (char *why, size_t len, const char *what,
+                                  const char *uri);
 
 #endif /* NBDSTRIPE_NBD_PLAIN_H */

@@ -222,15 +222,6 @@ name_ok (const uint8_t *p)
   return true;
 }
 
-static bool
-all_zero (const uint8_t *p, size_t len)
-{
-  for (size_t i = 0; i < len; ++i)
-    if (p[i] != 0)
-      return false;
-  return true;
-}
-
 /* Member sizes: count sizes of whole chunks (0 allowed when some may be
  * out of a layout), zeros after.
  */
@@ -419,7 +410,7 @@ header_strerror (enum header_error err)
 }
 
 void
-uuid_format (const uint8_t uuid[16], char out[37])
+header_uuid_format (const uint8_t uuid[16], char out[37])
 {
   static const char hex[] = "0123456789abcdef";
   char *p = out;

@@ -248,15 +248,6 @@ md_super_encode (const struct md_super *sb, uint8_t *buf)
   put_le32 (buf + OFF_SB_CSUM, md_super_csum (buf));
 }
 
-static bool
-all_zero (const uint8_t *p, size_t len)
-{
-  for (size_t i = 0; i < len; ++i)
-    if (p[i] != 0)
-      return false;
-  return true;
-}
-
 /* The superblock's own sectors, as md rounds them for 512-byte logical
  * blocks.
  */

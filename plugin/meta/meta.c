@@ -470,7 +470,7 @@ meta_describe_header (const uint8_t *buf, size_t n, char *what, size_t len)
     snprintf (what, len, "holds an nbdstripe header (damaged)");
     return what;
   }
-  uuid_format (sb.array_uuid, uuid);
+  header_uuid_format (sb.array_uuid, uuid);
   snprintf (what, len,
             "is already member %" PRIu32 " of nbdstripe volume '%s' (%s)",
             sb.member_index, sb.name, uuid);

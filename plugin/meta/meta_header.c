@@ -21,7 +21,7 @@
 #include "meta.h"
 
 static const struct header *
-rec (const struct meta_member *mm)
+rec_as_header (const struct meta_member *mm)
 {
   return mm->rec;
 }
@@ -177,11 +177,11 @@ static bool
 header_check_array (const struct stripe_config *cfg,
                     const struct meta_member *ref)
 {
-  const struct header *h = rec (ref);
+  const struct header *h = rec_as_header (ref);
   bool ok = true;
   char uuid[37];
 
-  uuid_format (h->array_uuid, uuid);
+  header_uuid_format (h->array_uuid, uuid);
   if (h->member_count != cfg->nr_members) {
     stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
                   " members, the config lists %u",
@@ -218,7 +218,7 @@ header_check_array (const struct stripe_config *cfg,
   }
   if (cfg->uuid_given && memcmp (cfg->uuid, h->array_uuid, 16) != 0) {
     char want[37];
-    uuid_format (cfg->uuid, want);
+    header_uuid_format (cfg->uuid, want);
     stripe_error ("%s: uuid: the config says %s, the members belong to "
                   "volume '%s' (%s): not the array this config describes",
                   cfg->path, want, h->name, uuid);
@@ -232,7 +232,7 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
                      const struct meta_member *ref,
                      const struct meta_member *mm, uint64_t size)
 {
-  const struct header *a = rec (ref), *hdr = rec (mm);
+  const struct header *a = rec_as_header (ref), *hdr = rec_as_header (mm);
   enum meta_verdict v = META_OK;
 
   /* A member one generation behind (assemble.c accepted it) holds the
@@ -307,7 +307,7 @@ header_log_stale (const struct stripe_config *cfg, unsigned i,
 static void
 finish_reshape (const struct stripe_config *cfg, struct assembly *a)
 {
-  const struct header *h = rec (&a->members[a->ref]);
+  const struct header *h = rec_as_header (&a->members[a->ref]);
   struct meta_reshape *r = &a->reshape;
 
   r->active = true;
@@ -328,7 +328,7 @@ finish_reshape (const struct stripe_config *cfg, struct assembly *a)
 static int
 header_finish (const struct stripe_config *cfg, struct assembly *a)
 {
-  const struct header *h = rec (&a->members[a->ref]);
+  const struct header *h = rec_as_header (&a->members[a->ref]);
 
   a->layout = h->layout;
   /* Version 1 sized its volumes as all their zones (md's rule differs for
@@ -438,7 +438,7 @@ header_init (struct meta *m, const struct assembly *a)
 
   if (t == NULL)
     return -1;
-  *t = *rec (&a->members[a->ref]);
+  *t = *rec_as_header (&a->members[a->ref]);
   m->state = t;
   return 0;
 }
@@ -540,7 +540,7 @@ header_check_probed (struct meta *m, unsigned i, const char *path,
               field ? ": field " : "", field ? field : "");
     return -1;
   }
-  uuid_format (hdr.array_uuid, uuid);
+  header_uuid_format (hdr.array_uuid, uuid);
   if (hdr.flags & HEADER_FLAG_REPLACED) {
     snprintf (why, len, "%s holds a member that was replaced (nbdstripe "
               "replace): no longer part of the volume",
@@ -622,7 +622,7 @@ const struct meta_ops meta_header_ops = {
   .proves_identity   = true,
   .keeps_lost        = true,
   .load              = header_load,
-  .uuid_shown        = uuid_format,
+  .uuid_shown        = header_uuid_format,
   .check_array       = header_check_array,
   .check_member      = header_check_member,
   .log_stale         = header_log_stale,

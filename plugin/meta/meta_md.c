@@ -173,7 +173,7 @@ md_read_member (const char *path, struct md_super *out, uint64_t *at,
 
 
 static const struct md_super *
-rec (const struct meta_member *mm)
+rec_as_md_super (const struct meta_member *mm)
 {
   return mm->rec;
 }
@@ -219,7 +219,7 @@ err:
 static bool
 md_check_array (const struct stripe_config *cfg, const struct meta_member *ref)
 {
-  const struct md_super *r = rec (ref);
+  const struct md_super *r = rec_as_md_super (ref);
   bool ok = true;
   char uuid[36];
 
@@ -252,7 +252,7 @@ md_check_member (const struct stripe_config *cfg, unsigned i,
                  const struct meta_member *ref, const struct meta_member *mm,
                  uint64_t size)
 {
-  const struct md_super *r = rec (ref), *sb = rec (mm);
+  const struct md_super *r = rec_as_md_super (ref), *sb = rec_as_md_super (mm);
   enum meta_verdict v = META_OK;
 
   /* What mdadm compares (compare_super1) and the kernel relies on. */
@@ -308,7 +308,7 @@ static int
 md_finish (const struct stripe_config *cfg, struct assembly *a)
 {
   const struct meta_member *ref = &a->members[a->ref];
-  const struct md_super *r = rec (ref);
+  const struct md_super *r = rec_as_md_super (ref);
   const unsigned n = cfg->nr_members;
   uint64_t sizes[LAYOUT_MAX_MEMBERS];
   char uuid[36];
@@ -454,7 +454,7 @@ md_init (struct meta *m, const struct assembly *a)
   if (sb == NULL)
     return -1;
   for (unsigned i = 0; i < m->nr; ++i)
-    sb[i] = *rec (&a->members[i]);
+    sb[i] = *rec_as_md_super (&a->members[i]);
   m->state = sb;
   return 0;
 }

@@ -38,7 +38,7 @@ check (const uint8_t *data, size_t size)
   header_encode (&sb, again);
   if (memcmp (again, data, HEADER_SIZE) != 0)
     abort ();
-  uuid_format (sb.array_uuid, uuid);
+  header_uuid_format (sb.array_uuid, uuid);
   if (strlen (uuid) != 36)
     abort ();
 }

@@ -1075,9 +1075,9 @@ sb_uuid_unparse_formats_lowercase_8_4_4_4_12 (void **state)
 
   (void) state;
   memset (out, 'z', sizeof out);
-  uuid_format (uuid, out);
+  header_uuid_format (uuid, out);
   assert_string_equal (out, "01234567-89ab-cdef-fedc-ba9876543210");
-  uuid_format (zero, out);
+  header_uuid_format (zero, out);
   assert_string_equal (out, "00000000-0000-0000-0000-000000000000");
 }
 
