@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "health.h"
+#include "health_record.h"
 #include "layout.h"
 #include "volume.h"
 
