@@ -20,6 +20,7 @@
 #include <json-c/json.h>
 
 #include "control.h"
+#include "jobctl.h"
 #include "json.h"
 #include "nbdstripe.h"
 #include "scrub.h"
