@@ -16,6 +16,7 @@
 #include "control.h"
 #include "jobctl.h"
 #include "json.h"
+#include "mover.h"
 #include "nbdstripe.h"
 
 void
@@ -26,7 +27,8 @@ outcome_fail (struct outcome *o, const char *fmt, ...)
   va_start (args, fmt);
   vsnprintf (o->err, sizeof o->err, fmt, args);
   va_end (args);
-  fprintf (stderr, "nbdstripe: %s\n", o->err);
+  if (!o->json || !o->quiet)
+    fprintf (stderr, "nbdstripe: %s\n", o->err);
 }
 
 void
@@ -92,6 +94,12 @@ jobctl_status (struct jobctl *j, int timeout_ms, struct json_object **out,
 {
   struct json_object *req, *ans, *st, *x = NULL;
 
+  /* Run here, the mover's status is the job's. */
+  if (j->local) {
+    *out = mover_status (j->local);
+    snprintf (why, whylen, "no job");
+    return *out ? 0 : -1;
+  }
   req = json_object_new_object ();
   json_put (req, "op", json_text ("status"));
   ans = control_ask (j->ctl, req, timeout_ms, why, whylen);

@@ -5,7 +5,7 @@
  * concluded, or cancelled.  What differs from one job to another is a
  * struct jobctl_kind; the options, the offline paths, dry runs and config
  * checks stay with each command.  A job run here (--offline) is shown as
- * a served one is, with jobctl_show.
+ * a served one is: jobctl_show, or jobctl_follow with j->local.
  */
 #ifndef NBDSTRIPE_DAEMON_JOBCTL_H
 #define NBDSTRIPE_DAEMON_JOBCTL_H
@@ -22,11 +22,15 @@
  */
 struct outcome {
   bool json;
+  bool quiet;               /* with json, errors go only in the JSON
+                               (grow, shrink) */
   char err[1024];           /* why it failed, "" */
   struct json_object *last; /* the last job object seen, or NULL */
 };
 
-/* An error: on stderr, and kept in o->err for --json. */
+/* An error: on stderr (unless json and quiet), and kept in o->err for
+ * --json.
+ */
 extern void outcome_fail (struct outcome *o, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
 
@@ -36,6 +40,7 @@ extern void outcome_fail (struct outcome *o, const char *fmt, ...)
 extern void outcome_keep (struct outcome *o, struct json_object *job);
 
 struct jobctl;
+struct volume;
 
 /* One kind of job: what is asked of the server, what its answers are
  * read for, and the words the command has for it.  The server's answers
@@ -88,13 +93,14 @@ struct jobctl {
   const struct stripe_config *cfg;
   const char *volume; /* VOLUME as given, for "nbdstripe status VOLUME" */
   struct outcome *o;
-  void *cmd;      /* the command's own, for the kind's functions */
-  bool wait;      /* follow it to its end */
-  bool started;   /* the server took the start */
-  bool waited;    /* it was followed */
-  bool tty;       /* stderr a terminal: a bar */
-  int last_pct;   /* the progress last shown */
-  char ctl[4096]; /* the control socket */
+  void *cmd;            /* the command's own, for the kind's functions */
+  bool wait;            /* follow it to its end */
+  bool started;         /* the server took the start */
+  bool waited;          /* it was followed */
+  bool tty;             /* stderr a terminal: a bar */
+  int last_pct;         /* the progress last shown */
+  char ctl[4096];       /* the control socket */
+  struct volume *local; /* or the volume, opened here (--offline) */
 };
 
 /* A job of kind for cfg's volume; o and cmd stay the caller's. */
