@@ -4,7 +4,6 @@
  */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,22 +169,4 @@ fail:
   free (buf);
   errno = e ? e : EPROTO;
   return NULL;
-}
-
-void
-outcome_fail (struct outcome *o, const char *fmt, ...)
-{
-  va_list args;
-
-  va_start (args, fmt);
-  vsnprintf (o->err, sizeof o->err, fmt, args);
-  va_end (args);
-  fprintf (stderr, "nbdstripe: %s\n", o->err);
-}
-
-void
-outcome_keep (struct outcome *o, struct json_object *job)
-{
-  json_object_put (o->last);
-  o->last = job ? json_object_get (job) : NULL;
 }

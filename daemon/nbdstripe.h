@@ -216,25 +216,6 @@ extern struct json_object *control_ask (const char *path,
                                         int timeout_ms, char *why,
                                         size_t whylen);
 
-/* What a command that follows a served volume's job through the control
- * socket (replace, scrub) says, and what its --json prints at the end.
- * Zeroed to start; o->last released by the command.
- */
-struct outcome {
-  bool json;
-  char err[1024];           /* why it failed, "" */
-  struct json_object *last; /* the last job object seen, or NULL */
-};
-
-/* An error: on stderr, and kept in o->err for --json. */
-extern void outcome_fail (struct outcome *o, const char *fmt, ...)
-  __attribute__ ((format (printf, 2, 3)));
-
-/* o->last becomes a reference to job (or NULL); the one it held is
- * dropped.
- */
-extern void outcome_keep (struct outcome *o, struct json_object *job);
-
 /* A replace object (a status's "replace", replace.h) in one line for
  * people: "member 1 -> /dev/sdc: copying, 37% (1.2GiB of 3.2GiB),
  * 410MiB/s, ETA 5 s" (status_progress.c).

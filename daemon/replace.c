@@ -6,24 +6,20 @@
  */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "array.h"
 #include "assemble.h"
-#include "control.h"
 #include "header.h"
+#include "jobctl.h"
 #include "json.h"
 #include "log.h"
 #include "member.h"
@@ -33,45 +29,14 @@
 #include "replace.h"
 #include "volume.h"
 
-/* A progress line (or bar) for a replace object; whether it has ended.
- * Lines (no terminal) go to stdout, or with --json to stderr.
- */
-static bool
-show (struct json_object *r, bool tty, bool json, int *last_pct)
-{
-  const char *state = json_str_or_null (r, "state");
-  double copied = json_num_or_0 (r, "bytes_copied");
-  double total = json_num_or_0 (r, "bytes_total");
-  double rate = json_num_or_0 (r, "rate"),
-         eta = json_num_or_0 (r, "eta_seconds");
-  int pct = total > 0 ? (int) (copied * 100 / total) : 100;
-  bool end = state && strcmp (state, "copying") != 0
-             && strcmp (state, "switching") != 0;
-  char hs[32], hr[32], line[1024];
-
-  if (tty) {
-    int w = 30, fill = pct * w / 100;
-    fprintf (stderr, "\r[%.*s%*s] %3d%% %s at %s/s, ETA %.0f s   ", fill,
-             "##############################", w - fill, "", pct,
-             human_size ((uint64_t) copied, hs, sizeof hs),
-             human_size ((uint64_t) rate, hr, sizeof hr), eta);
-    if (end)
-      fputc ('\n', stderr);
-  }
-  else if (pct / 5 != *last_pct / 5 || end) {
-    FILE *fp = json ? stderr : stdout;
-    fprintf (fp, "replace: %s\n", replace_progress (r, line, sizeof line));
-    fflush (fp);
-  }
-  *last_pct = pct;
-  return end;
-}
-
 /* The end of a replace, in words; 0 if the member was replaced. */
 static int
-conclude (struct outcome *o, struct json_object *r, const char *config,
-          unsigned index, const char *new_path)
+conclude (struct jobctl *j, struct json_object *r)
 {
+  const struct replace_params *p = j->cmd;
+  struct outcome *o = j->o;
+  const char *config = p->config, *new_path = p->new_path;
+  unsigned index = p->index;
   const char *state = json_str_or_null (r, "state"),
              *error = json_str_or_null (r, "error");
   struct json_object *lost;
@@ -229,10 +194,14 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
   return 0;
 }
 
+/* The replace j describes, run here on cfg's volume (not served), its
+ * progress shown as a served one's.
+ */
 static int
-offline (struct outcome *o, struct stripe_config *cfg,
-         const struct replace_params *p, bool accept_stale)
+offline (struct jobctl *j, struct stripe_config *cfg, bool accept_stale)
 {
+  const struct replace_params *p = j->cmd;
+  struct outcome *o = j->o;
   struct array *a = malloc (sizeof *a);
   struct volume *v = a ? &a->volume : NULL;
   const struct array_options ao = {
@@ -242,8 +211,7 @@ offline (struct outcome *o, struct stripe_config *cfg,
     .config_file = cfg->path,
   };
   char why[1024];
-  int status = 1, last = -1;
-  bool tty = isatty (STDERR_FILENO);
+  int status = 1;
 
   if (a == NULL) {
     outcome_fail (o, "%s", strerror (ENOMEM));
@@ -271,13 +239,12 @@ offline (struct outcome *o, struct stripe_config *cfg,
   }
   for (;;) {
     struct json_object *r = mover_status (v);
-    bool end = show (r, tty, o->json, &last);
-    if (end) {
+    if (jobctl_show (j, r)) {
       mover_wait (v);
       json_object_put (r);
       /* The copier has ended: its last word. */
       r = mover_status (v);
-      status = conclude (o, r, cfg->path, p->index, p->new_path);
+      status = conclude (j, r);
       json_object_put (r);
       break;
     }
@@ -289,55 +256,6 @@ out:
   array_close (a);
   free (a);
   return status;
-}
-
-/* A served volume's replace object, from its control socket's status
- * answer; NULL when there is none.  Not a new reference.
- */
-static struct json_object *
-answer_replace (struct json_object *ans)
-{
-  struct json_object *st, *r = NULL;
-
-  if (!json_has (ans, "status"))
-    json_get_object (ans, "replace", &r, NULL, 0);
-  else if (json_get_object (ans, "status", &st, NULL, 0) == 0)
-    json_get_object (st, "replace", &r, NULL, 0);
-  return r;
-}
-
-/* Ask the server op (a request made here); the answer if it said ok,
- * else NULL (said).
- */
-static struct json_object *
-request (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
-         struct json_object *req, const char *what)
-{
-  char why[1024];
-  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why);
-  bool ok;
-
-  json_object_put (req);
-  if (ans == NULL && errno == EPERM) {
-    outcome_fail (o, "%s: %s", cfg->path, why);
-    return NULL;
-  }
-  if (ans == NULL) {
-    outcome_fail (o, "%s: the volume is not served (%s)%s", cfg->path, why,
-                  strcmp (what, "replace") == 0
-                    ? "; with the volume stopped: nbdstripe replace --offline"
-                    : "");
-    return NULL;
-  }
-  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    outcome_fail (o, "%s: %s", what,
-                  json_str_or_null (ans, "error")
-                    ? json_str_or_null (ans, "error")
-                    : "refused");
-    json_object_put (ans);
-    return NULL;
-  }
-  return ans;
 }
 
 static void
@@ -473,31 +391,11 @@ replace_options (const struct command *cmd, int argc, char **argv,
   return true;
 }
 
-/* replace --cancel: the exit status. */
-static int
-cancel_replace (struct outcome *o, const struct stripe_config *cfg,
-                const char *ctl)
+/* The request that starts the replace p describes. */
+static struct json_object *
+start_request (const struct replace_params *p)
 {
-  struct json_object *req = json_object_new_object (), *ans;
-  int status = 1;
-
-  json_put (req, "op", json_text ("cancel"));
-  ans = request (o, cfg, ctl, req, "replace --cancel");
-  if (ans) {
-    if (!o->json)
-      printf ("replace of volume '%s' cancelled\n", cfg->name);
-    status = 0;
-  }
-  json_object_put (ans);
-  return status;
-}
-
-/* Ask the server to start the replace p describes.  0/-1 (said). */
-static int
-start_served (struct outcome *o, const struct stripe_config *cfg,
-              const char *ctl, const struct replace_params *p)
-{
-  struct json_object *req = json_object_new_object (), *ans;
+  struct json_object *req = json_object_new_object ();
 
   json_put (req, "op", json_text ("replace"));
   json_put (req, "member", json_object_new_int64 (p->index));
@@ -506,73 +404,43 @@ start_served (struct outcome *o, const struct stripe_config *cfg,
   json_put (req, "force", json_object_new_boolean (p->force));
   json_put (req, "skip_unreadable",
             json_object_new_boolean (p->skip_unreadable));
-  ans = request (o, cfg, ctl, req, "replace");
-  if (ans == NULL)
-    return -1;
-  json_object_put (ans);
-  return 0;
+  return req;
 }
 
 /* Started, not followed: where it starts from (for --json), and how to
  * see the rest.
  */
 static void
-report_started (struct outcome *o, const struct stripe_config *cfg,
-                const char *ctl, const struct replace_args *ra)
+replace_started (struct jobctl *j, struct json_object *ans)
 {
-  struct json_object *req = json_object_new_object (), *ans;
-  char why[1024];
+  const struct replace_params *p = j->cmd;
 
-  json_put (req, "op", json_text ("status"));
-  ans = control_ask (ctl, req, 5000, why, sizeof why);
-  json_object_put (req);
-  if (ans)
-    outcome_keep (o, answer_replace (ans));
-  json_object_put (ans);
-  if (!o->json)
-    printf ("replace of member %lu of volume '%s' started: nbdstripe status "
+  (void) ans;
+  if (j->wait)
+    return;
+  jobctl_peek (j);
+  if (!j->o->json)
+    printf ("replace of member %u of volume '%s' started: nbdstripe status "
             "%s shows its progress\n",
-            ra->idx, cfg->name, ra->volume);
+            p->index, j->cfg->name, j->volume);
 }
 
-/* --wait on a served volume: its progress until the replace ends.  The
- * exit status: 0 when the member was replaced.
- */
-static int
-follow_served (struct outcome *o, const struct stripe_config *cfg,
-               const char *ctl, const struct replace_params *p)
-{
-  bool tty = isatty (STDERR_FILENO);
-  int last = -1, status = 1;
-  char why[1024];
-
-  for (;;) {
-    struct json_object *req = json_object_new_object (), *ans, *r;
-    json_put (req, "op", json_text ("status"));
-    ans = control_ask (ctl, req, 0, why, sizeof why);
-    json_object_put (req);
-    if (ans == NULL) {
-      if (tty)
-        fputc ('\n', stderr);
-      outcome_fail (o,
-                    "the server went away during the replace (%s): the volume "
-                    "assembles with the member its config names",
-                    why);
-      break;
-    }
-    r = answer_replace (ans);
-    if (r)
-      outcome_keep (o, r);
-    if (r && show (r, tty, o->json, &last)) {
-      status = conclude (o, r, cfg->path, p->index, p->new_path);
-      json_object_put (ans);
-      break;
-    }
-    json_object_put (ans);
-    usleep (200000);
-  }
-  return status;
-}
+static const struct jobctl_kind replace_job = {
+  .name = "replace",
+  .key = "replace",
+  .cancel_op = "cancel",
+  .unserved = "the volume is not served (%s); with the volume "
+              "stopped: nbdstripe replace --offline",
+  .unserved_cancel = "the volume is not served (%s)",
+  .gone = " (%s): the volume assembles with the member its "
+          "config names",
+  .under_way = (const char *const[]){ "copying", "switching", NULL },
+  .progress = replace_progress,
+  .done_key = "bytes_copied",
+  .eta = true,
+  .started = replace_started,
+  .conclude = conclude,
+};
 
 int
 cmd_replace (const struct command *cmd, int argc, char **argv)
@@ -581,8 +449,9 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   struct replace_params *p = &ra.p;
   struct stripe_config cfg;
   struct outcome o = { 0 };
+  struct jobctl j;
   bool loaded = false, started = false, waited = false;
-  char ctl[4096], *abs = NULL;
+  char *abs = NULL;
   int status = 1;
 
   memset (&cfg, 0, sizeof cfg);
@@ -594,10 +463,10 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   loaded = load_volume (ra.volume, &cfg, o.err, sizeof o.err) == 0;
   if (!loaded)
     goto out;
-  control_path (cfg.health.status_file, ctl, sizeof ctl);
+  jobctl_init (&j, &replace_job, &cfg, ra.volume, &o, p);
 
   if (ra.cancel) {
-    status = cancel_replace (&o, &cfg, ctl);
+    status = jobctl_cancel (&j);
     goto out;
   }
 
@@ -624,20 +493,14 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
 
   if (ra.off) {
     waited = true;
-    status = offline (&o, &cfg, p, ra.accept_stale);
+    status = offline (&j, &cfg, ra.accept_stale);
     started = o.last != NULL;
     goto out;
   }
-  if (start_served (&o, &cfg, ctl, p) == -1)
-    goto out;
-  started = true;
-  if (!ra.wait) {
-    report_started (&o, &cfg, ctl, &ra);
-    status = 0;
-    goto out;
-  }
-  waited = true;
-  status = follow_served (&o, &cfg, ctl, p);
+  j.wait = ra.wait;
+  status = jobctl_start (&j, start_request (p));
+  started = j.started;
+  waited = j.waited;
 
 out:
   if (o.json)

@@ -8,7 +8,6 @@
  */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,7 +17,7 @@
 
 #include "array.h"
 #include "assemble.h"
-#include "control.h"
+#include "jobctl.h"
 #include "json.h"
 #include "member.h"
 #include "mover.h"
@@ -29,24 +28,13 @@
 struct run {
   const struct command *cmd;
   struct reshape_params p;
-  bool wait, off, json;
+  bool wait, off;
   bool cont, cancel; /* VOLUME alone: go on; --cancel: pause */
   struct stripe_config cfg;
-  struct json_object *plan, *last; /* what it does; its last state */
-  char err[1024];
+  struct json_object *plan; /* what it does */
+  struct outcome o;         /* its last state, its error (quiet) */
+  struct jobctl job;
 };
-
-static void __attribute__ ((format (printf, 2, 3)))
-say_error (struct run *r, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start (ap, fmt);
-  vsnprintf (r->err, sizeof r->err, fmt, ap);
-  va_end (ap);
-  if (!r->json)
-    fprintf (stderr, "nbdstripe: %s\n", r->err);
-}
 
 /* What the plan says, for people.  The server's answers are read with
  * json.h's lenient getters, as untrusted as any.
@@ -58,7 +46,7 @@ show_plan (struct run *r)
   uint64_t from = json_u64_or_0 (r->plan, "size_from"),
            to = json_u64_or_0 (r->plan, "size_to");
 
-  if (r->json || r->plan == NULL)
+  if (r->o.json || r->plan == NULL)
     return;
   printf ("%s %s '%s': %s -> %s (%" PRIu64 " -> %" PRIu64 " bytes), %s to "
           "move\n",
@@ -75,54 +63,27 @@ show_plan (struct run *r)
             "resize notice): nbd-client -d, attach again, resize2fs\n");
 }
 
-/* Follow the reshape (status objects from status ()) to its end. */
+/* The end of a grow or shrink (its state ended), in words; 0 when done. */
 static int
-follow (struct run *r, struct json_object *(*status) (void *), void *opaque)
+conclude (struct jobctl *j, struct json_object *st)
 {
-  bool tty = isatty (STDERR_FILENO);
+  struct run *r = j->cmd;
+  const char *state = json_str_or_null (st, "state");
+  const char *kind = json_str_or_null (st, "kind")
+                       ? json_str_or_null (st, "kind")
+                       : j->kind->name;
 
-  for (;;) {
-    struct json_object *st = status (opaque);
-    const char *state;
-    char buf[256];
-
-    if (st == NULL) {
-      say_error (r, "the server went away during the %s: it goes on when "
-                 "the volume is served again", r->cmd->name);
-      return 1;
-    }
-    json_object_put (r->last);
-    r->last = st;
-    state = json_str_or_null (st, "state");
-    if (!r->json && tty)
-      fprintf (stderr, "\r%s", replace_progress (st, buf, sizeof buf));
-    if (state && strcmp (state, "copying") != 0
-        && strcmp (state, "switching") != 0) {
-      const char *kind = json_str_or_null (st, "kind")
-                           ? json_str_or_null (st, "kind")
-                           : r->cmd->name;
-      if (!r->json && tty)
-        fputc ('\n', stderr);
-      if (strcmp (state, "done") == 0) {
-        if (!r->json)
-          printf ("%s of '%s' done: %" PRIu64 " bytes\n", kind, r->cfg.name,
-                  json_u64_or_0 (st, "size_to"));
-        return 0;
-      }
-      /* "paused": the error says why and how to go on. */
-      say_error (
-        r, "%s %s: %s", kind, state,
-        json_str_or_null (st, "error") ? json_str_or_null (st, "error") : "");
-      return 1;
-    }
-    usleep (200000);
+  if (strcmp (state, "done") == 0) {
+    if (!r->o.json)
+      printf ("%s of '%s' done: %" PRIu64 " bytes\n", kind, r->cfg.name,
+              json_u64_or_0 (st, "size_to"));
+    return 0;
   }
-}
-
-static struct json_object *
-local_status (void *opaque)
-{
-  return mover_status (opaque);
+  /* "paused": the error says why and how to go on. */
+  outcome_fail (&r->o, "%s %s: %s", kind, state,
+                json_str_or_null (st, "error") ? json_str_or_null (st, "error")
+                                               : "");
+  return 1;
 }
 
 static int
@@ -140,28 +101,28 @@ offline (struct run *r)
   int status = 1;
 
   if (ar == NULL) {
-    say_error (r, "%s", strerror (ENOMEM));
+    outcome_fail (&r->o, "%s", strerror (ENOMEM));
     return 1;
   }
   if (array_open (ar, &ao) == -1) {
-    say_error (r, "%s: the volume cannot be opened (served already? then "
+    outcome_fail (&r->o, "%s: the volume cannot be opened (served already? then "
                "leave out --offline)",
                r->cfg.path);
     goto out;
   }
   if (volume_start (v) == -1) {
-    say_error (r, "%s: cannot start the members: %s", r->cfg.path,
-               strerror (errno));
+    outcome_fail (&r->o, "%s: cannot start the members: %s", r->cfg.path,
+                  strerror (errno));
     goto close;
   }
   if (a->reshape.active && !r->cont) {
-    say_error (r, "%s: a grow or shrink is under way on the members: "
+    outcome_fail (&r->o, "%s: a grow or shrink is under way on the members: "
                "'nbdstripe %s --offline %s' (VOLUME alone) goes on with it",
                r->cmd->name, r->cmd->name, r->cfg.path);
     goto close;
   }
   if (!a->reshape.active && r->cont) {
-    if (!r->json)
+    if (!r->o.json)
       printf ("no grow or shrink is under way on volume '%s'\n",
               r->cfg.name);
     status = 0;
@@ -169,19 +130,20 @@ offline (struct run *r)
   }
   if (a->reshape.active) {
     if (reshape_resume (v, a, r->cfg.path, why, sizeof why) == -1) {
-      say_error (r, "%s: %s", r->cmd->name, why);
+      outcome_fail (&r->o, "%s: %s", r->cmd->name, why);
       goto close;
     }
   }
   else if (reshape_start (v, &r->p, &r->plan, why, sizeof why) == -1) {
-    say_error (r, "%s: %s", r->cmd->name, why);
+    outcome_fail (&r->o, "%s: %s", r->cmd->name, why);
     goto close;
   }
   show_plan (r);
   if (r->p.dry_run)
     status = 0;
   else {
-    status = follow (r, local_status, v);
+    r->job.local = v;
+    status = jobctl_follow (&r->job);
     mover_wait (v);
   }
 close:
@@ -191,72 +153,78 @@ out:
   return status;
 }
 
-struct served_ctl {
-  char path[4096];
-};
-
-static struct json_object *
-served_status (void *opaque)
+/* The server took the start: its plan, said. */
+static void
+reshape_started (struct jobctl *j, struct json_object *ans)
 {
-  struct served_ctl *c = opaque;
-  struct json_object *req = json_object_new_object (), *ans, *st, *rs = NULL;
-  char why[1024];
+  struct run *r = j->cmd;
 
-  json_put (req, "op", json_text ("status"));
-  ans = control_ask (c->path, req, 0, why, sizeof why);
-  json_object_put (req);
-  if (ans == NULL)
-    return NULL;
-  if (json_get_object (ans, "status", &st, NULL, 0) == 0)
-    json_get_object (st, "reshape", &rs, NULL, 0);
-  else
-    json_get_object (ans, "reshape", &rs, NULL, 0);
-  rs = rs ? json_object_get (rs) : json_object_new_object ();
-  json_object_put (ans);
-  return rs;
+  if (json_get_object (ans, "plan", &r->plan, NULL, 0) == 0)
+    json_object_get (r->plan);
+  show_plan (r);
 }
 
-/* req (taken) to the control socket at path; the answer when the server
- * took it, else NULL with the error said: the server unreachable (why,
- * after unserved unless the socket's owner refused us) or its refusal
- * (after what).
+/* The server took --cancel: the running reshape stops at the end of its
+ * window; its pause is waited for, and said with the way on.
  */
-static struct json_object *
-ask (struct run *r, const char *path, struct json_object *req,
-     const char *what, const char *unserved)
+static int
+reshape_cancelled (struct jobctl *j)
 {
-  struct json_object *ans;
-  bool ok = false;
-  char why[1024];
+  struct run *r = j->cmd;
+  struct json_object *st;
+  char pb[512], why[1024];
+  const char *state;
 
-  ans = control_ask (path, req, 0, why, sizeof why);
-  json_object_put (req);
-  if (ans == NULL) {
-    say_error (r, "%s: %s%s", r->cfg.path, errno == EPERM ? "" : unserved,
-               why);
-    return NULL;
+  for (;;) {
+    if (jobctl_status (j, 0, &st, why, sizeof why) == -1) {
+      outcome_fail (&r->o,
+                    "the server went away: served again, the %s goes on",
+                    j->kind->name);
+      return 1;
+    }
+    outcome_keep (&r->o, st);
+    json_object_put (st);
+    state = json_str_or_null (r->o.last, "state");
+    if (state == NULL || strcmp (state, "copying") != 0)
+      break;
+    usleep (20000);
   }
-  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    say_error (r, "%s: %s", what,
-               json_str_or_null (ans, "error")
-                 ? json_str_or_null (ans, "error")
-                 : "refused");
-    json_object_put (ans);
-    return NULL;
+  if (state && strcmp (state, "paused") == 0) {
+    if (!r->o.json)
+      printf ("volume '%s': %s\n", r->cfg.name,
+              replace_progress (r->o.last, pb, sizeof pb));
+    return 0;
   }
-  return ans;
+  outcome_fail (&r->o, "%s --cancel: too late: %s", j->kind->name,
+                replace_progress (r->o.last, pb, sizeof pb));
+  return 1;
 }
+
+/* Grow and shrink are one job to the server ("reshape"), told apart by
+ * the command's name in what is said.  The progress is replace's line.
+ */
+#define RESHAPE_JOB(NAME)                                                     \
+  {                                                                           \
+    .name = NAME, .key = "reshape", .absent_empty = true,                     \
+    .cancel_op = "cancel", .cancel_job = "reshape",                           \
+    .unserved = "the volume is not served: %s",                               \
+    .unserved_cancel = "the volume is not served: %s",                        \
+    .gone = ": it goes on when the volume is served again",                   \
+    .under_way = (const char *const[]){ "copying", "switching", NULL },       \
+    .progress = replace_progress, .started = reshape_started,                 \
+    .conclude = conclude, .cancelled = reshape_cancelled,                     \
+  }
+static const struct jobctl_kind grow_job = RESHAPE_JOB ("grow");
+static const struct jobctl_kind shrink_job = RESHAPE_JOB ("shrink");
 
 static int
 served (struct run *r)
 {
-  struct served_ctl c;
-  struct json_object *req = json_object_new_object (), *ans, *arr;
+  struct json_object *req = json_object_new_object (), *arr;
   const char *kind = r->p.kind == RESHAPE_GROW     ? "grow"
                      : r->p.kind == RESHAPE_SHRINK ? "shrink"
                                                    : "size";
 
-  control_path (r->cfg.health.status_file, c.path, sizeof c.path);
   json_put (req, "op", json_text ("reshape"));
   json_put (req, "kind", json_text (kind));
   if (r->p.kind == RESHAPE_GROW) {
@@ -272,16 +240,8 @@ served (struct run *r)
   json_put (req, "rate", json_u64 (r->p.rate));
   json_put (req, "force", json_object_new_boolean (r->p.force));
   json_put (req, "dry_run", json_object_new_boolean (r->p.dry_run));
-  ans = ask (r, c.path, req, r->cmd->name, "the volume is not served: ");
-  if (ans == NULL)
-    return 1;
-  if (json_get_object (ans, "plan", &r->plan, NULL, 0) == 0)
-    json_object_get (r->plan);
-  json_object_put (ans);
-  show_plan (r);
-  if (r->p.dry_run || !r->wait)
-    return 0;
-  return follow (r, served_status, &c);
+  r->job.wait = r->wait && !r->p.dry_run;
+  return jobctl_start (&r->job, req);
 }
 
 /* VOLUME alone: the reshape under way goes on (paused) or is followed
@@ -291,90 +251,47 @@ served (struct run *r)
 static int
 served_continue (struct run *r)
 {
-  struct served_ctl c;
   struct json_object *req = json_object_new_object (), *ans, *st;
   bool none, running;
-  char pb[512];
+  char pb[512], why[1024];
 
-  control_path (r->cfg.health.status_file, c.path, sizeof c.path);
   json_put (req, "op", json_text ("reshape"));
   json_put (req, "kind", json_text ("continue"));
   if (r->p.rate)
     json_put (req, "rate", json_u64 (r->p.rate));
-  ans = ask (r, c.path, req, r->cmd->name,
-             "the volume is not served (served again, a reshape under way "
-             "goes on; or --offline): ");
+  ans = jobctl_ask (&r->job, req, r->cmd->name,
+                    "the volume is not served (served again, a reshape "
+                    "under way goes on; or --offline): %s");
   if (ans == NULL)
     return 1;
   none = json_get_bool (ans, "none", &none, NULL, 0) == 0 && none;
   running = json_get_bool (ans, "running", &running, NULL, 0) == 0 && running;
   json_object_put (ans);
-  st = served_status (&c);
-  json_object_put (r->last);
-  r->last = st;
+  jobctl_status (&r->job, 0, &st, why, sizeof why);
+  outcome_keep (&r->o, st);
+  json_object_put (st);
+  st = r->o.last;
   if (none) {
     if (r->wait) {
-      if (!r->json)
+      if (!r->o.json)
         printf ("no grow or shrink is under way on volume '%s'\n",
                 r->cfg.name);
       return 0;
     }
-    say_error (r, "%s: nothing to continue: no grow or shrink is under way "
-               "on volume '%s' (to grow it, name the devices to add)",
-               r->cmd->name, r->cfg.name);
+    outcome_fail (&r->o,
+                  "%s: nothing to continue: no grow or shrink is "
+                  "under way on volume '%s' (to grow it, name the devices "
+                  "to add)",
+                  r->cmd->name, r->cfg.name);
     return 1;
   }
-  if (!r->json && st && json_str_or_null (st, "kind"))
+  if (!r->o.json && st && json_str_or_null (st, "kind"))
     printf ("volume '%s' (%s): %s\n", r->cfg.name,
             running ? "under way" : "going on",
             replace_progress (st, pb, sizeof pb));
   if (!r->wait)
     return 0;
-  return follow (r, served_status, &c);
-}
-
-/* --cancel: the running reshape stops at the end of its window; its
- * pause is waited for, and said with the way on.
- */
-static int
-served_cancel (struct run *r)
-{
-  struct served_ctl c;
-  struct json_object *req = json_object_new_object (), *ans;
-  char pb[512], what[128];
-  const char *state;
-
-  control_path (r->cfg.health.status_file, c.path, sizeof c.path);
-  json_put (req, "op", json_text ("cancel"));
-  json_put (req, "job", json_text ("reshape"));
-  snprintf (what, sizeof what, "%s --cancel", r->cmd->name);
-  ans = ask (r, c.path, req, what, "the volume is not served: ");
-  if (ans == NULL)
-    return 1;
-  json_object_put (ans);
-  for (;;) {
-    struct json_object *st = served_status (&c);
-    if (st == NULL) {
-      say_error (r, "the server went away: served again, the %s goes on",
-                 r->cmd->name);
-      return 1;
-    }
-    json_object_put (r->last);
-    r->last = st;
-    state = json_str_or_null (st, "state");
-    if (state == NULL || strcmp (state, "copying") != 0)
-      break;
-    usleep (20000);
-  }
-  if (state && strcmp (state, "paused") == 0) {
-    if (!r->json)
-      printf ("volume '%s': %s\n", r->cfg.name,
-              replace_progress (r->last, pb, sizeof pb));
-    return 0;
-  }
-  say_error (r, "%s --cancel: too late: %s", r->cmd->name,
-             replace_progress (r->last, pb, sizeof pb));
-  return 1;
+  return jobctl_follow (&r->job);
 }
 
 /* The operands after VOLUME: grow's devices (absolute paths, URIs as
@@ -403,7 +320,7 @@ operands (struct run *r, int argc, char **argv, char **abs)
     abs[k - first] = member_is_uri (argv[k]) ? strdup (argv[k])
                                              : realpath (argv[k], NULL);
     if (abs[k - first] == NULL) {
-      say_error (r, "%s: %s", argv[k], strerror (errno));
+      outcome_fail (&r->o, "%s: %s", argv[k], strerror (errno));
       return 1;
     }
     r->p.nr_new = k - first + 1;
@@ -421,13 +338,13 @@ result_json (struct run *r, const char *arg, bool loaded, int status)
   json_put (j, "name", loaded ? json_text (r->cfg.name) : NULL);
   json_put (j, "dry_run", json_object_new_boolean (r->p.dry_run));
   json_put (j, "plan", r->plan ? json_object_get (r->plan) : NULL);
-  json_put (j, "reshape", r->last ? json_object_get (r->last) : NULL);
+  json_put (j, "reshape", r->o.last ? json_object_get (r->o.last) : NULL);
   if (r->cont)
     json_put (j, "continued", json_object_new_boolean (status == 0));
   if (r->cancel)
     json_put (j, "cancelled", json_object_new_boolean (status == 0));
   json_put (j, "ok", json_object_new_boolean (status == 0));
-  json_put (j, "error", r->err[0] ? json_text (r->err) : NULL);
+  json_put (j, "error", r->o.err[0] ? json_text (r->o.err) : NULL);
   print_json (j);
 }
 
@@ -447,7 +364,7 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
-  struct run r = { .cmd = cmd, .p = { .kind = kind } };
+  struct run r = { .cmd = cmd, .p = { .kind = kind }, .o = { .quiet = true } };
   char *abs[LAYOUT_MAX_MEMBERS] = { NULL };
   const char *size = NULL, *other = NULL; /* an option --cancel excludes */
   bool loaded = false;
@@ -468,7 +385,7 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
     case 'O': r.off = true; other = "--offline"; break;
     case 'n': r.p.dry_run = true; other = "--dry-run"; break;
     case 'c': r.cancel = true; break;
-    case 'j': r.json = true; break;
+    case 'j': r.o.json = true; break;
     default: return cli_option (cmd, c);
     }
   }
@@ -518,20 +435,22 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
     goto out;
   }
 
-  loaded = load_volume (argv[optind], &r.cfg, r.err, sizeof r.err) == 0;
+  loaded = load_volume (argv[optind], &r.cfg, r.o.err, sizeof r.o.err) == 0;
   if (!loaded)
     goto out;
   r.p.config = r.cfg.path;
-  status = r.off       ? offline (&r)
-           : r.cancel  ? served_cancel (&r)
-           : r.cont    ? served_continue (&r)
-                       : served (&r);
+  jobctl_init (&r.job, kind == RESHAPE_SHRINK ? &shrink_job : &grow_job,
+               &r.cfg, argv[optind], &r.o, &r);
+  status = r.off      ? offline (&r)
+           : r.cancel ? jobctl_cancel (&r.job)
+           : r.cont   ? served_continue (&r)
+                      : served (&r);
 
 out:
-  if (r.json)
+  if (r.o.json)
     result_json (&r, argv[optind], loaded, status);
   json_object_put (r.plan);
-  json_object_put (r.last);
+  json_object_put (r.o.last);
   for (unsigned k = 0; k < LAYOUT_MAX_MEMBERS; ++k)
     free (abs[k]);
   config_free (&r.cfg);

@@ -7,103 +7,26 @@
  * (the exit status says whether everything was read).
  */
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
-#include "control.h"
+#include "jobctl.h"
 #include "json.h"
 #include "nbdstripe.h"
 #include "scrub.h"
 
-/* The control socket's answer to op (a request made here), if ok. */
-static struct json_object *
-ask (struct outcome *o, const struct stripe_config *cfg, const char *ctl,
-     struct json_object *req, const char *what)
-{
-  char why[1024];
-  struct json_object *ans = control_ask (ctl, req, 0, why, sizeof why);
-  bool ok;
-
-  json_object_put (req);
-  if (ans == NULL) {
-    if (errno == EPERM)
-      outcome_fail (o, "%s: %s", cfg->path, why);
-    else
-      outcome_fail (
-        o,
-        "%s: the volume is not served (%s): a scrub reads a served "
-        "volume",
-        cfg->path, why);
-    return NULL;
-  }
-  if (json_get_bool (ans, "ok", &ok, NULL, 0) == -1 || !ok) {
-    outcome_fail (o, "%s: %s", what,
-                  json_str_or_null (ans, "error")
-                    ? json_str_or_null (ans, "error")
-                    : "refused");
-    json_object_put (ans);
-    return NULL;
-  }
-  return ans;
-}
-
-/* The scrub object of a status answer (not a new reference), or NULL. */
-static struct json_object *
-answer_scrub (struct json_object *ans)
-{
-  struct json_object *st, *s;
-
-  if (json_get_object (ans, "status", &st, NULL, 0) == -1
-      || json_get_object (st, "scrub", &s, NULL, 0) == -1)
-    return NULL;
-  return s;
-}
-
-/* A progress line (or bar), as scrub_progress says it; whether it has
- * ended.
- */
-static bool
-show (struct json_object *s, bool tty, bool json, int *last_pct)
-{
-  const char *state = json_str_or_null (s, "state");
-  double done = json_num_or_0 (s, "bytes_read"),
-         total = json_num_or_0 (s, "bytes_total");
-  int pct = total > 0 ? (int) (done * 100 / total) : 100;
-  bool end = state && strcmp (state, "running") != 0;
-  char line[1024];
-
-  if (tty) {
-    char hd[32], hr[32];
-    int w = 30, fill = pct * w / 100;
-    fprintf (stderr, "\r[%.*s%*s] %3d%% %s at %s/s   ", fill,
-             "##############################", w - fill, "", pct,
-             human_size ((uint64_t) done, hd, sizeof hd),
-             human_size ((uint64_t) json_num_or_0 (s, "rate"), hr, sizeof hr));
-    if (end)
-      fputc ('\n', stderr);
-  }
-  else if (pct / 5 != *last_pct / 5 || end) {
-    FILE *fp = json ? stderr : stdout;
-    fprintf (fp, "scrub: %s\n", scrub_progress (s, line, sizeof line));
-    fflush (fp);
-  }
-  *last_pct = pct;
-  return end;
-}
-
 /* The end of a scrub, in words; 0 when all of it was read. */
 static int
-conclude (struct outcome *o, struct json_object *s, const char *name)
+conclude (struct jobctl *j, struct json_object *s)
 {
+  struct outcome *o = j->o;
+  const char *name = j->cfg->name;
   const char *state = json_str_or_null (s, "state");
   struct json_object *lost, *members;
   size_t nl = 0;
@@ -193,98 +116,37 @@ scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   print_json (j);
 }
 
-/* scrub --cancel: 0 when the server stopped the scrub. */
-static int
-cancel_scrub (struct outcome *o, const struct stripe_config *cfg,
-              const char *ctl)
-{
-  struct json_object *req = json_object_new_object (), *ans;
-  int status = 1;
-
-  json_put (req, "op", json_text ("scrub_cancel"));
-  ans = ask (o, cfg, ctl, req, "scrub --cancel");
-  if (ans) {
-    if (!o->json)
-      printf ("scrub of volume '%s' cancelled\n", cfg->name);
-    status = 0;
-  }
-  json_object_put (ans);
-  return status;
-}
-
-/* Ask the server to start a scrub at rate; whether it did. */
-static bool
-start_scrub (struct outcome *o, const struct stripe_config *cfg,
-             const char *ctl, uint64_t rate)
-{
-  struct json_object *req = json_object_new_object (), *ans;
-
-  json_put (req, "op", json_text ("scrub"));
-  json_put (req, "rate", json_u64 (rate));
-  ans = ask (o, cfg, ctl, req, "scrub");
-  if (ans == NULL)
-    return false;
-  json_object_put (ans);
-  return true;
-}
-
 /* Without --wait: the scrub as it has just started (for --json), and
  * where to follow it.
  */
 static void
-report_started (struct outcome *o, const struct stripe_config *cfg,
-                const char *ctl, const char *arg)
+scrub_started (struct jobctl *j, struct json_object *ans)
 {
-  struct json_object *req = json_object_new_object (), *ans;
-  char why[1024];
-
-  json_put (req, "op", json_text ("status"));
-  ans = control_ask (ctl, req, 5000, why, sizeof why);
-  json_object_put (req);
-  if (ans)
-    outcome_keep (o, answer_scrub (ans));
-  json_object_put (ans);
-  if (!o->json)
+  (void) ans;
+  if (j->wait)
+    return;
+  jobctl_peek (j);
+  if (!j->o->json)
     printf ("scrub of volume '%s' started: nbdstripe status %s shows its "
             "progress\n",
-            cfg->name, arg);
+            j->cfg->name, j->volume);
 }
 
-/* --wait: the scrub followed to its end, its progress shown; the exit
- * status (conclude's, or 1 when the server went away).
- */
-static int
-follow_scrub (struct outcome *o, const struct stripe_config *cfg,
-              const char *ctl)
-{
-  bool tty = isatty (STDERR_FILENO);
-  int last = -1, status = 1;
-  char why[1024];
-
-  for (;;) {
-    struct json_object *req = json_object_new_object (), *ans, *s;
-    json_put (req, "op", json_text ("status"));
-    ans = control_ask (ctl, req, 0, why, sizeof why);
-    json_object_put (req);
-    if (ans == NULL) {
-      if (tty)
-        fputc ('\n', stderr);
-      outcome_fail (o, "the server went away during the scrub (%s)", why);
-      break;
-    }
-    s = answer_scrub (ans);
-    if (s)
-      outcome_keep (o, s);
-    if (s && show (s, tty, o->json, &last)) {
-      status = conclude (o, s, cfg->name);
-      json_object_put (ans);
-      break;
-    }
-    json_object_put (ans);
-    usleep (200000);
-  }
-  return status;
-}
+static const struct jobctl_kind scrub_job = {
+  .name = "scrub",
+  .key = "scrub",
+  .cancel_op = "scrub_cancel",
+  .unserved = "the volume is not served (%s): a scrub reads a served "
+              "volume",
+  .unserved_cancel = "the volume is not served (%s): a scrub reads a served "
+                     "volume",
+  .gone = " (%s)",
+  .under_way = (const char *const[]){ "running", NULL },
+  .progress = scrub_progress,
+  .done_key = "bytes_read",
+  .started = scrub_started,
+  .conclude = conclude,
+};
 
 int
 cmd_scrub (const struct command *cmd, int argc, char **argv)
@@ -299,11 +161,11 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
   };
   struct stripe_config cfg;
   struct outcome o = { 0 };
-  bool wait = false, cancel = false, loaded = false, started = false;
-  bool waited = false;
+  struct jobctl j = { 0 };
+  bool wait = false, cancel = false, loaded = false;
   const char *copy_opt = NULL;
   uint64_t rate = SCRUB_DEFAULT_RATE;
-  char ctl[4096];
+  struct json_object *req;
   int c, status = 1;
 
   memset (&cfg, 0, sizeof cfg);
@@ -337,25 +199,21 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
   loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
   if (!loaded)
     goto out;
-  control_path (cfg.health.status_file, ctl, sizeof ctl);
+  jobctl_init (&j, &scrub_job, &cfg, argv[optind], &o, NULL);
+  j.wait = wait;
 
   if (cancel) {
-    status = cancel_scrub (&o, &cfg, ctl);
+    status = jobctl_cancel (&j);
     goto out;
   }
-  started = start_scrub (&o, &cfg, ctl, rate);
-  if (started && !wait) {
-    report_started (&o, &cfg, ctl, argv[optind]);
-    status = 0;
-  }
-  else if (started) {
-    waited = true;
-    status = follow_scrub (&o, &cfg, ctl);
-  }
+  req = json_object_new_object ();
+  json_put (req, "op", json_text ("scrub"));
+  json_put (req, "rate", json_u64 (rate));
+  status = jobctl_start (&j, req);
 
 out:
   if (o.json)
-    scrub_json (argv[optind], &cfg, loaded, cancel, started, waited, &o);
+    scrub_json (argv[optind], &cfg, loaded, cancel, j.started, j.waited, &o);
   json_object_put (o.last);
   config_free (&cfg);
   return status;
