@@ -133,23 +133,31 @@ struct meta_ops {
   int (*load) (struct member *d, struct meta_member *mm, char *why,
                size_t len);
   void (*uuid_shown) (const uint8_t uuid[16], char out[META_UUID_SHOWN]);
-  /* The array (ref: the record most members agree on) against the
-   * config; logs each problem.
+  /* Like every op here, these fill why and log nothing: assembly (the
+   * edge) logs.  Where they may find several problems, each is a line of
+   * why (util.h's why_line), and assembly logs each.
+   *
+   * The array (ref: the record most members agree on) against the
+   * config: false with every problem in why.
    */
   bool (*check_array) (const struct stripe_config *cfg,
-                       const struct meta_member *ref);
-  /* Member i of the array (the config's, size bytes) against ref. */
+                       const struct meta_member *ref, char *why, size_t len);
+  /* Member i of the array (the config's, size bytes) against ref: its
+   * problems in why.
+   */
   enum meta_verdict (*check_member) (const struct stripe_config *cfg,
                                      unsigned i, const struct meta_member *ref,
                                      const struct meta_member *mm,
-                                     uint64_t size);
-  /* Member i is behind the newest generation: say so. */
-  void (*log_stale) (const struct stripe_config *cfg, unsigned i,
-                     const struct meta_member *mm, uint64_t newest);
+                                     uint64_t size, char *why, size_t len);
+  /* Member i is behind the newest generation: what to say, in why. */
+  void (*say_stale) (const struct stripe_config *cfg, unsigned i,
+                     const struct meta_member *mm, uint64_t newest,
+                     char *why, size_t len);
   /* Everything checked: fill in a's layout, size rule, data areas.  -1
-   * after logging why it cannot be served.
+   * with why when it cannot be served.
    */
-  int (*finish) (const struct stripe_config *cfg, struct assembly *a);
+  int (*finish) (const struct stripe_config *cfg, struct assembly *a,
+                 char *why, size_t len);
 
   /* ---- create (nbdstripe create) ---- */
 

@@ -158,6 +158,12 @@ get_le64 (const uint8_t *p)
  * errno set to err, and -1 returned, so that one line does all three:
  *   return fail_why (why, len, EROFS, "the server exports it read-only");
  */
+/* One more line in why (a problem among several, each a whole line:
+ * the caller logs them one by one), after a newline when why holds one
+ * already.  Cut short when why is full.
+ */
+extern void why_line (char *why, size_t len, const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
 extern int fail_why (char *why, size_t len, int err, const char *fmt, ...)
   __attribute__ ((format (printf, 4, 5)));
 

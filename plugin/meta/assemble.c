@@ -148,6 +148,19 @@ vote (const struct run *r)
   return ref == r->n ? array : ref;
 }
 
+/* What a format's check found (meta.h: a line per problem), logged at
+ * this edge, one error line each.
+ */
+static void
+log_lines (const char *why)
+{
+  while (*why) {
+    size_t n = strcspn (why, "\n");
+    stripe_error ("%.*s", (int) n, why);
+    why += n + (why[n] == '\n');
+  }
+}
+
 /* Member i against the array; whether it is in another slot than i. */
 static bool
 check_member (struct run *r, unsigned i)
@@ -166,7 +179,12 @@ check_member (struct run *r, unsigned i)
     r->ok = false;
     return false;
   }
-  switch (r->ops->check_member (r->cfg, i, ref, mm, r->p[i].size)) {
+  char why[4096] = "";
+  enum meta_verdict v =
+    r->ops->check_member (r->cfg, i, ref, mm, r->p[i].size, why, sizeof why);
+
+  log_lines (why);
+  switch (v) {
   case META_OK: break;
   case META_BAD: r->ok = false; break;
   case META_DROP:
@@ -235,7 +253,9 @@ check_generation (struct run *r, uint64_t *events_of)
     }
     if (i == r->stale_ok)
       continue;
-    r->ops->log_stale (r->cfg, i, mm, newest);
+    char why[1024] = "";
+    r->ops->say_stale (r->cfg, i, mm, newest, why, sizeof why);
+    log_lines (why);
     if (r->stale_ok < r->n)
       stripe_warning ("member %u (%s) is stale too: take it back on its own "
                       "afterwards",
@@ -330,6 +350,7 @@ static int
 check_all (struct run *r, uint64_t *events_of)
 {
   bool order_wrong = false;
+  char why[4096] = "";
 
   r->a->ref = vote (r);
   report_unreadable (r, r->a->ref);
@@ -341,8 +362,10 @@ check_all (struct run *r, uint64_t *events_of)
     r->a->ref = 0;
     return -1;
   }
-  if (!r->ops->check_array (r->cfg, &r->mm[r->a->ref]))
+  if (!r->ops->check_array (r->cfg, &r->mm[r->a->ref], why, sizeof why)) {
+    log_lines (why);
     r->ok = false;
+  }
   for (unsigned i = 0; i < r->n; ++i)
     if (r->p[i].readable && check_member (r, i))
       order_wrong = true;
@@ -351,7 +374,12 @@ check_all (struct run *r, uint64_t *events_of)
     report_order (r);
   if (!r->ok)
     return -1;
-  return r->ops->finish (r->cfg, r->a);
+  why[0] = '\0';
+  if (r->ops->finish (r->cfg, r->a, why, sizeof why) == -1) {
+    log_lines (why);
+    return -1;
+  }
+  return 0;
 }
 
 /* A config naming a reshape (joining, leaving) that the newest record
@@ -449,7 +477,12 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
   if (r.ops->load == NULL) { /* nothing on the members: the config says it */
     for (unsigned i = 0; i < cfg->nr_members; ++i)
       a->paths[i] = cfg->members[i];
-    return r.ops->finish (cfg, a);
+    char why[1024] = "";
+    if (r.ops->finish (cfg, a, why, sizeof why) == -1) {
+      log_lines (why);
+      return -1;
+    }
+    return 0;
   }
 
   a->members = r.mm = calloc (r.n, sizeof *r.mm);

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "member.h"
 #include "meta.h"
+#include "util.h"
 
 static const struct header *
 rec_as_header (const struct meta_member *mm)
@@ -175,7 +176,7 @@ meta_header_read (const char *path, struct header *h, bool *blank, char *err,
 
 static bool
 header_check_array (const struct stripe_config *cfg,
-                    const struct meta_member *ref)
+                    const struct meta_member *ref, char *why, size_t len)
 {
   const struct header *h = rec_as_header (ref);
   bool ok = true;
@@ -183,13 +184,13 @@ header_check_array (const struct stripe_config *cfg,
 
   header_uuid_format (h->array_uuid, uuid);
   if (h->member_count != cfg->nr_members) {
-    stripe_error ("%s: the headers say volume '%s' (%s) has %" PRIu32
+    why_line (why, len, "%s: the headers say volume '%s' (%s) has %" PRIu32
                   " members, the config lists %u",
                   cfg->path, h->name, uuid, h->member_count, cfg->nr_members);
     ok = false;
   }
   if (strcmp (h->name, cfg->name) != 0) {
-    stripe_error ("%s: the members belong to volume '%s', the config "
+    why_line (why, len, "%s: the members belong to volume '%s', the config "
                   "is for '%s'",
                   cfg->path, h->name, cfg->name);
     ok = false;
@@ -198,19 +199,19 @@ header_check_array (const struct stripe_config *cfg,
    * wrong (given explicitly; the default is only create's choice).
    */
   if (cfg->data_offset_given && h->data_offset != cfg->data_offset) {
-    stripe_error ("%s: data_offset: the config says %" PRIu64 ", the "
+    why_line (why, len, "%s: data_offset: the config says %" PRIu64 ", the "
                   "headers say %" PRIu64,
                   cfg->path, cfg->data_offset, h->data_offset);
     ok = false;
   }
   if (h->chunk != cfg->chunk) {
-    stripe_error ("%s: chunk: the config says %" PRIu64 ", the headers "
+    why_line (why, len, "%s: chunk: the config says %" PRIu64 ", the headers "
                   "say %" PRIu64,
                   cfg->path, cfg->chunk, h->chunk);
     ok = false;
   }
   if (cfg->layout_given && h->layout != cfg->layout) {
-    stripe_error ("%s: layout: the config says \"%s\", the headers say "
+    why_line (why, len, "%s: layout: the config says \"%s\", the headers say "
                   "\"%s\"",
                   cfg->path, layout_name (cfg->layout),
                   layout_name (h->layout));
@@ -219,7 +220,7 @@ header_check_array (const struct stripe_config *cfg,
   if (cfg->uuid_given && memcmp (cfg->uuid, h->array_uuid, 16) != 0) {
     char want[37];
     header_uuid_format (cfg->uuid, want);
-    stripe_error ("%s: uuid: the config says %s, the members belong to "
+    why_line (why, len, "%s: uuid: the config says %s, the members belong to "
                   "volume '%s' (%s): not the array this config describes",
                   cfg->path, want, h->name, uuid);
     ok = false;
@@ -230,7 +231,8 @@ header_check_array (const struct stripe_config *cfg,
 static enum meta_verdict
 header_check_member (const struct stripe_config *cfg, unsigned i,
                      const struct meta_member *ref,
-                     const struct meta_member *mm, uint64_t size)
+                     const struct meta_member *mm, uint64_t size, char *why,
+                     size_t len)
 {
   const struct header *a = rec_as_header (ref), *hdr = rec_as_header (mm);
   enum meta_verdict v = META_OK;
@@ -250,26 +252,26 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
            != 0
       || (hdr->reshape.flags & HEADER_RESHAPE_BACKWARD)
            != (a->reshape.flags & HEADER_RESHAPE_BACKWARD))) {
-    stripe_error ("member %u (%s): header disagrees with the other "
+    why_line (why, len, "member %u (%s): header disagrees with the other "
                   "members (chunk, layout, data offset or sizes)",
                   i, cfg->members[i]);
     v = META_BAD;
   }
   if (hdr->flags & HEADER_FLAG_REPLACED) {
-    stripe_error ("member %u (%s): was replaced by another device "
+    why_line (why, len, "member %u (%s): was replaced by another device "
                   "(nbdstripe replace) and is no longer a member of '%s': "
                   "name the device that replaced it in the config",
                   i, cfg->members[i], a->name);
     return META_DROP;
   }
   if (hdr->flags & HEADER_FLAG_REMOVED) {
-    stripe_error ("member %u (%s): was removed from the volume (nbdstripe "
+    why_line (why, len, "member %u (%s): was removed from the volume (nbdstripe "
                   "shrink) and is no longer a member of '%s'",
                   i, cfg->members[i], a->name);
     return META_DROP;
   }
   if (hdr->member_index == i && size < hdr->data_offset + mm->data_size) {
-    stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than its "
+    why_line (why, len, "member %u (%s): %" PRIu64 " bytes, smaller than its "
                   "header says (%" PRIu64 " data bytes from offset %" PRIu64
                   "): truncated or replaced?",
                   i, cfg->members[i], size, mm->data_size, hdr->data_offset);
@@ -277,7 +279,7 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
   }
   else if (hdr->member_index == i && i < LAYOUT_MAX_MEMBERS
            && size < a->data_offset + a->member_sizes[i]) {
-    stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than the "
+    why_line (why, len, "member %u (%s): %" PRIu64 " bytes, smaller than the "
                   "newest header says (%" PRIu64 " data bytes from offset "
                   "%" PRIu64 "): truncated or replaced?",
                   i, cfg->members[i], size, a->member_sizes[i],
@@ -288,10 +290,11 @@ header_check_member (const struct stripe_config *cfg, unsigned i,
 }
 
 static void
-header_log_stale (const struct stripe_config *cfg, unsigned i,
-                  const struct meta_member *mm, uint64_t newest)
+header_say_stale (const struct stripe_config *cfg, unsigned i,
+                  const struct meta_member *mm, uint64_t newest, char *why,
+                  size_t len)
 {
-  stripe_error ("member %u (%s): stale: its header is at generation "
+  why_line (why, len, "member %u (%s): stale: its header is at generation "
                 "%" PRIu64 ", the volume is at %" PRIu64 ": it dropped "
                 "out while the volume was served, or it is an older "
                 "copy of the member (if it is the member itself and "
@@ -326,10 +329,13 @@ finish_reshape (const struct stripe_config *cfg, struct assembly *a)
 }
 
 static int
-header_finish (const struct stripe_config *cfg, struct assembly *a)
+header_finish (const struct stripe_config *cfg, struct assembly *a,
+               char *why, size_t len)
 {
   const struct header *h = rec_as_header (&a->members[a->ref]);
 
+  (void) why;
+  (void) len;
   a->layout = h->layout;
   /* Version 1 sized its volumes as all their zones (md's rule differs for
    * a chunk that is not a power of two): they keep their size.
@@ -625,7 +631,7 @@ const struct meta_ops meta_header_ops = {
   .uuid_shown        = header_uuid_format,
   .check_array       = header_check_array,
   .check_member      = header_check_member,
-  .log_stale         = header_log_stale,
+  .say_stale         = header_say_stale,
   .finish            = header_finish,
   .create_check      = header_create_check,
   .create_array      = header_create_array,

@@ -34,6 +34,7 @@
 #include "md_super.h"
 #include "member.h"
 #include "meta.h"
+#include "util.h"
 
 /* Why a member has no md superblock, in words a user can act on. */
 static void
@@ -217,7 +218,8 @@ err:
 }
 
 static bool
-md_check_array (const struct stripe_config *cfg, const struct meta_member *ref)
+md_check_array (const struct stripe_config *cfg, const struct meta_member *ref,
+                char *why, size_t len)
 {
   const struct md_super *r = rec_as_md_super (ref);
   bool ok = true;
@@ -227,19 +229,19 @@ md_check_array (const struct stripe_config *cfg, const struct meta_member *ref)
   if (cfg->uuid_given && memcmp (cfg->uuid, r->set_uuid, 16) != 0) {
     char want[36];
     md_super_uuid_format (cfg->uuid, want);
-    stripe_error ("%s: uuid: the config says %s, the members belong to md "
+    why_line (why, len, "%s: uuid: the config says %s, the members belong to md "
                   "array '%s' (%s): not the array this config describes",
                   cfg->path, want, ref->name, uuid);
     ok = false;
   }
   if (r->raid_disks != cfg->nr_members) {
-    stripe_error ("%s: md array '%s' (%s) has %" PRIu32 " members, the "
+    why_line (why, len, "%s: md array '%s' (%s) has %" PRIu32 " members, the "
                   "config lists %u",
                   cfg->path, ref->name, uuid, r->raid_disks, cfg->nr_members);
     ok = false;
   }
   if ((uint64_t) r->chunk_sectors * 512 != cfg->chunk) {
-    stripe_error ("%s: chunk: the config says %" PRIu64 ", the md "
+    why_line (why, len, "%s: chunk: the config says %" PRIu64 ", the md "
                   "superblocks say %" PRIu64,
                   cfg->path, cfg->chunk, (uint64_t) r->chunk_sectors * 512);
     ok = false;
@@ -250,7 +252,7 @@ md_check_array (const struct stripe_config *cfg, const struct meta_member *ref)
 static enum meta_verdict
 md_check_member (const struct stripe_config *cfg, unsigned i,
                  const struct meta_member *ref, const struct meta_member *mm,
-                 uint64_t size)
+                 uint64_t size, char *why, size_t len)
 {
   const struct md_super *r = rec_as_md_super (ref), *sb = rec_as_md_super (mm);
   enum meta_verdict v = META_OK;
@@ -261,14 +263,14 @@ md_check_member (const struct stripe_config *cfg, unsigned i,
       || sb->raid_disks != r->raid_disks || sb->ctime != r->ctime
       || sb->feature_map != r->feature_map
       || md_super_raid0_layout (sb) != md_super_raid0_layout (r)) {
-    stripe_error ("member %u (%s): md superblock disagrees with the other "
+    why_line (why, len, "member %u (%s): md superblock disagrees with the other "
                   "members (version, level, chunk, members, creation time "
                   "or layout): mdadm would not assemble it either",
                   i, cfg->members[i]);
     v = META_BAD;
   }
   if (cfg->data_offset_given && sb->data_offset * 512 != cfg->data_offset) {
-    stripe_error ("member %u (%s): data_offset: the config says %" PRIu64
+    why_line (why, len, "member %u (%s): data_offset: the config says %" PRIu64
                   ", its md superblock says %" PRIu64,
                   i, cfg->members[i], cfg->data_offset, sb->data_offset * 512);
     v = META_BAD;
@@ -276,7 +278,7 @@ md_check_member (const struct stripe_config *cfg, unsigned i,
   /* The superblock's area must hold the data it says, whole. */
   if (size / 512 < sb->data_offset + sb->data_size
       || (sb->minor == 0 && sb->super_offset < sb->data_offset + sb->data_size)) {
-    stripe_error ("member %u (%s): %" PRIu64 " bytes, smaller than its md "
+    why_line (why, len, "member %u (%s): %" PRIu64 " bytes, smaller than its md "
                   "superblock says (%" PRIu64 " data bytes from offset "
                   "%" PRIu64 "): truncated or replaced?",
                   i, cfg->members[i], size, sb->data_size * 512,
@@ -291,10 +293,11 @@ md_check_member (const struct stripe_config *cfg, unsigned i,
  * mdadm --assemble first, or the member is stale.
  */
 static void
-md_log_stale (const struct stripe_config *cfg, unsigned i,
-              const struct meta_member *mm, uint64_t newest)
+md_say_stale (const struct stripe_config *cfg, unsigned i,
+              const struct meta_member *mm, uint64_t newest, char *why,
+              size_t len)
 {
-  stripe_error ("member %u (%s): stale: its md superblock is at event "
+  why_line (why, len, "member %u (%s): stale: its md superblock is at event "
                 "count %" PRIu64 ", the array is at %" PRIu64 " (let "
                 "md assemble the array once to bring it up to date, or "
                 "it is an older copy of the member)",
@@ -305,7 +308,8 @@ md_log_stale (const struct stripe_config *cfg, unsigned i,
  * depends on it, or the config must.
  */
 static int
-md_finish (const struct stripe_config *cfg, struct assembly *a)
+md_finish (const struct stripe_config *cfg, struct assembly *a, char *why,
+           size_t len)
 {
   const struct meta_member *ref = &a->members[a->ref];
   const struct md_super *r = rec_as_md_super (ref);
@@ -318,7 +322,7 @@ md_finish (const struct stripe_config *cfg, struct assembly *a)
   a->layout = md_super_raid0_layout (r);
   if (a->layout != 0) {
     if (cfg->layout_given && cfg->layout != a->layout) {
-      stripe_error ("%s: layout: the config says \"%s\", the md superblocks "
+      why_line (why, len, "%s: layout: the config says \"%s\", the md superblocks "
                     "say \"%s\"",
                     cfg->path, layout_name (cfg->layout),
                     layout_name (a->layout));
@@ -329,7 +333,7 @@ md_finish (const struct stripe_config *cfg, struct assembly *a)
     a->layout = cfg->layout;
   else {
     md_super_uuid_format (r->set_uuid, uuid);
-    stripe_error ("%s: md array '%s' (%s) has members of different sizes "
+    why_line (why, len, "%s: md array '%s' (%s) has members of different sizes "
                   "and its superblocks do not say which of md's two "
                   "layouts it was written with, which place data "
                   "differently here: give layout = \"original\" (Linux "
@@ -574,7 +578,7 @@ const struct meta_ops meta_md_ops = {
   .uuid_shown        = md_uuid_shown,
   .check_array       = md_check_array,
   .check_member      = md_check_member,
-  .log_stale         = md_log_stale,
+  .say_stale         = md_say_stale,
   .finish            = md_finish,
   .create_check      = md_create_check,
   .create_array      = md_create_array,

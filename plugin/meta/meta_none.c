@@ -15,8 +15,11 @@
 #include "meta.h"
 
 static int
-none_finish (const struct stripe_config *cfg, struct assembly *a)
+none_finish (const struct stripe_config *cfg, struct assembly *a, char *why,
+             size_t len)
 {
+  (void) why;
+  (void) len;
   a->layout = cfg->layout;
   a->size_rule = LAYOUT_SIZE_MD;
   for (unsigned i = 0; i < cfg->nr_members; ++i) {
