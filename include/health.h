@@ -71,9 +71,10 @@
  * NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
  *
- * on_failing = "replace" (health_spare.c): a member that becomes failing
- * is replaced onto a spare (ops.spare_start), one at a time, from a
- * thread of its own; events MemberReplacing (started), MemberReplaced,
+ * on_failing = "replace" (the array's spare policy, array.h, which health
+ * tells of every change of state): a member that becomes failing is
+ * replaced onto a spare, one at a time, from a thread of the policy's;
+ * health reports what it asks (health_report): events MemberReplacing (started), MemberReplaced,
  * MemberNotReplaced (no spare fits, or the replace failed), MEMBER_PATH
  * the old device, NBDSTRIPE_OLD_PATH and NBDSTRIPE_NEW_PATH (the spare)
  * beside it.

@@ -60,10 +60,10 @@ struct hist_set {
   uint64_t sum[OP_NR_TRACKED]; /* ns, of the samples in b (lat_ns) */
 };
 
-/* What an event says: member's new state, or how on_failing's replace
- * onto a spare goes (health_spare.c).
+/* What an event says: member's new state (EV_STATE), or how on_failing's
+ * replace onto a spare goes, as the array's spare policy reports it
+ * (health_report's kinds, health.h).
  */
-/* EV_STATE, then health_report's kinds (health.h). */
 enum event_kind { EV_STATE, EV_REPLACING = HEALTH_REPLACING,
                   EV_REPLACED = HEALTH_REPLACED,
                   EV_NOT_REPLACED = HEALTH_NOT_REPLACED };

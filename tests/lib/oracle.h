@@ -4,7 +4,7 @@
  * integration tests (tests/integration/test_io.c, test_params.c,
  * tests/remote/test_remote.c).
  *
- * Deliberately NOT built on plugin/core/layout.c: it does not know about zones
+ * Deliberately NOT built on plugin/layout/layout.c: it does not know about zones
  * at all.  It simulates Linux md raid0 with RAID0_ALT_MULTIZONE_LAYOUT one
  * stripe row at a time and records, for every logical chunk, which member
  * and which member chunk hold it (and the reverse table).

@@ -5,7 +5,7 @@
  * summarised per member according to the layout oracle.
  *
  * The oracle itself, a brute-force md raid0 model written independently
- * of plugin/core/layout.c, is tests/lib/oracle.h (shared with the integration
+ * of plugin/layout/layout.c, is tests/lib/oracle.h (shared with the integration
  * tests).
  *
  * Everything here is static inline so that each test file can use what it

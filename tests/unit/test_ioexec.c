@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the executor's latency of each operation
- * (include/ioexec.h, plugin/core/ioexec.c: "each op records its own
+ * (include/ioexec.h, plugin/member/ioexec.c: "each op records its own
  * errno and latency"), which health judges members by.
  *
  * The members are the test's own backend: each a pipe holding one byte,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: the RAID-0 layout (plugin/core/layout.c) against a
+/* nbdstripe unit tests: the RAID-0 layout (plugin/layout/layout.c) against a
  * brute-force md raid0 oracle (tests/lib/oracle.h).
  */
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the mover's window logic (include/mover.h,
- * plugin/replace/mover*.c) -- what a replace and a restripe share -- on
+ * plugin/array/mover*.c) -- what a replace and a restripe share -- on
  * members in memory (tests/lib/member_mem.h), with a job of the test's
  * own: it copies member "src" to member "dst", and its client hook
  * registers each request with the mover as a real job does.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: owned_check (plugin/replace/owned.c), on real
+/* nbdstripe unit tests: owned_check (plugin/array/owned.c), on real
  * files, links and a Unix socket in a temporary directory: a device a
  * config lists -- member, spare, removed member -- is found under its
  * own string and under another name, and said as such; a device it does

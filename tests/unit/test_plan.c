@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdstripe unit tests: request planning (plugin/core/plan.c) against the
+/* nbdstripe unit tests: request planning (plugin/layout/plan.c) against the
  * brute-force md raid0 oracle (tests/lib/oracle.h).
  *
  * Each case has a "volume" whose logical byte x holds pattern_byte(x), and

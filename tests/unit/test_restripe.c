@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: the arithmetic of a restripe
- * (plugin/core/restripe.c), by moving whole volumes in memory.
+ * (plugin/layout/restripe.c), by moving whole volumes in memory.
  *
  * Members are byte arrays.  The data is placed with the layout oracle
  * (tests/lib/oracle.h, independent of layout.c), then moved window by

@@ -9,7 +9,7 @@
  * md's layouts 1 and 2), each with data at offset 0, 4K or 64K on its
  * members.  What each member must receive is the layout oracle's word
  * (tests/lib/oracle.h, a row-by-row model of md raid0 that shares no
- * code with plugin/core/layout.c): the bytes of every write at the
+ * code with plugin/layout/layout.c): the bytes of every write at the
  * member offsets it says, one operation per touched member and request
  * over the member range it says (trim and zero too: one contiguous range,
  * never one per chunk; block status: each touched member asked once),
