@@ -8,6 +8,8 @@
 #ifndef NBDSTRIPE_OP_H
 #define NBDSTRIPE_OP_H
 
+#include <stdbool.h>
+
 enum op_kind {
   OP_READ,
   OP_WRITE,
@@ -32,6 +34,15 @@ op_name (enum op_kind op)
   case OP_EXTENTS: return "block status";
   }
   return "?";
+}
+
+/* Whether op changes what the member holds (write, trim, zero): what a
+ * job moving data must apply to both copies.
+ */
+static inline bool
+op_changes_data (enum op_kind op)
+{
+  return op == OP_WRITE || op == OP_TRIM || op == OP_ZERO;
 }
 
 #endif /* NBDSTRIPE_OP_H */

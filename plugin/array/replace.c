@@ -45,12 +45,6 @@ old_member (struct replace *r)
 
 /* ---- the I/O path ---- */
 
-static bool
-is_write (enum op_kind k)
-{
-  return k == OP_WRITE || k == OP_TRIM || k == OP_ZERO;
-}
-
 /* NEW could not zero (EOPNOTSUPP: tmpfs, NFS, a device without
  * write-zeroes): zeroes written.  Returns 0 or an errno.
  */
@@ -143,7 +137,7 @@ replace_run_ops (struct mover *mv, struct volume *v, struct member_op *ops,
     return plain (v, ops, nr);
 
   at = mover_enter (mv, &fl, ops[k].offset, ops[k].offset + ops[k].length,
-                    is_write (ops[k].kind));
+                    op_changes_data (ops[k].kind));
   dual = at.state == MOVER_COPYING
          && (ops[k].kind == OP_FLUSH || (fl.write && fl.a < at.watermark));
   ret = dual ? run_dual (r, v, ops, nr, k, plain) : plain (v, ops, nr);

@@ -35,12 +35,6 @@
 
 /* ---- clients ---- */
 
-static bool
-is_write (enum op_kind k)
-{
-  return k == OP_WRITE || k == OP_TRIM || k == OP_ZERO;
-}
-
 /* rq's bytes [lo, hi) of the volume, through view vw. */
 static int
 part (struct volume *v, const struct volume_view *vw,
@@ -69,7 +63,7 @@ mixed (struct reshape *rs, struct volume *v, const struct volume_request *rq,
   if (lo >= hi)
     return 0;
   r = part (v, &rs->new_view, rq, lo, hi);
-  if (r == 0 && is_write (rq->kind))
+  if (r == 0 && op_changes_data (rq->kind))
     r = part (v, &rs->old_view, rq, lo, hi);
   return r;
 }
@@ -98,7 +92,7 @@ reshape_request (struct volume_mover *vm, struct volume *v,
   }
   restripe_position (&rs->rs, lo, hi, &p, &w);
   at = mover_enter (&rs->mv, &fl, p, p + w,
-                    is_write (rq->kind) && rq->kind != OP_EXTENTS);
+                    op_changes_data (rq->kind) && rq->kind != OP_EXTENTS);
   if (at.state == MOVER_DONE) {
     r = volume_request_view (v, &v->view, rq);
     goto out;
