@@ -24,7 +24,6 @@
 #include "nbdstripe.h"
 
 #define DEFAULT_CONF_DIR "/etc/nbdstripe"
-#define DEFAULT_RUN_DIR "/run/nbdstripe"
 
 const struct command commands[] = {
   {
@@ -443,8 +442,7 @@ conf_dir (void)
 const char *
 run_dir (void)
 {
-  const char *d = getenv ("NBDSTRIPE_RUNDIR");
-  return d && *d ? d : DEFAULT_RUN_DIR;
+  return config_run_dir ();
 }
 
 bool

@@ -125,6 +125,13 @@ struct stripe_config {
   char *warnings[CONFIG_MAX_WARNINGS];
 };
 
+/* The run directory: $NBDSTRIPE_RUNDIR when set (the tests give each run
+ * its own), else /run/nbdstripe.  A config's default socket and status
+ * file are there, servers register there (plugin/registry.c), and
+ * nbdstripe list and stop look there.
+ */
+extern const char *config_run_dir (void);
+
 /* Load and validate.  On error returns -1 and writes one line into err:
  * "FILE:LINE: what is wrong (what was expected)" -- or "FILE: ..." when
  * there is no line.  cfg needs config_free in both cases.

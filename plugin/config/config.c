@@ -22,7 +22,13 @@
 #include "member.h"
 #include "header.h"
 
-#define DEFAULT_RUN_DIR "/run/nbdstripe"
+const char *
+config_run_dir (void)
+{
+  const char *d = getenv ("NBDSTRIPE_RUNDIR");
+
+  return d && *d ? d : "/run/nbdstripe";
+}
 
 /* Edit distance, for "did you mean": typos are the usual unknown keys. */
 static size_t
@@ -127,7 +133,7 @@ set_defaults (struct loader *ld)
   struct stripe_config *cfg = ld->cfg;
 
   if (cfg->serve.port == 0) {
-    if (set_default (ld, &cfg->serve.socket, DEFAULT_RUN_DIR "/%s.sock",
+    if (set_default (ld, &cfg->serve.socket, "%s/%s.sock", config_run_dir (),
                      cfg->name)
         == -1)
       return -1;
@@ -136,7 +142,7 @@ set_defaults (struct loader *ld)
     return -1;
   if (set_default (ld, &cfg->serve.export_name, "%s", "") == -1
       || set_default (ld, &cfg->health.status_file,
-                      DEFAULT_RUN_DIR "/%s.status.json", cfg->name)
+                      "%s/%s.status.json", config_run_dir (), cfg->name)
            == -1)
     return -1;
   return 0;

@@ -37,9 +37,14 @@ t_check_env ()
 # `nbdstripe serve` (which execs nbdkit): the plugin under test, and in a
 # sanitizer build the runtime preloaded first (nbdkit is not instrumented)
 # with reports written under DIR/asan (a daemon's stderr is /dev/null).
+# Exports NBDSTRIPE_RUNDIR=DIR/run.
 t_server_env ()
 {
   local dir=$1
+  # A run directory of this test's own: the default sockets and status
+  # files of its volumes, and what list and stop see, are not another
+  # test's running beside it (ctest -j), nor a leftover in /run/nbdstripe.
+  export NBDSTRIPE_RUNDIR=$dir/run
   T_PRE=(env "NBDSTRIPE_PLUGIN=$STRIPE_PLUGIN")
   if [[ -n ${STRIPE_LD_PRELOAD:-} ]]; then
     mkdir -p "$dir/asan"

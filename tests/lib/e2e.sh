@@ -89,6 +89,7 @@ e2e_init ()
   trap 'exit 130' INT
   trap 'exit 143' TERM
   cd "$E2E_TMP"
+  export NBDSTRIPE_RUNDIR=$E2E_TMP/run  # this run's own, as t_server_env
   if [[ " ${E2E_PLUGIN_PARAMS[*]} " == *" cache=direct "* ]] &&
      ! dd if=/dev/zero of="$E2E_TMP/odirect" bs=4096 count=1 oflag=direct \
           status=none 2>/dev/null; then

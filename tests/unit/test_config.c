@@ -210,12 +210,29 @@ parse_size_rejects_empty_negative_junk_decimal_units_and_overflow (
   }
 }
 
+/* NBDSTRIPE_RUNDIR moves the default socket and status file, as it moves
+ * where nbdstripe list and stop look for them.
+ */
+static void
+rundir_from_env_holds_default_socket_and_status (void **state)
+{
+  struct fixture *f = *state;
+  const struct stripe_config *c = &f->cfg;
+
+  setenv ("NBDSTRIPE_RUNDIR", "/tmp/rd", 1);
+  assert_loads (f, load (f, "name = \"fast0\";\n" MEMBERS));
+  unsetenv ("NBDSTRIPE_RUNDIR");
+  assert_string_equal (c->serve.socket, "/tmp/rd/fast0.sock");
+  assert_string_equal (c->health.status_file, "/tmp/rd/fast0.status.json");
+}
+
 static void
 minimal_config_gets_every_default (void **state)
 {
   struct fixture *f = *state;
   const struct stripe_config *c = &f->cfg;
 
+  unsetenv ("NBDSTRIPE_RUNDIR");
   assert_loads (f, load (f, "name = \"fast0\";\n" MEMBERS));
   assert_string_equal (c->path, f->path);
   assert_string_equal (c->name, "fast0");
@@ -1017,6 +1034,7 @@ main (int argc, char **argv)
     config_test (
       parse_size_rejects_empty_negative_junk_decimal_units_and_overflow),
     config_test (minimal_config_gets_every_default),
+    config_test (rundir_from_env_holds_default_socket_and_status),
     config_test (joining_members_follow_the_members),
     config_test (leaving_names_one_of_the_members),
     config_test (joining_and_leaving_at_once_are_refused),
