@@ -111,7 +111,10 @@ chmod +x "$D_TMP/hook.sh"
 
 rp_volume vol 64K "spares = [ \"$D_TMP/small\", \"$D_TMP/big\" ];
 on_failing = \"$policy\";" "$D_TMP/m0" "$M1"
-sed -i "s|^health = { status_file = \"\\(.*\\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; on_change = \"$D_TMP/hook.sh\"; interval = 1; window = 3; probe_interval = 1; };|" "$RP_CONF"
+# window = 600: member 1, once failing, stays failing (no recovery after
+# a window without errors) however long a loaded machine takes from here
+# to the automatic replace's end.
+sed -i "s|^health = { status_file = \"\\(.*\\)\"; };|health = { status_file = \"\\1\"; prometheus_file = \"$D_TMP/vol.prom\"; on_change = \"$D_TMP/hook.sh\"; interval = 1; window = 600; probe_interval = 1; };|" "$RP_CONF"
 grep -q on_change "$RP_CONF" || d_fail "the config has no on_change: $(cat "$RP_CONF")"
 rp_create
 cp "$RP_CONF" "$D_TMP/vol.conf.before"

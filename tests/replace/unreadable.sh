@@ -18,9 +18,9 @@
 #      ranges (the command's stderr and the status); the config still
 #      names the old member, NEW holds no header, the volume goes on with
 #      the old member (its data intact, writes work).
-#   2. replace --skip-unreadable (rate-limited): meanwhile, once the copy
-#      has passed the first window, the error filter fails every read of
-#      the old member: a read of an already copied range is served from
+#   2. replace --skip-unreadable (rate-limited), served again with the
+#      copier's gate: while the copier is held after the first window,
+#      the error filter fails every read of the old member: a read of an already copied range is served from
 #      NEW, one beyond the copy fails (the filter is on).  Then the
 #      replace completes, lists the three lost logical ranges; NEW (read
 #      directly) holds zeros there and the old member's bytes everywhere
@@ -109,10 +109,16 @@ rp_read_at "$RP_URI" $((4 * M)) $((256 * K)) "$D_TMP/w.got" && cmp -s "$D_TMP/w"
   d_bad "a write to the volume after the failed replace does not read back"
 
 d_log "2. replace --skip-unreadable; reads of copied ranges served from NEW"
+# The copier held at the end of its first window while the old member
+# fails every read: however slow the clients below, the copy stays there.
+rp_stop
+rp_start vol.gated -D stripe.replace_gate=1
 "$NBDSTRIPE" replace --wait --skip-unreadable --rate 2M "$RP_CONF" 1 \
   "$D_TMP/new2" >"$D_TMP/replace2.out" 2>"$D_TMP/replace2.err" </dev/null &
 rpid=$!
-rp_wait first --new "$D_TMP/new2" --state copying --copied $((4 * M)) || d_fail "the copy did not pass the first window"
+rp_hold first advanced --new "$D_TMP/new2" || d_fail "the copier was not held after its first window"
+[[ $(jq .bytes_copied "$D_TMP/first.json") -eq $((4 * M)) ]] ||
+  d_fail "held after the first window with $(jq .bytes_copied "$D_TMP/first.json") bytes copied"
 # An already copied range of member 1 (not F) and one beyond the copy.
 L_below=$(rp_logical 1 $((RP_DO + 30 * C)))
 L_above=$(rp_logical 1 $((RP_DO + 160 * C)))
@@ -122,8 +128,10 @@ rp_read_at "$RP_URI" "$L_below" 4096 "$D_TMP/below" 2>"$D_TMP/below.err" || belo
 rp_read_at "$RP_URI" "$L_above" 4096 "$D_TMP/above" 2>"$D_TMP/above.err" || above=$?
 rm -f "$D_TMP/m1.fail"
 rp_ctl status >"$D_TMP/mid.json"
-[[ $(jq -r .state "$D_TMP/mid.json") == copying && $(jq .bytes_copied "$D_TMP/mid.json") -lt $((8 * M)) ]] ||
+[[ $(jq -r .state "$D_TMP/mid.json") == copying && $(jq .bytes_copied "$D_TMP/mid.json") -eq $((4 * M)) &&
+   $(jq '.unreadable | length' "$D_TMP/mid.json") -eq 0 ]] ||
   d_bad "the copy moved on while the old member failed every read: $(cat "$D_TMP/mid.json")"
+rp_hold rest end --new "$D_TMP/new2" || d_bad "the copier did not run to its end"
 if [[ $below -eq 0 ]] && cmp -s "$D_TMP/below" <(tail -c +$((L_below + 1)) "$D_TMP/pattern" | head -c 4096); then
   d_ok "a read the old member failed, of a copied range, was served from NEW"
 else
