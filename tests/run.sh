@@ -3,6 +3,10 @@
 # The test command: installs what is needed, builds twice (plain with
 # -Werror, and with AddressSanitizer + UndefinedBehaviorSanitizer) and runs
 # every test in both builds.  Exit status 0 only if everything passed.
+# Tests run side by side, one more than there are CPUs (most wait on I/O
+# and on their servers): each has its own temporary and run directory
+# (tests/lib/common.sh); those that need the machine to themselves say
+# so (RUN_SERIAL, PROCESSORS, RESOURCE_LOCK in their CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +16,8 @@ run_suite () {
   echo "== build $dir $*"
   .ci/setup "$dir" "$@"
   echo "== tests in $dir"
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 || status=1
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 \
+    -j "$(($(nproc) + 1))" || status=1
 }
 
 run_suite build
