@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: small helpers every module may use -- time, alignment,
- * iovecs, little-endian fields, a failure explained.  Inline but for
- * fail_why (plugin/util/util.c); no state.
+ * iovecs, little-endian fields, a failure explained, a file written
+ * whole.  Inline but for why_line, fail_why and write_file_atomic
+ * (plugin/util/util.c); no state.
  */
 #ifndef NBDSTRIPE_UTIL_H
 #define NBDSTRIPE_UTIL_H
@@ -166,6 +167,19 @@ extern void why_line (char *why, size_t len, const char *fmt, ...)
   __attribute__ ((format (printf, 3, 4)));
 extern int fail_why (char *why, size_t len, int err, const char *fmt, ...)
   __attribute__ ((format (printf, 4, 5)));
+
+/* Write path atomically (its directories made as needed): a new
+ * temporary in the same directory, synced, then renamed over it.  0, or
+ * -1 with errno.  The directory may be writable by others (a sticky /tmp, a
+ * node_exporter textfile directory shared with a group), so the
+ * temporary must never be a name someone else can plant a symlink at:
+ * mkostemp creates a random name with O_CREAT|O_EXCL, which never
+ * follows a link, and rename replaces the target itself (were it a
+ * symlink, the link goes, its target is left alone).  The temporary is
+ * a dot file, so that node_exporter's "*.prom" never reads it.
+ */
+extern int write_file_atomic (const char *path, const char *data,
+                              size_t len);
 
 /* Thread-local storage of the plugin: the initial-exec model, a fixed
  * offset from the thread pointer, where the default model for a shared

@@ -28,6 +28,7 @@
 #include "meta.h"
 #include "log_nbdkit.h"
 #include "notify.h"
+#include "registry.h"
 #include "mover.h"
 #include "replace.h"
 #include "reshape.h"
@@ -97,6 +98,7 @@ stripe_cleanup (void)
   if (serving) {
     notify_send ("STOPPING=1");
     stripe_info ("volume '%s': stopping", volume_name ());
+    registry_remove ();
     serving = false;
   }
   /* No more requests on the control socket, then the array stops: no
@@ -358,6 +360,8 @@ stripe_after_fork (void)
     return -1;
   }
   serving = true;
+  registry_add (volume_name (), config_file,
+                config_file ? cfg.health.status_file : status_file);
   stripe_info ("volume '%s': serving %u members, %" PRIu64 " bytes, chunk "
                "%" PRIu64,
                volume_name (), volume->nr_members, volume->layout.size,

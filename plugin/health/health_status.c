@@ -141,85 +141,6 @@ build_json (struct health *h, bool running, double now,
   return text;
 }
 
-static int
-mkdir_parents (const char *path)
-{
-  char *d = strdup (path), *p;
-  int r = 0;
-
-  if (d == NULL)
-    return -1;
-  for (p = d + 1; (p = strchr (p, '/')) != NULL; ++p) {
-    *p = '\0';
-    if (mkdir (d, 0755) == -1 && errno != EEXIST) {
-      r = -1;
-      break;
-    }
-    *p = '/';
-  }
-  free (d);
-  return r;
-}
-
-/* Write path atomically: a new temporary in the same directory, then
- * rename.  The directory may be writable by others (a sticky /tmp, a
- * node_exporter textfile directory shared with a group), so the
- * temporary must never be a name someone else can plant a symlink at:
- * mkostemp creates a random name with O_CREAT|O_EXCL, which never
- * follows a link, and rename replaces the target itself (were it a
- * symlink, the link goes, its target is left alone).  The temporary is
- * a dot file, so that node_exporter's "*.prom" never reads it.
- */
-static int
-write_atomic (const char *path, const char *data, size_t len)
-{
-  const char *base = strrchr (path, '/');
-  char tmp[4096];
-  int fd, r, e;
-
-  base = base ? base + 1 : path;
-  if (snprintf (tmp, sizeof tmp, "%.*s.%s.XXXXXX", (int) (base - path), path,
-                base)
-      >= (int) sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  fd = mkostemp (tmp, O_CLOEXEC | O_NOFOLLOW);
-  if (fd == -1 && errno == ENOENT && mkdir_parents (path) == 0) {
-    memcpy (&tmp[strlen (tmp) - 6], "XXXXXX", 6); /* mkostemp changed it */
-    fd = mkostemp (tmp, O_CLOEXEC | O_NOFOLLOW);
-  }
-  if (fd == -1)
-    return -1;
-  if (fchmod (fd, 0644) == -1)
-    goto err;
-  while (len > 0) {
-    ssize_t n = write (fd, data, len);
-    if (n == -1) {
-      if (errno == EINTR)
-        continue;
-      goto err;
-    }
-    data += n;
-    len -= n;
-  }
-  if (fsync (fd) == -1)
-    goto err;
-  r = close (fd);
-  fd = -1;
-  if (r == -1 || rename (tmp, path) == -1)
-    goto err;
-  return 0;
-
-err:
-  e = errno;
-  if (fd >= 0)
-    close (fd);
-  unlink (tmp);
-  errno = e;
-  return -1;
-}
-
 /* What the volume adds (a replace), asked with no health lock held: the
  * volume's own locks never nest inside health's.
  */
@@ -273,7 +194,7 @@ health_write_status (struct health *h, bool running)
   json_object_put (extra);
 
   if (h->p.status_file) {
-    if (json == NULL || write_atomic (h->p.status_file, json, jlen) == -1) {
+    if (json == NULL || write_file_atomic (h->p.status_file, json, jlen) == -1) {
       if (!h->status_err_logged)
         stripe_error ("health: cannot write the status file %s: %m",
                       h->p.status_file);
@@ -287,7 +208,7 @@ health_write_status (struct health *h, bool running)
   }
   if (h->p.prometheus_file) {
     if (prom == NULL
-        || write_atomic (h->p.prometheus_file, prom, plen) == -1) {
+        || write_file_atomic (h->p.prometheus_file, prom, plen) == -1) {
       if (!h->prom_err_logged)
         stripe_error ("health: cannot write the Prometheus file %s: %m",
                       h->p.prometheus_file);
