@@ -470,6 +470,36 @@ volume_config_path (const char *arg)
   return path;
 }
 
+/* The config of the one volume served on this host under name and not
+ * configured in the config directory (a demo's, a config kept
+ * elsewhere: served.c finds them), malloc'd; NULL when there is none,
+ * or with msg saying why when there are several.
+ */
+static char *
+served_config (const char *name, char *msg, size_t len)
+{
+  struct served *v;
+  size_t n, found = 0;
+  char *config = NULL;
+
+  msg[0] = '\0';
+  served_list (&v, &n);
+  for (size_t i = 0; i < n; ++i)
+    if (!v[i].configured && v[i].pid && v[i].config && v[i].name
+        && strcmp (v[i].name, name) == 0 && found++ == 0)
+      config = strdup (v[i].config);
+  served_free (v, n);
+  if (found > 1) {
+    snprintf (msg, len,
+              "%s: %zu volumes of that name are served here: name one by "
+              "its config",
+              name, found);
+    free (config);
+    return NULL;
+  }
+  return config;
+}
+
 int
 load_volume (const char *arg, struct stripe_config *cfg, char *err,
              size_t errlen)
@@ -486,14 +516,26 @@ load_volume (const char *arg, struct stripe_config *cfg, char *err,
     goto fail;
   }
   if (!volume_is_path (arg) && stat (path, &st) == -1 && errno == ENOENT) {
-    /* "fast0.cfg" in this directory was meant as a path, say. */
-    snprintf (msg, sizeof msg, "no volume named '%s': no %s%s%s%s", arg, path,
-              stat (arg, &st) == 0 ? " (a file here? write ./" : "",
-              stat (arg, &st) == 0 ? arg : "",
-              stat (arg, &st) == 0 ? ")" : "");
-    fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR), msg);
-    free (path);
-    goto fail;
+    char *served = served_config (arg, msg, sizeof msg);
+
+    if (served) {
+      free (path);
+      path = served;
+    }
+    else {
+      /* "fast0.cfg" in this directory was meant as a path, say. */
+      if (msg[0] == '\0')
+        snprintf (msg, sizeof msg,
+                  "no volume named '%s': no %s%s%s%s, and none served here "
+                  "under that name",
+                  arg, path, stat (arg, &st) == 0 ? " (a file here? write ./" : "",
+                  stat (arg, &st) == 0 ? arg : "",
+                  stat (arg, &st) == 0 ? ")" : "");
+      fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR),
+               msg);
+      free (path);
+      goto fail;
+    }
   }
   r = config_load (path, cfg, msg, sizeof msg);
   free (path);

@@ -84,8 +84,10 @@ extern const char *run_dir (void);
 extern bool volume_is_path (const char *arg);
 extern char *volume_config_path (const char *arg);
 
-/* Load the config VOLUME names, printing the one-line error on failure
- * (also copied into err when err is not NULL).  Returns 0/-1; cfg needs
+/* Load the config VOLUME names -- a path, CONFDIR/NAME.conf, else the
+ * config of the volume served here under that name (served.c) --
+ * printing the one-line error on failure (also copied into err when err
+ * is not NULL).  Returns 0/-1; cfg needs
  * config_free either way.
  */
 extern int load_volume (const char *arg, struct stripe_config *cfg, char *err,

@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe: which volumes there are on this host and which process
- * serves each, for list and stop.
+ * serves each, for list, status and stop.
  *
  * A volume is known from its config in the config directory (*.conf),
- * from a status file in the runtime directory (*.status.json, whose
- * volume.config names the config the server was given), or from a
- * pidfile there (*.pid, whose process's command line names the config).
+ * and, when served, wherever its config lives: from the registration its
+ * server leaves in the runtime directory (*.served, plugin/registry.h),
+ * from a status file there (*.status.json, whose volume.config names the
+ * config the server was given), from a pidfile there (*.pid, whose
+ * process's command line names the config), and from the nbdkit
+ * processes of this host that serve the stripe plugin with a config=.
  * Its server is a process that its pidfile (volume_pidfile) or the
  * status file names AND whose command line has "config=CONFIG" with
  * that config's absolute path, as `nbdstripe serve` gives nbdkit: a pid
  * recycled by another process is never taken for the server.  The
  * pidfile comes first: serve returns only once nbdkit has written it,
  * while the status file may still be the previous run's then.
+ *
+ * What a dead server left -- its registration, its status file, its
+ * pidfile -- names no volume of its own: a volume not configured here is
+ * listed only while a server of it runs.
  */
 
 #include <dirent.h>
@@ -25,6 +32,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "json.h"
 #include "nbdstripe.h"
 
 /* The pid in a pidfile, or 0. */
@@ -52,29 +60,52 @@ read_pidfile (const char *path)
   return pid;
 }
 
-/* The value of the config= argument in pid's command line (malloc'd),
- * or NULL.
+/* pid's command line: the value of its config= argument (*config,
+ * malloc'd, or NULL), and whether it is nbdkit serving the stripe
+ * plugin (*stripe: an argument "stripe" or a path to
+ * nbdkit-stripe-plugin.so; may be NULL).  false: no command line to read.
  */
-static char *
-cmdline_config (long pid)
+static bool
+read_cmdline (long pid, char **config, bool *stripe)
 {
   char path[64], buf[65536];
+  const char *b;
   ssize_t n, len = 0;
   int fd;
 
+  *config = NULL;
+  if (stripe)
+    *stripe = false;
   snprintf (path, sizeof path, "/proc/%ld/cmdline", pid);
   fd = open (path, O_RDONLY | O_CLOEXEC);
   if (fd == -1)
-    return NULL;
+    return false;
   while (len < (ssize_t) sizeof buf - 1
          && (n = read (fd, buf + len, sizeof buf - 1 - len)) > 0)
     len += n;
   close (fd);
   buf[len] = '\0';
-  for (ssize_t i = 0; i < len; i += strlen (buf + i) + 1)
-    if (strncmp (buf + i, "config=", 7) == 0)
-      return strdup (buf + i + 7);
-  return NULL;
+  b = strrchr (buf, '/');
+  for (ssize_t i = 0; i < len; i += strlen (buf + i) + 1) {
+    const char *a = strrchr (buf + i, '/');
+
+    if (strncmp (buf + i, "config=", 7) == 0 && *config == NULL)
+      *config = strdup (buf + i + 7);
+    else if (stripe && i > 0
+             && (strcmp (buf + i, "stripe") == 0
+                 || (a && strcmp (a + 1, "nbdkit-stripe-plugin.so") == 0)))
+      *stripe = strcmp (b ? b + 1 : buf, "nbdkit") == 0;
+  }
+  return true;
+}
+
+static char *
+cmdline_config (long pid)
+{
+  char *c;
+
+  read_cmdline (pid, &c, NULL);
+  return c;
 }
 
 /* Alive: not gone, and not a zombie nobody has reaped yet (a daemon's
@@ -312,6 +343,146 @@ stem (const char *path, const char *suffix)
   return strndup (b, n);
 }
 
+static void
+served_entry_free (struct served *e)
+{
+  free (e->name);
+  free (e->config);
+  free (e->status_file);
+  free (e->pidfile);
+  free (e->listen);
+  seen_free (&e->seen);
+}
+
+/* The entry just added stays if it is configured here or served now: a
+ * volume known only from what a dead server left is no volume of ours.
+ * An ad hoc server (no config to check its command line against) is
+ * taken from its status file while the pid there lives.
+ */
+static void
+keep_if_served (struct served *v, size_t *n)
+{
+  struct served *e = &v[*n - 1];
+  bool served = e->config ? e->pid != 0
+                          : e->seen.pid && e->seen.state != SEEN_NOT_RUNNING
+                              && alive (e->seen.pid);
+
+  if (e->configured || served)
+    return;
+  served_entry_free (e);
+  (*n)--;
+}
+
+/* A server's registration (plugin/registry.h), RUNDIR/NAME.PID.served:
+ * the volume it serves, if it still does.
+ */
+static void
+from_registration (struct served **v, size_t *n, const char *path)
+{
+  struct json_object *o = json_object_from_file (path);
+  const char *config = json_str_or_null (o, "config");
+  const char *status_file = json_str_or_null (o, "status_file");
+  const char *name = json_str_or_null (o, "name");
+  int64_t pid = 0;
+  struct served *e;
+
+  if (o == NULL || json_get_int64 (o, "pid", &pid, NULL, 0) == -1
+      || pid <= 0 || pid > INT_MAX || !alive (pid)
+      || (config && !pid_serves (pid, config))
+      || known (*v, *n, config, status_file) || (e = add (v, n)) == NULL) {
+    json_object_put (o);
+    return;
+  }
+  if (config) {
+    from_config (e, config, name ? name : "?");
+    find_server (e);
+    if (e->pid == 0) /* its pidfile elsewhere, its status not yet written */
+      e->pid = pid;
+    if (e->seen.state == SEEN_NOT_RUNNING) {
+      e->seen.state = SEEN_UNKNOWN;
+      snprintf (e->seen.reason, sizeof e->seen.reason,
+                "server pid %ld runs, but has written no status yet",
+                (long) pid);
+    }
+  }
+  else {
+    e->name = strdup (name ? name : "?");
+    e->status_file = status_file ? strdup (status_file) : NULL;
+    if (status_file)
+      status_seen (status_file, NULL, 0, &e->seen);
+    e->pid = pid;
+  }
+  json_object_put (o);
+}
+
+/* Whether pid runs with this run directory: $NBDSTRIPE_RUNDIR in its
+ * environment, or its absence, as ours.  A server of another run
+ * directory (a test's, a user's own) is not served "here".  false when
+ * its environment cannot be read.
+ */
+static bool
+same_run_dir (long pid)
+{
+  static const char key[] = "NBDSTRIPE_RUNDIR=";
+  char path[64], buf[65536];
+  const char *mine = getenv ("NBDSTRIPE_RUNDIR"), *theirs = NULL;
+  ssize_t n, len = 0;
+  int fd;
+
+  snprintf (path, sizeof path, "/proc/%ld/environ", pid);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd == -1)
+    return false;
+  while (len < (ssize_t) sizeof buf - 1
+         && (n = read (fd, buf + len, sizeof buf - 1 - len)) > 0)
+    len += n;
+  close (fd);
+  buf[len] = '\0';
+  for (ssize_t i = 0; i < len; i += strlen (buf + i) + 1)
+    if (strncmp (buf + i, key, sizeof key - 1) == 0)
+      theirs = buf + i + sizeof key - 1;
+  if (mine && *mine == '\0')
+    mine = NULL;
+  if (theirs && *theirs == '\0')
+    theirs = NULL;
+  return (mine == NULL && theirs == NULL)
+         || (mine && theirs && strcmp (mine, theirs) == 0);
+}
+
+/* The nbdkit processes of this host serving the stripe plugin with a
+ * config= that nothing above named (a server that could not register,
+ * a registration removed by hand), with this run directory.
+ */
+static void
+from_processes (struct served **v, size_t *n)
+{
+  DIR *d = opendir ("/proc");
+  struct dirent *de;
+
+  if (d == NULL)
+    return;
+  while ((de = readdir (d)) != NULL) {
+    char *end, *config;
+    long pid = strtol (de->d_name, &end, 10);
+    bool stripe;
+    struct served *e;
+
+    if (*end || pid <= 0 || !read_cmdline (pid, &config, &stripe))
+      continue;
+    if (stripe && config && config[0] == '/' && !known (*v, *n, config, NULL)
+        && alive (pid) && same_run_dir (pid) && (e = add (v, n)) != NULL) {
+      char *s = stem (config, ".conf");
+      from_config (e, config, s ? s : "?");
+      free (s);
+      find_server (e);
+      if (e->pid == 0)
+        e->pid = pid;
+    }
+    free (config);
+  }
+  closedir (d);
+}
+
 int
 served_list (struct served **out, size_t *nout)
 {
@@ -340,11 +511,18 @@ served_list (struct served **out, size_t *nout)
   }
   free_paths (paths, np);
 
-  /* Served, by their status files. */
-  if (scan (run_dir (), ".status.json", &paths, &np) == -1) {
+  /* Served, by their servers' registrations. */
+  if (scan (run_dir (), ".served", &paths, &np) == -1) {
     fprintf (stderr, "nbdstripe: %s: %m\n", run_dir ());
     r = -1;
   }
+  for (size_t i = 0; i < np; ++i)
+    from_registration (&v, &n, paths[i]);
+  free_paths (paths, np);
+
+  /* Served, by their status files. */
+  if (scan (run_dir (), ".status.json", &paths, &np) == -1)
+    r = -1;
   for (size_t i = 0; i < np; ++i) {
     struct seen seen;
     char *file = abs_path (paths[i]);
@@ -373,6 +551,7 @@ served_list (struct served **out, size_t *nout)
         seen.name ? strdup (seen.name) : stem (paths[i], ".status.json");
     }
     find_server (e);
+    keep_if_served (v, &n);
   }
   free_paths (paths, np);
 
@@ -390,10 +569,14 @@ served_list (struct served **out, size_t *nout)
       free (e->pidfile);
       e->pidfile = abs_path (paths[i]);
       find_server (e);
+      keep_if_served (v, &n);
     }
     free (config);
   }
   free_paths (paths, np);
+
+  /* Served, by the processes that serve them. */
+  from_processes (&v, &n);
 
   *out = v;
   *nout = n;
@@ -403,13 +586,7 @@ served_list (struct served **out, size_t *nout)
 void
 served_free (struct served *v, size_t n)
 {
-  for (size_t i = 0; i < n; ++i) {
-    free (v[i].name);
-    free (v[i].config);
-    free (v[i].status_file);
-    free (v[i].pidfile);
-    free (v[i].listen);
-    seen_free (&v[i].seen);
-  }
+  for (size_t i = 0; i < n; ++i)
+    served_entry_free (&v[i]);
   free (v);
 }
