@@ -98,9 +98,13 @@ def parse_args(argv):
                     help="repeat the whole matrix; results are medians (default 1)")
     ap.add_argument("--noise-threshold", type=float, default=0.15,
                     help="a run is noisy when other processes used more than this many CPUs "
-                         "of user time during it (default 0.15)")
+                         "of user time during it or in the --load-sample before it (default 0.15)")
     ap.add_argument("--noisy-retries", type=int, default=2,
                     help="re-run a noisy run up to this many times, keep the quietest (default 2)")
+    ap.add_argument("--load-sample", type=float, default=0.25, metavar="S",
+                    help="before every run, sample for S seconds the CPU other processes use "
+                         "while the harness is idle (/proc/stat); above --noise-threshold the run "
+                         "is noisy too (default 0.25; 0: no sample)")
     ap.add_argument("--replot", nargs="?", const="", metavar="RESULTS.json",
                     help="run nothing: redraw the charts of RESULTS.json into the charts/ "
                          "directory beside it (or into --out/charts); without RESULTS.json, "

@@ -37,6 +37,9 @@ def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
             r[f + "_min"] = min(x[f] for x in rs)
             r[f + "_max"] = max(x[f] for x in rs)
         r["noisy_runs"] = sum(1 for x in rs if x["noisy"])
+        lb = [x["load_before"]["other_user_cores"] for x in rs if x.get("load_before")]
+        r["load_before_cores"] = statistics.median(lb) if lb else None
+        r["noisy_why"] = sorted({w for x in rs for w in x.get("noisy_why", [])})
         res.append(r)
     idx = {(r["phase"], r["config"], r["n"], r["chunk"], r["profile"], r["rw"]): r for r in res}
     for r in res:
@@ -66,7 +69,7 @@ def write_json(doc, out):
 
 CSV_COLUMNS = ["phase", "config", "n", "chunk", "profile", "rw", "repeats", "mbps", "iops",
                "lat_mean_us", "lat_p99_us", "cpu_s_per_gib", "scaling", "efficiency",
-               "vs_file_plugin", "other_user_cores", "other_cpu_cores", "noisy_runs",
+               "vs_file_plugin", "other_user_cores", "other_cpu_cores", "load_before_cores", "noisy_runs",
                "mbps_min", "mbps_max", "iops_min", "iops_max"]
 
 
@@ -75,7 +78,7 @@ def write_csv(doc, out):
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for r in doc["results"]:
-            w.writerow(["" if r[c] is None else (round(r[c], 4) if isinstance(r[c], float) else r[c])
+            w.writerow(["" if r.get(c) is None else (round(r[c], 4) if isinstance(r[c], float) else r[c])
                         for c in CSV_COLUMNS])
 
 
@@ -123,28 +126,29 @@ def write_summary(doc, out):
                      sum(x["scrubs_started"] for x in sc), len(sc),
                      par.get("drive_interval_s") if par.get("drive_interval_s") is not None else "?"))
     unl = "rate and delay lifted" if e["mode"] == "remote" else "unthrottled"
-    L.append("Load: %d of %d result rows noisy (other processes > %.2f CPUs)  " % (
-        sum(1 for r in doc["results"] if r["noisy_runs"]), len(doc["results"]),
-        doc["parameters"]["noise_threshold_cores"]))
+    L.append("Load: %d of %d result rows noisy (other processes > %.2f CPUs during the run or "
+             "in the idle sample before it)  " % (
+                 sum(1 for r in doc["results"] if r["noisy_runs"]), len(doc["results"]),
+                 doc["parameters"]["noise_threshold_cores"]))
     if doc["scaling_refused"]:
         L.append("\n**Scaling not reported: %s**\n" % doc["scaling_refused"])
     L.append("")
     # with repetitions: the range of MB/s over them, after the median
     rng = doc["parameters"]["repeat"] > 1
-    L.append("| profile | rw | config | N | MB/s |%s IOPS | mean us | p99 us | CPU s/GiB | scaling | eff. | vs %s | other CPU |"
+    L.append("| profile | rw | config | N | MB/s |%s IOPS | mean us | p99 us | CPU s/GiB | scaling | eff. | vs %s | other CPU before | other CPU |"
              % (" MB/s min-max |" if rng else "", doc["parameters"]["reference"]))
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rng else ""))
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rng else ""))
     f2 = lambda v, p=2: "-" if v is None else ("%.*f" % (p, v))
     for r in doc["results"]:
         if r["phase"] not in ("main", "unthrottled"):
             continue
-        L.append("| %s%s | %s | %s | %d | %.1f |%s %.0f | %.0f | %.0f | %s | %s | %s | %s | %s%s |" % (
+        L.append("| %s%s | %s | %s | %d | %.1f |%s %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s%s |" % (
             r["profile"], (" (%s)" % unl) if r["phase"] == "unthrottled" else "", r["rw"],
             "stripe" if r["config"] == "plugin" else r["config"],
             r["n"], r["mbps"], (" %.1f-%.1f |" % (r["mbps_min"], r["mbps_max"])) if rng else "",
             r["iops"], r["lat_mean_us"], r["lat_p99_us"],
             f2(r["cpu_s_per_gib"]), f2(r["scaling"]), f2(r["efficiency"]),
-            f2(r["vs_file_plugin"], 3), f2(r["other_user_cores"]),
+            f2(r["vs_file_plugin"], 3), f2(r.get("load_before_cores")), f2(r["other_user_cores"]),
             " (noisy)" if r["noisy_runs"] else ""))
     sweep = [r for r in doc["results"] if r["phase"] == "chunks"]
     if sweep:

@@ -483,6 +483,7 @@ class Bench(MembersMixin, FioMixin):
                            "profiles": [p[0] for p in self.profiles], "rw": self.rws,
                            "ramp_s": a.ramp, "runtime_s": a.runtime, "repeat": a.repeat,
                            "noise_threshold_cores": a.noise_threshold,
+                           "load_sample_s": a.load_sample,
                            "plugin": a.plugin, "plugin_cache": self.plugin_cache,
                            "readonly": self.readonly, "reference": self.ref,
                            "volume_size": a.volume_size if (a.fsync or a.ram) else None,
@@ -534,9 +535,10 @@ class Bench(MembersMixin, FioMixin):
         if noisy:
             print("   %d of %d result rows are noisy (other processes > %.2f CPUs), e.g.:" % (
                 len(noisy), len(self.results), a.noise_threshold))
-            for r in sorted(noisy, key=lambda r: -r["other_user_cores"])[:5]:
-                print("     %s %s N=%d %s %s: other processes %.2f CPUs" % (
-                    r["phase"], r["config"], r["n"], r["profile"], r["rw"], r["other_user_cores"]))
+            for r in sorted(noisy, key=lambda r: -max(r["other_user_cores"] or 0,
+                                                      r["load_before_cores"] or 0))[:5]:
+                print("     %s %s N=%d %s %s: %s" % (
+                    r["phase"], r["config"], r["n"], r["profile"], r["rw"], "; ".join(r["noisy_why"])))
         return 0
 
 
