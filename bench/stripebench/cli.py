@@ -64,7 +64,8 @@ examples:
 outputs (in --out): results.json (schema: bench/results.schema.json, check with
 bench/validate-results), results.csv, summary.md, charts/*.png, logs/.
 Units: MB/s = 10^6 bytes/s; latencies in microseconds; sizes accept K/M/G (1024).
-Exit status: 0 ok, 1 error, 2 usage, 130 interrupted.
+Exit status: 0 ok, 1 error, 2 usage, 3 with --strict: most result rows noisy
+(outputs written, marked NOT PUBLISHABLE), 130 interrupted.
 """
 
 
@@ -105,9 +106,12 @@ def parse_args(argv):
                     help="before every run, sample for S seconds the CPU other processes use "
                          "while the harness is idle (/proc/stat); above --noise-threshold the run "
                          "is noisy too (default 0.25; 0: no sample)")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit %d when most result rows are noisy (not publishable); without it "
+                         "the verdict is printed and the exit status is 0" % results.EXIT_NOT_PUBLISHABLE)
     ap.add_argument("--replot", nargs="?", const="", metavar="RESULTS.json",
-                    help="run nothing: redraw the charts of RESULTS.json into the charts/ "
-                         "directory beside it (or into --out/charts); without RESULTS.json, "
+                    help="run nothing: redraw the charts and summary.md of RESULTS.json beside "
+                         "it (or into --out) and judge its noise again; without RESULTS.json, "
                          "of every published run (bench/results/*/results.json)")
     ap.add_argument("--quick", action="store_true",
                     help="CI mode: short runs, small members, small sustained write, no sweep unless --chunks")
@@ -299,9 +303,11 @@ def parse_args(argv):
 
 
 
-def replot(path, out=None):
-    """Redraw every chart of a results.json; nothing is run.  The chart
-    list in results.json is updated when it changes (e.g. charts added)."""
+def replot(path, out=None, strict=False):
+    """Redraw every chart of a results.json and its summary.md; nothing is
+    run.  The chart list in results.json is updated when it changes (e.g.
+    charts added).  The noise verdict is judged again from the rows: with
+    STRICT, a run whose rows are mostly noisy exits EXIT_NOT_PUBLISHABLE."""
     with open(path) as f:
         doc = json.load(f)
     base = os.path.dirname(os.path.abspath(path))
@@ -313,7 +319,10 @@ def replot(path, out=None):
     if out == base and made != doc["charts"]:
         doc["charts"] = made
         results.write_json(doc, base)
-    return 0 if made else 1
+    results.write_summary(doc, out)
+    if not made:
+        return 1
+    return results.report_noise(doc, strict)
 
 
 def main(argv):
@@ -327,7 +336,7 @@ def main(argv):
             log("stripe-bench: --replot --out takes one RESULTS.json")
             return 2
         try:
-            return max(replot(p, a.out) for p in paths)
+            return max(replot(p, a.out, a.strict) for p in paths)
         except (OSError, ValueError, KeyError, BenchError) as e:
             log("stripe-bench: --replot %s: %s" % (paths[0] if len(paths) == 1 else "", e))
             return 1

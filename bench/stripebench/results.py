@@ -10,7 +10,7 @@ import statistics
 
 from . import charts
 from .profiles import ALL_PROFILE_NAMES, PROFILE_NAMES
-from .util import fmt_size
+from .util import fmt_size, log
 
 
 def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
@@ -59,6 +59,57 @@ def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
     res.sort(key=lambda r: (r["phase"], order[r["profile"]], r["rw"],
                             r["config"] == "plugin", r["n"], r["chunk"] or 0))
     return res, idx
+
+
+# A run is published (bench/full-run copies it into bench/results/, RESULTS.md
+# quotes it) only when at most this share of its result rows is noisy.
+NOISY_SHARE_MAX = 0.5
+
+
+def noise_verdict(results, threshold):
+    """Whether a run's results may be published, from its rows alone (so
+    that --replot judges old runs too): {"threshold_cores", "rows",
+    "noisy_rows", "publishable", "why"}; why is null when publishable."""
+    rows = len(results)
+    noisy = [r for r in results if r["noisy_runs"]]
+    ok = len(noisy) <= NOISY_SHARE_MAX * rows
+    why = None
+    if not ok:
+        before = sum(1 for r in noisy if any("before" in w for w in r.get("noisy_why", [])))
+        during = sum(1 for r in noisy if any("during" in w for w in r.get("noisy_why", [])))
+        why = ("%d of %d result rows are noisy (more than %d%%): other processes used more than "
+               "%.2f CPUs during %d of them and just before %d: the figures measure the "
+               "machine's load as much as the plugin" % (
+                   len(noisy), rows, NOISY_SHARE_MAX * 100, threshold, during, before))
+    return {"threshold_cores": threshold, "rows": rows, "noisy_rows": len(noisy),
+            "publishable": ok, "why": why}
+
+
+EXIT_NOT_PUBLISHABLE = 3
+
+
+def report_noise(doc, strict):
+    """The end of a run or a --replot: the noisy rows on stdout, and when
+    most rows are noisy a verdict on stderr that cannot be missed.  Returns
+    the exit status: EXIT_NOT_PUBLISHABLE then with STRICT, else 0."""
+    res = doc["results"]
+    nv = noise_verdict(res, doc["parameters"]["noise_threshold_cores"])
+    noisy = [r for r in res if r["noisy_runs"]]
+    if noisy:
+        print("   %d of %d result rows are noisy (other processes > %.2f CPUs), e.g.:" % (
+            len(noisy), len(res), nv["threshold_cores"]))
+        for r in sorted(noisy, key=lambda r: -max(r["other_user_cores"] or 0,
+                                                  r.get("load_before_cores") or 0))[:5]:
+            print("     %s %s N=%d %s %s: %s" % (
+                r["phase"], r["config"], r["n"], r["profile"], r["rw"],
+                "; ".join(r.get("noisy_why") or
+                          ["other processes %.2f CPUs" % (r["other_user_cores"] or 0)])))
+    if nv["publishable"]:
+        return 0
+    bar = "*" * 72
+    log("%s\nNOT PUBLISHABLE: %s.\nDo not quote these figures; run again on a quiet machine "
+        "(--noise-threshold sets what noisy means).\n%s" % (bar, nv["why"], bar))
+    return EXIT_NOT_PUBLISHABLE if strict else 0
 
 
 def write_json(doc, out):
@@ -126,10 +177,11 @@ def write_summary(doc, out):
                      sum(x["scrubs_started"] for x in sc), len(sc),
                      par.get("drive_interval_s") if par.get("drive_interval_s") is not None else "?"))
     unl = "rate and delay lifted" if e["mode"] == "remote" else "unthrottled"
+    nv = noise_verdict(doc["results"], doc["parameters"]["noise_threshold_cores"])
     L.append("Load: %d of %d result rows noisy (other processes > %.2f CPUs during the run or "
-             "in the idle sample before it)  " % (
-                 sum(1 for r in doc["results"] if r["noisy_runs"]), len(doc["results"]),
-                 doc["parameters"]["noise_threshold_cores"]))
+             "in the idle sample before it)  " % (nv["noisy_rows"], nv["rows"], nv["threshold_cores"]))
+    if not nv["publishable"]:
+        L.insert(0, "**NOT PUBLISHABLE: %s.**\n" % nv["why"])
     if doc["scaling_refused"]:
         L.append("\n**Scaling not reported: %s**\n" % doc["scaling_refused"])
     L.append("")

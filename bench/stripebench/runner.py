@@ -511,6 +511,7 @@ class Bench(MembersMixin, FioMixin):
                                    "plugin_connections": None} if a.remote else None,
                         "calibration": cal},
             "scaling_refused": self.scaling_refused,
+            "noise": results.noise_verdict(self.results, a.noise_threshold),
             "notes": self.notes,
             "results": self.results,
             "runs": self.runs,
@@ -531,14 +532,6 @@ class Bench(MembersMixin, FioMixin):
                 sum(1 for t in tg if t["met"]), len(miss),
                 "".join("\n     MISSED %s %s %s: %.3f < %.2f" % (
                     t["target"], t["profile"], t["rw"], t["measured"], t["threshold"]) for t in miss)))
-        noisy = [r for r in self.results if r["noisy_runs"]]
-        if noisy:
-            print("   %d of %d result rows are noisy (other processes > %.2f CPUs), e.g.:" % (
-                len(noisy), len(self.results), a.noise_threshold))
-            for r in sorted(noisy, key=lambda r: -max(r["other_user_cores"] or 0,
-                                                      r["load_before_cores"] or 0))[:5]:
-                print("     %s %s N=%d %s %s: %s" % (
-                    r["phase"], r["config"], r["n"], r["profile"], r["rw"], "; ".join(r["noisy_why"])))
-        return 0
+        return results.report_noise(doc, a.strict)
 
 
