@@ -8,7 +8,7 @@ the minimum and maximum over the repetitions, the point their median."""
 import os
 import shutil
 
-from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, small_block
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, parallel_members, small_block
 from .util import fmt_size, log, run
 
 # colour-blind safe (Okabe-Ito); one colour and one marker per member
@@ -111,12 +111,16 @@ def scaling_chart(doc, cdir, profile, rows):
     """Throughput vs N, read and write side by side: the measured median
     with its range, the ideal N x (N = 1) drawn first (dashed, wide, grey:
     visible even where the measured line lies on it) and the reference's
-    point at N = 1.  RAM members: no ideal (nothing to scale), the
-    reference at every N."""
+    point at N = 1.  The ideal stops at the members the profile can keep
+    busy at once, and is not drawn where that is one (RND4K-Q1T1): no
+    scaling is expected there.  RAM members: no ideal (nothing to scale),
+    the reference at every N."""
     field, ylabel = unit(profile)
     datf = os.path.join(cdir, "scaling-%s.dat" % profile)
     ref = doc["parameters"]["reference"]
     ram = doc["members"]["mode"] == "ram"
+    pm = parallel_members(profile, doc["parameters"]["chunk"])
+    ideal = not ram and pm > 1
     panels = []
     with open(datf, "w") as f:
         block = 0
@@ -132,7 +136,7 @@ def scaling_chart(doc, cdir, profile, rows):
                 isref = fp is not None and (r["n"] == 1 or ram)
                 f.write("%d %.3f %.3f %.3f %s %s %s %s\n" % (
                     r["n"], r[field], r.get(field + "_min", r[field]), r.get(field + "_max", r[field]),
-                    "%.3f" % (one * r["n"]) if one and not ram else "NaN",
+                    "%.3f" % (one * min(r["n"], pm)) if one and ideal else "NaN",
                     "%.3f" % fp[field] if isref else "NaN",
                     "%.3f" % fp.get(field + "_min", fp[field]) if isref else "NaN",
                     "%.3f" % fp.get(field + "_max", fp[field]) if isref else "NaN"))
@@ -141,16 +145,19 @@ def scaling_chart(doc, cdir, profile, rows):
             block += 1
     ns = sorted({r["n"] for r in rows})
     s = ["set multiplot layout 1,%d title %s" % (len(panels), q(
-        "%s through the stripe plugin vs number of members (chunk %s)\n%s; %s" % (
-            profile, fmt_size(doc["parameters"]["chunk"]), members_label(doc), runs_label(doc))))]
+        "%s through the stripe plugin vs number of members (chunk %s)\n%s; %s%s" % (
+            profile, fmt_size(doc["parameters"]["chunk"]), members_label(doc), runs_label(doc),
+            "" if ideal or ram else "\nno ideal line: one request at a time touches one member, "
+            "striping is not expected to scale it")))]
     s.append("set grid\nset key right bottom box opaque\nset xlabel 'members (N)'\nset ylabel %s" % q(ylabel))
     s.append("set xtics (%s)\nset xrange [0.5:%g]\nset yrange [0:*]\nset offsets 0,0,graph 0.08,0"
              % (",".join(str(n) for n in ns), max(ns) + 0.5))
     for rw, b in panels:
         s.append("set title %s" % q(rw))
-        s.append("plot " + ", \\\n  ".join(([] if ram else [
-            "%s index %d using 1:5 with lines dt (5,3) lw 9 lc rgb '%s' title 'ideal: N x (N=1)'"
-            % (q(datf), b, IDEAL)]) + [
+        s.append("plot " + ", \\\n  ".join(([] if not ideal else [
+            "%s index %d using 1:5 with lines dt (5,3) lw 9 lc rgb '%s' title %s"
+            % (q(datf), b, IDEAL, q("ideal: N x (N=1)" if pm >= max(ns) else
+                                    "ideal: min(N, %d) x (N=1)" % pm))]) + [
             "%s index %d using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 1.3 lc rgb '%s' title 'stripe plugin, measured'"
             % (q(datf), b, MEASURED),
             "%s index %d using 1:6:7:8 with yerrorbars pt 6 ps 2.5 lw 2 lc rgb '%s' title %s"
