@@ -38,12 +38,12 @@ examples:
   bench/stripe-bench --counts 1,2,4,8
   # chunk-size sweep at the largest N
   bench/stripe-bench --chunks 64K,128K,256K,512K,1M
-  # CI: seconds per profile, N = 1 and 2
+  # CI: seconds per profile, N = 1 and 2 (~2 min quiet, 6 on a busy machine)
   bench/stripe-bench --quick --counts 1,2 --out /tmp/sb
   # remote members: nbdkit servers at 100 MB/s each way and 4 ms per request
   bench/stripe-bench --remote
   bench/stripe-bench --remote --mbps 50 --delay-ms 2 --transport tcp
-  bench/stripe-bench --remote --quick --counts 1,2             # ~1.5 minutes, no root needed
+  bench/stripe-bench --remote --quick --counts 1,2             # ~2 min quiet, 6 busy; no root
   # real drives: read-only unless --destroy-data is given
   bench/stripe-bench --members /dev/nvme0n1,/dev/nvme1n1
   bench/stripe-bench --members /dev/sdb,/dev/sdc --destroy-data --cache-size 20G
