@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Running fio and collecting: one fio job through the nbd engine with the
 CPU of the server, fio, the member servers and every other process measured
-over the same window; one measured row; the progress lines."""
+over the same window, and the load of others sampled just before it; when a
+run is noisy; one measured row; the progress lines."""
 
 import json
 import os
@@ -15,6 +16,12 @@ from .scrub import ScrubDuring, health_params
 from .util import GIB, MB, BenchError, fmt_size, idle_load, proc_cpu, procs_cpu, sys_cpu
 
 
+# the two reasons a run is noisy, as noisy_why words them (results.py
+# counts them by these phrases)
+NOISY_DURING = "during the run"
+NOISY_BEFORE = "just before it"
+
+
 def noise_reasons(r, threshold):
     """Why run R is noisy (empty: it is not): other processes above
     THRESHOLD CPUs of user time during its window, or in the idle sample
@@ -22,10 +29,10 @@ def noise_reasons(r, threshold):
     when the load pauses for its short window)."""
     why = []
     if r["other_user_cores"] is not None and r["other_user_cores"] > threshold:
-        why.append("other processes used %.2f CPUs during the run" % r["other_user_cores"])
+        why.append("other processes used %.2f CPUs %s" % (r["other_user_cores"], NOISY_DURING))
     lb = r.get("load_before")
     if lb and lb["other_user_cores"] > threshold:
-        why.append("other processes used %.2f CPUs just before it" % lb["other_user_cores"])
+        why.append("other processes used %.2f CPUs %s" % (lb["other_user_cores"], NOISY_BEFORE))
     return why
 
 

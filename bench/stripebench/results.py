@@ -9,6 +9,7 @@ import os
 import statistics
 
 from . import charts
+from .fio import NOISY_BEFORE, NOISY_DURING
 from .profiles import ALL_PROFILE_NAMES, PROFILE_NAMES
 from .util import fmt_size, log
 
@@ -75,8 +76,8 @@ def noise_verdict(results, threshold):
     ok = len(noisy) <= NOISY_SHARE_MAX * rows
     why = None
     if not ok:
-        before = sum(1 for r in noisy if any("before" in w for w in r.get("noisy_why", [])))
-        during = sum(1 for r in noisy if any("during" in w for w in r.get("noisy_why", [])))
+        before = sum(1 for r in noisy if any(NOISY_BEFORE in w for w in r.get("noisy_why", [])))
+        during = sum(1 for r in noisy if any(NOISY_DURING in w for w in r.get("noisy_why", [])))
         why = ("%d of %d result rows are noisy (more than %d%%): other processes used more than "
                "%.2f CPUs during %d of them and just before %d: the figures measure the "
                "machine's load as much as the plugin" % (
