@@ -3,6 +3,9 @@
 # CI check of the bench harness:
 #  0. the published runs (bench/results/*/results.json, when there are any)
 #     validate, and `stripe-bench --replot` redraws their charts;
+#  0b. bench/test-noise-marking: a copy of a published run made mostly noisy
+#     is refused (`--replot --strict` exits 3, validate-results --published
+#     fails) and its noisy points are marked in the charts;
 #  then `stripe-bench --quick`
 #  1. with 2 repetitions, on remote members (nbdkit servers behind the rate and delay filters),
 #     N = 1 and 2, profiles SEQ1M-Q8T1 and RND4K-Q1T1, reads only (about 50 s; no root
@@ -13,10 +16,14 @@
 #  2. on emulated local members with N = 1 and 2, every profile, a scrub
 #     running through every plugin run (--scrub-during),
 # must complete, its results.json must validate against
-# bench/results.schema.json and the chart files must exist; then
+# bench/results.schema.json, every run must carry its load sample and noise
+# verdict, every noisy point must be marked in its chart, and the chart files
+# must exist; then
 #  3. `replace-impact --quick` (nbdstripe replace on emulated members) and
 #  4. `reshape-impact --quick` (nbdstripe grow on emulated members) must
-# complete with every part in their results.json.  It asserts no speed.
+# complete with every part in their results.json.  It asserts no speed, and
+# no quiet machine: the runs are not --strict (CI runs tests in parallel on 2
+# cores, so most rows may well be noisy); it prints their noise verdict.
 #
 #   bench/ci-check.sh [PLUGIN.so]
 #
@@ -70,6 +77,39 @@ case $rc in
   *) fail "a published results.json does not validate" ;;
 esac
 
+# ---- 0b. the noise verdict and marking, on a published run made noisy
+if [ -s "$here/results/remote/results.json" ]; then
+  /usr/bin/python3 "$here/test-noise-marking" "$here/results/remote/results.json"
+  case $? in
+    0|77) ;;
+    *) fail "test-noise-marking" ;;
+  esac
+fi
+
+# check_noise DIR: every run of DIR/results.json has its load sample and
+# reasons, the verdict is there (validate-results checks that they agree),
+# and every noisy point of a scaling chart is marked; prints the verdict.
+check_noise() {
+  /usr/bin/python3 - "$1" <<'PY'
+import json, os, sys
+d = json.load(open(os.path.join(sys.argv[1], "results.json")))
+assert d["parameters"]["load_sample_s"] > 0, "no load sample"
+for r in d["runs"]:
+    assert r["load_before"] and r["load_before"]["sample_s"] > 0, "a run without its load sample"
+    assert isinstance(r["noisy_why"], list), "a run without noisy_why"
+nv = d["noise"]
+for r in d["results"]:
+    if r["phase"] != "main" or not r["noisy_runs"] or r["config"] != "plugin":
+        continue
+    chart = ("fsync-%s.gp" if r["profile"] == "FSYNC4K-Q1T4" else "scaling-%s.gp") % r["profile"]
+    gp = open(os.path.join(sys.argv[1], "charts", chart)).read()
+    assert "noisy point (hollow, boxed)" in gp, "%s: noisy rows, no marker in the chart" % chart
+print("== noise: %d of %d rows noisy (threshold %.2f CPUs): %s" % (
+    nv["noisy_rows"], nv["rows"], nv["threshold_cores"],
+    "publishable" if nv["publishable"] else "NOT publishable, as expected on a busy CI machine"))
+PY
+}
+
 # ---- 1. remote members
 # Reads only: the write path over remote members is the test suite's
 # (tests/remote); this checks the harness's remote mode, both phases.
@@ -84,6 +124,7 @@ rres=$out/remote
 [ -s "$rres/results.csv" ] || fail "remote: results.csv missing"
 [ -s "$rres/summary.md" ] || fail "remote: summary.md missing"
 /usr/bin/python3 "$here/validate-results" "$rres/results.json" || fail "remote: results.json does not validate"
+check_noise "$rres" || fail "remote: noise marking missing or wrong"
 # 2 profiles x read x (nbd plugin, N=1, N=2) main rows, RND4K-Q1T1 x read x 3
 # with rate and delay lifted; the member servers and their sockets are gone
 /usr/bin/python3 - "$rres/results.json" <<'PY' || fail "remote: unexpected results.json content"
@@ -121,6 +162,7 @@ echo "== bench/stripe-bench --quick --fsync --flush-us 1000 --counts 1,4 (output
   --workdir "/dev/shm/stripe-bench-ci.$$" --out "$out/drives" --noisy-retries 0 || fail "stripe-bench --fsync --flush-us exited with $?"
 /usr/bin/python3 "$here/validate-results" "$out/drives/results.json" ||
   fail "drives: results.json does not validate"
+check_noise "$out/drives" || fail "drives: noise marking missing or wrong"
 /usr/bin/python3 - "$out/drives/results.json" <<'PY' || fail "drives: unexpected results.json content"
 import json, os, re, subprocess, sys
 d = json.load(open(sys.argv[1]))
@@ -159,6 +201,7 @@ res=$out/res
 [ -s "$res/results.csv" ] || fail "results.csv missing"
 [ -s "$res/summary.md" ] || fail "summary.md missing"
 /usr/bin/python3 "$here/validate-results" "$res/results.json" || fail "results.json does not validate"
+check_noise "$res" || fail "noise marking missing or wrong"
 
 # every profile row is there (file plugin, N=1 and N=2), nothing more is asserted
 rows=$(/usr/bin/python3 -c '

@@ -3,12 +3,14 @@
 `stripe-bench --replot RESULTS.json` can redraw them without running
 anything.  Every chart's title says what the members were (emulated, remote
 or real, and their limits) and how many runs each point is; error bars are
-the minimum and maximum over the repetitions, the point their median."""
+the minimum and maximum over the repetitions, the point their median.  A
+noisy point (other processes above the threshold during a run of it or just
+before) is drawn hollow in a black box, with a legend entry saying so."""
 
 import os
 import shutil
 
-from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, small_block
+from .profiles import FSYNC_JOBS, FSYNC_PROFILE, PROFILE_NAMES, parallel_members, small_block
 from .util import fmt_size, log, run
 
 # colour-blind safe (Okabe-Ito); one colour and one marker per member
@@ -19,6 +21,24 @@ MEASURED = "#0072B2"
 IDEAL = "#b8b8b8"
 REFERENCE = "#D55E00"
 RW_COLORS = {"read": "#0072B2", "write": "#D55E00"}
+NOISY = "#000000"
+
+
+def noisy_label(doc):
+    return "noisy point (hollow, boxed): other processes > %.2f CPUs" % (
+        doc["parameters"]["noise_threshold_cores"])
+
+
+def noisy_plots(datf, index, col, color, title, ps=1.3):
+    """A noisy point drawn hollow (a white disc under an open circle in the
+    series' colour) with a black box around it; the box is the legend
+    entry (TITLE, or none).  Column COL holds the value at noisy points
+    and NaN elsewhere."""
+    src = "%s index %d using 1:%d" % (q(datf), index, col)
+    return ["%s with points pt 7 ps %.1f lc rgb 'white' notitle" % (src, ps),
+            "%s with points pt 6 ps %.1f lw 2 lc rgb '%s' notitle" % (src, ps, color),
+            "%s with points pt 4 ps %.1f lw 2 lc rgb '%s' %s" % (
+                src, ps + 1.6, NOISY, ("title %s" % q(title)) if title else "notitle")]
 
 
 def q(s):
@@ -111,12 +131,16 @@ def scaling_chart(doc, cdir, profile, rows):
     """Throughput vs N, read and write side by side: the measured median
     with its range, the ideal N x (N = 1) drawn first (dashed, wide, grey:
     visible even where the measured line lies on it) and the reference's
-    point at N = 1.  RAM members: no ideal (nothing to scale), the
-    reference at every N."""
+    point at N = 1.  The ideal stops at the members the profile can keep
+    busy at once, and is not drawn where that is one (RND4K-Q1T1): no
+    scaling is expected there.  RAM members: no ideal (nothing to scale),
+    the reference at every N.  Noisy points are hollow and boxed."""
     field, ylabel = unit(profile)
     datf = os.path.join(cdir, "scaling-%s.dat" % profile)
     ref = doc["parameters"]["reference"]
     ram = doc["members"]["mode"] == "ram"
+    pm = parallel_members(profile, doc["parameters"]["chunk"])
+    ideal = not ram and pm > 1
     panels = []
     with open(datf, "w") as f:
         block = 0
@@ -127,35 +151,46 @@ def scaling_chart(doc, cdir, profile, rows):
                 continue
             one = next((r[field] for r in pr if r["n"] == 1), None)
             fp = next((r for r in rows if r["rw"] == rw and r["config"] == ref), None)
-            f.write("# %s: N median min max ideal reference reference_min reference_max\n" % rw)
+            f.write("# %s: N median min max ideal reference reference_min reference_max "
+                    "noisy_median noisy_reference\n" % rw)
+            noisy = False
             for r in pr:
                 isref = fp is not None and (r["n"] == 1 or ram)
-                f.write("%d %.3f %.3f %.3f %s %s %s %s\n" % (
+                nref = isref and fp["noisy_runs"] > 0
+                noisy = noisy or r["noisy_runs"] > 0 or nref
+                f.write("%d %.3f %.3f %.3f %s %s %s %s %s %s\n" % (
                     r["n"], r[field], r.get(field + "_min", r[field]), r.get(field + "_max", r[field]),
-                    "%.3f" % (one * r["n"]) if one and not ram else "NaN",
+                    "%.3f" % (one * min(r["n"], pm)) if one and ideal else "NaN",
                     "%.3f" % fp[field] if isref else "NaN",
                     "%.3f" % fp.get(field + "_min", fp[field]) if isref else "NaN",
-                    "%.3f" % fp.get(field + "_max", fp[field]) if isref else "NaN"))
+                    "%.3f" % fp.get(field + "_max", fp[field]) if isref else "NaN",
+                    "%.3f" % r[field] if r["noisy_runs"] else "NaN",
+                    "%.3f" % fp[field] if nref else "NaN"))
             f.write("\n\n")
-            panels.append((rw, block))
+            panels.append((rw, block, noisy))
             block += 1
     ns = sorted({r["n"] for r in rows})
     s = ["set multiplot layout 1,%d title %s" % (len(panels), q(
-        "%s through the stripe plugin vs number of members (chunk %s)\n%s; %s" % (
-            profile, fmt_size(doc["parameters"]["chunk"]), members_label(doc), runs_label(doc))))]
+        "%s through the stripe plugin vs number of members (chunk %s)\n%s; %s%s" % (
+            profile, fmt_size(doc["parameters"]["chunk"]), members_label(doc), runs_label(doc),
+            "" if ideal or ram else "\nno ideal line: one request at a time touches one member, "
+            "striping is not expected to scale it")))]
     s.append("set grid\nset key right bottom box opaque\nset xlabel 'members (N)'\nset ylabel %s" % q(ylabel))
     s.append("set xtics (%s)\nset xrange [0.5:%g]\nset yrange [0:*]\nset offsets 0,0,graph 0.08,0"
              % (",".join(str(n) for n in ns), max(ns) + 0.5))
-    for rw, b in panels:
+    for rw, b, noisy in panels:
         s.append("set title %s" % q(rw))
-        s.append("plot " + ", \\\n  ".join(([] if ram else [
-            "%s index %d using 1:5 with lines dt (5,3) lw 9 lc rgb '%s' title 'ideal: N x (N=1)'"
-            % (q(datf), b, IDEAL)]) + [
+        s.append("plot " + ", \\\n  ".join(([] if not ideal else [
+            "%s index %d using 1:5 with lines dt (5,3) lw 9 lc rgb '%s' title %s"
+            % (q(datf), b, IDEAL, q("ideal: N x (N=1)" if pm >= max(ns) else
+                                    "ideal: min(N, %d) x (N=1)" % pm))]) + [
             "%s index %d using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 1.3 lc rgb '%s' title 'stripe plugin, measured'"
             % (q(datf), b, MEASURED),
             "%s index %d using 1:6:7:8 with yerrorbars pt 6 ps 2.5 lw 2 lc rgb '%s' title %s"
             % (q(datf), b, REFERENCE, q("%s, %s" % (ref_label(doc), "one file in RAM (every N)" if ram
-                                                   else "same member (N=1)")))]))
+                                                   else "same member (N=1)")))] + (
+            noisy_plots(datf, b, 9, MEASURED, noisy_label(doc)) +
+            noisy_plots(datf, b, 10, REFERENCE, None, ps=2.5) if noisy else [])))
     s.append("unset multiplot")
     png = os.path.join(cdir, "scaling-%s.png" % profile)
     gnuplot(png, "\n".join(s) + "\n")
@@ -173,9 +208,10 @@ def fsync_chart(doc, cdir, rows):
     fp = next((r for r in rows if r["config"] == "file"), None)
     one = next((r["iops"] for r in pr if r["n"] == 1), None)
     with open(datf, "w") as f:
-        f.write("# N median min max (IOPS: writes, each followed by a flush)\n")
+        f.write("# N median min max noisy_median (IOPS: writes, each followed by a flush)\n")
         for r in pr:
-            f.write("%d %.3f %.3f %.3f\n" % (r["n"], r["iops"], r["iops_min"], r["iops_max"]))
+            f.write("%d %.3f %.3f %.3f %s\n" % (r["n"], r["iops"], r["iops_min"], r["iops_max"],
+                                                 "%.3f" % r["iops"] if r["noisy_runs"] else "NaN"))
     ns = [r["n"] for r in pr]
     s = ["set title %s" % q(
         "%s: %d jobs, each 4K random write + flush at QD1, through the stripe plugin vs N (chunk %s)\n%s; %s"
@@ -200,6 +236,11 @@ def fsync_chart(doc, cdir, rows):
             0.95 * one, MEASURED, q("target N>1: 0.95 x stripe N=1")))
     plots.append("%s using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 1.3 lc rgb '%s' title 'stripe plugin, measured'"
                  % (q(datf), MEASURED))
+    if any(r["noisy_runs"] for r in pr):
+        plots += noisy_plots(datf, 0, 5, MEASURED, noisy_label(doc))
+    if fp and fp["noisy_runs"]:
+        s.append("set label 2 %s at graph 0.02, first %.3f offset 0,0.7 tc rgb '%s'" % (
+            q("file plugin: noisy"), fp["iops"], NOISY))
     s.append("plot " + ", \\\n  ".join(plots))
     png = os.path.join(cdir, "fsync-%s.png" % prof)
     gnuplot(png, "\n".join(s) + "\n")
@@ -222,14 +263,15 @@ def chunks_chart(doc, cdir, sweep):
                 rr = {r["chunk"]: r for r in sweep if r["profile"] == p and r["rw"] == rw}
                 if not rr:
                     continue
-                f.write("# %s %s: chunk(KiB) median min max (%s)\n" % (p, rw, ylabel))
+                f.write("# %s %s: chunk(KiB) median min max noisy_median (%s)\n" % (p, rw, ylabel))
                 for c in chunks:
                     if c in rr:
-                        f.write("%d %.3f %.3f %.3f\n" % (c // 1024, rr[c][field],
-                                                         rr[c].get(field + "_min", rr[c][field]),
-                                                         rr[c].get(field + "_max", rr[c][field])))
+                        f.write("%d %.3f %.3f %.3f %s\n" % (
+                            c // 1024, rr[c][field], rr[c].get(field + "_min", rr[c][field]),
+                            rr[c].get(field + "_max", rr[c][field]),
+                            "%.3f" % rr[c][field] if rr[c]["noisy_runs"] else "NaN"))
                 f.write("\n\n")
-                lines.append((rw, b))
+                lines.append((rw, b, any(x["noisy_runs"] for x in rr.values())))
                 b += 1
             if lines:
                 panels.append((p, ylabel, lines))
@@ -246,10 +288,15 @@ def chunks_chart(doc, cdir, sweep):
              % (default // 1024, default // 1024))
     for p, ylabel, lines in panels:
         s.append("set title %s\nset ylabel %s" % (q(p), q(ylabel)))
-        s.append("plot " + ", \\\n  ".join(
-            "%s index %d using 1:2:3:4 with yerrorlines lw 2 pt %d ps 1.2 %s lc rgb '%s' title '%s'"
-            % (q(datf), b, 7 if rw == "read" else 5, "dt 1" if rw == "read" else "dt 2",
-               RW_COLORS[rw], rw) for rw, b in lines))
+        plots = ["%s index %d using 1:2:3:4 with yerrorlines lw 2 pt %d ps 1.2 %s lc rgb '%s' title '%s'"
+                 % (q(datf), b, 7 if rw == "read" else 5, "dt 1" if rw == "read" else "dt 2",
+                    RW_COLORS[rw], rw) for rw, b, _ in lines]
+        titled = False
+        for rw, b, noisy in lines:
+            if noisy:
+                plots += noisy_plots(datf, b, 5, RW_COLORS[rw], None if titled else "noisy (hollow, boxed)")
+                titled = True
+        s.append("plot " + ", \\\n  ".join(plots))
     s.append("unset multiplot")
     png = os.path.join(cdir, "chunks.png")
     gnuplot(png, "\n".join(s) + "\n")

@@ -38,12 +38,12 @@ examples:
   bench/stripe-bench --counts 1,2,4,8
   # chunk-size sweep at the largest N
   bench/stripe-bench --chunks 64K,128K,256K,512K,1M
-  # CI: seconds per profile, N = 1 and 2
+  # CI: seconds per profile, N = 1 and 2 (~2 min quiet, 6 on a busy machine)
   bench/stripe-bench --quick --counts 1,2 --out /tmp/sb
   # remote members: nbdkit servers at 100 MB/s each way and 4 ms per request
   bench/stripe-bench --remote
   bench/stripe-bench --remote --mbps 50 --delay-ms 2 --transport tcp
-  bench/stripe-bench --remote --quick --counts 1,2             # ~1.5 minutes, no root needed
+  bench/stripe-bench --remote --quick --counts 1,2             # ~2 min quiet, 6 busy; no root
   # real drives: read-only unless --destroy-data is given
   bench/stripe-bench --members /dev/nvme0n1,/dev/nvme1n1
   bench/stripe-bench --members /dev/sdb,/dev/sdc --destroy-data --cache-size 20G
@@ -64,7 +64,8 @@ examples:
 outputs (in --out): results.json (schema: bench/results.schema.json, check with
 bench/validate-results), results.csv, summary.md, charts/*.png, logs/.
 Units: MB/s = 10^6 bytes/s; latencies in microseconds; sizes accept K/M/G (1024).
-Exit status: 0 ok, 1 error, 2 usage, 130 interrupted.
+Exit status: 0 ok, 1 error, 2 usage, 3 with --strict: most result rows noisy
+(outputs written, marked NOT PUBLISHABLE), 130 interrupted.
 """
 
 
@@ -98,12 +99,19 @@ def parse_args(argv):
                     help="repeat the whole matrix; results are medians (default 1)")
     ap.add_argument("--noise-threshold", type=float, default=0.15,
                     help="a run is noisy when other processes used more than this many CPUs "
-                         "of user time during it (default 0.15)")
+                         "of user time during it or in the --load-sample before it (default 0.15)")
     ap.add_argument("--noisy-retries", type=int, default=2,
                     help="re-run a noisy run up to this many times, keep the quietest (default 2)")
+    ap.add_argument("--load-sample", type=float, default=0.25, metavar="S",
+                    help="before every run, sample for S seconds the CPU other processes use "
+                         "while the harness is idle (/proc/stat); above --noise-threshold the run "
+                         "is noisy too (default 0.25; 0: no sample)")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit %d when most result rows are noisy (not publishable); without it "
+                         "the verdict is printed and the exit status is 0" % results.EXIT_NOT_PUBLISHABLE)
     ap.add_argument("--replot", nargs="?", const="", metavar="RESULTS.json",
-                    help="run nothing: redraw the charts of RESULTS.json into the charts/ "
-                         "directory beside it (or into --out/charts); without RESULTS.json, "
+                    help="run nothing: redraw the charts and summary.md of RESULTS.json beside "
+                         "it (or into --out) and judge its noise again; without RESULTS.json, "
                          "of every published run (bench/results/*/results.json)")
     ap.add_argument("--quick", action="store_true",
                     help="CI mode: short runs, small members, small sustained write, no sweep unless --chunks")
@@ -295,9 +303,11 @@ def parse_args(argv):
 
 
 
-def replot(path, out=None):
-    """Redraw every chart of a results.json; nothing is run.  The chart
-    list in results.json is updated when it changes (e.g. charts added)."""
+def replot(path, out=None, strict=False):
+    """Redraw every chart of a results.json and its summary.md; nothing is
+    run.  The chart list in results.json is updated when it changes (e.g.
+    charts added).  The noise verdict is judged again from the rows: with
+    STRICT, a run whose rows are mostly noisy exits EXIT_NOT_PUBLISHABLE."""
     with open(path) as f:
         doc = json.load(f)
     base = os.path.dirname(os.path.abspath(path))
@@ -309,7 +319,10 @@ def replot(path, out=None):
     if out == base and made != doc["charts"]:
         doc["charts"] = made
         results.write_json(doc, base)
-    return 0 if made else 1
+    results.write_summary(doc, out)
+    if not made:
+        return 1
+    return results.report_noise(doc, strict)
 
 
 def main(argv):
@@ -323,7 +336,7 @@ def main(argv):
             log("stripe-bench: --replot --out takes one RESULTS.json")
             return 2
         try:
-            return max(replot(p, a.out) for p in paths)
+            return max(replot(p, a.out, a.strict) for p in paths)
         except (OSError, ValueError, KeyError, BenchError) as e:
             log("stripe-bench: --replot %s: %s" % (paths[0] if len(paths) == 1 else "", e))
             return 1

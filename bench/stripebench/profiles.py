@@ -26,6 +26,19 @@ ALL_PROFILE_NAMES = PROFILE_NAMES + [FSYNC_PROFILE[0]]
 PROFILE_BS = {p[0]: p[1] for p in PROFILES + [FSYNC_PROFILE]}
 
 
+def parallel_members(profile, chunk):
+    """How many members PROFILE can keep busy at once with CHUNK: random
+    requests in flight land on members of their own (each spanning its
+    chunks), a sequential queue spans its bytes.  1 means striping cannot
+    help it (RND4K-Q1T1: one 4K request at a time touches one member), so
+    no N x is expected and none is drawn."""
+    prof = next(p for p in PROFILES + [FSYNC_PROFILE] if p[0] == profile)
+    _, bs, qd, seq = prof
+    if seq:
+        return max(1, -(-bs * qd // chunk))
+    return qd * max(1, -(-bs // chunk))
+
+
 def small_block(profile):
     """4K profiles are read in IOPS, the others in MB/s."""
     return PROFILE_BS[profile] <= 4096

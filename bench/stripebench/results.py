@@ -9,8 +9,9 @@ import os
 import statistics
 
 from . import charts
+from .fio import NOISY_BEFORE, NOISY_DURING
 from .profiles import ALL_PROFILE_NAMES, PROFILE_NAMES
-from .util import fmt_size
+from .util import fmt_size, log
 
 
 def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
@@ -37,6 +38,9 @@ def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
             r[f + "_min"] = min(x[f] for x in rs)
             r[f + "_max"] = max(x[f] for x in rs)
         r["noisy_runs"] = sum(1 for x in rs if x["noisy"])
+        lb = [x["load_before"]["other_user_cores"] for x in rs if x.get("load_before")]
+        r["load_before_cores"] = statistics.median(lb) if lb else None
+        r["noisy_why"] = sorted({w for x in rs for w in x.get("noisy_why", [])})
         res.append(r)
     idx = {(r["phase"], r["config"], r["n"], r["chunk"], r["profile"], r["rw"]): r for r in res}
     for r in res:
@@ -58,6 +62,57 @@ def aggregate(runs, chunk, ref, scaling_refused, ref_every_n=False):
     return res, idx
 
 
+# A run is published (bench/full-run copies it into bench/results/, RESULTS.md
+# quotes it) only when at most this share of its result rows is noisy.
+NOISY_SHARE_MAX = 0.5
+
+
+def noise_verdict(results, threshold):
+    """Whether a run's results may be published, from its rows alone (so
+    that --replot judges old runs too): {"threshold_cores", "rows",
+    "noisy_rows", "publishable", "why"}; why is null when publishable."""
+    rows = len(results)
+    noisy = [r for r in results if r["noisy_runs"]]
+    ok = len(noisy) <= NOISY_SHARE_MAX * rows
+    why = None
+    if not ok:
+        before = sum(1 for r in noisy if any(NOISY_BEFORE in w for w in r.get("noisy_why", [])))
+        during = sum(1 for r in noisy if any(NOISY_DURING in w for w in r.get("noisy_why", [])))
+        why = ("%d of %d result rows are noisy (more than %d%%): other processes used more than "
+               "%.2f CPUs during %d of them and just before %d: the figures measure the "
+               "machine's load as much as the plugin" % (
+                   len(noisy), rows, NOISY_SHARE_MAX * 100, threshold, during, before))
+    return {"threshold_cores": threshold, "rows": rows, "noisy_rows": len(noisy),
+            "publishable": ok, "why": why}
+
+
+EXIT_NOT_PUBLISHABLE = 3
+
+
+def report_noise(doc, strict):
+    """The end of a run or a --replot: the noisy rows on stdout, and when
+    most rows are noisy a verdict on stderr that cannot be missed.  Returns
+    the exit status: EXIT_NOT_PUBLISHABLE then with STRICT, else 0."""
+    res = doc["results"]
+    nv = noise_verdict(res, doc["parameters"]["noise_threshold_cores"])
+    noisy = [r for r in res if r["noisy_runs"]]
+    if noisy:
+        print("   %d of %d result rows are noisy (other processes > %.2f CPUs), e.g.:" % (
+            len(noisy), len(res), nv["threshold_cores"]))
+        for r in sorted(noisy, key=lambda r: -max(r["other_user_cores"] or 0,
+                                                  r.get("load_before_cores") or 0))[:5]:
+            print("     %s %s N=%d %s %s: %s" % (
+                r["phase"], r["config"], r["n"], r["profile"], r["rw"],
+                "; ".join(r.get("noisy_why") or
+                          ["other processes %.2f CPUs" % (r["other_user_cores"] or 0)])))
+    if nv["publishable"]:
+        return 0
+    bar = "*" * 72
+    log("%s\nNOT PUBLISHABLE: %s.\nDo not quote these figures; run again on a quiet machine "
+        "(--noise-threshold sets what noisy means).\n%s" % (bar, nv["why"], bar))
+    return EXIT_NOT_PUBLISHABLE if strict else 0
+
+
 def write_json(doc, out):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)
@@ -66,7 +121,7 @@ def write_json(doc, out):
 
 CSV_COLUMNS = ["phase", "config", "n", "chunk", "profile", "rw", "repeats", "mbps", "iops",
                "lat_mean_us", "lat_p99_us", "cpu_s_per_gib", "scaling", "efficiency",
-               "vs_file_plugin", "other_user_cores", "other_cpu_cores", "noisy_runs",
+               "vs_file_plugin", "other_user_cores", "other_cpu_cores", "load_before_cores", "noisy_runs",
                "mbps_min", "mbps_max", "iops_min", "iops_max"]
 
 
@@ -75,7 +130,7 @@ def write_csv(doc, out):
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for r in doc["results"]:
-            w.writerow(["" if r[c] is None else (round(r[c], 4) if isinstance(r[c], float) else r[c])
+            w.writerow(["" if r.get(c) is None else (round(r[c], 4) if isinstance(r[c], float) else r[c])
                         for c in CSV_COLUMNS])
 
 
@@ -123,28 +178,30 @@ def write_summary(doc, out):
                      sum(x["scrubs_started"] for x in sc), len(sc),
                      par.get("drive_interval_s") if par.get("drive_interval_s") is not None else "?"))
     unl = "rate and delay lifted" if e["mode"] == "remote" else "unthrottled"
-    L.append("Load: %d of %d result rows noisy (other processes > %.2f CPUs)  " % (
-        sum(1 for r in doc["results"] if r["noisy_runs"]), len(doc["results"]),
-        doc["parameters"]["noise_threshold_cores"]))
+    nv = noise_verdict(doc["results"], doc["parameters"]["noise_threshold_cores"])
+    L.append("Load: %d of %d result rows noisy (other processes > %.2f CPUs during the run or "
+             "in the idle sample before it)  " % (nv["noisy_rows"], nv["rows"], nv["threshold_cores"]))
+    if not nv["publishable"]:
+        L.insert(0, "**NOT PUBLISHABLE: %s.**\n" % nv["why"])
     if doc["scaling_refused"]:
         L.append("\n**Scaling not reported: %s**\n" % doc["scaling_refused"])
     L.append("")
     # with repetitions: the range of MB/s over them, after the median
     rng = doc["parameters"]["repeat"] > 1
-    L.append("| profile | rw | config | N | MB/s |%s IOPS | mean us | p99 us | CPU s/GiB | scaling | eff. | vs %s | other CPU |"
+    L.append("| profile | rw | config | N | MB/s |%s IOPS | mean us | p99 us | CPU s/GiB | scaling | eff. | vs %s | other CPU before | other CPU |"
              % (" MB/s min-max |" if rng else "", doc["parameters"]["reference"]))
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rng else ""))
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rng else ""))
     f2 = lambda v, p=2: "-" if v is None else ("%.*f" % (p, v))
     for r in doc["results"]:
         if r["phase"] not in ("main", "unthrottled"):
             continue
-        L.append("| %s%s | %s | %s | %d | %.1f |%s %.0f | %.0f | %.0f | %s | %s | %s | %s | %s%s |" % (
+        L.append("| %s%s | %s | %s | %d | %.1f |%s %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s%s |" % (
             r["profile"], (" (%s)" % unl) if r["phase"] == "unthrottled" else "", r["rw"],
             "stripe" if r["config"] == "plugin" else r["config"],
             r["n"], r["mbps"], (" %.1f-%.1f |" % (r["mbps_min"], r["mbps_max"])) if rng else "",
             r["iops"], r["lat_mean_us"], r["lat_p99_us"],
             f2(r["cpu_s_per_gib"]), f2(r["scaling"]), f2(r["efficiency"]),
-            f2(r["vs_file_plugin"], 3), f2(r["other_user_cores"]),
+            f2(r["vs_file_plugin"], 3), f2(r.get("load_before_cores")), f2(r["other_user_cores"]),
             " (noisy)" if r["noisy_runs"] else ""))
     sweep = [r for r in doc["results"] if r["phase"] == "chunks"]
     if sweep:

@@ -483,6 +483,7 @@ class Bench(MembersMixin, FioMixin):
                            "profiles": [p[0] for p in self.profiles], "rw": self.rws,
                            "ramp_s": a.ramp, "runtime_s": a.runtime, "repeat": a.repeat,
                            "noise_threshold_cores": a.noise_threshold,
+                           "load_sample_s": a.load_sample,
                            "plugin": a.plugin, "plugin_cache": self.plugin_cache,
                            "readonly": self.readonly, "reference": self.ref,
                            "volume_size": a.volume_size if (a.fsync or a.ram) else None,
@@ -510,6 +511,7 @@ class Bench(MembersMixin, FioMixin):
                                    "plugin_connections": None} if a.remote else None,
                         "calibration": cal},
             "scaling_refused": self.scaling_refused,
+            "noise": results.noise_verdict(self.results, a.noise_threshold),
             "notes": self.notes,
             "results": self.results,
             "runs": self.runs,
@@ -530,13 +532,6 @@ class Bench(MembersMixin, FioMixin):
                 sum(1 for t in tg if t["met"]), len(miss),
                 "".join("\n     MISSED %s %s %s: %.3f < %.2f" % (
                     t["target"], t["profile"], t["rw"], t["measured"], t["threshold"]) for t in miss)))
-        noisy = [r for r in self.results if r["noisy_runs"]]
-        if noisy:
-            print("   %d of %d result rows are noisy (other processes > %.2f CPUs), e.g.:" % (
-                len(noisy), len(self.results), a.noise_threshold))
-            for r in sorted(noisy, key=lambda r: -r["other_user_cores"])[:5]:
-                print("     %s %s N=%d %s %s: other processes %.2f CPUs" % (
-                    r["phase"], r["config"], r["n"], r["profile"], r["rw"], r["other_user_cores"]))
-        return 0
+        return results.report_noise(doc, a.strict)
 
 

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from time import monotonic as _now, sleep as _sleep
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MB = 1_000_000
@@ -66,6 +67,46 @@ def sys_cpu():
         v = [int(x) for x in f.readline().split()[1:]]
     user, nice, system, idle, iowait, irq, softirq, steal = (v + [0] * 8)[:8]
     return (user + nice) / CLK_TCK, (user + nice + system + irq + softirq) / CLK_TCK
+
+
+def psi_cpu_some_avg10():
+    """/proc/pressure/cpu "some" avg10 (percent of the last 10 s in which a
+    runnable task waited for a CPU); None without PSI."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            for line in f:
+                if line.startswith("some "):
+                    return float(line.split("avg10=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
+
+
+def idle_load(sample_s, own_pids=()):
+    """The load of other processes now: CPUs they used over SAMPLE_S seconds
+    while the harness is idle between runs (its servers idle, no fio).
+
+    /proc/stat over a short idle window is the direct measure: everything
+    busy in it is someone else's.  The load average is not: it is a
+    1-minute decaying mean, so it still holds the previous run's own fio
+    and servers, and it counts tasks in D state, i.e. our own throttled
+    I/O.  PSI's cpu "some" avg10 is a 10 s mean with the same lag (and on
+    2 CPUs our own runs saturate it); it is recorded beside, not judged.
+    OWN_PIDS (the servers) are subtracted in case they were not idle."""
+    own = [os.getpid()] + list(own_pids)
+    c0, p0, t0 = sys_cpu(), procs_cpu(own), _now()
+    _sleep(sample_s)
+    c1, p1, t1 = sys_cpu(), procs_cpu(own), _now()
+    win = max(t1 - t0, 1e-3)
+    own_u = (p1[0] - p0[0]) if p0 and p1 else 0.0
+    own_t = (sum(p1) - sum(p0)) if p0 and p1 else 0.0
+    with open("/proc/loadavg") as f:
+        la = float(f.read().split()[0])
+    return {"sample_s": round(win, 3),
+            "other_user_cores": round(max(0.0, (c1[0] - c0[0]) - own_u) / win, 3),
+            "other_cpu_cores": round(max(0.0, (c1[1] - c0[1]) - own_t) / win, 3),
+            "psi_cpu_some_avg10": psi_cpu_some_avg10(),
+            "loadavg_1m": la}
 
 
 def procs_cpu(pids):
