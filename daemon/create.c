@@ -265,7 +265,8 @@ create_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   json_put (o, "uuid", created ? json_text (uuid) : NULL);
   json_put (o, "members", m);
   json_put (o, "chunk", created ? json_u64 (cfg->chunk) : NULL);
-  json_put (o, "layout", created ? json_text (layout_name (cfg->layout)) : NULL);
+  json_put (o, "layout",
+            created ? json_text (layout_name (cfg->layout)) : NULL);
   json_put (o, "data_offset", created ? json_u64 (cfg->data_offset) : NULL);
   json_put (o, "size", created ? json_u64 (l->size) : NULL);
   jsonout_result (o, created, err, false);

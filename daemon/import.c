@@ -395,8 +395,8 @@ static void
 import_failed_json (const struct import *im)
 {
   static const char *const unknown[] = {
-    "name", "md_name", "uuid", "md_version", "members", "chunk", "layout",
-    "size",
+    "name",    "md_name", "uuid",   "md_version",
+    "members", "chunk",   "layout", "size",
   };
   struct json_object *o = json_object_new_object ();
 

@@ -103,8 +103,7 @@ jsonout_line (struct json_object *o)
 }
 
 int
-jsonout_result (struct json_object *o, bool ok, const char *err,
-                bool one_line)
+jsonout_result (struct json_object *o, bool ok, const char *err, bool one_line)
 {
   if (err == NULL || err[0] == '\0')
     err = jsonout_said ();

@@ -212,9 +212,9 @@ reshape_cancelled (struct jobctl *j)
     .unserved_cancel = "the volume is not served: %s",                        \
     .gone = ": it goes on when the volume is served again",                   \
     .under_way = (const char *const[]){ "copying", "switching", NULL },       \
-    .progress = replace_progress, .done_key = "bytes_copied", .eta = true,     \
-    .started = reshape_started,                                               \
-    .conclude = conclude, .cancelled = reshape_cancelled,                     \
+    .progress = replace_progress, .done_key = "bytes_copied", .eta = true,    \
+    .started = reshape_started, .conclude = conclude,                         \
+    .cancelled = reshape_cancelled,                                           \
   }
 static const struct jobctl_kind grow_job = RESHAPE_JOB ("grow");
 static const struct jobctl_kind shrink_job = RESHAPE_JOB ("shrink");

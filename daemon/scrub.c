@@ -111,10 +111,9 @@ scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   json_put (j, "unreadable",
             cancel ? NULL
             : o->last && (u = json_array_or_null (o->last, "unreadable"))
-                ? json_object_get (u)
-                : json_object_new_array ());
-  json_put (j, "scrub",
-            !cancel && o->last ? json_object_get (o->last) : NULL);
+              ? json_object_get (u)
+              : json_object_new_array ());
+  json_put (j, "scrub", !cancel && o->last ? json_object_get (o->last) : NULL);
   jsonout_result (j, status == 0, o->err, o->lines);
 }
 

@@ -53,7 +53,8 @@ print_status_json (const char *config, const char *name,
             : w->from_socket ? json_text ("control_socket")
                              : json_text ("status_file"));
   json_put (o, "status", json_object_get (w->st));
-  jsonout_result (o, w->v == 0, w->reason[0] ? w->reason : seen_state_name (w->state),
+  jsonout_result (o, w->v == 0,
+                  w->reason[0] ? w->reason : seen_state_name (w->state),
                   false);
 }
 
