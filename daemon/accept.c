@@ -22,12 +22,13 @@
 
 #include "assemble.h"
 #include "json.h"
+#include "jsonout.h"
 #include "log.h"
 #include "nbdstripe.h"
 #include "member.h"
 #include "meta.h"
 
-/* accept --json: what was done. */
+/* accept --json: what was done (null: nothing). */
 static void
 accept_json (const char *arg, const struct stripe_config *cfg, bool loaded,
              const char *err, long idx, bool ok, bool written, uint64_t before,
@@ -36,17 +37,14 @@ accept_json (const char *arg, const struct stripe_config *cfg, bool loaded,
   struct json_object *o = json_object_new_object ();
 
   json_put (o, "config", json_text (loaded ? cfg->path : arg));
-  json_put (o, "member", json_object_new_int64 (idx));
+  json_put (o, "member", idx >= 0 ? json_object_new_int64 (idx) : NULL);
   json_put (o, "accepted", json_object_new_boolean (ok));
-  if (!loaded)
-    json_put (o, "error", json_text (err));
-  else if (ok) {
-    json_put (o, "path", json_text (cfg->members[idx]));
-    json_put (o, "header_written", json_object_new_boolean (written));
-    json_put (o, "generation_before", json_u64 (before));
-    json_put (o, "generation", json_u64 (after));
-  }
-  print_json (o);
+  json_put (o, "path", ok ? json_text (cfg->members[idx]) : NULL);
+  json_put (o, "header_written",
+            ok ? json_object_new_boolean (written) : NULL);
+  json_put (o, "generation_before", ok ? json_u64 (before) : NULL);
+  json_put (o, "generation", ok ? json_u64 (after) : NULL);
+  jsonout_result (o, ok, err, false);
 }
 
 int
@@ -90,6 +88,8 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
                             "1, ...)",
                             index);
   }
+  if (json)
+    jsonout_watch_stderr ();
 
   loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
   if (!loaded)

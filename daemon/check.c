@@ -14,6 +14,7 @@
 #include "assemble.h"
 #include "array.h"
 #include "json.h"
+#include "jsonout.h"
 #include "log.h"
 #include "nbdstripe.h"
 #include "volume.h"
@@ -81,38 +82,39 @@ metadata_name (enum metadata_mode m)
   return meta_ops_for (m)->name;
 }
 
-/* check --json: the verdict, and what check prints for people. */
-static struct json_object *
+/* check --json: the verdict, and what check prints for people (null
+ * when the config could not be read).
+ */
+static void
 check_json (const char *arg, const struct stripe_config *cfg, bool loaded,
             const char *err, bool ok, uint64_t size, const char *uuid)
 {
   struct json_object *o = json_object_new_object ();
-  struct json_object *w, *m;
+  struct json_object *w = json_object_new_array (), *m = NULL;
   char ext4[128], xfs[128];
 
   json_put (o, "config", json_text (loaded ? cfg->path : arg));
   json_put (o, "can_serve", json_object_new_boolean (ok));
-  if (!loaded) {
-    json_put (o, "error", json_text (err));
-    return o;
-  }
-  json_put (o, "name", json_text (cfg->name));
-  json_put (o, "metadata", json_text (metadata_name (cfg->metadata)));
+  json_put (o, "name", loaded ? json_text (cfg->name) : NULL);
+  json_put (o, "metadata",
+            loaded ? json_text (metadata_name (cfg->metadata)) : NULL);
   json_put (o, "uuid", ok && uuid[0] ? json_text (uuid) : NULL);
-  json_put (o, "members", json_object_new_int64 (cfg->nr_members));
-  json_put (o, "chunk", json_u64 (cfg->chunk));
+  json_put (o, "members",
+            loaded ? json_object_new_int64 (cfg->nr_members) : NULL);
+  json_put (o, "chunk", loaded ? json_u64 (cfg->chunk) : NULL);
   json_put (o, "size", ok ? json_u64 (size) : NULL);
-  w = json_object_new_array ();
-  for (unsigned i = 0; i < cfg->nr_warnings; ++i)
+  for (unsigned i = 0; loaded && i < cfg->nr_warnings; ++i)
     json_object_array_add (w, json_text (cfg->warnings[i]));
   json_put (o, "warnings", w);
-  mkfs_geometry (cfg->chunk, cfg->nr_members, ext4, sizeof ext4, xfs,
-                 sizeof xfs);
-  m = json_object_new_object ();
-  json_put (m, "ext4", json_text (ext4));
-  json_put (m, "xfs", json_text (xfs));
+  if (loaded) {
+    mkfs_geometry (cfg->chunk, cfg->nr_members, ext4, sizeof ext4, xfs,
+                   sizeof xfs);
+    m = json_object_new_object ();
+    json_put (m, "ext4", json_text (ext4));
+    json_put (m, "xfs", json_text (xfs));
+  }
   json_put (o, "mkfs", m);
-  return o;
+  jsonout_result (o, ok, err, false);
 }
 
 int
@@ -137,6 +139,8 @@ cmd_check (const struct command *cmd, int argc, char **argv)
   }
   if ((r = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
     return r;
+  if (json)
+    jsonout_watch_stderr ();
 
   loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
   r = -1;
@@ -145,8 +149,7 @@ cmd_check (const struct command *cmd, int argc, char **argv)
     r = check_volume (&cfg, false, &size, uuid);
   }
   if (json)
-    print_json (
-      check_json (argv[optind], &cfg, loaded, err, r == 0, size, uuid));
+    check_json (argv[optind], &cfg, loaded, err, r == 0, size, uuid);
   else if (r == 0) {
     printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
             "(%" PRIu64 " bytes): can be served\n",

@@ -216,8 +216,8 @@ const struct command commands[] = {
             "                    member)\n"
             "  -j, --json        say what was done (and with --wait the "
             "replace's\n"
-            "                    last state), as JSON; progress lines go to "
-            "stderr\n",
+            "                    last state), as JSON; with --wait, JSON "
+            "Lines\n",
     .usage_status = 2,
   },
   {
@@ -315,7 +315,7 @@ const struct command commands[] = {
             "was found,\n"
             "                    \"unreadable\": the volume's byte ranges), "
             "as JSON;\n"
-            "                    progress lines go to stderr\n",
+            "                    with --wait, JSON Lines\n",
     .usage_status = 2,
   },
   { .name = NULL },

@@ -40,6 +40,7 @@
 #include "member.h"
 #include "meta.h"
 #include "json.h"
+#include "jsonout.h"
 
 /* The bytes create writes at the start of each member, in blocks. */
 #define META_BYTES META_AREA
@@ -242,35 +243,33 @@ make_meta (const struct meta_ops *ops, void *array, struct target *t,
   ops->create_member (array, i, t->dev.size, buf, &t->blocks, id);
 }
 
-/* create --json: what was created, or that nothing was. */
-static struct json_object *
+/* create --json: what was created, or that nothing was (null). */
+static void
 create_json (const char *arg, const struct stripe_config *cfg, bool loaded,
              const char *err, bool created, const char *uuid,
              const struct layout *l)
 {
   struct json_object *o = json_object_new_object ();
-  struct json_object *m;
+  struct json_object *m = NULL;
 
   json_put (o, "config", json_text (loaded ? cfg->path : arg));
   json_put (o, "created", json_object_new_boolean (created));
-  if (!loaded) {
-    json_put (o, "error", json_text (err));
-    return o;
+  json_put (o, "name", loaded ? json_text (cfg->name) : NULL);
+  json_put (o, "metadata",
+            loaded ? json_text (meta_ops_for (cfg->metadata)->name) : NULL);
+  if (created) {
+    m = json_object_new_array ();
+    for (unsigned i = 0; i < cfg->nr_members; ++i)
+      json_object_array_add (m, json_text (cfg->members[i]));
   }
-  json_put (o, "name", json_text (cfg->name));
-  json_put (o, "metadata", json_text (meta_ops_for (cfg->metadata)->name));
-  if (!created)
-    return o;
-  json_put (o, "uuid", json_text (uuid));
-  m = json_object_new_array ();
-  for (unsigned i = 0; i < cfg->nr_members; ++i)
-    json_object_array_add (m, json_text (cfg->members[i]));
+  json_put (o, "uuid", created ? json_text (uuid) : NULL);
   json_put (o, "members", m);
-  json_put (o, "chunk", json_u64 (cfg->chunk));
-  json_put (o, "layout", json_text (layout_name (cfg->layout)));
-  json_put (o, "data_offset", json_u64 (cfg->data_offset));
-  json_put (o, "size", json_u64 (l->size));
-  return o;
+  json_put (o, "chunk", created ? json_u64 (cfg->chunk) : NULL);
+  json_put (o, "layout",
+            created ? json_text (layout_name (cfg->layout)) : NULL);
+  json_put (o, "data_offset", created ? json_u64 (cfg->data_offset) : NULL);
+  json_put (o, "size", created ? json_u64 (l->size) : NULL);
+  jsonout_result (o, created, err, false);
 }
 
 /* Every check before anything is written: each member opens, is no
@@ -525,6 +524,8 @@ cmd_create (const struct command *cmd, int argc, char **argv)
   }
   if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
     return c;
+  if (json)
+    jsonout_watch_stderr ();
 
   loaded = load_volume (argv[optind], &cfg, err, sizeof err) == 0;
   if (!loaded)
@@ -574,8 +575,7 @@ cmd_create (const struct command *cmd, int argc, char **argv)
 
 out:
   if (json)
-    print_json (
-      create_json (argv[optind], &cfg, loaded, err, status == 0, uuid, l));
+    create_json (argv[optind], &cfg, loaded, err, status == 0, uuid, l);
   if (t)
     for (unsigned i = n; i-- > 0;)
       if (t[i].opened)

@@ -20,6 +20,7 @@
 
 #include "assemble.h"
 #include "json.h"
+#include "jsonout.h"
 #include "layout.h"
 #include "log.h"
 #include "md_super.h"
@@ -373,7 +374,7 @@ report (struct import *im)
     json_put (o, "chunk", json_u64 (im->cfg.chunk));
     json_put (o, "layout", json_text (layout_name (im->a->layout)));
     json_put (o, "size", json_u64 (im->l->size));
-    print_json (o);
+    jsonout_result (o, true, NULL, false);
   }
   else {
     char hs[32];
@@ -389,6 +390,23 @@ report (struct import *im)
   }
 }
 
+/* import --json when nothing was written: report's keys, null. */
+static void
+import_failed_json (const struct import *im)
+{
+  static const char *const unknown[] = {
+    "name",    "md_name", "uuid",   "md_version",
+    "members", "chunk",   "layout", "size",
+  };
+  struct json_object *o = json_object_new_object ();
+
+  json_put (o, "config", json_text (im->out));
+  json_put (o, "written", json_object_new_boolean (false));
+  for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; ++i)
+    json_put (o, unknown[i], NULL);
+  jsonout_result (o, false, NULL, false);
+}
+
 int
 cmd_import (const struct command *cmd, int argc, char **argv)
 {
@@ -399,6 +417,8 @@ cmd_import (const struct command *cmd, int argc, char **argv)
 
   if (!import_options (cmd, argc, argv, &im, &status))
     return status;
+  if (im.json)
+    jsonout_watch_stderr ();
   status = 1;
   im.n = argc - optind;
   if (im.n > LAYOUT_MAX_MEMBERS) {
@@ -428,13 +448,8 @@ cmd_import (const struct command *cmd, int argc, char **argv)
   status = 0;
 
 done:
-  if (im.json && status != 0) {
-    struct json_object *o = json_object_new_object ();
-
-    json_put (o, "config", json_text (im.out));
-    json_put (o, "written", json_object_new_boolean (false));
-    print_json (o);
-  }
+  if (im.json && status != 0)
+    import_failed_json (&im);
   if (fp && fp != stdout)
     fclose (fp);
   if (tmp[0])

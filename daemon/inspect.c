@@ -133,8 +133,11 @@ inspect_md (const char *path, struct json_object *all, char *err,
     if (o)
       json_put (o, "path", json_text (path));
     show_md (path, md, at, o);
-    if (o)
+    if (o) {
+      json_put (o, "ok", json_object_new_boolean (true));
+      json_put (o, "error", NULL);
       json_object_array_add (all, o);
+    }
     free (md);
     return true;
   }
@@ -241,10 +244,12 @@ inspect_member (const char *path, struct json_object *all)
     struct json_object *o = json_object_new_object ();
 
     json_put (o, "path", json_text (path));
-    if (!ok)
-      json_put (o, "error", json_text (err));
-    else
+    if (ok)
       header_json (&sb, o);
+    else
+      json_put (o, "kind", NULL);
+    json_put (o, "ok", json_object_new_boolean (ok));
+    json_put (o, "error", ok ? NULL : json_text (err));
     json_object_array_add (all, o);
   }
   else if (!ok)

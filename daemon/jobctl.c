@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -16,6 +17,7 @@
 #include "control.h"
 #include "jobctl.h"
 #include "json.h"
+#include "jsonout.h"
 #include "mover.h"
 #include "nbdstripe.h"
 
@@ -49,7 +51,10 @@ jobctl_init (struct jobctl *j, const struct jobctl_kind *kind,
   j->volume = volume;
   j->o = o;
   j->cmd = cmd;
-  j->tty = isatty (STDERR_FILENO);
+  /* The bar only where someone watches: stdout going elsewhere gets the
+   * lines.
+   */
+  j->tty = isatty (STDERR_FILENO) && isatty (STDOUT_FILENO);
   j->last_pct = -1;
   control_path (cfg->health.status_file, j->ctl, sizeof j->ctl);
 }
@@ -158,6 +163,41 @@ bar (const struct jobctl_kind *k, struct json_object *job, double done,
   if (k->eta)
     fprintf (stderr, ", ETA %.0f s", json_num_or_0 (job, "eta_seconds"));
   fputs ("   ", stderr);
+  fflush (stderr);
+}
+
+static double
+now_seconds (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One progress line: "NAME: progress" on stdout, or with --json an
+ * object on one line (JSON Lines): the command, the percentage, the line
+ * and the job's object under its key.
+ */
+static void
+progress_line (struct jobctl *j, struct json_object *job, int pct)
+{
+  const struct jobctl_kind *k = j->kind;
+  char line[1024];
+
+  k->progress (job, line, sizeof line);
+  if (j->o->json) {
+    struct json_object *o = json_object_new_object ();
+
+    json_put (o, "command", json_text (k->name));
+    json_put (o, "percent", json_object_new_int (pct));
+    json_put (o, "progress", json_text (line));
+    json_put (o, k->key, json_object_get (job));
+    jsonout_line (o);
+    return;
+  }
+  printf ("%s: %s\n", k->name, line);
+  fflush (stdout);
 }
 
 bool
@@ -166,34 +206,24 @@ jobctl_show (struct jobctl *j, struct json_object *job)
   const struct jobctl_kind *k = j->kind;
   const char *state = json_str_or_null (job, "state");
   bool end = state && !under_way (k, state);
-  double done, total;
-  char line[1024];
-  int pct;
+  double done = json_num_or_0 (job, k->done_key);
+  double total = json_num_or_0 (job, "bytes_total");
+  double now = now_seconds ();
+  int pct = total > 0 ? (int) (done * 100 / total) : 100;
 
-  if (k->done_key == NULL) {
-    if (!j->o->json && j->tty) {
-      fprintf (stderr, "\r%s", k->progress (job, line, sizeof line));
-      if (end)
-        fputc ('\n', stderr);
-    }
-    return end;
-  }
-
-  done = json_num_or_0 (job, k->done_key);
-  total = json_num_or_0 (job, "bytes_total");
-  pct = total > 0 ? (int) (done * 100 / total) : 100;
-
-  if (j->tty) {
+  if (pct < 0 || pct > 100)
+    pct = 100;
+  if (j->tty && !j->o->json) {
     bar (k, job, done, pct);
     if (end)
       fputc ('\n', stderr);
   }
-  else if (pct / 5 != j->last_pct / 5 || end) {
-    FILE *fp = j->o->json ? stderr : stdout;
-    fprintf (fp, "%s: %s\n", k->name, k->progress (job, line, sizeof line));
-    fflush (fp);
+  else if (pct / 5 != j->last_pct / 5 || end
+           || now - j->last_shown >= JOBCTL_EVERY_SECONDS) {
+    progress_line (j, job, pct);
+    j->last_shown = now;
+    j->last_pct = pct;
   }
-  j->last_pct = pct;
   return end;
 }
 
@@ -226,7 +256,7 @@ jobctl_follow (struct jobctl *j)
 
     if (jobctl_status (j, 0, &job, why, sizeof why) == -1) {
       /* A bar is left mid-line. */
-      if (j->tty && k->done_key)
+      if (j->tty && !j->o->json)
         fputc ('\n', stderr);
       snprintf (gone, sizeof gone, k->gone, why);
       outcome_fail (j->o, "the server went away during the %s%s", k->name,

@@ -24,6 +24,7 @@ struct outcome {
   bool json;
   bool quiet;               /* with json, errors go only in the JSON
                                (grow, shrink) */
+  bool lines;               /* with json, the job followed: JSON Lines */
   char err[1024];           /* why it failed, "" */
   struct json_object *last; /* the last job object seen, or NULL */
 };
@@ -66,10 +67,10 @@ struct jobctl_kind {
   /* The states it is under way in (NULL-ended): any other ends it. */
   const char *const *under_way;
 
-  /* Its progress.  With done_key (its bytes done, of bytes_total): a bar
-   * on a terminal (with its ETA when eta), else a line "NAME: progress"
-   * every 5%, on stdout (stderr with --json).  Without: the progress line
-   * redrawn on a terminal, not with --json; nothing elsewhere.
+  /* Its progress: a bar redrawn on stderr when it is a terminal (with
+   * the ETA when eta); else, on stdout, a line "NAME: progress" at every
+   * 5% of done_key (its bytes done, of bytes_total) and at least every
+   * JOBCTL_EVERY_SECONDS -- with --json, one object a line (JSON Lines).
    */
   const char *(*progress) (struct json_object *job, char *buf, size_t len);
   const char *done_key;
@@ -87,6 +88,9 @@ struct jobctl_kind {
   int (*cancelled) (struct jobctl *j);
 };
 
+/* A pipe hears of a job at least this often, however slow it is. */
+#define JOBCTL_EVERY_SECONDS 10
+
 /* One job of one volume, followed by one command. */
 struct jobctl {
   const struct jobctl_kind *kind;
@@ -97,8 +101,9 @@ struct jobctl {
   bool wait;            /* follow it to its end */
   bool started;         /* the server took the start */
   bool waited;          /* it was followed */
-  bool tty;             /* stderr a terminal: a bar */
-  int last_pct;         /* the progress last shown */
+  bool tty;             /* stdout and stderr terminals: a bar */
+  int last_pct;         /* the progress last shown, */
+  double last_shown;    /* and when (CLOCK_MONOTONIC seconds) */
   char ctl[4096];       /* the control socket */
   struct volume *local; /* or the volume, opened here (--offline) */
 };

@@ -21,6 +21,7 @@
 #include "header.h"
 #include "jobctl.h"
 #include "json.h"
+#include "jsonout.h"
 #include "log.h"
 #include "member.h"
 #include "nbdstripe.h"
@@ -258,6 +259,9 @@ out:
   return status;
 }
 
+/* replace --json: the same keys whatever happened; those of a replace
+ * null with --cancel, cancelled null without.
+ */
 static void
 replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
               bool cancel, long idx, const char *new_path, bool off,
@@ -267,20 +271,19 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
 
   json_put (j, "config", json_text (loaded ? cfg->path : arg));
   json_put (j, "name", loaded ? json_text (cfg->name) : NULL);
-  if (cancel)
-    json_put (j, "cancelled", json_object_new_boolean (status == 0));
-  else {
-    json_put (j, "member", idx >= 0 ? json_object_new_int64 (idx) : NULL);
-    json_put (j, "new", json_text (new_path));
-    json_put (j, "offline", json_object_new_boolean (off));
-    json_put (j, "started", json_object_new_boolean (started));
-    /* null: not followed to its end (no --wait) */
-    json_put (j, "replaced",
-              waited ? json_object_new_boolean (status == 0) : NULL);
-    json_put (j, "replace", o->last ? json_object_get (o->last) : NULL);
-  }
-  json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
-  print_json (j);
+  json_put (j, "cancelled",
+            cancel ? json_object_new_boolean (status == 0) : NULL);
+  json_put (j, "member",
+            !cancel && idx >= 0 ? json_object_new_int64 (idx) : NULL);
+  json_put (j, "new", cancel ? NULL : json_text (new_path));
+  json_put (j, "offline", cancel ? NULL : json_object_new_boolean (off));
+  json_put (j, "started", cancel ? NULL : json_object_new_boolean (started));
+  /* null: not followed to its end (no --wait) */
+  json_put (j, "replaced",
+            !cancel && waited ? json_object_new_boolean (status == 0) : NULL);
+  json_put (j, "replace",
+            !cancel && o->last ? json_object_get (o->last) : NULL);
+  jsonout_result (j, status == 0, o->err, o->lines);
 }
 
 /* What the command line asks. */
@@ -459,6 +462,9 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
     return status;
   status = 1;
   o.json = ra.json;
+  o.lines = ra.json && (ra.wait || ra.off);
+  if (o.json)
+    jsonout_watch_stderr ();
 
   loaded = load_volume (ra.volume, &cfg, o.err, sizeof o.err) == 0;
   if (!loaded)

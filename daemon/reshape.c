@@ -19,6 +19,7 @@
 #include "assemble.h"
 #include "jobctl.h"
 #include "json.h"
+#include "jsonout.h"
 #include "member.h"
 #include "mover.h"
 #include "nbdstripe.h"
@@ -211,8 +212,9 @@ reshape_cancelled (struct jobctl *j)
     .unserved_cancel = "the volume is not served: %s",                        \
     .gone = ": it goes on when the volume is served again",                   \
     .under_way = (const char *const[]){ "copying", "switching", NULL },       \
-    .progress = replace_progress, .started = reshape_started,                 \
-    .conclude = conclude, .cancelled = reshape_cancelled,                     \
+    .progress = replace_progress, .done_key = "bytes_copied", .eta = true,    \
+    .started = reshape_started, .conclude = conclude,                         \
+    .cancelled = reshape_cancelled,                                           \
   }
 static const struct jobctl_kind grow_job = RESHAPE_JOB ("grow");
 static const struct jobctl_kind shrink_job = RESHAPE_JOB ("shrink");
@@ -329,6 +331,9 @@ operands (struct run *r, int argc, char **argv, char **abs)
   return 0;
 }
 
+/* grow and shrink --json: the same keys whatever happened; continued
+ * and cancelled null unless VOLUME alone or --cancel.
+ */
 static void
 result_json (struct run *r, const char *arg, bool loaded, int status)
 {
@@ -339,13 +344,11 @@ result_json (struct run *r, const char *arg, bool loaded, int status)
   json_put (j, "dry_run", json_object_new_boolean (r->p.dry_run));
   json_put (j, "plan", r->plan ? json_object_get (r->plan) : NULL);
   json_put (j, "reshape", r->o.last ? json_object_get (r->o.last) : NULL);
-  if (r->cont)
-    json_put (j, "continued", json_object_new_boolean (status == 0));
-  if (r->cancel)
-    json_put (j, "cancelled", json_object_new_boolean (status == 0));
-  json_put (j, "ok", json_object_new_boolean (status == 0));
-  json_put (j, "error", r->o.err[0] ? json_text (r->o.err) : NULL);
-  print_json (j);
+  json_put (j, "continued",
+            r->cont ? json_object_new_boolean (status == 0) : NULL);
+  json_put (j, "cancelled",
+            r->cancel ? json_object_new_boolean (status == 0) : NULL);
+  jsonout_result (j, status == 0, r->o.err, r->o.lines);
 }
 
 static int
@@ -430,6 +433,9 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
   }
   if (c != 0)
     return c;
+  r.o.lines = r.o.json && (r.wait || r.off) && !r.p.dry_run;
+  if (r.o.json)
+    jsonout_watch_stderr ();
   if ((c = operands (&r, argc, argv, abs)) != 0) {
     status = c;
     goto out;

@@ -18,6 +18,7 @@
 
 #include "jobctl.h"
 #include "json.h"
+#include "jsonout.h"
 #include "nbdstripe.h"
 #include "scrub.h"
 
@@ -86,34 +87,34 @@ conclude (struct jobctl *j, struct json_object *s)
   return o->err[0] ? 1 : 0;
 }
 
+/* scrub --json: the same keys whatever happened; those of a scrub null
+ * with --cancel, cancelled null without.
+ */
 static void
 scrub_json (const char *arg, const struct stripe_config *cfg, bool loaded,
-            bool cancel, bool started, bool waited, struct outcome *o)
+            bool cancel, bool started, bool waited, int status,
+            struct outcome *o)
 {
   struct json_object *j = json_object_new_object (), *u;
+  const char *state = o->last ? json_str_or_null (o->last, "state") : NULL;
 
   json_put (j, "config", json_text (loaded ? cfg->path : arg));
   json_put (j, "name", loaded ? json_text (cfg->name) : NULL);
-  if (cancel)
-    json_put (j, "cancelled", json_object_new_boolean (o->err[0] == '\0'));
-  else {
-    json_put (j, "started", json_object_new_boolean (started));
-    /* null: not followed to its end (no --wait) */
-    json_put (
-      j, "finished",
-      waited ? json_object_new_boolean (
-        o->last && json_str_or_null (o->last, "state")
-        && strcmp (json_str_or_null (o->last, "state"), "running") != 0)
-             : NULL);
-    json_put (j, "unreadable",
-              o->last
-                  && (u = json_array_or_null (o->last, "unreadable")) != NULL
-                ? json_object_get (u)
-                : json_object_new_array ());
-    json_put (j, "scrub", o->last ? json_object_get (o->last) : NULL);
-  }
-  json_put (j, "error", o->err[0] ? json_text (o->err) : NULL);
-  print_json (j);
+  json_put (j, "cancelled",
+            cancel ? json_object_new_boolean (status == 0) : NULL);
+  json_put (j, "started", cancel ? NULL : json_object_new_boolean (started));
+  /* null: not followed to its end (no --wait) */
+  json_put (j, "finished",
+            !cancel && waited ? json_object_new_boolean (
+              state && strcmp (state, "running") != 0)
+                              : NULL);
+  json_put (j, "unreadable",
+            cancel ? NULL
+            : o->last && (u = json_array_or_null (o->last, "unreadable"))
+              ? json_object_get (u)
+              : json_object_new_array ());
+  json_put (j, "scrub", !cancel && o->last ? json_object_get (o->last) : NULL);
+  jsonout_result (j, status == 0, o->err, o->lines);
 }
 
 /* Without --wait: the scrub as it has just started (for --json), and
@@ -195,6 +196,9 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
                             copy_opt);
   if ((c = cli_operands (cmd, argc, argv, 1, 1, "VOLUME")) != 0)
     return c;
+  o.lines = o.json && wait;
+  if (o.json)
+    jsonout_watch_stderr ();
 
   loaded = load_volume (argv[optind], &cfg, o.err, sizeof o.err) == 0;
   if (!loaded)
@@ -213,7 +217,8 @@ cmd_scrub (const struct command *cmd, int argc, char **argv)
 
 out:
   if (o.json)
-    scrub_json (argv[optind], &cfg, loaded, cancel, j.started, j.waited, &o);
+    scrub_json (argv[optind], &cfg, loaded, cancel, j.started, j.waited,
+                status, &o);
   json_object_put (o.last);
   config_free (&cfg);
   return status;

@@ -26,14 +26,16 @@
 
 #include "control.h"
 #include "json.h"
+#include "jsonout.h"
 #include "nbdstripe.h"
 #include "status.h"
 #include "util.h"
 
 /* status --json: one shape whatever there is to say.  state and reason
- * are the verdict (the exit status's); status the server's document, as
- * the control socket gave it or the file holds it, or null.  name and
- * status_file are null when the config does not load.
+ * are the verdict (the exit status's: ok is whether it is 0, error the
+ * reason it is not); status the server's document, as the control socket
+ * gave it or the file holds it, or null.  name and status_file are null
+ * when the config does not load.
  */
 static void
 print_status_json (const char *config, const char *name,
@@ -51,7 +53,9 @@ print_status_json (const char *config, const char *name,
             : w->from_socket ? json_text ("control_socket")
                              : json_text ("status_file"));
   json_put (o, "status", json_object_get (w->st));
-  print_json (o);
+  jsonout_result (o, w->v == 0,
+                  w->reason[0] ? w->reason : seen_state_name (w->state),
+                  false);
 }
 
 int

@@ -30,6 +30,7 @@
 #include <sys/syscall.h>
 
 #include "json.h"
+#include "jsonout.h"
 #include "nbdstripe.h"
 
 #ifndef SYS_pidfd_open
@@ -154,7 +155,7 @@ stop_json (const char *arg, const struct target *t, long pid, bool stopped,
   json_put (o, "pid", pid ? json_object_new_int64 (pid) : NULL);
   json_put (o, "stopped", json_object_new_boolean (stopped));
   json_put (o, "reason", reason[0] ? json_text (reason) : NULL);
-  print_json (o);
+  jsonout_result (o, stopped, reason, false);
 }
 
 int

@@ -85,11 +85,13 @@ if json_ok "$D_TMP/json.out"; then
     got=$(jget "$D_TMP/json.out" ".[$i].member_sizes|join(\",\")")
     want=$(IFS=,; echo "${usable[*]}")
     [[ $got == "$want" ]] || d_bad "--json member $i: member_sizes $got, expected $want"
-    [[ $(jget "$D_TMP/json.out" ".[$i] | has(\"error\")") == false ]] ||
-      d_bad "--json member $i has an error key"
+    [[ $(jget "$D_TMP/json.out" ".[$i].ok") == true &&
+       $(jget "$D_TMP/json.out" ".[$i].error") == null ]] ||
+      d_bad "--json member $i is not ok, or has an error"
   done
   [[ $(jget "$D_TMP/json.out" '.[3].path') == "$blank" ]] || d_bad "--json: blank file's path"
-  [[ $(jget "$D_TMP/json.out" '.[3] | has("error")') == true ]] ||
+  [[ $(jget "$D_TMP/json.out" '.[3] | has("error")') == true &&
+     $(jget "$D_TMP/json.out" '.[3].ok') == false ]] ||
     d_bad "--json: no \"error\" key for a blank file"
   [[ $(jget "$D_TMP/json.out" '.[3] | has("member_index")') == false ]] ||
     d_bad "--json: a blank file has a member_index"

@@ -23,8 +23,8 @@
 #   falls back to the file, within the client's timeout
 #   the server stopped: the file's last word, the replace included;
 #   --json's state not-running
-#   replace --offline --json: one JSON object, replaced true, the replace
-#   done; the progress lines on stderr
+#   replace --offline --json: JSON Lines, the last replaced true, the replace
+#   done; the progress lines before it
 #   replace --json with nothing served: started false, the reason
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init nbdkit jq python3 setsid
@@ -232,11 +232,13 @@ d_ok "stale or hung control socket: the status file, the replace in it"
 
 # ---- offline ------------------------------------------------------------
 expect offline 0 -- replace --offline r0 1 "$D_TMP/n2" --json
-json offline '.started == true and .replaced == true and .offline == true
+# JSON Lines: the progress, then the result.
+tail -n 1 "$D_TMP/offline.out" >"$D_TMP/offline.last.out"
+json offline.last '.started == true and .replaced == true and .offline == true
   and .replace.state == "done" and .replace.new == "'"$D_TMP/n2"'"
   and .error == null'
-grep -q -E "^replace: member 1 -> $D_TMP/n2: done, 100% " "$D_TMP/offline.err" ||
-  d_bad "offline: no progress line on stderr"
+grep -q -F "\"progress\": \"member 1 -> $D_TMP/n2: done, 100% " \
+  "$D_TMP/offline.out" || d_bad "offline: no progress line (JSON Lines)"
 grep -q -F "\"$D_TMP/n2\"" "$conf" || d_bad "the config does not name $D_TMP/n2"
 expect check 0 -- check r0
 d_ok "replace --offline --json"

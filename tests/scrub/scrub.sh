@@ -142,7 +142,8 @@ t0=$EPOCHREALTIME
 d_run scrub2 d_ns scrub --wait --json --rate 64M "$RP_CONF"
 elapsed_ms=$(r_elapsed_ms "$t0")
 d_expect_fail scrub2
-J=$D_TMP/scrub2.out
+J=$D_TMP/scrub2.last # JSON Lines: the progress, then the result
+tail -n 1 "$D_TMP/scrub2.out" >"$J"
 got=$(jq -r '.unreadable[] | "\(.offset) \(.length)"' "$J")
 if [[ $got == "$want" ]]; then
   d_ok "unreadable: exactly the logical ranges of B1 and B2: $(echo $want)"
@@ -213,7 +214,7 @@ until_status 's["members"][1]["state"] == "failing" and s["members"][1]["reason"
 d_ok "member 1 re-probed: failing still, for the scrub's finding"
 d_run scrub3 d_ns scrub --wait --json --rate 1G "$RP_CONF"
 d_expect_fail scrub3
-got=$(jq -r '.unreadable[] | "\(.offset) \(.length)"' "$D_TMP/scrub3.out")
+got=$(tail -n 1 "$D_TMP/scrub3.out" | jq -r '.unreadable[] | "\(.offset) \(.length)"')
 [[ $got == "$(expected 2 "$B2_at" "$B2_len")" ]] ||
   d_bad "scrub3: unreadable '$got', expected B2's range alone"
 until_status '[m["state"] for m in s["members"]] == ["ok", "ok", "failing"]' &&
