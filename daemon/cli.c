@@ -189,7 +189,9 @@ const struct command commands[] = {
             "goes to the\n"
             "server through its control socket; 'nbdstripe status' shows "
             "the progress.\n"
-            "      --rate RATE   copy at most RATE bytes a second (200M)\n"
+            "      --rate RATE   copy at most RATE bytes a second, such as "
+            "200M\n"
+            "                    (default: as fast as it goes)\n"
             "  -w, --wait        follow the copy to its end (a progress bar "
             "on a\n"
             "                    terminal, a line every 5% otherwise); exit "
@@ -243,7 +245,9 @@ const struct command commands[] = {
             "under way:\n"
             "--wait says so and exits 0, without it that is an error.\n"
             "      --size max    no NEW: the room of bigger members\n"
-            "      --rate RATE   move at most RATE bytes a second (200M)\n"
+            "      --rate RATE   move at most RATE bytes a second, such as "
+            "200M\n"
+            "                    (default: as fast as it goes)\n"
             "  -w, --wait        follow it to its end\n"
             "  -f, --force       NEW may hold data (a filesystem, a "
             "header...)\n"
@@ -275,7 +279,9 @@ const struct command commands[] = {
             "it (fstrim the file system first).  VOLUME alone, --cancel: "
             "as grow's.\n"
             "      --size BYTES  the size the volume will have\n"
-            "      --rate RATE   move at most RATE bytes a second (200M)\n"
+            "      --rate RATE   move at most RATE bytes a second, such as "
+            "200M\n"
+            "                    (default: as fast as it goes)\n"
             "  -w, --wait        follow it to its end\n"
             "  -f, --force       members that cannot tell data from free "
             "space\n"
@@ -301,8 +307,9 @@ const struct command commands[] = {
             "then on.  The request goes to the server through its control "
             "socket;\n"
             "'nbdstripe status' shows the progress and the findings.\n"
-            "      --rate RATE   read at most RATE bytes a second in all "
-            "(default 256M);\n"
+            "      --rate RATE   read at most RATE bytes a second in all, "
+            "such as 64M\n"
+            "                    (default: 256M);\n"
             "                    while clients are at work it also pauses "
             "before\n"
             "                    each read\n"
@@ -374,6 +381,25 @@ usage (FILE *fp)
            "\n"
            "See nbdstripe(8) and nbdkit-stripe-plugin(1).\n",
            DEFAULT_CONF_DIR);
+}
+
+/* For a bare `nbdstripe`: a few lines, not the whole --help. */
+void
+short_usage (FILE *fp)
+{
+  int col = 0;
+
+  fprintf (fp, "Usage: nbdstripe COMMAND [OPTION]... [OPERAND]...\n"
+               "Commands:");
+  for (const struct command *c = commands; c->name; ++c) {
+    if (col + strlen (c->name) > 60) {
+      fprintf (fp, "\n         ");
+      col = 0;
+    }
+    col += fprintf (fp, " %s", c->name);
+  }
+  fprintf (fp, "\nTry 'nbdstripe --help' for more, 'nbdstripe COMMAND "
+               "--help' for one command.\n");
 }
 
 int
