@@ -110,7 +110,7 @@ const struct command commands[] = {
   {
     .name = "stop",
     .run = cmd_stop,
-    .synopsis = "[--timeout SECONDS] [--json] VOLUME",
+    .synopsis = "[--timeout SECONDS] [--strict] [--json] VOLUME",
     .summary = "stop a served volume",
     .help = "Stop the server of a volume: SIGTERM to its nbdkit (the "
             "process its\n"
@@ -118,13 +118,15 @@ const struct command commands[] = {
             "only if its\n"
             "command line serves that config), then wait until it has "
             "gone.  Exit\n"
-            "status 0 when it stopped, 1 when it was not running or did "
-            "not stop.\n"
+            "status 0 when it stopped or was not running (said so, as "
+            "systemctl stop),\n"
+            "1 when it did not stop.\n"
             "VOLUME may also be the name of a volume served here without a "
             "config\n"
             "in the config directory.\n"
             "  -t, --timeout S   wait at most S seconds (1 to 3600, default "
             "30)\n"
+            "      --strict      exit status 1 when it was not running\n"
             "  -j, --json        say what happened, as JSON\n",
     .usage_status = 2,
   },

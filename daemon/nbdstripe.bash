@@ -19,7 +19,7 @@ _nbdstripe_options ()
   create) echo "--force --discard --json" ;;
   serve) echo "--foreground" ;;
   check | status | list | accept | inspect) echo "--json" ;;
-  stop) echo "--timeout --json" ;;
+  stop) echo "--timeout --strict --json" ;;
   import) echo "--out --json --force --name --layout" ;;
   replace)
     echo "--rate --wait --force --skip-unreadable --offline --accept-stale --cancel --json"

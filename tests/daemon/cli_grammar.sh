@@ -12,7 +12,8 @@
 #     holds a '/' or ends in .conf; a missing name says where it looked
 #   list shows it served (state ok, the server's pid, its socket), stop
 #     stops it (the pid is gone, exit 0), list then says "not-running",
-#     stop again exits 1; stop refuses a pidfile naming another process
+#     stop again exits 0 saying "not running: nothing to stop" (as
+#     systemctl stop), 1 with --strict; stop refuses a pidfile naming another process
 #     (a recycled pid) and leaves that process alone; stop by the name of
 #     a volume served with a config elsewhere; serve -f stopped by stop
 #   --json of create, check, status (served and not), list, stop, accept,
@@ -219,11 +220,16 @@ jq -e '.[] | select(.name == "g0") | .state == "not-running" and .pid == null' \
 expect list.stopped-text 0 -- list
 grep -q -E "^g0 +not-running +- " "$D_TMP/list.stopped-text.out" ||
   d_bad "list: no line 'g0 not-running -' after stop"
-expect stop.again 1 -- stop g0
-d_expect_err stop.again "g0: not running"
-expect stop.again-json 1 -- stop --json g0
+expect stop.again 0 -- stop g0
+grep -q -x "g0: not running: nothing to stop" "$D_TMP/stop.again.out" ||
+  d_bad "stop of a stopped volume: does not say 'g0: not running: nothing to stop'"
+[[ ! -s $D_TMP/stop.again.err ]] || d_bad "stop of a stopped volume wrote to stderr"
+expect stop.again-strict 1 -- stop --strict g0
+d_expect_err stop.again-strict "g0: not running"
+expect stop.again-json 0 -- stop --json g0
 json stop.again-json '.stopped == false and .pid == null and .name == "g0"'
-d_ok "list shows g0 served, stop stops it, list shows it not-running"
+expect stop.again-json-strict 1 -- stop --json --strict g0
+d_ok "list shows g0 served, stop stops it, list shows it not-running; stop again exits 0 (--strict: 1)"
 
 # A pidfile naming a process that is not g0's server: never signalled.
 sleep 300 &
