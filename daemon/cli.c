@@ -179,8 +179,8 @@ const struct command commands[] = {
     .name = "replace",
     .run = cmd_replace,
     .synopsis = "[--rate RATE] [--wait] [--force] [--skip-unreadable]\n"
-                "        [--offline [--accept-stale]] [--json] VOLUME INDEX "
-                "NEW\n"
+                "        [--offline [--accept-stale]] [--dry-run] [--json]\n"
+                "        VOLUME INDEX NEW\n"
                 "        | --cancel [--json] VOLUME",
     .summary = "move a member to another device",
     .help = "Copy member INDEX of the volume to NEW (a file, block device "
@@ -216,6 +216,9 @@ const struct command commands[] = {
             "                    volume's generation (it dropped out while "
             "served):\n"
             "                    copied as it is, on your word\n"
+            "  -n, --dry-run     say what it would do (the member, NEW, the "
+            "bytes to\n"
+            "                    copy, the checks passed); write nothing\n"
             "      --cancel      stop the running replace (the volume keeps "
             "the old\n"
             "                    member)\n"
@@ -255,7 +258,8 @@ const struct command commands[] = {
             "header...)\n"
             "      --offline     the volume is not served: move here "
             "(implies --wait)\n"
-            "  -n, --dry-run     say what it would do, do nothing\n"
+            "  -n, --dry-run     say what it would do, do nothing (served or "
+            "not)\n"
             "      --cancel      pause the grow or shrink at the end of its "
             "window: the\n"
             "                    volume is served as it is; VOLUME alone goes "
@@ -289,7 +293,8 @@ const struct command commands[] = {
             "space\n"
             "      --offline     the volume is not served: move here "
             "(implies --wait)\n"
-            "  -n, --dry-run     say the size it would have, do nothing\n"
+            "  -n, --dry-run     say the size it would have, do nothing "
+            "(served or not)\n"
             "      --cancel      pause it at the end of its window\n"
             "  -j, --json        say what was done, as JSON\n",
     .usage_status = 2,

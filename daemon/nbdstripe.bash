@@ -22,7 +22,7 @@ _nbdstripe_options ()
   stop) echo "--timeout --strict --json" ;;
   import) echo "--out --json --force --name --layout" ;;
   replace)
-    echo "--rate --wait --force --skip-unreadable --offline --accept-stale --cancel --json"
+    echo "--rate --wait --force --skip-unreadable --offline --accept-stale --dry-run --cancel --json"
     ;;
   grow | shrink)
     echo "--rate --size --wait --force --offline --dry-run --cancel --json"
