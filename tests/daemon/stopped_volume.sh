@@ -11,6 +11,7 @@
 #     refused, exit 1
 #   none of them writes: the members, NEW and the config are
 #     byte-identical afterwards
+#   served, replace --dry-run and grow --dry-run work the same
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init
 
@@ -65,4 +66,17 @@ d_ok "replace --dry-run says what it would do, and refuses what replace would"
 
 d_same_sums "nothing written" "$before" "${files[@]}" &&
   d_ok "no member, NEW or config changed"
+
+# Served, replace --dry-run opens the volume as check does (unclaimed):
+# the same lines, and NEW still untouched.
+new_sum=$(d_sums "$D_TMP/n1")
+d_serve serve "$conf" "$D_TMP/v0.pid" || d_fail "serve: exit $D_RC"
+expect replace.dry-served 0 -- replace --dry-run "$conf" 1 "$D_TMP/n1"
+grep -q -F "would replace member 1 of volume 'v0' ($D_TMP/m1) by $D_TMP/n1: " \
+  "$D_TMP/replace.dry-served.out" ||
+  d_bad "replace --dry-run, served: does not say what it would do"
+expect grow.dry-served 0 -- grow --dry-run "$conf" "$D_TMP/n0"
+d_stop "$D_SERVER_PID"
+d_same_sums "served: NEW untouched" "$new_sum" "$D_TMP/n1" &&
+  d_ok "replace --dry-run and grow --dry-run on the served volume"
 d_done
