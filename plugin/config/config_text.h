@@ -5,7 +5,7 @@
  * file here first, once: libconfig and the small lexer of this file then
  * see the same bytes, even if the file is rewritten meanwhile.  The lexer
  * follows libconfig's closely enough to skip comments and strings, and
- * finds three things libconfig 1.5 does not tell, or gets wrong:
+ * finds what libconfig 1.5 does not tell, or gets wrong:
  * - integers that libconfig would truncate: an integer without the L
  *   suffix is read into an int, so "chunk = 4294971392" would become 4096
  *   and "port = 4294977105" 9809;
