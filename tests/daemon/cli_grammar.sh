@@ -16,6 +16,7 @@
 #     systemctl stop), 1 with --strict; stop refuses a pidfile naming another process
 #     (a recycled pid) and leaves that process alone; stop by the name of
 #     a volume served with a config elsewhere; serve -f stopped by stop
+#   a one-member volume: create and check say "1 member", not "1 members"
 #   --json of create, check, status (served and not), list, stop, accept,
 #     inspect, import, replace and scrub (refused: not served): one JSON
 #     value (python3's json.load), key fields
@@ -293,6 +294,18 @@ json import.exists '.written == false'
 expect import.force 0 -- import -f -j -o "$D_TMP/imported.conf" "$D_TMP/m2" "$D_TMP/m3"
 json import.force '.written == true'
 d_ok "import --json with --out"
+
+# ---- a volume of one member: "1 member", singular ----------------------
+truncate -s $((8 * M)) "$D_TMP/one"
+d_conf "$D_TMP/one.conf" one0 64K "" "$D_TMP/one"
+expect one.create 0 -- create "$D_TMP/one.conf"
+grep -q -F ": 1 member, chunk " "$D_TMP/one.create.out" ||
+  d_bad "create of a one-member volume: no '1 member, chunk' (plural wrong?)"
+expect one.check 0 -- check "$D_TMP/one.conf"
+grep -q -F ": 1 member, chunk " "$D_TMP/one.check.out" ||
+  d_bad "check of a one-member volume: no '1 member, chunk' (plural wrong?)"
+grep -h -F "1 members" "$D_TMP"/one.*.out "$D_TMP"/one.*.err && d_bad "\"1 members\" (above)"
+d_ok "a one-member volume is said to have \"1 member\""
 
 # ---- one shape for every error ------------------------------------------
 # Whatever the command and whoever says it (the command, the engine, a
