@@ -105,8 +105,8 @@ cmd_accept (const struct command *cmd, int argc, char **argv)
     goto out;
   }
   if (idx >= n) {
-    fprintf (stderr, "nbdstripe: %s: no member %lu (%u members)\n", cfg.path,
-             idx, n);
+    fprintf (stderr, "nbdstripe: %s: no member %lu (%u member%s)\n", cfg.path,
+             idx, n, n == 1 ? "" : "s");
     goto out;
   }
 

@@ -151,10 +151,11 @@ cmd_check (const struct command *cmd, int argc, char **argv)
   if (json)
     check_json (argv[optind], &cfg, loaded, err, r == 0, size, uuid);
   else if (r == 0) {
-    printf ("%s: volume '%s'%s%s%s: %u members, chunk %" PRIu64 ", %s "
+    printf ("%s: volume '%s'%s%s%s: %u member%s, chunk %" PRIu64 ", %s "
             "(%" PRIu64 " bytes): can be served\n",
             cfg.path, cfg.name, uuid[0] ? " (" : "", uuid, uuid[0] ? ")" : "",
-            cfg.nr_members, cfg.chunk, human_size (size, hs, sizeof hs), size);
+            cfg.nr_members, cfg.nr_members == 1 ? "" : "s", cfg.chunk,
+            human_size (size, hs, sizeof hs), size);
     print_mkfs_geometry (cfg.chunk, cfg.nr_members);
   }
   config_free (&cfg);

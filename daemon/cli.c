@@ -109,7 +109,7 @@ const struct command commands[] = {
   {
     .name = "stop",
     .run = cmd_stop,
-    .synopsis = "[--timeout SECONDS] [--json] VOLUME",
+    .synopsis = "[--timeout SECONDS] [--strict] [--json] VOLUME",
     .summary = "stop a served volume",
     .help = "Stop the server of a volume: SIGTERM to its nbdkit (the "
             "process its\n"
@@ -117,13 +117,15 @@ const struct command commands[] = {
             "only if its\n"
             "command line serves that config), then wait until it has "
             "gone.  Exit\n"
-            "status 0 when it stopped, 1 when it was not running or did "
-            "not stop.\n"
+            "status 0 when it stopped or was not running (said so, as "
+            "systemctl stop),\n"
+            "1 when it did not stop.\n"
             "VOLUME may also be the name of a volume served here without a "
             "config\n"
             "in the config directory.\n"
             "  -t, --timeout S   wait at most S seconds (1 to 3600, default "
             "30)\n"
+            "      --strict      exit status 1 when it was not running\n"
             "  -j, --json        say what happened, as JSON\n",
     .usage_status = 2,
   },
@@ -176,8 +178,8 @@ const struct command commands[] = {
     .name = "replace",
     .run = cmd_replace,
     .synopsis = "[--rate RATE] [--wait] [--force] [--skip-unreadable]\n"
-                "        [--offline [--accept-stale]] [--json] VOLUME INDEX "
-                "NEW\n"
+                "        [--offline [--accept-stale]] [--dry-run] [--json]\n"
+                "        VOLUME INDEX NEW\n"
                 "        | --cancel [--json] VOLUME",
     .summary = "move a member to another device",
     .help = "Copy member INDEX of the volume to NEW (a file, block device "
@@ -188,7 +190,9 @@ const struct command commands[] = {
             "goes to the\n"
             "server through its control socket; 'nbdstripe status' shows "
             "the progress.\n"
-            "      --rate RATE   copy at most RATE bytes a second (200M)\n"
+            "      --rate RATE   copy at most RATE bytes a second, such as "
+            "200M\n"
+            "                    (default: as fast as it goes)\n"
             "  -w, --wait        follow the copy to its end (a progress bar "
             "on a\n"
             "                    terminal, a line every 5% otherwise); exit "
@@ -211,6 +215,9 @@ const struct command commands[] = {
             "                    volume's generation (it dropped out while "
             "served):\n"
             "                    copied as it is, on your word\n"
+            "  -n, --dry-run     say what it would do (the member, NEW, the "
+            "bytes to\n"
+            "                    copy, the checks passed); write nothing\n"
             "      --cancel      stop the running replace (the volume keeps "
             "the old\n"
             "                    member)\n"
@@ -242,13 +249,16 @@ const struct command commands[] = {
             "under way:\n"
             "--wait says so and exits 0, without it that is an error.\n"
             "      --size max    no NEW: the room of bigger members\n"
-            "      --rate RATE   move at most RATE bytes a second (200M)\n"
+            "      --rate RATE   move at most RATE bytes a second, such as "
+            "200M\n"
+            "                    (default: as fast as it goes)\n"
             "  -w, --wait        follow it to its end\n"
             "  -f, --force       NEW may hold data (a filesystem, a "
             "header...)\n"
             "      --offline     the volume is not served: move here "
             "(implies --wait)\n"
-            "  -n, --dry-run     say what it would do, do nothing\n"
+            "  -n, --dry-run     say what it would do, do nothing (served or "
+            "not)\n"
             "      --cancel      pause the grow or shrink at the end of its "
             "window: the\n"
             "                    volume is served as it is; VOLUME alone goes "
@@ -274,13 +284,16 @@ const struct command commands[] = {
             "it (fstrim the file system first).  VOLUME alone, --cancel: "
             "as grow's.\n"
             "      --size BYTES  the size the volume will have\n"
-            "      --rate RATE   move at most RATE bytes a second (200M)\n"
+            "      --rate RATE   move at most RATE bytes a second, such as "
+            "200M\n"
+            "                    (default: as fast as it goes)\n"
             "  -w, --wait        follow it to its end\n"
             "  -f, --force       members that cannot tell data from free "
             "space\n"
             "      --offline     the volume is not served: move here "
             "(implies --wait)\n"
-            "  -n, --dry-run     say the size it would have, do nothing\n"
+            "  -n, --dry-run     say the size it would have, do nothing "
+            "(served or not)\n"
             "      --cancel      pause it at the end of its window\n"
             "  -j, --json        say what was done, as JSON\n",
     .usage_status = 2,
@@ -300,8 +313,9 @@ const struct command commands[] = {
             "then on.  The request goes to the server through its control "
             "socket;\n"
             "'nbdstripe status' shows the progress and the findings.\n"
-            "      --rate RATE   read at most RATE bytes a second in all "
-            "(default 256M);\n"
+            "      --rate RATE   read at most RATE bytes a second in all, "
+            "such as 64M\n"
+            "                    (default: 256M);\n"
             "                    while clients are at work it also pauses "
             "before\n"
             "                    each read\n"
@@ -373,6 +387,25 @@ usage (FILE *fp)
            "\n"
            "See nbdstripe(8) and nbdkit-stripe-plugin(1).\n",
            DEFAULT_CONF_DIR);
+}
+
+/* For a bare `nbdstripe`: a few lines, not the whole --help. */
+void
+short_usage (FILE *fp)
+{
+  int col = 0;
+
+  fprintf (fp, "Usage: nbdstripe COMMAND [OPTION]... [OPERAND]...\n"
+               "Commands:");
+  for (const struct command *c = commands; c->name; ++c) {
+    if (col + strlen (c->name) > 60) {
+      fprintf (fp, "\n         ");
+      col = 0;
+    }
+    col += fprintf (fp, " %s", c->name);
+  }
+  fprintf (fp, "\nTry 'nbdstripe --help' for more, 'nbdstripe COMMAND "
+               "--help' for one command.\n");
 }
 
 int

@@ -379,11 +379,11 @@ report (struct import *im)
   else {
     char hs[32];
     fprintf (out ? stdout : stderr,
-             "md raid0 array '%s' (UUID %s): %u members, chunk %" PRIu64
+             "md raid0 array '%s' (UUID %s): %u member%s, chunk %" PRIu64
              ", layout %s, %s (%" PRIu64 " bytes, %" PRIu64 " KiB as "
              "mdadm --detail says)%s%s\n",
              md_super_name_shown (&sb[0], im->nm), im->uuid, im->n,
-             im->cfg.chunk, layout_name (im->a->layout),
+             im->n == 1 ? "" : "s", im->cfg.chunk, layout_name (im->a->layout),
              human_size (im->l->size, hs, sizeof hs), im->l->size,
              im->l->size / 1024, out ? ": config written to " : "",
              out ? out : "");

@@ -96,9 +96,12 @@ main (int argc, char **argv)
     default: usage (stderr); return 2;
     }
   }
+  /* No command at all: what the commands are, not the whole --help, and
+   * 3 as status's "unknown" -- nothing was asked, nothing was done.
+   */
   if (optind >= argc) {
-    usage (stderr);
-    return 2;
+    short_usage (stderr);
+    return 3;
   }
   cmd = command_named (argv[optind]);
   if (cmd == NULL) {

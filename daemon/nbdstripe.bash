@@ -19,10 +19,10 @@ _nbdstripe_options ()
   create) echo "--force --discard --json" ;;
   serve) echo "--foreground" ;;
   check | status | list | accept | inspect) echo "--json" ;;
-  stop) echo "--timeout --json" ;;
+  stop) echo "--timeout --strict --json" ;;
   import) echo "--out --json --force --name --layout" ;;
   replace)
-    echo "--rate --wait --force --skip-unreadable --offline --accept-stale --cancel --json"
+    echo "--rate --wait --force --skip-unreadable --offline --accept-stale --dry-run --cancel --json"
     ;;
   grow | shrink)
     echo "--rate --size --wait --force --offline --dry-run --cancel --json"

@@ -46,6 +46,8 @@ extern int cmd_scrub (const struct command *, int argc, char **argv);
 
 /* nbdstripe --help. */
 extern void usage (FILE *fp);
+/* The commands' names and where to read more, for a bare `nbdstripe`. */
+extern void short_usage (FILE *fp);
 
 /* NAME --help on fp; returns status. */
 extern int cli_help (const struct command *cmd, FILE *fp, int status);

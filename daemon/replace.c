@@ -195,6 +195,74 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
   return 0;
 }
 
+/* --dry-run: the checks a replace makes before it writes anything --
+ * check_new's (NEW none of the members, spares or removed members,
+ * holding nothing to keep), then NEW large enough for member index --
+ * and what it would do.  The volume is opened as check opens it,
+ * read-only and unclaimed, so it works served or not; NEW read-only too.
+ * Nothing is written anywhere.
+ */
+static int
+dry_run (struct outcome *o, const struct stripe_config *cfg, unsigned index,
+         const char *new_path)
+{
+  const struct array_options ao = {
+    .volume = { .readonly = true, .raw = true },
+    .cfg = cfg,
+  };
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  struct array *a = malloc (sizeof *a);
+  const struct member *old;
+  struct member d;
+  char why[512], hs[32], hn[32];
+  uint64_t copy;
+  int status = 1;
+
+  if (a == NULL) {
+    outcome_fail (o, "%s", strerror (ENOMEM));
+    return 1;
+  }
+  if (array_open (a, &ao) == -1) {
+    outcome_fail (o,
+                  "%s: the volume does not assemble ('nbdstripe check "
+                  "%s' says why): nothing to copy from",
+                  cfg->path, cfg->path);
+    goto out;
+  }
+  old = &a->volume.members[index];
+  if (member_open (&d, index, new_path, &params, why, sizeof why) == -1) {
+    outcome_fail (o, "%s: %s", new_path, why);
+    goto out;
+  }
+  if (meta_fits (&a->volume.meta, index, d.size, old->need, why, sizeof why)
+      == -1)
+    outcome_fail (o, "%s: %s", new_path, why);
+  else if (d.size < old->need)
+    outcome_fail (o,
+                  "%s: %" PRIu64 " bytes: member %u needs %" PRIu64
+                  " (its data offset and data)",
+                  new_path, d.size, index, old->need);
+  else
+    status = 0;
+  if (status == 0 && !o->json) {
+    copy = old->need > old->data_offset ? old->need - old->data_offset : 0;
+    printf ("would replace member %u of volume '%s' (%s) by %s: %s to copy "
+            "(%" PRIu64 " bytes)\n"
+            "checks passed: %s opens; is none of the volume's members, "
+            "spares or removed members; holds nothing to keep (or "
+            "--force); has %s, member %u needs %" PRIu64 " bytes\n"
+            "nothing written (dry run)\n",
+            index, cfg->name, old->path, new_path,
+            human_size (copy, hs, sizeof hs), copy, new_path,
+            human_size (d.size, hn, sizeof hn), index, old->need);
+  }
+  member_close (&d);
+out:
+  array_close (a);
+  free (a);
+  return status;
+}
+
 /* The replace j describes, run here on cfg's volume (not served), its
  * progress shown as a served one's.
  */
@@ -290,6 +358,7 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
 struct replace_args {
   struct replace_params p; /* rate, force, skip_unreadable */
   bool wait, off, cancel, json;
+  bool dry_run;      /* --dry-run: say what it would do, write nothing */
   bool accept_stale; /* --accept-stale (with --offline) */
   const char *volume;  /* VOLUME */
   const char *new_arg; /* NEW as given (NULL with --cancel) */
@@ -310,6 +379,7 @@ replace_options (const struct command *cmd, int argc, char **argv,
     { "skip-unreadable", no_argument, NULL, 's' },
     { "offline", no_argument, NULL, 'O' },
     { "accept-stale", no_argument, NULL, 'A' },
+    { "dry-run", no_argument, NULL, 'n' },
     { "cancel", no_argument, NULL, 'c' },
     { "json", no_argument, NULL, 'j' },
     CLI_COMMON_OPTIONS,
@@ -319,7 +389,7 @@ replace_options (const struct command *cmd, int argc, char **argv,
   char *end;
   int c;
 
-  while ((c = getopt_long (argc, argv, "fwjhV", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "fwjnhV", opts, NULL)) != -1) {
     switch (c) {
     case 'r':
       if (config_parse_size (optarg, &ra->p.rate) == -1 || ra->p.rate == 0) {
@@ -350,6 +420,10 @@ replace_options (const struct command *cmd, int argc, char **argv,
     case 'A':
       ra->accept_stale = true;
       copy_opt = "--accept-stale";
+      break;
+    case 'n':
+      ra->dry_run = true;
+      copy_opt = "--dry-run";
       break;
     case 'c': ra->cancel = true; break;
     case 'j': ra->json = true; break;
@@ -496,6 +570,10 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   if (check_new (&o, &cfg, p->index, p->new_path, p->force) == -1)
     goto out;
   p->force = true; /* checked here, with libblkid too */
+  if (ra.dry_run) {
+    status = dry_run (&o, &cfg, p->index, p->new_path);
+    goto out;
+  }
 
   if (ra.off) {
     waited = true;

@@ -2,7 +2,8 @@
 /* nbdstripe grow, nbdstripe shrink: restripe a volume onto more members,
  * bigger ones, or one fewer (include/reshape.h).  A served volume is asked
  * through its control socket; --offline opens it here and moves the data
- * itself.  --dry-run says what would be done (the size a shrink leaves).
+ * itself.  --dry-run says what would be done (the size a shrink leaves),
+ * served or not.
  * With VOLUME alone, the reshape under way (paused, or continued by a
  * restart) goes on and is followed; --cancel pauses it.
  */
@@ -90,6 +91,9 @@ conclude (struct jobctl *j, struct json_object *st)
 static int
 offline (struct run *r)
 {
+  /* A dry run too: the volume opened writable (a read-only one takes no
+   * job), but reshape_start writes nothing before its plan is made.
+   */
   const struct array_options ao = {
     .volume = { .claim = true, .uring = true },
     .cfg = &r->cfg,
@@ -208,7 +212,8 @@ reshape_cancelled (struct jobctl *j)
   {                                                                           \
     .name = NAME, .key = "reshape", .absent_empty = true,                     \
     .cancel_op = "cancel", .cancel_job = "reshape",                           \
-    .unserved = "the volume is not served: %s",                               \
+    .unserved = "the volume is not served (%s); with the volume stopped: "    \
+                "nbdstripe " NAME " --offline",                               \
     .unserved_cancel = "the volume is not served: %s",                        \
     .gone = ": it goes on when the volume is served again",                   \
     .under_way = (const char *const[]){ "copying", "switching", NULL },       \
@@ -218,6 +223,24 @@ reshape_cancelled (struct jobctl *j)
   }
 static const struct jobctl_kind grow_job = RESHAPE_JOB ("grow");
 static const struct jobctl_kind shrink_job = RESHAPE_JOB ("shrink");
+
+/* Whether the volume's server answers (or a socket not to be trusted is
+ * there: no sign it is not served, and served() says what is wrong).
+ * A dry run needs no server -- the members' headers and the config say
+ * what it would do -- so a volume that is not served is opened here.
+ */
+static bool
+answers (struct run *r)
+{
+  struct json_object *st;
+  char why[1024];
+
+  if (jobctl_status (&r->job, 0, &st, why, sizeof why) == 0) {
+    json_object_put (st);
+    return true;
+  }
+  return errno == EPERM;
+}
 
 static int
 served (struct run *r)
@@ -447,10 +470,11 @@ reshape_cmd (const struct command *cmd, enum reshape_kind kind, int argc,
   r.p.config = r.cfg.path;
   jobctl_init (&r.job, kind == RESHAPE_SHRINK ? &shrink_job : &grow_job,
                &r.cfg, argv[optind], &r.o, &r);
-  status = r.off      ? offline (&r)
-           : r.cancel ? jobctl_cancel (&r.job)
-           : r.cont   ? served_continue (&r)
-                      : served (&r);
+  status = r.off                          ? offline (&r)
+           : r.cancel                     ? jobctl_cancel (&r.job)
+           : r.cont                       ? served_continue (&r)
+           : r.p.dry_run && !answers (&r) ? offline (&r)
+                                          : served (&r);
 
 out:
   if (r.o.json)

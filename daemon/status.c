@@ -124,8 +124,9 @@ cmd_status (const struct command *cmd, int argc, char **argv)
             seen_state_name (w.state));
     printf ("%15s : %s\n", "Status file", cfg.health.status_file);
   }
-  printf ("\nStripe geometry for mkfs (chunk %s, %u members):\n",
-          exact_size (cfg.chunk, hs, sizeof hs), cfg.nr_members);
+  printf ("\nStripe geometry for mkfs (chunk %s, %u member%s):\n",
+          exact_size (cfg.chunk, hs, sizeof hs), cfg.nr_members,
+          cfg.nr_members == 1 ? "" : "s");
   print_mkfs_geometry (cfg.chunk, cfg.nr_members);
 
 out:

@@ -14,6 +14,11 @@
  * in between and its pid is reused; and the wait is poll(2) on that
  * pidfd.  (Without pidfds, Linux before 5.3: kill(2) and a bounded
  * wait with kill(pid, 0).)
+ *
+ * A volume that is not running (no live process named as its server)
+ * is what stop was to bring about: exit status 0, as systemctl stop, and
+ * said so; --strict makes it an error (1), for a script that must know
+ * it stopped something.
  */
 
 #include <errno.h>
@@ -146,7 +151,7 @@ wait_gone (int pidfd, long pid, unsigned secs)
 
 static void
 stop_json (const char *arg, const struct target *t, long pid, bool stopped,
-           const char *reason)
+           const char *reason, bool ok)
 {
   struct json_object *o = json_object_new_object ();
 
@@ -155,7 +160,7 @@ stop_json (const char *arg, const struct target *t, long pid, bool stopped,
   json_put (o, "pid", pid ? json_object_new_int64 (pid) : NULL);
   json_put (o, "stopped", json_object_new_boolean (stopped));
   json_put (o, "reason", reason[0] ? json_text (reason) : NULL);
-  jsonout_result (o, stopped, reason, false);
+  jsonout_result (o, ok, ok ? NULL : reason, false);
 }
 
 int
@@ -164,13 +169,15 @@ cmd_stop (const struct command *cmd, int argc, char **argv)
   static const struct option opts[] = {
     { "timeout", required_argument, NULL, 't' },
     { "json", no_argument, NULL, 'j' },
+    { "strict", no_argument, NULL, 'S' },
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct target t;
   unsigned long timeout = 30;
   char err[1024] = "", why[512] = "", *end;
-  bool json = false, stopped = false;
+  bool json = false, stopped = false, strict = false, not_running = false;
+  bool ok;
   long pid = 0;
   int c, pidfd = -1;
 
@@ -187,6 +194,7 @@ cmd_stop (const struct command *cmd, int argc, char **argv)
                                 optarg);
       break;
     case 'j': json = true; break;
+    case 'S': strict = true; break;
     default: return cli_option (cmd, c);
     }
   }
@@ -207,7 +215,13 @@ cmd_stop (const struct command *cmd, int argc, char **argv)
   if (pid == 0) {
     snprintf (err, sizeof err, "%s: not running%s%s%s", t.name,
               why[0] ? " (" : "", why, why[0] ? "; not signalled)" : "");
-    fprintf (stderr, "nbdstripe: %s\n", err);
+    /* A live process the pidfile names that is not the server: a
+     * recycled pid, or a server started some other way -- not known to
+     * be stopped, so an error.
+     */
+    not_running = why[0] == '\0';
+    if (!not_running)
+      fprintf (stderr, "nbdstripe: %s\n", err);
     goto out;
   }
 
@@ -216,7 +230,7 @@ cmd_stop (const struct command *cmd, int argc, char **argv)
   if (pidfd == -1 && errno != ENOSYS) {
     snprintf (err, sizeof err, "%s: not running (pid %ld: %s)", t.name, pid,
               strerror (errno));
-    fprintf (stderr, "nbdstripe: %s\n", err);
+    not_running = true;
     pid = 0;
     goto out;
   }
@@ -245,10 +259,17 @@ cmd_stop (const struct command *cmd, int argc, char **argv)
     printf ("%s: stopped (server pid %ld)\n", t.name, pid);
 
 out:
+  if (not_running) {
+    if (strict)
+      fprintf (stderr, "nbdstripe: %s\n", err);
+    else if (!json)
+      printf ("%s: nothing to stop\n", err);
+  }
+  ok = stopped || (not_running && !strict);
   if (json)
-    stop_json (argv[optind], &t, pid, stopped, err);
+    stop_json (argv[optind], &t, pid, stopped, err, ok);
   if (pidfd >= 0)
     close (pidfd);
   target_free (&t);
-  return stopped ? 0 : 1;
+  return ok ? 0 : 1;
 }

@@ -362,13 +362,14 @@ stripe_after_fork (void)
   serving = true;
   registry_add (volume_name (), config_file,
                 config_file ? cfg.health.status_file : status_file);
-  stripe_info ("volume '%s': serving %u members, %" PRIu64 " bytes, chunk "
+  stripe_info ("volume '%s': serving %u member%s, %" PRIu64 " bytes, chunk "
                "%" PRIu64,
-               volume_name (), volume->nr_members, volume->layout.size,
+               volume_name (), volume->nr_members,
+               volume->nr_members == 1 ? "" : "s", volume->layout.size,
                volume->layout.chunk);
-  snprintf (state, sizeof state,
-            "READY=1\nSTATUS=serving volume '%s' (%u members)",
-            volume_name (), volume->nr_members);
+  snprintf (
+    state, sizeof state, "READY=1\nSTATUS=serving volume '%s' (%u member%s)",
+    volume_name (), volume->nr_members, volume->nr_members == 1 ? "" : "s");
   if (notify_send (state) == -1)
     stripe_warning ("cannot tell the service manager that the server is "
                     "ready: %m");

@@ -170,11 +170,12 @@ reshape_finish (struct mover *mv)
   mover_done (mv);
   stripe_notice ("%s: done: %" PRIu64 " bytes moved in %.1f s (%u "
                  "checkpoints, %u windows through the journal); the volume "
-                 "is %" PRIu64 " bytes on %u members (clients see it when "
+                 "is %" PRIu64 " bytes on %u member%s (clients see it when "
                  "they connect again)",
                  reshape_kind_names[rs->kind], mv->end - mv->start,
                  (mv->t_end - mv->t_start) / 1e9, rs->checkpoints,
-                 rs->journaled, rs->to.size, rs->to.nr_members);
+                 rs->journaled, rs->to.size, rs->to.nr_members,
+                 rs->to.nr_members == 1 ? "" : "s");
   return;
 
 release:
@@ -218,8 +219,9 @@ reshape_describe (struct mover *mv, char *detail, size_t len)
   paused = (mv->state == MOVER_FAILED || mv->state == MOVER_CANCELLED)
            && !mv->start_failed;
   pthread_mutex_unlock (&mv->lock);
-  snprintf (detail, len, "%u -> %u members, %" PRIu64 "%% done%s%s%s",
+  snprintf (detail, len, "%u -> %u member%s, %" PRIu64 "%% done%s%s%s",
             rs->from.nr_members, rs->to.nr_members,
+            rs->to.nr_members == 1 ? "" : "s",
             total ? done * 100 / total : 100, paused ? "; 'nbdstripe " : "",
             paused ? (rs->kind == RESHAPE_SHRINK ? "shrink" : "grow") : "",
             paused ? " --wait VOLUME' goes on" : "");

@@ -451,9 +451,10 @@ reshape_start (struct volume *v, const struct reshape_params *p,
     mover_unreserve (v);
   }
   else
-    stripe_info ("%s: %u -> %u members, %" PRIu64 " -> %" PRIu64 " bytes, "
+    stripe_info ("%s: %u -> %u member%s, %" PRIu64 " -> %" PRIu64 " bytes, "
                  "%" PRIu64 " bytes to move",
-                 reshape_kind_names[rs->kind], rs->from.nr_members, rs->to.nr_members,
+                 reshape_kind_names[rs->kind], rs->from.nr_members,
+                 rs->to.nr_members, rs->to.nr_members == 1 ? "" : "s",
                  rs->from.size, rs->to.size, rs->rs.size);
   return r;
 }

@@ -391,8 +391,9 @@ scrub_start (struct array *a, const struct scrub_params *p, char *why,
     pthread_join (old->thread, NULL);
     scrub_destroy (old);
   }
-  stripe_info ("scrub: started, %" PRIu64 " bytes of %u members%s", s->total,
-               v->nr_members, p->rate ? " (rate-limited)" : "");
+  stripe_info ("scrub: started, %" PRIu64 " bytes of %u member%s%s", s->total,
+               v->nr_members, v->nr_members == 1 ? "" : "s",
+               p->rate ? " (rate-limited)" : "");
   return 0;
 }
 

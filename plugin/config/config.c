@@ -148,6 +148,30 @@ set_defaults (struct loader *ld)
   return 0;
 }
 
+/* libconfig's "syntax error", and when the line holds a size without
+ * quotes (chunk = 128K: libconfig has no size suffixes) the fix.  When
+ * the value ends a line without a ';', libconfig trips over the next
+ * line: the line before is looked at too.
+ */
+static void
+syntax_error (struct loader *ld, const config_t *conf)
+{
+  int line = config_error_line (conf);
+  char key[64], size[32];
+
+  if (ld->err == NULL || ld->errlen == 0)
+    return;
+  for (int at = line; at >= line - 1 && at > 0; --at)
+    if (config_text_unquoted_size (&ld->text, at, key, size)) {
+      snprintf (ld->err, ld->errlen, "%s:%d: %s: quote sizes: %s%s\"%s\";",
+                ld->path, at, config_error_text (conf), key,
+                key[0] ? " = " : "", size);
+      return;
+    }
+  snprintf (ld->err, ld->errlen, "%s:%d: %s", ld->path, line,
+            config_error_text (conf));
+}
+
 static int load (const char *path, const char *text,
                  struct stripe_config *cfg, char *err, size_t errlen);
 
@@ -228,9 +252,7 @@ load (const char *path, const char *text, struct stripe_config *cfg,
 
   config_init (&conf);
   if (config_read_string (&conf, ld.text.text) == CONFIG_FALSE) {
-    if (err && errlen)
-      snprintf (err, errlen, "%s:%d: %s", path, config_error_line (&conf),
-                config_error_text (&conf));
+    syntax_error (&ld, &conf);
     goto out;
   }
   /* Only now: a syntax error is the first thing to fix. */

@@ -506,6 +506,114 @@ config_text_setting_span (const struct config_text *text, const char *name,
   }
 }
 
+/* The token t as written, at most 60 characters ("..." when cut). */
+static void
+token_text (const struct token *t, char *buf, size_t len)
+{
+  int n = (int) (t->end - t->start);
+
+  snprintf (buf, len, "%.*s%s", n > 60 ? 60 : n, t->start,
+            n > 60 ? "..." : "");
+}
+
+/* Whether the string token t, on its own, starts a member: an absolute
+ * path or a URI (nbd://...).
+ */
+static bool
+starts_a_member (const struct token *t)
+{
+  const char *p = t->start + 1; /* after the quote */
+
+  if (p < t->end && *p == '/')
+    return true;
+  for (; p < t->end && ((*p >= 'a' && *p <= 'z') || *p == '+'); ++p)
+    ;
+  return t->end - p > 3 && memcmp (p, "://", 3) == 0;
+}
+
+bool
+config_text_element_joined (const struct config_text *text, const char *name,
+                            int idx, int *line, char first[64],
+                            char second[64])
+{
+  struct lexer lx;
+  struct token t, prev;
+  size_t a, b;
+
+  if (config_text_element_span (text, name, idx, &a, &b) == -1)
+    return false;
+  lx.p = text->text + a;
+  lx.end = text->text + b;
+  lx.line = 1;
+  for (size_t i = 0; i < a; ++i)
+    lx.line += text->text[i] == '\n';
+  next_token (&lx, &prev);
+  for (;;) {
+    int end_line = lx.line; /* where prev ends */
+    next_token (&lx, &t);
+    if (t.type != TOKEN_STRING)
+      return false;
+    if (starts_a_member (&t)) {
+      *line = end_line;
+      token_text (&prev, first, 64);
+      token_text (&t, second, 64);
+      return true;
+    }
+    prev = t;
+  }
+}
+
+/* A size suffix as config_parse_size takes them: b s K M G T P E, or KiB
+ * ... EiB, of either case.
+ */
+static bool
+is_size_suffix (const struct token *t)
+{
+  size_t n = t->end - t->start;
+
+  if (n == 0 || strchr ("bBsSkKmMgGtTpPeE", t->start[0]) == NULL)
+    return false;
+  return n == 1
+         || (n == 3 && strchr ("kKmMgGtTpPeE", t->start[0])
+             && (t->start[1] == 'i' || t->start[1] == 'I')
+             && (t->start[2] == 'b' || t->start[2] == 'B'));
+}
+
+/* The lexer reads 128K as a number and a name with nothing between them;
+ * 128 K (a space) is something else, and left to libconfig.
+ */
+bool
+config_text_unquoted_size (const struct config_text *text, int line,
+                           char key[64], char size[32])
+{
+  struct lexer lx;
+  struct token t, prev = { .type = TOKEN_END };
+
+  key[0] = '\0';
+  if (text->text == NULL)
+    return false;
+  lexer_init (&lx, text);
+  for (;;) {
+    next_token (&lx, &t);
+    if (t.type == TOKEN_END || t.line > line)
+      return false;
+    if (t.type == TOKEN_OTHER && (*t.start == '=' || *t.start == ':')
+        && prev.type == TOKEN_NAME)
+      snprintf (
+        key, 64, "%.*s",
+        (int) (prev.end - prev.start < 63 ? prev.end - prev.start : 63),
+        prev.start);
+    if (t.type == TOKEN_NAME && t.line == line && prev.type == TOKEN_NUMBER
+        && prev.end == t.start && is_size_suffix (&t)) {
+      snprintf (size, 32, "%.*s",
+                (int) (t.end - prev.start < 31 ? t.end - prev.start : 31),
+                prev.start);
+      return true;
+    }
+    prev = t;
+  }
+}
+
 /* One pass, before libconfig: the loader refuses @include before libconfig
  * would open the included file, and reports a truncated integer only once
  * libconfig has had its say on the syntax.

@@ -5,7 +5,7 @@
  * file here first, once: libconfig and the small lexer of this file then
  * see the same bytes, even if the file is rewritten meanwhile.  The lexer
  * follows libconfig's closely enough to skip comments and strings, and
- * finds three things libconfig 1.5 does not tell, or gets wrong:
+ * finds what libconfig 1.5 does not tell, or gets wrong:
  * - integers that libconfig would truncate: an integer without the L
  *   suffix is read into an int, so "chunk = 4294971392" would become 4096
  *   and "port = 4294977105" 9809;
@@ -13,7 +13,11 @@
  *   included file: one file describes one volume;
  * - the line of a list element: libconfig records the line it had reached
  *   when it finished reading the element, which for the last element of a
- *   list written one per line is the line of the "]".
+ *   list written one per line is the line of the "]";
+ * - adjacent strings, which libconfig joins into one: a comma forgotten
+ *   between two members makes one member of both paths;
+ * - a size written without quotes (chunk = 128K), for which libconfig
+ *   says only "syntax error".
  * Anything else it does not understand is left to libconfig.  It only
  * finds: what to say about it is the loader's business (apart from why the
  * file could not be read).  Internal to plugin/.
@@ -21,6 +25,7 @@
 #ifndef NBDSTRIPE_CONFIG_TEXT_H
 #define NBDSTRIPE_CONFIG_TEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct config_text {
@@ -68,6 +73,26 @@ extern int config_text_element_line (const struct config_text *t,
 extern int config_text_element_span (const struct config_text *t,
                                      const char *name, int idx,
                                      size_t *start, size_t *end);
+
+/* Whether element idx of the top-level list named name (as
+ * config_text_element_span finds it) is adjacent strings of which one
+ * after the first starts a path or a URI on its own ("/a/m0" "/a/m1":
+ * a comma forgotten; "/srv/" "m0" is one path written in two): then
+ * the line where the string before it ends (where the comma belongs) in
+ * *line, and the two as written (quotes included, each cut at 60
+ * characters) in first and second.
+ */
+extern bool config_text_element_joined (const struct config_text *t,
+                                        const char *name, int idx, int *line,
+                                        char first[64], char second[64]);
+
+/* A size written without quotes (a number followed at once by a size
+ * suffix: 128K, 4G, 1MiB) on line line: true, with the key it is the
+ * value of ("" when none is on that line) in key and the size as
+ * written in size.
+ */
+extern bool config_text_unquoted_size (const struct config_text *t, int line,
+                                       char key[64], char size[32]);
 
 /* What to delete to drop element idx of the top-level list named name
  * (as config_text_element_span finds it) with one comma next to it: the

@@ -50,6 +50,15 @@ set_chunk (struct loader *ld, const config_setting_t *s)
  * (remote.h), which libnbd parses when the member is opened.  The same
  * string twice is refused here; the same file under two names is found
  * when the members are opened.
+ *
+ * libconfig joins adjacent strings, so a comma forgotten between two
+ * members, [ "/a/m0.img" "/a/m1.img" ], gives one member
+ * "/a/m0.img/a/m1.img".  The rule: an element written as adjacent
+ * strings, one of which after the first starts with "/" or is a URI
+ * ("nbd://...") -- a member on its own -- is refused.  It is read from
+ * the text, not guessed from the joined path (does it exist? does it
+ * hold ".img/"?): what the file says, whatever is on disk today.  A long
+ * path split on purpose, "/srv/volumes/" "m0.img", is still one member.
  */
 /* A list of device names (members, joining, removed: noun "member";
  * spares: "spare") into out[], *nr of them; empty allowed when empty_ok.
@@ -78,13 +87,22 @@ set_member_list (struct loader *ld, const config_setting_t *s, char **out,
 
   for (int i = 0; i < n; ++i) {
     const config_setting_t *m = config_setting_get_elem (s, i);
-    char what[32];
+    char what[32], first[64], second[64];
     const char *path;
+    int line;
 
     snprintf (what, sizeof what, "a %s (a string)", noun);
     path = loader_get_string (ld, m, what);
     if (path == NULL)
       return -1;
+    if (config_text_element_joined (&ld->text, config_setting_name (s), i,
+                                    &line, first, second))
+      return loader_error_line (
+        ld, line,
+        "%s[%d]: %s %s are two strings, which libconfig joins into one "
+        "%s %s: missing comma between %ss?",
+        config_setting_name (s), i, first, second, noun, QUOTE_LONG (path),
+        noun);
     if (path[0] == '\0')
       return loader_error_at (ld, m, "empty %s: expected %s", noun, expected);
     if (log_has_control (path))

@@ -263,10 +263,10 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     for (unsigned i = 0; i < nr_members; ++i)
       if (v->members[i].ops->learn_zero)
         v->members[i].ops->learn_zero (&v->members[i], scratch, slen);
-  stripe_debug ("volume: %u members, chunk %" PRIu64 ", %u zone(s), "
+  stripe_debug ("volume: %u member%s, chunk %" PRIu64 ", %u zone(s), "
                 "md layout %s, %" PRIu64 " bytes, cache=%s",
-                nr_members, o->chunk, v->layout.nr_zones,
-                layout_name (v->layout.id), v->layout.size,
+                nr_members, nr_members == 1 ? "" : "s", o->chunk,
+                v->layout.nr_zones, layout_name (v->layout.id), v->layout.size,
                 cache_mode_name (o->cache));
   return 0;
 

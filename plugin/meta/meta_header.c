@@ -428,10 +428,11 @@ header_describe_created (const struct stripe_config *cfg,
                          const char *size, char *out, size_t len)
 {
   return snprintf (out, len,
-                   "created volume '%s' (%s): %u members, chunk %" PRIu64
+                   "created volume '%s' (%s): %u member%s, chunk %" PRIu64
                    ", data offset %" PRIu64 ", %s (%" PRIu64 " bytes)",
-                   cfg->name, uuid, l->nr_members, cfg->chunk,
-                   cfg->data_offset, size, l->size);
+                   cfg->name, uuid, l->nr_members,
+                   l->nr_members == 1 ? "" : "s", cfg->chunk, cfg->data_offset,
+                   size, l->size);
 }
 
 /* The agreed header, as a template for every member's: its own index,

@@ -442,11 +442,11 @@ md_describe_created (const struct stripe_config *cfg, const struct layout *l,
 {
   return snprintf (out, len,
                    "created md raid0 array '%s' (UUID %s, md metadata 1.2): "
-                   "%u members, chunk %" PRIu64 ", layout %s, data offset "
+                   "%u member%s, chunk %" PRIu64 ", layout %s, data offset "
                    "%" PRIu64 ", %s (%" PRIu64 " bytes)",
-                   cfg->name, uuid, l->nr_members, cfg->chunk,
-                   layout_name (cfg->layout), cfg->data_offset, size,
-                   l->size);
+                   cfg->name, uuid, l->nr_members,
+                   l->nr_members == 1 ? "" : "s", cfg->chunk,
+                   layout_name (cfg->layout), cfg->data_offset, size, l->size);
 }
 
 /* Each member's superblock as assembled. */

@@ -5,7 +5,8 @@
 #
 #   --help, -h: usage on stdout listing every command, exit 0
 #   --version, -V: "nbdstripe VERSION" (the project's version), exit 0
-#   no command, an unknown command: usage on stderr, exit 2
+#   no command: a short usage on stderr (the commands, and where to read
+#     more), exit 3; an unknown command: usage on stderr, exit 2
 #   COMMAND --help (-h) for each command: its usage on stdout, exit 0;
 #   COMMAND -V: the version
 #   an unknown option, a missing or extra CONFIG: exit 2, usage on stderr
@@ -38,7 +39,15 @@ if [[ -n ${NBDSTRIPE_VERSION:-} ]]; then
 fi
 expect version.V 0 out "nbdstripe " -- -V
 
-expect no-command 2 err "Usage: nbdstripe" --
+expect no-command 3 err "Usage: nbdstripe COMMAND" --
+grep -q -F "Try 'nbdstripe --help' for more" "$D_TMP/no-command.err" ||
+  d_bad "no command: does not point at 'nbdstripe --help'"
+for c in create serve check status list stop accept inspect import replace grow shrink scrub; do
+  grep -q -w -- "$c" "$D_TMP/no-command.err" || d_bad "no command: '$c' not named"
+done
+(( $(wc -l <"$D_TMP/no-command.err") <= 5 )) ||
+  d_bad "no command: $(wc -l <"$D_TMP/no-command.err") lines, expected a short usage (5 at most)"
+[[ ! -s $D_TMP/no-command.out ]] || d_bad "no command: wrote to stdout"
 expect unknown 2 err "unknown command 'frobnicate'" -- frobnicate
 expect unknown-option 2 err "" -- --frobnicate
 

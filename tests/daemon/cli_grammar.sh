@@ -12,9 +12,11 @@
 #     holds a '/' or ends in .conf; a missing name says where it looked
 #   list shows it served (state ok, the server's pid, its socket), stop
 #     stops it (the pid is gone, exit 0), list then says "not-running",
-#     stop again exits 1; stop refuses a pidfile naming another process
+#     stop again exits 0 saying "not running: nothing to stop" (as
+#     systemctl stop), 1 with --strict; stop refuses a pidfile naming another process
 #     (a recycled pid) and leaves that process alone; stop by the name of
 #     a volume served with a config elsewhere; serve -f stopped by stop
+#   a one-member volume: create and check say "1 member", not "1 members"
 #   --json of create, check, status (served and not), list, stop, accept,
 #     inspect, import, replace and scrub (refused: not served): one JSON
 #     value (python3's json.load), key fields
@@ -219,11 +221,16 @@ jq -e '.[] | select(.name == "g0") | .state == "not-running" and .pid == null' \
 expect list.stopped-text 0 -- list
 grep -q -E "^g0 +not-running +- " "$D_TMP/list.stopped-text.out" ||
   d_bad "list: no line 'g0 not-running -' after stop"
-expect stop.again 1 -- stop g0
-d_expect_err stop.again "g0: not running"
-expect stop.again-json 1 -- stop --json g0
+expect stop.again 0 -- stop g0
+grep -q -x "g0: not running: nothing to stop" "$D_TMP/stop.again.out" ||
+  d_bad "stop of a stopped volume: does not say 'g0: not running: nothing to stop'"
+[[ ! -s $D_TMP/stop.again.err ]] || d_bad "stop of a stopped volume wrote to stderr"
+expect stop.again-strict 1 -- stop --strict g0
+d_expect_err stop.again-strict "g0: not running"
+expect stop.again-json 0 -- stop --json g0
 json stop.again-json '.stopped == false and .pid == null and .name == "g0"'
-d_ok "list shows g0 served, stop stops it, list shows it not-running"
+expect stop.again-json-strict 1 -- stop --json --strict g0
+d_ok "list shows g0 served, stop stops it, list shows it not-running; stop again exits 0 (--strict: 1)"
 
 # A pidfile naming a process that is not g0's server: never signalled.
 sleep 300 &
@@ -287,6 +294,18 @@ json import.exists '.written == false'
 expect import.force 0 -- import -f -j -o "$D_TMP/imported.conf" "$D_TMP/m2" "$D_TMP/m3"
 json import.force '.written == true'
 d_ok "import --json with --out"
+
+# ---- a volume of one member: "1 member", singular ----------------------
+truncate -s $((8 * M)) "$D_TMP/one"
+d_conf "$D_TMP/one.conf" one0 64K "" "$D_TMP/one"
+expect one.create 0 -- create "$D_TMP/one.conf"
+grep -q -F ": 1 member, chunk " "$D_TMP/one.create.out" ||
+  d_bad "create of a one-member volume: no '1 member, chunk' (plural wrong?)"
+expect one.check 0 -- check "$D_TMP/one.conf"
+grep -q -F ": 1 member, chunk " "$D_TMP/one.check.out" ||
+  d_bad "check of a one-member volume: no '1 member, chunk' (plural wrong?)"
+grep -h -F "1 members" "$D_TMP"/one.*.out "$D_TMP"/one.*.err && d_bad "\"1 members\" (above)"
+d_ok "a one-member volume is said to have \"1 member\""
 
 # ---- one shape for every error ------------------------------------------
 # Whatever the command and whoever says it (the command, the engine, a
