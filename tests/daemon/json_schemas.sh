@@ -67,7 +67,8 @@ case_ import.blank 1 -- import --json --out "$D_TMP/imp2.conf" "$D_TMP/n0"
 case_ status.down 3 -- status --json v
 case_ status.nosuch 3 -- status --json nosuch
 case_ list 0 -- list --json
-case_ stop.down 1 -- stop --json v
+case_ stop.down 0 -- stop --json v
+case_ stop.down-strict 1 -- stop --json --strict v
 case_ replace.down 1 -- replace --json v 1 "$D_TMP/n0"
 case_ replace.nosuch 1 -- replace --json nosuch 1 "$D_TMP/n0"
 case_ replace.cancel-down 1 -- replace --cancel --json v
@@ -75,7 +76,8 @@ case_ scrub.down 1 --lines -- scrub --wait --json v
 case_ scrub.cancel-down 1 -- scrub --cancel --json v
 case_ grow.down 1 -- grow --json v "$D_TMP/m2"
 case_ grow.nosuch 1 -- grow --json nosuch "$D_TMP/m2"
-case_ shrink.down 1 -- shrink --json --dry-run v 1
+case_ shrink.dry-down 0 -- shrink --json --dry-run v 1
+case_ shrink.down 1 -- shrink --json v 1 --size 4096
 case_ shrink.bad 1 -- shrink --json --dry-run bad 1
 
 # ---- served ----------------------------------------------------------------
@@ -97,6 +99,6 @@ case_ shrink.cancel-none 1 -- shrink --cancel --json v
 case_ stop 0 -- stop --json v
 d_wait_gone "$D_SERVER_PID" 30
 D_PIDS=()
-case_ stop.again 1 -- stop --json v
+case_ stop.again 0 -- stop --json v
 
 d_done
