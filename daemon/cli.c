@@ -44,15 +44,20 @@ const struct command commands[] = {
   {
     .name = "serve",
     .run = cmd_serve,
-    .synopsis = "[--foreground] VOLUME",
+    .synopsis = "[--foreground] [--read-only] VOLUME",
     .summary = "check, then serve with nbdkit",
     .help = "Check the volume (as 'nbdstripe check'), then serve it with "
             "nbdkit and\n"
             "the stripe plugin as the config's serve group says.  Without\n"
             "--foreground nbdkit goes to the background once it is "
             "listening.\n"
+            "A member that cannot be opened for writing is refused before "
+            "anything\n"
+            "is served, unless --read-only.\n"
             "NBDSTRIPE_PLUGIN overrides the plugin's path.\n"
-            "  -f, --foreground  stay in the foreground (systemd)\n",
+            "  -f, --foreground  stay in the foreground (systemd)\n"
+            "  -r, --read-only   serve read-only (nbdkit -r): no write "
+            "reaches a member\n",
     .usage_status = 2,
   },
   {

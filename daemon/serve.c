@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "member.h"
 #include "nbdstripe.h"
 
 /* One line of serve's own on stderr (format ends in "\n"), as before but
@@ -349,13 +350,15 @@ listen_args (const struct stripe_config *cfg, unsigned activated,
  */
 static int
 build_args (const struct stripe_config *cfg, bool foreground,
-            unsigned activated, struct nbdkit_args *a)
+            bool readonly, unsigned activated, struct nbdkit_args *a)
 {
   char *pidfile;
 
   ADD ("nbdkit");
   if (foreground)
     ADD ("-f");
+  if (readonly)
+    ADD ("-r");
   if (listen_args (cfg, activated, a) == -1)
     return -1;
   /* nbdkit's -e only names the export for --run and in its URIs: the
@@ -412,16 +415,51 @@ build_args (const struct stripe_config *cfg, bool foreground,
 
 /* Where the volume is served, on stderr (the journal under systemd). */
 static void
-announce (const struct stripe_config *cfg, unsigned activated)
+announce (const struct stripe_config *cfg, bool readonly, unsigned activated)
 {
+  const char *ro = readonly ? " read-only" : "";
+
   if (activated)
     describe_passed_socket (cfg, activated);
   else if (cfg->serve.socket)
-    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s\n", cfg->name,
+    serve_line (LOG_INFO, "nbdstripe: serving '%s'%s on %s\n", cfg->name, ro,
                 cfg->serve.socket);
   else
-    serve_line (LOG_INFO, "nbdstripe: serving '%s' on %s:%d\n", cfg->name,
-                cfg->serve.address, cfg->serve.port);
+    serve_line (LOG_INFO, "nbdstripe: serving '%s'%s on %s:%d\n", cfg->name,
+                ro, cfg->serve.address, cfg->serve.port);
+}
+
+/* Every member a file or a device this process can open for writing,
+ * as the server will: said now, before anything is served, with the way
+ * out.  (A remote member's export says at the check whether it is
+ * read-only; the plugin refuses it then.)
+ */
+static int
+members_writable (const struct stripe_config *cfg, const char *arg)
+{
+  int r = 0;
+
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    const char *m = cfg->members[i];
+    int fd;
+
+    if (member_is_uri (m))
+      continue;
+    fd = open (m, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0) {
+      close (fd);
+      continue;
+    }
+    if (errno != EACCES && errno != EPERM && errno != EROFS)
+      continue; /* the check has said what else is wrong */
+    serve_line (LOG_ERR,
+                "nbdstripe: member %u (%s): cannot be opened for writing: "
+                "%m; the volume can be served read-only: nbdstripe serve "
+                "--read-only %s\n",
+                i, m, arg);
+    r = -1;
+  }
+  return r;
 }
 
 int
@@ -429,20 +467,22 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "foreground", no_argument, NULL, 'f' },
+    { "read-only", no_argument, NULL, 'r' },
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
   struct nbdkit_args a = { .n = 0 };
-  bool foreground = false;
+  bool foreground = false, readonly = false;
   unsigned activated;
   uint64_t size;
   char uuid[37];
   int c;
 
-  while ((c = getopt_long (argc, argv, "fhV", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "frhV", opts, NULL)) != -1) {
     switch (c) {
     case 'f': foreground = true; break;
+    case 'r': readonly = true; break;
     default: return cli_option (cmd, c);
     }
   }
@@ -454,7 +494,8 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     return 1;
   }
   print_config_warnings (&cfg);
-  if (check_volume (&cfg, true, &size, uuid) == -1) {
+  if (check_volume (&cfg, true, &size, uuid) == -1
+      || (!readonly && members_writable (&cfg, argv[optind]) == -1)) {
     config_free (&cfg);
     return 1;
   }
@@ -465,11 +506,11 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
   activated = listen_fds ();
   if (activated)
     foreground = true;
-  if (build_args (&cfg, foreground, activated, &a) == -1)
+  if (build_args (&cfg, foreground, readonly, activated, &a) == -1)
     goto err;
   if (fresh_pidfile (a.pidfile, cfg.serve.pidfile == NULL, foreground) == -1)
     goto err;
-  announce (&cfg, activated);
+  announce (&cfg, readonly, activated);
   fflush (stderr);
   if (!foreground) {
     int r = run_until_pidfile (a.v, a.pidfile);

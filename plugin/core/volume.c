@@ -73,7 +73,8 @@ open_member (struct volume *v, unsigned i, const char *const *paths,
     int err = errno;
     if (!o->readonly && (err == EROFS || err == EACCES || err == EPERM))
       stripe_error ("member %u (%s): cannot be opened for writing: %s "
-                    "(serve the volume read-only with nbdkit -r)",
+                    "(serve the volume read-only: nbdstripe serve --read-only, or "
+                    "nbdkit -r)",
                     i, paths[i], why);
     else
       stripe_error ("member %u (%s): %s", i, paths[i], why);

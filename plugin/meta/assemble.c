@@ -357,8 +357,19 @@ check_all (struct run *r, uint64_t *events_of)
   check_aliases (r);
   r->a->ref = vote (r);
   if (r->a->ref == r->n) {
-    stripe_error ("%s: no member has %s: nothing to assemble", r->cfg->path,
-                  r->w->nothing);
+    unsigned readable = 0;
+
+    for (unsigned i = 0; i < r->n; ++i)
+      readable += r->p[i].readable;
+    /* Members that could not be read said why above (a permission, a
+     * missing file): not a word about headers nobody has read.
+     */
+    if (readable == 0)
+      stripe_error ("%s: no member could be read: nothing to assemble",
+                    r->cfg->path);
+    else
+      stripe_error ("%s: no member has %s: nothing to assemble",
+                    r->cfg->path, r->w->nothing);
     r->a->ref = 0;
     return -1;
   }
