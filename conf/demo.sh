@@ -36,7 +36,9 @@ cat <<MSG
 == nbdstripe demo: volume 'fast0', 4 members, chunk 128K
    config:       $conf
    headers:      build/daemon/nbdstripe inspect $dir/member*.img
-   health:       build/daemon/nbdstripe status $conf   (--json: the verdict and the status)
+   health:       build/daemon/nbdstripe status fast0   (--json: the verdict and the status)
+   served here:  build/daemon/nbdstripe list
+   stop it:      build/daemon/nbdstripe stop fast0   (or Ctrl-C)
    look at it:   nbdinfo '$uri'
    copy in/out:  nbdcopy disk.img '$uri'
    attach (root, with the nbd kernel module):
