@@ -90,7 +90,7 @@ expect_out ()
 }
 
 # The keys of status --json, whatever there is to say.
-KEYS='["config","name","reason","source","state","status","status_file"]'
+KEYS='["config","error","name","ok","reason","source","state","status","status_file"]'
 
 # expect_json NAME STATE FILTER: NAME's stdout is status --json's one
 # shape, its state STATE, and the jq FILTER holds.
@@ -98,7 +98,9 @@ expect_json ()
 {
   local name=$1 state=$2 filter=$3
   jq -e --argjson keys "$KEYS" --arg state "$state" \
-    '(keys == $keys) and .state == $state' "$D_TMP/$name.out" >/dev/null ||
+    '(keys == $keys) and .state == $state and .ok == (.state == "ok")
+     and .error == (if .ok then null else .reason end)' \
+    "$D_TMP/$name.out" >/dev/null ||
     { d_bad "$name: not the keys $KEYS with state \"$state\": $(jq -c 'del(.status)' "$D_TMP/$name.out" 2>&1 | head -c 300)"
       return; }
   jq -e --arg conf "$CONF" --arg file "$STATUS" "$filter" \
