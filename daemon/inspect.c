@@ -16,6 +16,7 @@
 #include "assemble.h"
 #include "nbdstripe.h"
 #include "json.h"
+#include "jsonout.h"
 #include "layout.h"
 #include "md_super.h"
 #include "member.h"
@@ -284,14 +285,19 @@ cmd_inspect (const struct command *cmd, int argc, char **argv)
     if (inspect_member (argv[i], all) != 0)
       status = 1;
   if (json) {
-    char *text = json_text_of (all);
-    json_object_put (all);
-    if (text == NULL) {
-      perror ("nbdstripe: inspect");
-      return 1;
+    struct json_object *o = json_object_new_object ();
+    const char *err = NULL;
+
+    /* The command's error is its first member's. */
+    for (size_t i = 0; err == NULL && i < json_object_array_length (all);
+         ++i) {
+      struct json_object *e;
+      if (json_object_object_get_ex (json_object_array_get_idx (all, i),
+                                     "error", &e))
+        err = json_object_get_string (e);
     }
-    fputs (text, stdout);
-    free (text);
+    json_put (o, "members", all);
+    jsonout_result (o, status == 0, err, false);
   }
   return status;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "jsonout.h"
 #include "nbdstripe.h"
 
 static struct json_object *
@@ -59,12 +60,19 @@ cmd_list (const struct command *cmd, int argc, char **argv)
   if ((c = cli_operands (cmd, argc, argv, 0, 0, "")) != 0)
     return c;
 
+  /* A directory that cannot be read is said on stderr; --json's
+   * "error" is that line.
+   */
+  if (json)
+    jsonout_watch_stderr ();
   r = served_list (&v, &n);
   if (json) {
+    struct json_object *o = json_object_new_object ();
     struct json_object *a = json_object_new_array ();
     for (size_t i = 0; i < n; ++i)
       json_object_array_add (a, entry_json (&v[i]));
-    print_json (a);
+    json_put (o, "volumes", a);
+    jsonout_result (o, r == 0, NULL, false);
   }
   else if (n == 0)
     printf ("no volume configured in %s or served here\n", conf_dir ());

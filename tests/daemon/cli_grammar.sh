@@ -148,8 +148,9 @@ d_ok "a VOLUME by name, by relative and absolute path; --json of create and chec
 
 # ---- inspect, accept, status before serving ---------------------------
 expect inspect 0 -- inspect "$D_TMP/m1" -j "$D_TMP/m0"
-json inspect 'length == 2 and .[0].member_index == 1 and .[1].member_index == 0
-  and .[0].name == "g0"'
+json inspect '.ok and .error == null and (.members | length) == 2
+  and .members[0].member_index == 1 and .members[1].member_index == 0
+  and .members[0].name == "g0"'
 expect accept 0 -- accept g0 1 --json
 json accept '.accepted == true and .member == 1 and .header_written == false
   and .generation == .generation_before'
@@ -194,10 +195,11 @@ expect list 0 -- list
 grep -q -E "^g0 +ok +$pid +$NBDSTRIPE_RUNDIR/g0.sock +$NBDSTRIPE_CONFDIR/g0.conf\$" \
   "$D_TMP/list.out" || d_bad "list: no line 'g0 ok $pid SOCKET CONFIG'"
 expect list.json 0 -- list --json
-json list.json '.[] | select(.name == "g0") | .configured == true
-  and .listen == "'"$NBDSTRIPE_RUNDIR/g0.sock"'"'
+json list.json '.ok and .error == null
+  and (.volumes[] | select(.name == "g0") | .configured == true
+  and .listen == "'"$NBDSTRIPE_RUNDIR/g0.sock"'")'
 jq -e --argjson pid "$pid" --arg conf "$NBDSTRIPE_CONFDIR/g0.conf" \
-  '[.[] | select(.name == "g0")] | length == 1 and .[0].state == "ok"
+  '[.volumes[] | select(.name == "g0")] | length == 1 and .[0].state == "ok"
    and .[0].reason == null
    and .[0].pid == $pid and .[0].config == $conf and .[0].configured' \
   "$D_TMP/list.json.out" >/dev/null || d_bad "list --json: g0 is not ok with pid $pid"
@@ -216,7 +218,7 @@ grep -q -x "g0: stopped (server pid $pid)" "$D_TMP/stop.out" ||
 gone "$pid" || d_bad "stop exited 0, but the server $pid still runs"
 D_PIDS=()
 expect list.stopped 0 -- list --json
-jq -e '.[] | select(.name == "g0") | .state == "not-running" and .pid == null' \
+jq -e '.volumes[] | select(.name == "g0") | .state == "not-running" and .pid == null' \
   "$D_TMP/list.stopped.out" >/dev/null || d_bad "list: g0 is not 'not-running' after stop"
 expect list.stopped-text 0 -- list
 grep -q -E "^g0 +not-running +- " "$D_TMP/list.stopped-text.out" ||
@@ -242,7 +244,7 @@ json stop.recycled '.stopped == false'
 d_expect_err stop.recycled "pid $other (from $pidfile) is not the server of"
 kill -0 "$other" 2>/dev/null || d_bad "stop signalled pid $other, which is not g0's server"
 expect list.recycled 0 -- list -j
-jq -e '.[] | select(.name == "g0") | .pid == null' "$D_TMP/list.recycled.out" \
+jq -e '.volumes[] | select(.name == "g0") | .pid == null' "$D_TMP/list.recycled.out" \
   >/dev/null || d_bad "list: shows $other as g0's server"
 kill "$other"
 d_ok "a pidfile naming another process: stop refuses, the process lives"
@@ -273,7 +275,7 @@ h0=$D_SERVER_PID
 wait_status h0
 expect list.h0 0 -- list --json
 jq -e --arg conf "$D_TMP/elsewhere/h0.conf" \
-  '.[] | select(.name == "h0") | .state == "ok" and .configured == false
+  '.volumes[] | select(.name == "h0") | .state == "ok" and .configured == false
    and .config == $conf' "$D_TMP/list.h0.out" >/dev/null ||
   d_bad "list: h0 (served, config elsewhere) is not listed ok"
 expect stop.h0 0 -- stop h0

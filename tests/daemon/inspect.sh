@@ -8,11 +8,12 @@
 #     and the data offset; exit 0;
 #   - --json over the three members plus a blank file and a file whose
 #     name needs escaping ("quote", back\slash, tab, newline) is one valid
-#     JSON array (jq, else python's json.tool) with, per member, the right
-#     path, name, member_index, member_count, chunk, data_offset, the same
-#     array_uuid (the bytes at offset 16), member_sizes; the blank file and
-#     the odd one get an "error" key; exit 1 because some member has no
-#     header, 0 when all have;
+#     JSON object (jq, else python's json.tool) whose "members" has, per
+#     member, the right path, name, member_index, member_count, chunk,
+#     data_offset, the same array_uuid (the bytes at offset 16),
+#     member_sizes; the blank file and the odd one get an "error" key; exit
+#     1 and ok false with the blank file's error because some member has
+#     no header, 0 and ok true with a null error when all have;
 #   - human output of a blank file: exit 1, the reason on stderr naming it.
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init od
@@ -27,17 +28,20 @@ elif [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import json' 2>/dev/null;
 d = json.load(open(sys.argv[1]))
 v = eval(sys.argv[2])
 print(str(v).lower() if isinstance(v, bool) else ("null" if v is None else v))' "$1" "$(jq_to_py "$2")"; }
-  # the few jq paths used below: .[i].key, (.[i] | has("key")), length
+  # the few jq paths used below: .key, .members[i].key,
+  # (.members[i] | has("key")), .members | length
   jq_to_py ()
   {
     local e=$1
-    if [[ $e =~ ^\.\[([0-9]+)\]\.([a-z_]+)$ ]]; then
-      echo "d[${BASH_REMATCH[1]}].get('${BASH_REMATCH[2]}')"
-    elif [[ $e =~ ^\.\[([0-9]+)\]\ \|\ has\(\"([a-z_]+)\"\)$ ]]; then
-      echo "'${BASH_REMATCH[2]}' in d[${BASH_REMATCH[1]}]"
-    elif [[ $e == length ]]; then echo "len(d)"
-    elif [[ $e =~ ^\.\[([0-9]+)\]\.member_sizes\|join\(\",\"\)$ ]]; then
-      echo "','.join(str(x) for x in d[${BASH_REMATCH[1]}]['member_sizes'])"
+    if [[ $e =~ ^\.([a-z_]+)$ ]]; then
+      echo "d.get('${BASH_REMATCH[1]}')"
+    elif [[ $e =~ ^\.members\[([0-9]+)\]\.([a-z_]+)$ ]]; then
+      echo "d['members'][${BASH_REMATCH[1]}].get('${BASH_REMATCH[2]}')"
+    elif [[ $e =~ ^\.members\[([0-9]+)\]\ \|\ has\(\"([a-z_]+)\"\)$ ]]; then
+      echo "'${BASH_REMATCH[2]}' in d['members'][${BASH_REMATCH[1]}]"
+    elif [[ $e == ".members | length" ]]; then echo "len(d['members'])"
+    elif [[ $e =~ ^\.members\[([0-9]+)\]\.member_sizes\|join\(\",\"\)$ ]]; then
+      echo "','.join(str(x) for x in d['members'][${BASH_REMATCH[1]}]['member_sizes'])"
     else echo "None"; fi
   }
 else
@@ -73,31 +77,34 @@ d_run json d_ns inspect --json "${m[@]}" "$blank" "$odd"
 [[ $D_RC -eq 1 ]] || d_bad "inspect --json with a blank file: exit $D_RC, expected 1"
 if json_ok "$D_TMP/json.out"; then
   d_ok "--json output is valid JSON"
-  [[ $(jget "$D_TMP/json.out" length) == 5 ]] || d_bad "--json: not 5 objects"
+  [[ $(jget "$D_TMP/json.out" ".members | length") == 5 ]] || d_bad "--json: not 5 members"
+  [[ $(jget "$D_TMP/json.out" .ok) == false &&
+     $(jget "$D_TMP/json.out" .error) == "$(jget "$D_TMP/json.out" '.members[3].error')" ]] ||
+    d_bad "--json: not ok false with the blank file's error"
   for i in 0 1 2; do
     for kv in "path=${m[i]}" "name=insp-0" "member_index=$i" "member_count=3" \
               "chunk=32768" "data_offset=1048576" "array_uuid=$uuid" \
               "layout=2" "flags=0" "version=2" "events=1"; do
       k=${kv%%=*} v=${kv#*=}
-      got=$(jget "$D_TMP/json.out" ".[$i].$k")
+      got=$(jget "$D_TMP/json.out" ".members[$i].$k")
       [[ $got == "$v" ]] || d_bad "--json member $i: $k is '$got', expected '$v'"
     done
-    got=$(jget "$D_TMP/json.out" ".[$i].member_sizes|join(\",\")")
+    got=$(jget "$D_TMP/json.out" ".members[$i].member_sizes|join(\",\")")
     want=$(IFS=,; echo "${usable[*]}")
     [[ $got == "$want" ]] || d_bad "--json member $i: member_sizes $got, expected $want"
-    [[ $(jget "$D_TMP/json.out" ".[$i].ok") == true &&
-       $(jget "$D_TMP/json.out" ".[$i].error") == null ]] ||
+    [[ $(jget "$D_TMP/json.out" ".members[$i].ok") == true &&
+       $(jget "$D_TMP/json.out" ".members[$i].error") == null ]] ||
       d_bad "--json member $i is not ok, or has an error"
   done
-  [[ $(jget "$D_TMP/json.out" '.[3].path') == "$blank" ]] || d_bad "--json: blank file's path"
-  [[ $(jget "$D_TMP/json.out" '.[3] | has("error")') == true &&
-     $(jget "$D_TMP/json.out" '.[3].ok') == false ]] ||
+  [[ $(jget "$D_TMP/json.out" '.members[3].path') == "$blank" ]] || d_bad "--json: blank file's path"
+  [[ $(jget "$D_TMP/json.out" '.members[3] | has("error")') == true &&
+     $(jget "$D_TMP/json.out" '.members[3].ok') == false ]] ||
     d_bad "--json: no \"error\" key for a blank file"
-  [[ $(jget "$D_TMP/json.out" '.[3] | has("member_index")') == false ]] ||
+  [[ $(jget "$D_TMP/json.out" '.members[3] | has("member_index")') == false ]] ||
     d_bad "--json: a blank file has a member_index"
-  [[ $(jget "$D_TMP/json.out" '.[4].path') == "$odd" ]] ||
+  [[ $(jget "$D_TMP/json.out" '.members[4].path') == "$odd" ]] ||
     d_bad "--json: a path with quote, backslash, tab and newline does not round-trip"
-  [[ $(jget "$D_TMP/json.out" '.[4] | has("error")') == true ]] ||
+  [[ $(jget "$D_TMP/json.out" '.members[4] | has("error")') == true ]] ||
     d_bad "--json: no \"error\" key for the oddly named blank file"
 else
   d_bad "--json output is not valid JSON"
@@ -106,6 +113,9 @@ fi
 d_run json.ok d_ns inspect --json "${m[@]}"
 [[ $D_RC -eq 0 ]] || d_bad "inspect --json of three good members: exit $D_RC"
 json_ok "$D_TMP/json.ok.out" || d_bad "--json (three members) is not valid JSON"
+[[ $(jget "$D_TMP/json.ok.out" .ok) == true &&
+   $(jget "$D_TMP/json.ok.out" .error) == null ]] ||
+  d_bad "--json of three good members: not ok true, error null"
 
 d_log "a blank file, human output"
 d_run blank d_ns inspect "$blank"
@@ -141,6 +151,6 @@ grep -q -F "volume size:  too large (the sizes overflow 64 bits)" "$D_TMP/big.ou
 d_log "a missing file"
 d_run missing d_ns inspect --json "$D_TMP/no-such-member"
 [[ $D_RC -eq 1 ]] || d_bad "inspect of a missing file: exit $D_RC, expected 1"
-json_ok "$D_TMP/missing.out" && [[ $(jget "$D_TMP/missing.out" '.[0] | has("error")') == true ]] ||
+json_ok "$D_TMP/missing.out" && [[ $(jget "$D_TMP/missing.out" '.members[0] | has("error")') == true ]] ||
   d_bad "--json of a missing file: no error key"
 d_done

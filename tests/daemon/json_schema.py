@@ -4,8 +4,7 @@
 # command's --json output) matches daemon/json/COMMAND.json, and its ok
 # says its exit status (0: true).  With --lines, FILE is JSON Lines: every
 # line an object, the last the result, those before progress lines
-# (progress.json).  list and inspect print arrays: exit status 0 when
-# every element of inspect is ok.  Exit 0, or 1 saying why.
+# (progress.json).  Exit 0, or 1 saying why.
 import json
 import sys
 
@@ -53,10 +52,9 @@ try:
     jsonschema.validate(result, schema(cmd))
 except jsonschema.ValidationError as e:
     fail("%s (at %s)" % (e.message, "/".join(str(p) for p in e.path)))
-if isinstance(result, list):
-    ok = all(x.get("ok", True) for x in result) if cmd == "inspect" else True
-else:
-    ok = result["ok"]
+if not isinstance(result, dict):
+    fail("not one JSON object")
+ok = result["ok"]
 if ok != (rc == 0):
     fail("ok is %s, exit status %d" % (ok, rc))
 print("%s: matches %s.json, ok %s, exit %d" % (path, cmd, ok, rc))

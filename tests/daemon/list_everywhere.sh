@@ -65,11 +65,12 @@ reg=("$NBDSTRIPE_RUNDIR"/far.*.served)
 jq -e --argjson pid "$pid" --arg conf "$conf" \
   '.name == "far" and .pid == $pid and .config == $conf' "${reg[0]}" \
   >/dev/null || d_bad "the registration: $(cat "${reg[0]}")"
-until_json list1 '.[0].state == "ok"' || true
+until_json list1 '.volumes[0].state == "ok"' || true
 jq -e --argjson pid "$pid" --arg conf "$conf" --arg sock "$D_TMP/far/far.sock" \
-  'length == 1 and .[0].name == "far" and .[0].state == "ok"
-   and .[0].pid == $pid and .[0].config == $conf
-   and .[0].configured == false and .[0].listen == $sock' \
+  '(.volumes | length) == 1 and .volumes[0].name == "far"
+   and .volumes[0].state == "ok" and .volumes[0].pid == $pid
+   and .volumes[0].config == $conf and .volumes[0].configured == false
+   and .volumes[0].listen == $sock' \
   "$D_TMP/list1.out" >/dev/null &&
   d_ok "list shows far, served from $D_TMP/far, ok with pid $pid" ||
   d_bad "list --json: $(cat "$D_TMP/list1.out")"
@@ -89,7 +90,7 @@ d_run stop1 d_ns stop far
   d_ok "stop far stops it" || d_bad "stop far: exit $D_RC"
 D_PIDS=()
 d_run list1.after d_ns list --json
-jq -e 'length == 0' "$D_TMP/list1.after.out" >/dev/null ||
+jq -e '.ok and (.volumes | length) == 0' "$D_TMP/list1.after.out" >/dev/null ||
   d_bad "list after stop: $(cat "$D_TMP/list1.after.out")"
 ls "$NBDSTRIPE_RUNDIR"/*.served >/dev/null 2>&1 &&
   d_bad "a registration is left after a clean stop: $(ls "$NBDSTRIPE_RUNDIR")"
@@ -99,10 +100,10 @@ d_log "2. its registration removed by hand: found by its process"
 d_serve serve2 "$conf" "$D_TMP/far/far.pid" || d_fail "serve far again"
 pid=$D_SERVER_PID
 rm -f "$NBDSTRIPE_RUNDIR"/far.*.served
-until_json list2 '.[0].state == "ok"' || true
+until_json list2 '.volumes[0].state == "ok"' || true
 jq -e --argjson pid "$pid" --arg conf "$conf" \
-  'length == 1 and .[0].name == "far" and .[0].pid == $pid
-   and .[0].config == $conf' "$D_TMP/list2.out" >/dev/null &&
+  '(.volumes | length) == 1 and .volumes[0].name == "far"
+   and .volumes[0].pid == $pid and .volumes[0].config == $conf' "$D_TMP/list2.out" >/dev/null &&
   d_ok "list finds far by its nbdkit process" ||
   d_bad "list --json without a registration: $(cat "$D_TMP/list2.out")"
 
@@ -117,7 +118,7 @@ D_PIDS=()
 jq -e '.running == true' "$NBDSTRIPE_RUNDIR/far.status.json" >/dev/null ||
   d_fail "the leftover status file does not say running"
 d_run list3 d_ns list --json
-jq -e 'length == 0' "$D_TMP/list3.out" >/dev/null &&
+jq -e '.ok and (.volumes | length) == 0' "$D_TMP/list3.out" >/dev/null &&
   d_ok "a dead server's registration and status file are not listed" ||
   d_bad "list after kill -9: $(cat "$D_TMP/list3.out")"
 d_run status3 d_ns status far
@@ -135,11 +136,11 @@ pid=$D_SERVER_PID
 [[ -n $(ls "$D_TMP/elsewhere-run"/far.*.served 2>/dev/null) ]] ||
   d_bad "the server did not register in its own run directory"
 d_run list4 d_ns list --json
-jq -e 'length == 0' "$D_TMP/list4.out" >/dev/null &&
+jq -e '.ok and (.volumes | length) == 0' "$D_TMP/list4.out" >/dev/null &&
   d_ok "a server of another run directory is not listed here" ||
   d_bad "list: $(cat "$D_TMP/list4.out")"
 NBDSTRIPE_RUNDIR=$D_TMP/elsewhere-run d_run list4.there d_ns list --json
-jq -e --argjson pid "$pid" 'length == 1 and .[0].pid == $pid' \
+jq -e --argjson pid "$pid" '(.volumes | length) == 1 and .volumes[0].pid == $pid' \
   "$D_TMP/list4.there.out" >/dev/null &&
   d_ok "... and is listed with its own" ||
   d_bad "list with its run directory: $(cat "$D_TMP/list4.there.out")"
@@ -156,7 +157,7 @@ d_run status5 d_ns status twin
 [[ $D_RC -eq 3 ]] || d_bad "status twin: exit $D_RC, expected 3"
 d_expect_err status5 "twin: 2 volumes of that name are served here: name one by its config"
 d_run list5 d_ns list --json
-jq -e '[.[] | select(.name == "twin")] | length == 2' "$D_TMP/list5.out" \
+jq -e '[.volumes[] | select(.name == "twin")] | length == 2' "$D_TMP/list5.out" \
   >/dev/null && d_ok "both twins listed, status refuses to guess" ||
   d_bad "list: $(cat "$D_TMP/list5.out")"
 

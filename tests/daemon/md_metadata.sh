@@ -540,14 +540,15 @@ mapfile -t v < <(sb "${m[1]}" get device_uuid data_offset data_size)
 "$PY" - "$T/inspect.json.out" "$uuidA" "${v[0]}" $((v[1] * 512)) $((v[2] * 512)) <<'EOF' || d_bad "inspect --json: fields (above)"
 import json, sys
 j = json.load(open(sys.argv[1]))
+m = j["members"]
 want = dict(kind="md", md_version=2, superblock_offset=4096, array_uuid=sys.argv[2],
             device_uuid=sys.argv[3], name="vol0", level=0, raid_disks=4, role=1,
             chunk=65536, layout=1, feature_map=0x1000, data_offset=int(sys.argv[4]),
             data_size=int(sys.argv[5]), events=0, servable=True)
-bad = [k for k in want if j[0].get(k) != want[k]]
+bad = [k for k in want if m[0].get(k) != want[k]]
 for k in bad:
-    print("inspect --json: %s is %r, expected %r" % (k, j[0].get(k), want[k]))
-sys.exit(1 if bad or len(j) != 1 else 0)
+    print("inspect --json: %s is %r, expected %r" % (k, m[0].get(k), want[k]))
+sys.exit(1 if bad or len(m) != 1 or not j["ok"] else 0)
 EOF
 d_same_sums inspect "$before" "${m[@]}" && d_ok "inspect: the md superblock shown, nothing written"
 

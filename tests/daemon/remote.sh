@@ -102,7 +102,8 @@ grep -q -F "$u2:" "$D_TMP/inspect.out" && grep -q "member: *2 of 4" "$D_TMP/insp
 d_run inspect.json d_ns inspect --json "$u0" "$D_TMP/m1"
 [[ $D_RC -eq 0 ]] || d_bad "inspect --json: exit $D_RC"
 if command -v jq >/dev/null; then
-  [[ $(jq -r '.[0].path, .[0].member_index, .[1].member_index, .[0].array_uuid == .[1].array_uuid' \
+  [[ $(jq -r '.members as $m | $m[0].path, $m[0].member_index,
+               $m[1].member_index, $m[0].array_uuid == $m[1].array_uuid' \
          "$D_TMP/inspect.json.out" | tr '\n' ' ') == "$u0 0 1 true " ]] ||
     d_bad "inspect --json: wrong path, index or UUID"
 fi

@@ -333,7 +333,7 @@ import json, sys
 data_path, chunk, n, vol, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 data = open(data_path, "rb").read()
 members = [open(f"{vol}/m{i}.img", "rb").read() for i in range(n)]
-offs = [json.load(open(f"{tmp}/inspect{i}.json"))[0]["data_offset"] for i in range(n)]
+offs = [json.load(open(f"{tmp}/inspect{i}.json"))["members"][0]["data_offset"] for i in range(n)]
 for k in range(len(data) // chunk):
     m, row = k % n, k // n
     at = offs[m] + row * chunk

@@ -127,7 +127,7 @@ rp_json header-ro .config_note | grep -q "marked replaced" ||
   d_bad "header-ro: the status does not say the old member is marked replaced"
 write_some header-ro
 rp_stop
-flags=$("$NBDSTRIPE" inspect --json "$D_TMP/header-ro.m1" | jq -r '.[0].flags // .flags | tostring')
+flags=$("$NBDSTRIPE" inspect --json "$D_TMP/header-ro.m1" | jq -r '.members[0].flags | tostring')
 d_run check-header-ro d_ns check "$RP_CONF"
 if [[ $D_RC -ne 0 ]] && grep -q "replaced" "$D_TMP/check-header-ro.err"; then
   d_ok "header-ro: the config naming the replaced member is refused (flags $flags)"
