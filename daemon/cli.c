@@ -563,14 +563,13 @@ load_volume (const char *arg, struct stripe_config *cfg, char *err,
     else {
       /* "fast0.cfg" in this directory was meant as a path, say. */
       if (msg[0] == '\0')
-        snprintf (msg, sizeof msg,
-                  "no volume named '%s': no %s%s%s%s, and none served here "
-                  "under that name",
-                  arg, path, stat (arg, &st) == 0 ? " (a file here? write ./" : "",
-                  stat (arg, &st) == 0 ? arg : "",
-                  stat (arg, &st) == 0 ? ")" : "");
-      fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR),
-               msg);
+        snprintf (
+          msg, sizeof msg,
+          "no volume named '%s': no %s%s%s%s, and none served here "
+          "under that name",
+          arg, path, stat (arg, &st) == 0 ? " (a file here? write ./" : "",
+          stat (arg, &st) == 0 ? arg : "", stat (arg, &st) == 0 ? ")" : "");
+      fprintf (stderr, "%snbdstripe: %s\n", log_journal_prefix (LOG_ERR), msg);
       free (path);
       goto fail;
     }

@@ -349,8 +349,8 @@ listen_args (const struct stripe_config *cfg, unsigned activated,
  * -p.  0/-1 (said).
  */
 static int
-build_args (const struct stripe_config *cfg, bool foreground,
-            bool readonly, unsigned activated, struct nbdkit_args *a)
+build_args (const struct stripe_config *cfg, bool foreground, bool readonly,
+            unsigned activated, struct nbdkit_args *a)
 {
   char *pidfile;
 

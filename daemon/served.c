@@ -386,9 +386,8 @@ from_registration (struct served **v, size_t *n, const char *path)
   int64_t pid = 0;
   struct served *e;
 
-  if (o == NULL || json_get_int64 (o, "pid", &pid, NULL, 0) == -1
-      || pid <= 0 || pid > INT_MAX || !alive (pid)
-      || (config && !pid_serves (pid, config))
+  if (o == NULL || json_get_int64 (o, "pid", &pid, NULL, 0) == -1 || pid <= 0
+      || pid > INT_MAX || !alive (pid) || (config && !pid_serves (pid, config))
       || known (*v, *n, config, status_file) || (e = add (v, n)) == NULL) {
     json_object_put (o);
     return;

@@ -49,8 +49,8 @@ registry_add (const char *name, const char *config, const char *status_file)
   json_put (o, "config", abs_text (config));
   json_put (o, "status_file", abs_text (status_file));
   text = json_object_to_json_string_ext (o, JSON_C_TO_STRING_PLAIN);
-  if (snprintf (path, sizeof path, "%s/%s.%ld.served", config_run_dir (),
-                name, pid)
+  if (snprintf (path, sizeof path, "%s/%s.%ld.served", config_run_dir (), name,
+                pid)
       >= (int) sizeof path)
     errno = ENAMETOOLONG;
   else if (write_file_atomic (path, text, strlen (text)) == 0) {

@@ -141,8 +141,8 @@ set_defaults (struct loader *ld)
   else if (set_default (ld, &cfg->serve.address, "127.0.0.1") == -1)
     return -1;
   if (set_default (ld, &cfg->serve.export_name, "%s", "") == -1
-      || set_default (ld, &cfg->health.status_file,
-                      "%s/%s.status.json", config_run_dir (), cfg->name)
+      || set_default (ld, &cfg->health.status_file, "%s/%s.status.json",
+                      config_run_dir (), cfg->name)
            == -1)
     return -1;
   return 0;

@@ -368,8 +368,8 @@ check_all (struct run *r, uint64_t *events_of)
       stripe_error ("%s: no member could be read: nothing to assemble",
                     r->cfg->path);
     else
-      stripe_error ("%s: no member has %s: nothing to assemble",
-                    r->cfg->path, r->w->nothing);
+      stripe_error ("%s: no member has %s: nothing to assemble", r->cfg->path,
+                    r->w->nothing);
     r->a->ref = 0;
     return -1;
   }
