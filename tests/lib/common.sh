@@ -37,7 +37,7 @@ t_check_env ()
 # `nbdstripe serve` (which execs nbdkit): the plugin under test, and in a
 # sanitizer build the runtime preloaded first (nbdkit is not instrumented)
 # with reports written under DIR/asan (a daemon's stderr is /dev/null).
-# Exports NBDSTRIPE_RUNDIR=DIR/run.
+# Exports NBDSTRIPE_RUNDIR=DIR/run and, unless set, NBDSTRIPE_CONFDIR=DIR/etc.
 t_server_env ()
 {
   local dir=$1
@@ -45,6 +45,10 @@ t_server_env ()
   # files of its volumes, and what list and stop see, are not another
   # test's running beside it (ctest -j), nor a leftover in /run/nbdstripe.
   export NBDSTRIPE_RUNDIR=$dir/run
+  # And a config directory of its own (unless the test chose one): a
+  # volume the package test (tests/package) puts in /etc/nbdstripe while
+  # it runs beside this test is not one of this test's volumes.
+  export NBDSTRIPE_CONFDIR=${NBDSTRIPE_CONFDIR:-$dir/etc}
   T_PRE=(env "NBDSTRIPE_PLUGIN=$STRIPE_PLUGIN")
   if [[ -n ${STRIPE_LD_PRELOAD:-} ]]; then
     mkdir -p "$dir/asan"
