@@ -275,6 +275,15 @@ member_sync (struct member *m, char *why, size_t len)
   return m->ops->sync (m, why, len);
 }
 
+/* A stand-in for member index NAME when it is missing and the volume is
+ * served degraded (member_absent.c): size bytes, nothing opened, every
+ * operation failing with EIO.  member_absent: whether m is one.
+ */
+extern int member_open_absent (struct member *m, unsigned index,
+                               const char *name, uint64_t size, char *why,
+                               size_t len);
+extern bool member_absent (const struct member *m);
+
 /* What the layers above ask of a member's kind, without knowing kinds.
  * may_shrink: a regular file, whose size can change under the volume
  * (a truncate), and which a write past its end would extend.  cut_short:
