@@ -57,6 +57,11 @@ struct assembly {
   /* A reshape under way (members: the union of both layouts). */
   struct meta_reshape reshape;
   struct lost lost; /* the volume's lost ranges (lost.h) */
+  /* assemble_degraded: bit i, member i could not be opened or its
+   * record read (missing_why[i] says why); it is served as lost.
+   */
+  uint64_t missing;
+  char missing_why[LAYOUT_MAX_MEMBERS][256];
 };
 
 /* Free what an assembly holds (the members' records); a zeroed or freed
@@ -71,6 +76,16 @@ extern void assembly_free (struct assembly *a);
  * md superblocks, or (none) the config alone.
  */
 extern int assemble (const struct stripe_config *cfg, struct assembly *a);
+
+/* The same, except that members that cannot be opened or whose record
+ * cannot be read are left out (a->missing), so long as one member that
+ * can be read speaks for the volume: a volume served degraded, read-only
+ * (nothing is ever written to a member by assembly).  Headers only
+ * (metadata "header": it records every member's size and data offset);
+ * md and none are refused, saying so.
+ */
+extern int assemble_degraded (const struct stripe_config *cfg,
+                              struct assembly *a);
 
 /* Read the md superblock of one member, a path or an NBD URI, read-only:
  * version 1.2, 1.1 or 1.0 (the newest when several are valid), where it

@@ -40,6 +40,7 @@ struct run {
   unsigned n;
   bool ok;
   unsigned stale_ok; /* accept: this member may be behind (else n) */
+  bool degraded;     /* unreadable members are left out (a->missing) */
 };
 
 void
@@ -334,13 +335,33 @@ report_unreadable (struct run *r, unsigned ref)
     r->ok = false;
     return;
   }
-  if (missing)
-    for (unsigned i = 0; i < r->n; ++i)
-      if (!r->p[i].readable) {
-        stripe_error ("member %u (%s): %s", i, r->cfg->members[i],
-                      r->p[i].why);
-        r->ok = false;
-      }
+  if (!missing)
+    return;
+  for (unsigned i = 0; i < r->n; ++i) {
+    if (r->p[i].readable)
+      continue;
+    /* Degraded: left out, so long as a member speaks for the volume
+     * (check_all refuses when none does).
+     */
+    if (r->degraded && ref < r->n) {
+      r->a->missing |= UINT64_C (1) << i;
+      snprintf (r->a->missing_why[i], sizeof r->a->missing_why[i], "%s",
+                r->p[i].why);
+      stripe_warning ("member %u (%s): %s: served degraded without it "
+                      "(what it holds reads as EIO)",
+                      i, r->cfg->members[i], r->p[i].why);
+      continue;
+    }
+    /* Others agree on the volume: it can be served without this one. */
+    if (ref < r->n)
+      stripe_error ("member %u (%s): %s; the volume can be served "
+                    "read-only without it: nbdstripe serve --degraded %s",
+                    i, r->cfg->members[i], r->p[i].why, r->cfg->path);
+    else
+      stripe_error ("member %u (%s): %s", i, r->cfg->members[i],
+                    r->p[i].why);
+    r->ok = false;
+  }
 }
 
 /* Checks of the members r holds (records loaded), as the config use
@@ -468,11 +489,12 @@ narrow (struct run *r, struct stripe_config *use, const bool *keep)
 /* The config as the members say it is (reshape_config), assembled. */
 static int
 assemble_config (const struct stripe_config *cfg, struct assembly *a,
-                 unsigned stale_ok, uint64_t *events_of)
+                 unsigned stale_ok, uint64_t *events_of, bool degraded)
 {
   struct run r = { .cfg = cfg, .a = a, .n = cfg->nr_members, .ok = true,
                    .stale_ok = stale_ok < cfg->nr_members ? stale_ok
-                                                          : cfg->nr_members };
+                                                          : cfg->nr_members,
+                   .degraded = degraded };
   struct stripe_config use = *cfg;
   bool keep[LAYOUT_MAX_MEMBERS];
   const char *left;
@@ -485,6 +507,16 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
   a->meta = r.ops = meta_ops_for (cfg->metadata);
   a->nr = r.n;
   r.w = &r.ops->words;
+  /* Only a header records every member's size and data offset: a
+   * member missing under another format leaves its place unknown.
+   */
+  if (degraded && cfg->metadata != METADATA_HEADER) {
+    stripe_error ("%s: metadata \"%s\": a volume can be served degraded "
+                  "(--degraded, degraded=1) only with metadata \"header\" "
+                  "for now",
+                  cfg->path, cfg->metadata == METADATA_MD ? "md" : "none");
+    return -1;
+  }
   if (r.ops->load == NULL) { /* nothing on the members: the config says it */
     for (unsigned i = 0; i < cfg->nr_members; ++i)
       a->paths[i] = cfg->members[i];
@@ -537,12 +569,18 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
 int
 assemble (const struct stripe_config *cfg, struct assembly *a)
 {
-  return assemble_config (cfg, a, UINT_MAX, NULL);
+  return assemble_config (cfg, a, UINT_MAX, NULL, false);
+}
+
+int
+assemble_degraded (const struct stripe_config *cfg, struct assembly *a)
+{
+  return assemble_config (cfg, a, UINT_MAX, NULL, true);
 }
 
 int
 assemble_accepting (const struct stripe_config *cfg, struct assembly *a,
                     unsigned stale_ok, uint64_t *events_of)
 {
-  return assemble_config (cfg, a, stale_ok, events_of);
+  return assemble_config (cfg, a, stale_ok, events_of, false);
 }
