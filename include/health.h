@@ -58,8 +58,12 @@
  *            (health_member_removed).  Nothing touches it any more, it is
  *            not checked nor probed, and it stays removed until the
  *            server stops (served again, it is no longer listed).
- * Volume: failed if a member is failed, degraded if one is slow, full or
- * failing, else ok.
+ *   missing  the volume is served degraded without it (volume.h): it
+ *            could not be opened or its header read when the server
+ *            started.  Requests touching it fail with EIO; it is not
+ *            checked nor probed, and stays missing until the server stops.
+ * Volume: failed if a member is failed, degraded if one is slow, full,
+ * failing or missing, else ok.
  *
  * Every transition is logged (nbdkit's log) naming the member index and
  * path, written to the status file at once, and then handed to the

@@ -22,7 +22,7 @@ struct health;
 
 /* States of a member, best first (health.h says what each means). */
 enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED,
-                    MS_REMOVED };
+                    MS_REMOVED, MS_MISSING };
 
 extern enum member_state health_member_state (const struct health *h,
                                               unsigned i);
@@ -36,6 +36,12 @@ extern int health_member_add (struct health *h, const char *path,
  * for good, reason why; never checked nor probed again.
  */
 extern void health_member_removed (struct health *h, unsigned i,
+                                   const char *why);
+/* Member i is missing, the volume served degraded (volume.h's
+ * missing): state missing for good, reason why; never checked nor
+ * probed.  The volume is degraded.
+ */
+extern void health_member_missing (struct health *h, unsigned i,
                                    const char *why);
 /* The volume is size bytes from now on (the end of a grow or a shrink):
  * what the status and the Prometheus file say.

@@ -28,11 +28,11 @@
 
 
 const char *const health_state_names[] = { "ok", "slow", "full", "failing",
-                                            "failed", "removed" };
+                                            "failed", "removed", "missing" };
 const char *const health_event_names[] = { "MemberRecovered", "MemberSlow",
                                            "MemberFull",
                                            "MemberFailing", "MemberFailed",
-                                           "MemberRemoved" };
+                                           "MemberRemoved", "MemberMissing" };
 
 const char *
 health_event_name (const struct event *e)

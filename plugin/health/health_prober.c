@@ -88,8 +88,9 @@ prober_main (void *arg)
       void *fresh = NULL;
       int r;
 
-      if (atomic_load (&m->state) == MS_REMOVED)
-        continue; /* closed: nothing to check */
+      if (atomic_load (&m->state) == MS_REMOVED
+          || atomic_load (&m->state) == MS_MISSING)
+        continue; /* closed or never opened: nothing to check */
 
       if (failed && !m->dropped_done && h->ops.dropped) {
         /* Once per failure, before any re-probe. */

@@ -205,7 +205,7 @@ prom_member_states (struct health *h, FILE *fp, bool running)
          fp);
   for (unsigned i = 0; i < h->n; ++i) {
     enum member_state s = atomic_load (&h->m[i].state);
-    for (unsigned k = 0; k <= MS_REMOVED; ++k) {
+    for (unsigned k = 0; k <= MS_MISSING; ++k) {
       fputs ("nbdstripe_member_state", fp);
       prom_mem (h, fp, i);
       fputs (",path=\"", fp);

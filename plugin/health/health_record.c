@@ -71,7 +71,7 @@ health_set_state (struct health *h, unsigned i, enum member_state s,
   struct member_health *m = &h->m[i];
   enum member_state old = atomic_load (&m->state);
 
-  if (old == MS_REMOVED)
+  if (old == MS_REMOVED || old == MS_MISSING)
     return; /* for good: nothing it says any more is the volume's */
   if (old == s) {
     if (s != MS_OK && reason && strcmp (m->reason, reason) != 0) {
@@ -351,6 +351,18 @@ health_member_removed (struct health *h, unsigned i, const char *why)
     return;
   pthread_mutex_lock (&h->lock);
   health_set_state (h, i, MS_REMOVED, why);
+  h->dirty = true;
+  pthread_cond_signal (&h->cond);
+  pthread_mutex_unlock (&h->lock);
+}
+
+void
+health_member_missing (struct health *h, unsigned i, const char *why)
+{
+  if (h == NULL || i >= h->n)
+    return;
+  pthread_mutex_lock (&h->lock);
+  health_set_state (h, i, MS_MISSING, why);
   h->dirty = true;
   pthread_cond_signal (&h->cond);
   pthread_mutex_unlock (&h->lock);
