@@ -54,6 +54,10 @@ struct array_options {
   const char *config_file; /* cfg's file: rewritten by jobs */
   unsigned nr_paths;
   const char *const *paths;
+  /* Serve the volume without the members that cannot be opened or read
+   * (assemble_degraded): volume.readonly must be set.
+   */
+  bool degraded;
   /* NULL: no health monitor (a check, an offline job).  Else its
    * parameters, name and size filled in by array_open.
    */

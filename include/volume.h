@@ -189,6 +189,12 @@ struct volume {
   struct volume_view view;         /* { &layout, map } */
   unsigned nr_members;
   struct member members[LAYOUT_MAX_MEMBERS];
+  /* Bit i: member i is missing, the volume served degraded (read-only):
+   * a stand-in failing with EIO (member_open_absent).  Every request
+   * touching it fails with EIO at once, its chunks' block status is
+   * data (never a hole that reads as zeros).  Set by volume_open.
+   */
+  uint64_t missing;
   /* Bit i: member i was removed by a shrink while served
    * (volume_remove_member): in no layout, synced, then closed with its
    * claim released.  Its index stays unused (the members keep the

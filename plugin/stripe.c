@@ -63,6 +63,7 @@ static enum cache_mode cache = CACHE_WRITEBACK;
 static bool adhoc_given;        /* file=, chunk= or cache= seen */
 static const char *config_file; /* config=FILE */
 static const char *status_file; /* status=FILE (ad hoc) */
+static bool degraded;           /* degraded=1: without missing members */
 static unsigned connections = MEMBER_CONNECTIONS_DEFAULT; /* connections= */
 static unsigned io_timeout = HEALTH_DEFAULT_IO_TIMEOUT;   /* timeout= */
 static struct stripe_config cfg;
@@ -148,6 +149,13 @@ stripe_config (const char *key, const char *value)
     status_file = value;
     return 0;
   }
+  if (strcmp (key, "degraded") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    degraded = r;
+    return 0;
+  }
   adhoc_given = true;
   if (strcmp (key, "file") == 0) {
     if (nr_paths == LAYOUT_MAX_MEMBERS) {
@@ -202,6 +210,8 @@ stripe_config (const char *key, const char *value)
   return 0;
 }
 
+static bool nbdkit_is_readonly (void);
+
 static int
 stripe_config_complete (void)
 {
@@ -216,6 +226,17 @@ stripe_config_complete (void)
                     config_file);
       return -1;
     }
+    /* Refused rather than made read-only behind the operator's back: a
+     * client told the export is writable by nbdkit's command line would
+     * be refused every write; with -r nbdkit and every filter know.
+     */
+    if (degraded && !nbdkit_is_readonly ()) {
+      stripe_error ("config=%s: degraded=1 serves the volume without its "
+                    "missing members, read-only: give nbdkit -r "
+                    "(nbdstripe serve --degraded does)",
+                    config_file);
+      return -1;
+    }
     if (config_load (config_file, &cfg, err, sizeof err) == -1) {
       stripe_error ("%s", err);
       return -1;
@@ -224,6 +245,11 @@ stripe_config_complete (void)
     for (unsigned i = 0; i < cfg.nr_warnings; ++i)
       nbdkit_debug ("warning: %s", cfg.warnings[i]);
     return 0;
+  }
+  if (degraded) {
+    stripe_error ("degraded=1 needs config=FILE: only a volume whose "
+                  "headers record every member can be served without one");
+    return -1;
   }
   if (nr_paths == 0) {
     stripe_error ("no members: give at least one file=PATH");
@@ -309,6 +335,7 @@ stripe_get_ready (void)
     .nr_paths = nr_paths,
     .paths = paths,
     .health = &hp,
+    .degraded = degraded,
   };
 
   health_params_of (&hp);
@@ -561,7 +588,10 @@ stripe_dump_plugin (void)
 }
 
 #define stripe_config_help                                                    \
-  "config=<FILE>   A volume config file (nbdstripe(8)); or, ad hoc:\n"        \
+  "config=<FILE>   A volume config file (nbdstripe(8)).\n"                    \
+  "degraded=1      With config= and -r: serve it without the members that\n" \
+  "                cannot be opened or read (their chunks read as EIO).\n"   \
+  "Or, ad hoc:\n"                                                             \
   "file=<PATH|URI> (required, repeat) A member: file, block device or NBD\n"  \
   "                URI (nbd://HOST/EXPORT, nbd+unix:///?socket=PATH, ...).\n" \
   "                The order of file= parameters is the member order.\n"      \

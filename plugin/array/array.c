@@ -52,6 +52,10 @@ open_volume (struct array *a, const struct array_options *ao)
     if (assemble_accepting (cfg, &a->assembly, o.stale_index, &events) == -1)
       return -1;
   }
+  else if (ao->degraded) {
+    if (assemble_degraded (cfg, &a->assembly) == -1)
+      return -1;
+  }
   else if (assemble (cfg, &a->assembly) == -1)
     return -1;
   o.assembly = &a->assembly;
@@ -147,6 +151,13 @@ open_health (struct array *a, const struct health_params *base)
     return -1;
   }
   v->health = a->health;
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (v->missing >> i & 1) {
+      char why[300];
+      snprintf (why, sizeof why, "served degraded without it: %s",
+                a->assembly.missing_why[i]);
+      health_member_missing (a->health, i, why);
+    }
   return 0;
 }
 

@@ -69,6 +69,31 @@ open_member (struct volume *v, unsigned i, const char *const *paths,
   char why[512];
 
   v->nr_members = i + 1; /* member_open leaves it closable */
+  if (a && (a->missing >> i & 1)) {
+    /* Served degraded: its place is the header's word, its data lost. */
+    if (!o->readonly) {
+      stripe_error ("member %u (%s): missing: a volume is served without "
+                    "a member only read-only",
+                    i, paths[i]);
+      errno = EROFS;
+      return -1;
+    }
+    if (a->data_sizes[i] == 0
+        || member_open_absent (m, i, paths[i],
+                               a->data_offsets[i] + a->data_sizes[i], why,
+                               sizeof why)
+             == -1) {
+      stripe_error ("member %u (%s): missing, and its size is unknown: "
+                    "cannot be served degraded",
+                    i, paths[i]);
+      errno = EINVAL;
+      return -1;
+    }
+    v->missing |= UINT64_C (1) << i;
+    m->data_offset = a->data_offsets[i];
+    *size = a->data_sizes[i];
+    return 0;
+  }
   if (member_open (m, i, paths[i], p, why, sizeof why) == -1) {
     int err = errno;
     if (!o->readonly && (err == EROFS || err == EACCES || err == EPERM))

@@ -80,11 +80,14 @@ volume_view_extents (struct volume *v, const struct volume_view *vw,
   int ret = -1;
 
   layout_spans (vw->layout, offset, count, spans);
-  if (refuse_failed (v, spans_mask (vw, spans)) == -1)
+  /* A missing member's chunks are data, not an error: a copy tool reads
+   * them and gets EIO, and copies what is around them.
+   */
+  if (refuse_failed (v, spans_mask (vw, spans) & ~v->missing) == -1)
     return -1;
   memset (r, 0, sizeof r);
   for (unsigned i = 0; i < vw->layout->nr_members; ++i) {
-    want[i] = spans[i].touched;
+    want[i] = spans[i].touched && !(v->missing >> vw->map[i] & 1);
     from[i] = v->members[vw->map[i]].data_offset + spans[i].member_offset;
     end[i] = from[i] + spans[i].length;
   }
@@ -106,6 +109,24 @@ volume_view_extents (struct volume *v, const struct volume_view *vw,
       uint64_t at = c->from;
       unsigned k = 0;
 
+      if (!want[p.member]) {
+        /* Missing (served degraded): lost, never a hole reading as
+         * zeros.
+         */
+        if (runs == 0)
+          first_flags = 0;
+        else if (req_one && first_flags != 0) {
+          ret = 0;
+          goto out;
+        }
+        if (add (opaque, p.offset, p.length, 0) == -1)
+          goto out;
+        if (++runs >= EXTENTS_MAX_RUNS) {
+          ret = 0;
+          goto out;
+        }
+        break;
+      }
       if (pos >= c->to) {
         /* This member has more runs than it sent: ask again, alone. */
         bool one[LAYOUT_MAX_MEMBERS] = { 0 };

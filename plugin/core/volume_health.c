@@ -35,7 +35,7 @@ bump (struct volume *v, int skip, const char *cause)
 
   for (unsigned j = 0; j < v->nr_members; ++j)
     if ((int) j != skip && health_member_state (v->health, j) != MS_FAILED
-        && !(v->removed >> j & 1))
+        && !((v->removed | v->missing) >> j & 1))
       devs[j] = &v->members[j];
   if (meta_update (&v->meta, devs, cause, true, why, sizeof why) == -1)
     stripe_error ("volume '%s': a member did not record the generation "
@@ -105,7 +105,7 @@ volume_member_check (struct volume *v, unsigned i, char *why, size_t len)
   int r;
 
   pthread_mutex_lock (&v->swap_lock);
-  r = v->removed >> i & 1 ? 0 : m->ops->check (m, why, len);
+  r = (v->removed | v->missing) >> i & 1 ? 0 : m->ops->check (m, why, len);
   pthread_mutex_unlock (&v->swap_lock);
   return r;
 }

@@ -84,13 +84,13 @@ gate_enter (struct volume *v)
  */
 extern int volume_refuse (struct volume *v, uint64_t failed);
 
-/* Fail fast: a request touching a failed member fails at once with EIO,
- * before any member is touched.
+/* Fail fast: a request touching a failed or missing member fails at
+ * once with EIO, before any member is touched.
  */
 static inline int
 refuse_failed (struct volume *v, uint64_t mask)
 {
-  uint64_t failed = health_failed_mask (v->health) & mask;
+  uint64_t failed = (health_failed_mask (v->health) | v->missing) & mask;
 
   return failed == 0 ? 0 : volume_refuse (v, failed);
 }
