@@ -20,8 +20,8 @@
 #include "volume.h"
 
 int
-check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
-              char uuid[37])
+check_volume (const struct stripe_config *cfg, bool claim, bool degraded,
+              uint64_t *size, char uuid[37])
 {
   struct array *a;
   /* Read-only: checking must never write.  Raw: one plain connection to
@@ -34,7 +34,8 @@ check_volume (const struct stripe_config *cfg, bool claim, uint64_t *size,
     .claim = claim,
     .raw = true,
   };
-  const struct array_options ao = { .volume = o, .cfg = cfg };
+  const struct array_options ao = { .volume = o, .cfg = cfg,
+                                    .degraded = degraded };
   int r;
 
   uuid[0] = '\0';
@@ -146,7 +147,7 @@ cmd_check (const struct command *cmd, int argc, char **argv)
   r = -1;
   if (loaded) {
     print_config_warnings (&cfg);
-    r = check_volume (&cfg, false, &size, uuid);
+    r = check_volume (&cfg, false, false, &size, uuid);
   }
   if (json)
     check_json (argv[optind], &cfg, loaded, err, r == 0, size, uuid);

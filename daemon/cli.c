@@ -44,7 +44,7 @@ const struct command commands[] = {
   {
     .name = "serve",
     .run = cmd_serve,
-    .synopsis = "[--foreground] [--read-only] VOLUME",
+    .synopsis = "[--foreground] [--read-only | --degraded] VOLUME",
     .summary = "check, then serve with nbdkit",
     .help = "Check the volume (as 'nbdstripe check'), then serve it with "
             "nbdkit and\n"
@@ -54,10 +54,18 @@ const struct command commands[] = {
             "A member that cannot be opened for writing is refused before "
             "anything\n"
             "is served, unless --read-only.\n"
+            "A member missing or unreadable (a dead drive) is refused, "
+            "unless --degraded:\n"
+            "the rest is served read-only, and every read touching the "
+            "missing member's\n"
+            "chunks fails with EIO (never zeros).\n"
             "NBDSTRIPE_PLUGIN overrides the plugin's path.\n"
             "  -f, --foreground  stay in the foreground (systemd)\n"
             "  -r, --read-only   serve read-only (nbdkit -r): no write "
-            "reaches a member\n",
+            "reaches a member\n"
+            "      --degraded    serve read-only without the members that "
+            "cannot be opened\n"
+            "                    or read; nothing is written to any member\n",
     .usage_status = 2,
   },
   {

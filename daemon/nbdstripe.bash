@@ -17,7 +17,7 @@ _nbdstripe_options ()
 {
   case $1 in
   create) echo "--force --discard --json" ;;
-  serve) echo "--foreground --read-only" ;;
+  serve) echo "--foreground --read-only --degraded" ;;
   check | status | list | accept | inspect) echo "--json" ;;
   stop) echo "--timeout --strict --json" ;;
   import) echo "--out --json --force --name --layout" ;;

@@ -109,10 +109,11 @@ extern void print_config_warnings (const struct stripe_config *cfg);
  * claim, members are also locked for the check (shared), so that one in
  * use by a server is refused, naming it.  Prints every problem; returns
  * 0/-1.  On success fills in the volume's size and UUID text ("" without
- * header).
+ * header).  degraded: members that cannot be opened or read are left
+ * out (serve --degraded, assemble_degraded).
  */
 extern int check_volume (const struct stripe_config *cfg, bool claim,
-                         uint64_t *size, char uuid[37]);
+                         bool degraded, uint64_t *size, char uuid[37]);
 
 /* The mkfs.ext4 and mkfs.xfs stripe options for this geometry
  * ("-b 4096 -E stride=32,stripe_width=128", "-d su=128k,sw=4").

@@ -350,7 +350,7 @@ listen_args (const struct stripe_config *cfg, unsigned activated,
  */
 static int
 build_args (const struct stripe_config *cfg, bool foreground, bool readonly,
-            unsigned activated, struct nbdkit_args *a)
+            bool degraded, unsigned activated, struct nbdkit_args *a)
 {
   char *pidfile;
 
@@ -406,6 +406,8 @@ build_args (const struct stripe_config *cfg, bool foreground, bool readonly,
     a->owned[a->nowned++] = abs;
     ADDF ("config=%s", abs);
   }
+  if (degraded)
+    ADD ("degraded=1");
   a->v[a->n] = NULL;
   return 0;
 }
@@ -415,9 +417,12 @@ build_args (const struct stripe_config *cfg, bool foreground, bool readonly,
 
 /* Where the volume is served, on stderr (the journal under systemd). */
 static void
-announce (const struct stripe_config *cfg, bool readonly, unsigned activated)
+announce (const struct stripe_config *cfg, bool readonly, bool degraded,
+          unsigned activated)
 {
-  const char *ro = readonly ? " read-only" : "";
+  const char *ro = degraded   ? " read-only and degraded"
+                   : readonly ? " read-only"
+                              : "";
 
   if (activated)
     describe_passed_socket (cfg, activated);
@@ -468,12 +473,13 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
   static const struct option opts[] = {
     { "foreground", no_argument, NULL, 'f' },
     { "read-only", no_argument, NULL, 'r' },
+    { "degraded", no_argument, NULL, 'D' },
     CLI_COMMON_OPTIONS,
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
   struct nbdkit_args a = { .n = 0 };
-  bool foreground = false, readonly = false;
+  bool foreground = false, readonly = false, degraded = false;
   unsigned activated;
   uint64_t size;
   char uuid[37];
@@ -483,6 +489,8 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     switch (c) {
     case 'f': foreground = true; break;
     case 'r': readonly = true; break;
+    /* Without the members that cannot be read: never written to. */
+    case 'D': degraded = readonly = true; break;
     default: return cli_option (cmd, c);
     }
   }
@@ -494,7 +502,7 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
     return 1;
   }
   print_config_warnings (&cfg);
-  if (check_volume (&cfg, true, &size, uuid) == -1
+  if (check_volume (&cfg, true, degraded, &size, uuid) == -1
       || (!readonly && members_writable (&cfg, argv[optind]) == -1)) {
     config_free (&cfg);
     return 1;
@@ -506,11 +514,11 @@ cmd_serve (const struct command *cmd, int argc, char **argv)
   activated = listen_fds ();
   if (activated)
     foreground = true;
-  if (build_args (&cfg, foreground, readonly, activated, &a) == -1)
+  if (build_args (&cfg, foreground, readonly, degraded, activated, &a) == -1)
     goto err;
   if (fresh_pidfile (a.pidfile, cfg.serve.pidfile == NULL, foreground) == -1)
     goto err;
-  announce (&cfg, readonly, activated);
+  announce (&cfg, readonly, degraded, activated);
   fflush (stderr);
   if (!foreground) {
     int r = run_until_pidfile (a.v, a.pidfile);

@@ -149,7 +149,7 @@ member_verdict (struct json_object *m)
   if (text_is (m, "state", "failed"))
     return V_FAILED;
   if (text_is (m, "state", "slow") || text_is (m, "state", "full")
-      || text_is (m, "state", "failing"))
+      || text_is (m, "state", "failing") || text_is (m, "state", "missing"))
     return V_DEGRADED;
   return V_OK;
 }
