@@ -70,7 +70,8 @@
  * on_change program (in a thread of its own, with a timeout; never in the
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
  * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
- * (any return to ok), MemberRemoved (a shrink's end), in order; a drive predicting its failure is a
+ * (any return to ok), MemberRemoved (a shrink's end), MemberMissing (the
+ * volume served degraded without it, at start), in order; a drive predicting its failure is a
  * MemberFailing whose reason starts "predicted:".  The environment also has
  * NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
  * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
@@ -105,7 +106,7 @@
  *   "members": [
  *     { "index": 0, "path": "/dev/nvme0n1",
  *       "state": "ok" | "slow" | "full" | "failing" | "failed"
- *                | "removed",
+ *                | "removed" | "missing",
  *       "state_since_unix": 1796212000.0,
  *       "reason": "" | "why it is in this state",
  *       "consecutive_errors": 0,

@@ -394,6 +394,11 @@ stripe_after_fork (void)
                volume_name (), volume->nr_members,
                volume->nr_members == 1 ? "" : "s", volume->layout.size,
                volume->layout.chunk);
+  for (unsigned i = 0; i < volume->nr_members; ++i)
+    if (volume->missing >> i & 1)
+      stripe_warning ("volume '%s': served degraded, read-only, without "
+                      "member %u (%s): reads of its chunks fail with EIO",
+                      volume_name (), i, volume->members[i].path);
   snprintf (
     state, sizeof state, "READY=1\nSTATUS=serving volume '%s' (%u member%s)",
     volume_name (), volume->nr_members, volume->nr_members == 1 ? "" : "s");

@@ -352,8 +352,10 @@ report_unreadable (struct run *r, unsigned ref)
                       i, r->cfg->members[i], r->p[i].why);
       continue;
     }
-    /* Others agree on the volume: it can be served without this one. */
-    if (ref < r->n)
+    /* Others agree on the volume: it can be served without this one
+     * (assemble_config says which formats can).
+     */
+    if (ref < r->n && r->cfg->metadata == METADATA_HEADER)
       stripe_error ("member %u (%s): %s; the volume can be served "
                     "read-only without it: nbdstripe serve --degraded %s",
                     i, r->cfg->members[i], r->p[i].why, r->cfg->path);

@@ -14,10 +14,11 @@
 #     was written; block status never calls a lost chunk zero; a write
 #     is refused;
 #   - status --json says degraded, the member "missing" with its path;
-#     the Prometheus file has the state;
+#     the Prometheus file has the state; list --json says degraded;
 #   - after the stop every member, present or moved back, is
 #     byte-identical to before (no generation bump, no header write).
-# And all members missing is still refused.
+# And all members missing is still refused; metadata "md" refused with
+# --degraded, saying so.
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo sha256sum jq
@@ -25,6 +26,9 @@ PY=/usr/bin/python3
 $PY -c 'import nbd' 2>/dev/null || d_skip "no libnbd python module"
 
 M=$((1024 * 1024))
+# list finds servers by the run directory they were started with.
+export NBDSTRIPE_RUNDIR=$D_TMP/run
+mkdir -p "$NBDSTRIPE_RUNDIR"
 
 # one N CHUNK: the volume, then each member missing in turn.
 one ()
@@ -90,6 +94,15 @@ one ()
       d_bad "$n/$i: status --json does not say degraded with member $i missing"
     grep -q "state=\"missing\"} 1" "$dir/vol.prom" ||
       d_bad "$n/$i: the Prometheus file has no member in state missing"
+    # list looks at every process: once per volume is enough.
+    if [[ $i -eq 0 ]]; then
+      d_run list.$n.$i d_ns list --json
+      jq -e --arg name "deg$n" '[.volumes[] | select(.name == $name)]
+          | length == 1 and .[0].state == "degraded"
+            and (.[0].reason | contains("missing"))' \
+        "$D_TMP/list.$n.$i.out" >/dev/null ||
+        d_bad "$n/$i: list --json does not say degraded"
+    fi
 
     d_stop "$D_SERVER_PID"
     mv "$dir/away" "${m[i]}"
@@ -114,4 +127,18 @@ one ()
 
 one 3 64K
 one 4 96K
+
+d_log "metadata md: --degraded refused, saying why"
+for i in 0 1; do truncate -s $((4 * M)) "$D_TMP/md$i.img"; done
+d_conf "$D_TMP/md.conf" degmd 64K \
+  "socket = \"$D_TMP/md.sock\"; pidfile = \"$D_TMP/md.pid\";" \
+  "$D_TMP/md0.img" "$D_TMP/md1.img"
+printf 'metadata = "md";\n' >>"$D_TMP/md.conf"
+d_run create.md d_ns create "$D_TMP/md.conf"
+[[ $D_RC -eq 0 ]] || d_fail "create with metadata md"
+mv "$D_TMP/md1.img" "$D_TMP/md1.away"
+d_run deg.md d_ns_serve --degraded "$D_TMP/md.conf"
+[[ -s $D_TMP/md.pid ]] && { D_PIDS+=("$(<"$D_TMP/md.pid")"); d_bad "md served degraded"; }
+d_expect_fail deg.md
+d_expect_err deg.md 'metadata "md": a volume can be served degraded'
 d_done
