@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe unit tests: assembling a volume from its members' metadata
- * (include/assemble.h: assemble, assemble_accepting), for nbdstripe
+ * (include/assemble.h: assemble, assemble_accepting, assemble_degraded),
+ * for nbdstripe
  * headers and md v1.x superblocks.
  *
  * Members live in memory (tests/lib/member_mem.h).  Their metadata is
@@ -571,6 +572,73 @@ header_corrupt_header_is_refused_as_corrupt (void **state)
   mem_corrupt ("c", 200);
   assert_int_equal (assemble_these ("a b c", NULL), -1);
   assert_error_logged ("member 2 (mem:c)", "checksum mismatch");
+}
+
+/* A member missing while the others agree on the volume: refused,
+ * naming the way out.
+ */
+static void
+header_missing_member_is_refused_naming_serve_degraded (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  assert_int_equal (assemble_these ("a gone c", NULL), -1);
+  assert_error_logged ("member 1 (mem:gone)", "no in-memory device",
+                       "the volume can be served read-only without it: "
+                       "nbdstripe serve --degraded " CONF);
+}
+
+/* Degraded: the missing member is left out, its place (data offset and
+ * size) the other headers' word; nothing is said as an error.
+ */
+static void
+header_degraded_leaves_a_missing_member_out_with_its_place (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  load_config (METADATA_HEADER, vol.data_offset, "a b gone", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), 0);
+  assert_int_equal (asm_.missing, UINT64_C (1) << 2);
+  assert_non_null (strstr (asm_.missing_why[2], "no in-memory device"));
+  assert_int_equal (asm_.data_offsets[2], DATA_OFFSET);
+  assert_int_equal (asm_.data_sizes[2], usable (2));
+  assert_logged_at (LOG_WARNING, "member 2 (mem:gone)", "served degraded");
+  assert_not_logged ("--degraded");
+  assert_false (log_captured_all (LOG_ERR, "member", (const char *) NULL));
+}
+
+static void
+header_degraded_with_every_member_missing_is_refused (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  load_config (METADATA_HEADER, vol.data_offset, "x y z", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
+  assert_error_logged (CONF, "no member could be read");
+}
+
+/* A member of another array is no missing member: still refused. */
+static void
+header_degraded_refuses_a_member_of_another_array (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  memcpy (vol.hdr[1].array_uuid, OTHER_UUID, 16);
+  write_meta (1);
+  load_config (METADATA_HEADER, vol.data_offset, "a b gone", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
+  assert_error_logged ("member 1 (mem:b)", "belongs to another");
+}
+
+static void
+md_degraded_is_refused_saying_why (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_MD);
+  load_config (METADATA_MD, 0, "a b gone", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
+  assert_error_logged (CONF, "metadata \"md\"",
+                       "only with metadata \"header\"");
 }
 
 static void
@@ -1261,6 +1329,11 @@ main (int argc, char **argv)
       header_member_of_another_array_is_refused_naming_both_arrays),
     fixture_test (header_half_copied_new_without_its_header_is_refused),
     fixture_test (header_corrupt_header_is_refused_as_corrupt),
+    fixture_test (header_missing_member_is_refused_naming_serve_degraded),
+    fixture_test (header_degraded_leaves_a_missing_member_out_with_its_place),
+    fixture_test (header_degraded_with_every_member_missing_is_refused),
+    fixture_test (header_degraded_refuses_a_member_of_another_array),
+    fixture_test (md_degraded_is_refused_saying_why),
     fixture_test (header_member_marked_replaced_is_refused),
     fixture_test (header_member_smaller_than_its_header_says_is_refused),
     fixture_test (header_config_chunk_other_than_the_headers_is_refused),
