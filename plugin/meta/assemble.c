@@ -345,8 +345,8 @@ report_unreadable (struct run *r, unsigned ref)
      */
     if (r->degraded && ref < r->n) {
       r->a->missing |= UINT64_C (1) << i;
-      snprintf (r->a->missing_why[i], sizeof r->a->missing_why[i], "%s",
-                r->p[i].why);
+      snprintf (r->a->missing_why[i], sizeof r->a->missing_why[i], "%.*s",
+                (int) sizeof r->a->missing_why[i] - 1, r->p[i].why);
       stripe_warning ("member %u (%s): %s: served degraded without it "
                       "(what it holds reads as EIO)",
                       i, r->cfg->members[i], r->p[i].why);
