@@ -34,7 +34,8 @@ check_volume (const struct stripe_config *cfg, bool claim, bool degraded,
     .claim = claim,
     .raw = true,
   };
-  const struct array_options ao = { .volume = o, .cfg = cfg,
+  const struct array_options ao = { .volume = o,
+                                    .cfg = cfg,
                                     .degraded = degraded };
   int r;
 

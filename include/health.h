@@ -71,18 +71,18 @@
  * I/O path): argv = PROGRAM EVENT VOLUME MEMBER_INDEX MEMBER_PATH, events
  * MemberSlow, MemberFull, MemberFailing, MemberFailed, MemberRecovered
  * (any return to ok), MemberRemoved (a shrink's end), MemberMissing (the
- * volume served degraded without it, at start), in order; a drive predicting its failure is a
- * MemberFailing whose reason starts "predicted:".  The environment also has
- * NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER, NBDSTRIPE_MEMBER_PATH,
- * NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
+ * volume served degraded without it, at start), in order; a drive predicting
+ * its failure is a MemberFailing whose reason starts "predicted:".  The
+ * environment also has NBDSTRIPE_EVENT, NBDSTRIPE_VOLUME, NBDSTRIPE_MEMBER,
+ * NBDSTRIPE_MEMBER_PATH, NBDSTRIPE_STATE (the new state) and NBDSTRIPE_REASON.
  *
  * on_failing = "replace" (the array's spare policy, array.h, which health
  * tells of every change of state): a member that becomes failing is
  * replaced onto a spare, one at a time, from a thread of the policy's;
- * health reports what it asks (health_report): events MemberReplacing (started), MemberReplaced,
- * MemberNotReplaced (no spare fits, or the replace failed), MEMBER_PATH
- * the old device, NBDSTRIPE_OLD_PATH and NBDSTRIPE_NEW_PATH (the spare)
- * beside it.
+ * health reports what it asks (health_report): events MemberReplacing
+ * (started), MemberReplaced, MemberNotReplaced (no spare fits, or the replace
+ * failed), MEMBER_PATH the old device, NBDSTRIPE_OLD_PATH and
+ * NBDSTRIPE_NEW_PATH (the spare) beside it.
  *
  * The status file (JSON, format 1), replaced atomically (written to a new
  * temporary .FILE.XXXXXX beside it, mode 0644, synced, then renamed; no

@@ -21,8 +21,15 @@
 struct health;
 
 /* States of a member, best first (health.h says what each means). */
-enum member_state { MS_OK, MS_SLOW, MS_FULL, MS_FAILING, MS_FAILED,
-                    MS_REMOVED, MS_MISSING };
+enum member_state {
+  MS_OK,
+  MS_SLOW,
+  MS_FULL,
+  MS_FAILING,
+  MS_FAILED,
+  MS_REMOVED,
+  MS_MISSING
+};
 
 extern enum member_state health_member_state (const struct health *h,
                                               unsigned i);

@@ -594,8 +594,8 @@ stripe_dump_plugin (void)
 
 #define stripe_config_help                                                    \
   "config=<FILE>   A volume config file (nbdstripe(8)).\n"                    \
-  "degraded=1      With config= and -r: serve it without the members that\n" \
-  "                cannot be opened or read (their chunks read as EIO).\n"   \
+  "degraded=1      With config= and -r: serve it without the members that\n"  \
+  "                cannot be opened or read (their chunks read as EIO).\n"    \
   "Or, ad hoc:\n"                                                             \
   "file=<PATH|URI> (required, repeat) A member: file, block device or NBD\n"  \
   "                URI (nbd://HOST/EXPORT, nbd+unix:///?socket=PATH, ...).\n" \

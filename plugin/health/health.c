@@ -26,13 +26,13 @@
 #include "log.h"
 #include "util.h"
 
-
-const char *const health_state_names[] = { "ok", "slow", "full", "failing",
-                                            "failed", "removed", "missing" };
+const char *const health_state_names[] = { "ok",      "slow",   "full",
+                                           "failing", "failed", "removed",
+                                           "missing" };
 const char *const health_event_names[] = { "MemberRecovered", "MemberSlow",
-                                           "MemberFull",
-                                           "MemberFailing", "MemberFailed",
-                                           "MemberRemoved", "MemberMissing" };
+                                           "MemberFull",      "MemberFailing",
+                                           "MemberFailed",    "MemberRemoved",
+                                           "MemberMissing" };
 
 const char *
 health_event_name (const struct event *e)

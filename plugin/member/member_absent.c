@@ -89,8 +89,8 @@ absent_sync (struct member *m, char *why, size_t len)
 }
 
 static int
-absent_discard (struct member *m, uint64_t offset, uint64_t length,
-                char *why, size_t len)
+absent_discard (struct member *m, uint64_t offset, uint64_t length, char *why,
+                size_t len)
 {
   (void) m;
   (void) offset;
@@ -165,23 +165,23 @@ absent_adopt (struct member *m, struct member *fresh)
 }
 
 static const struct member_ops member_absent_ops = {
-  .open                   = absent_open,
-  .close                  = absent_close,
-  .claim                  = absent_claim,
-  .current_size           = absent_current_size,
-  .pread                  = absent_pread,
-  .pwrite                 = absent_pwrite,
-  .sync                   = absent_sync,
-  .discard                = absent_discard,
-  .probe_fd               = absent_probe_fd,
-  .async                  = false,
-  .start_op               = absent_start_op,
-  .rw_now                 = absent_rw_now,
+  .open = absent_open,
+  .close = absent_close,
+  .claim = absent_claim,
+  .current_size = absent_current_size,
+  .pread = absent_pread,
+  .pwrite = absent_pwrite,
+  .sync = absent_sync,
+  .discard = absent_discard,
+  .probe_fd = absent_probe_fd,
+  .async = false,
+  .start_op = absent_start_op,
+  .rw_now = absent_rw_now,
   .zero_known_unsupported = absent_zero_known_unsupported,
-  .fast_zero_known        = absent_fast_zero_known,
-  .can_fast_zero          = absent_can_fast_zero,
-  .check                  = absent_check,
-  .adopt                  = absent_adopt,
+  .fast_zero_known = absent_fast_zero_known,
+  .can_fast_zero = absent_can_fast_zero,
+  .check = absent_check,
+  .adopt = absent_adopt,
 };
 
 int

@@ -360,8 +360,7 @@ report_unreadable (struct run *r, unsigned ref)
                     "read-only without it: nbdstripe serve --degraded %s",
                     i, r->cfg->members[i], r->p[i].why, r->cfg->path);
     else
-      stripe_error ("member %u (%s): %s", i, r->cfg->members[i],
-                    r->p[i].why);
+      stripe_error ("member %u (%s): %s", i, r->cfg->members[i], r->p[i].why);
     r->ok = false;
   }
 }
@@ -493,9 +492,12 @@ static int
 assemble_config (const struct stripe_config *cfg, struct assembly *a,
                  unsigned stale_ok, uint64_t *events_of, bool degraded)
 {
-  struct run r = { .cfg = cfg, .a = a, .n = cfg->nr_members, .ok = true,
-                   .stale_ok = stale_ok < cfg->nr_members ? stale_ok
-                                                          : cfg->nr_members,
+  struct run r = { .cfg = cfg,
+                   .a = a,
+                   .n = cfg->nr_members,
+                   .ok = true,
+                   .stale_ok =
+                     stale_ok < cfg->nr_members ? stale_ok : cfg->nr_members,
                    .degraded = degraded };
   struct stripe_config use = *cfg;
   bool keep[LAYOUT_MAX_MEMBERS];

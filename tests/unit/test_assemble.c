@@ -1315,8 +1315,7 @@ main (int argc, char **argv)
     fixture_test (
       header_members_in_the_wrong_order_are_refused_with_the_right_order),
     fixture_test (header_member_two_generations_behind_is_stale_and_named),
-    fixture_test (
-      header_member_one_generation_behind_is_an_update_cut_short),
+    fixture_test (header_member_one_generation_behind_is_an_update_cut_short),
     fixture_test (header_member_one_behind_and_marked_behind_is_stale),
     fixture_test (header_member_one_behind_not_in_the_newest_roster_is_stale),
     fixture_test (header_member_one_behind_in_the_newest_roster_is_taken),
