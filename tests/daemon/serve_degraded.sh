@@ -17,8 +17,9 @@
 #     the Prometheus file has the state; list --json says degraded;
 #   - after the stop every member, present or moved back, is
 #     byte-identical to before (no generation bump, no header write).
-# And all members missing is still refused; metadata "md" refused with
-# --degraded, saying so.
+# And all members missing is still refused; the plugin's degraded=1
+# without nbdkit -r is refused; metadata "md" refused with --degraded,
+# saying so.
 HERE=$(dirname "$(realpath "$0")")
 source "$HERE/../lib/daemon.sh" || exit 1
 d_init nbdkit nbdcopy nbdinfo sha256sum jq
@@ -127,6 +128,14 @@ one ()
 
 one 3 64K
 one 4 96K
+
+d_log "the plugin: degraded=1 without nbdkit -r refused"
+mv "$D_TMP/v3/m1.img" "$D_TMP/v3/away"
+d_run plugin.rw timeout 20 "${D_PRE[@]}" nbdkit -f -U "$D_TMP/p.sock" \
+  "$STRIPE_PLUGIN" config="$D_TMP/v3/vol.conf" degraded=1
+[[ $D_RC -ne 0 && $D_RC -ne 124 ]] || d_bad "nbdkit without -r: exit $D_RC"
+d_expect_err plugin.rw "degraded=1 serves the volume without its missing members, read-only: give nbdkit -r"
+mv "$D_TMP/v3/away" "$D_TMP/v3/m1.img"
 
 d_log "metadata md: --degraded refused, saying why"
 for i in 0 1; do truncate -s $((4 * M)) "$D_TMP/md$i.img"; done
