@@ -607,6 +607,21 @@ header_degraded_leaves_a_missing_member_out_with_its_place (void **state)
   assert_false (log_captured_all (LOG_ERR, "member", (const char *) NULL));
 }
 
+/* Unreadable is missing too: a member whose header is corrupt. */
+static void
+header_degraded_leaves_a_member_with_a_corrupt_header_out (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_HEADER);
+  mem_corrupt ("b", 200);
+  load_config (METADATA_HEADER, vol.data_offset, "a b c", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), 0);
+  assert_int_equal (asm_.missing, UINT64_C (1) << 1);
+  assert_logged_at (LOG_WARNING, "member 1 (mem:b)", "checksum mismatch",
+                    "served degraded");
+  assert_int_equal (asm_.data_sizes[1], usable (1));
+}
+
 static void
 header_degraded_with_every_member_missing_is_refused (void **state)
 {
@@ -1330,6 +1345,7 @@ main (int argc, char **argv)
     fixture_test (header_corrupt_header_is_refused_as_corrupt),
     fixture_test (header_missing_member_is_refused_naming_serve_degraded),
     fixture_test (header_degraded_leaves_a_missing_member_out_with_its_place),
+    fixture_test (header_degraded_leaves_a_member_with_a_corrupt_header_out),
     fixture_test (header_degraded_with_every_member_missing_is_refused),
     fixture_test (header_degraded_refuses_a_member_of_another_array),
     fixture_test (md_degraded_is_refused_saying_why),
