@@ -28,8 +28,9 @@ volume_refuse (struct volume *v, uint64_t failed)
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (failed >> i & 1) {
       health_rejected (v->health, i);
-      stripe_debug ("member %u (%s) has failed: request refused (EIO)", i,
-                    v->members[i].path);
+      stripe_debug (
+        "member %u (%s) %s: request refused (EIO)", i, v->members[i].path,
+        v->missing >> i & 1 ? "is missing (served degraded)" : "has failed");
       errno = EIO;
       return -1;
     }
