@@ -304,7 +304,8 @@ lost_files_walk (ext2_filsys fs, const struct loss *x,
     snprintf (why, len, "%s", strerror (w.err));
     return -1;
   }
-  qsort (r->files, r->nr_files, sizeof *r->files, by_path);
+  if (r->nr_files > 1)
+    qsort (r->files, r->nr_files, sizeof *r->files, by_path);
   return 0;
 }
 
