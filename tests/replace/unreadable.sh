@@ -213,6 +213,21 @@ else
   cat "$D_TMP/lost.table"
   d_bad "nbdstripe status does not show the lost ranges (above)"
 fi
+grep -q "the files they hold: nbdstripe lost-files $RP_CONF" \
+  "$D_TMP/lost.table" || d_bad "nbdstripe status does not point to lost-files"
+# lost-files: no file system here (a pattern), so the lost byte ranges,
+# the headers' (exit 1); --json's lost_ranges are the same ranges.
+d_run lost-files "$NBDSTRIPE" lost-files "$RP_CONF"
+d_expect_fail lost-files
+grep -q "cannot name files on this file system" "$D_TMP/lost-files.err" ||
+  d_bad "lost-files: 'cannot name files' not said"
+grep -q "^lost ranges of the volume (24576 bytes): $(
+  sed 's/ /+/' <<<"$exp_sorted" | paste -sd, | sed 's/,/, /g')\$" \
+  "$D_TMP/lost-files.out" || d_bad "lost-files: not the 3 lost ranges"
+d_run lost-files.json "$NBDSTRIPE" lost-files --json "$RP_CONF"
+[[ $(jq -r '.lost_ranges[] | "\(.offset) \(.length)"' \
+       "$D_TMP/lost-files.json.out") == "$exp_sorted" ]] ||
+  d_bad "lost-files --json: lost_ranges are not the 3 lost ranges"
 # A write over the first range: good again, and no longer lost.
 read -r off1 len1 <<<"$(head -1 <<<"$exp_sorted")"
 d_random "$D_TMP/w1" "$len1"
