@@ -5,9 +5,10 @@
 # (lost_files_oracle.py: debugfs's block lists and a RAID-0 model of its
 # own): a real ext4 (mkfs.ext4 -d: a few hundred files, some smaller than
 # a chunk, some larger than N chunks, directories 6 deep, symlinks) put
-# on a served 3-member volume with a 96K chunk (not a power of two) and a
-# 4-member one with 64K, read back through the server, then every member
-# in turn.  Before the file system is there: "cannot name files", exit 1.
+# on a served 3-member volume with a 96K chunk (not a power of two), a
+# 4-member one with 64K, and 3 members of two sizes in md's original
+# layout (two zones, the second rotated), read back through the server,
+# then every member in turn.  Before the file system is there: "cannot name files", exit 1.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
 d_init jq mkfs.ext4 debugfs nbdcopy python3
 
@@ -43,18 +44,24 @@ d_log "$n files, $(du -sh "$tree" | cut -f1)"
 mkfs.ext4 -q -F -b 4096 -d "$tree" "$D_TMP/fs.img" 64M ||
   d_fail "mkfs.ext4 -d"
 
-# volume NAME CHUNK N MEMBER_SIZE: lost-files on every member, against
-# the oracle.
+# volume NAME CHUNK "SIZE..." [LAYOUT]: lost-files on every member,
+# against the oracle; with LAYOUT (md's number), the members' sizes
+# differ and the oracle places chunks through md's zones.
 volume ()
 {
-  local name=$1 chunk=$2 n=$3 size=$4 members=() i sock=$D_TMP/$1.sock
+  local name=$1 chunk=$2 sizes=($3) layout=${4-} members=() i
+  local sock=$D_TMP/$1.sock n=${#sizes[@]} chunks=()
   local bytes=$(( ${chunk%K} * 1024 ))
   for ((i = 0; i < n; i++)); do
-    truncate -s "$size" "$D_TMP/$name.m$i"
+    truncate -s "${sizes[i]}" "$D_TMP/$name.m$i"
     members+=("$D_TMP/$name.m$i")
+    # Its data area (from 1 MiB) in whole chunks.
+    chunks+=($((($(stat -c %s "$D_TMP/$name.m$i") - 1048576) / bytes)))
   done
   d_conf "$NBDSTRIPE_CONFDIR/$name.conf" "$name" "$chunk" \
     "socket = \"$sock\"; pidfile = \"$D_TMP/$name.pid\";" "${members[@]}"
+  [[ -z $layout ]] ||
+    printf 'layout = "%s";\n' "$layout" >>"$NBDSTRIPE_CONFDIR/$name.conf"
   d_run "$name.create" d_ns create "$name" || :
   [[ $D_RC -eq 0 ]] || d_fail "$name: create"
   d_serve "$name.serve" "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
@@ -80,7 +87,9 @@ volume ()
     [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files --member $i: exit $D_RC"
   done
   d_run "$name.oracle" python3 "$ORACLE" "$D_TMP/$name.back" "$D_TMP/list" \
-    "$bytes" "$n" "$D_TMP/$name"
+    "$bytes" "$n" "$D_TMP/$name" \
+    ${layout:+"$(IFS=,; echo "${chunks[*]}")"} \
+    ${layout:+$([[ $layout == original ]] && echo 1 || echo 2)}
   [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files and the oracle disagree"
 
   # People's text: a line a file and the summary.
@@ -103,6 +112,10 @@ volume ()
     d_bad "$name: not served: the way out not said"
 }
 
-volume three 96K 3 26M
-volume four 64K 4 20M
+volume three 96K "26M 26M 26M"
+volume four 64K "20M 20M 20M 20M"
+# Zone 0 ends at volume chunk 435 (3 x 145: odd), 27 MiB in: the rest of
+# the file system is in zone 1 (members 1 and 2), where md's original
+# layout rotates them.
+volume zones 64K "10304K 30M 30M" original
 d_done

@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-# lost_files_oracle.py IMAGE LIST CHUNK N OUT_PREFIX: which files of the
-# ext4 in IMAGE (the volume's bytes, read back) would go with each member
-# of a plain RAID-0 of N members and CHUNK bytes a chunk (equal members:
-# volume chunk c on member c mod N), computed without nbdstripe's code:
+# lost_files_oracle.py IMAGE LIST CHUNK N OUT_PREFIX [CHUNKS LAYOUT]:
+# which files of the ext4 in IMAGE (the volume's bytes, read back) would
+# go with each member of a RAID-0 of N members and CHUNK bytes a chunk --
+# equal members: volume chunk c on member c mod N; else CHUNKS, each
+# member's size in whole chunks ("145,464,464"), and md's LAYOUT (1
+# original, 2 alternate) place it through tests/lib/md_raid0_model.py's
+# zones -- computed without nbdstripe's code:
 # debugfs gives each file's blocks (blocks: data and extent-tree blocks),
 # its extents (ex: the data blocks in file order) and its inode's block
 # (imap).  LIST has one "TYPE SIZE PATH" line a file (find -printf
@@ -13,6 +16,7 @@
 # extents say, and say whether directory blocks and the superblock are
 # lost.  Exit 0, or 1 printing every difference.
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +24,12 @@ import sys
 image, listfile, chunk, n, prefix = sys.argv[1:6]
 chunk, n = int(chunk), int(n)
 BS = 4096
+zones = None
+if len(sys.argv) > 6:
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+    import md_raid0_model as md
+    zones = md.build_zones([int(c) for c in sys.argv[6].split(",")])
+    layout = int(sys.argv[7])
 
 files = [("d", 0, "/"), ("d", 0, "/lost+found")]
 with open(listfile) as f:
@@ -42,6 +52,8 @@ EX = re.compile(r"^\s*(\d+)/\s*(\d+)\s+\d+/\s*\d+\s+(\d+)\s*-\s*(\d+)\s+"
 
 
 def member(block):
+    if zones:
+        return md.locate(zones, layout, block * BS // chunk)[0]
     return (block * BS // chunk) % n
 
 
