@@ -73,12 +73,32 @@ out:
   return r;
 }
 
+/* The user name of a PSK file's first key ("alice:00112233..."): nbdkit
+ * takes any name the file lists, libnbd would send the login name.
+ */
+static int
+psk_username (struct nbd_handle *h, const char *psk)
+{
+  char line[512], *colon;
+  FILE *fp = fopen (psk, "r");
+  int r = 0;
+
+  if (fp == NULL)
+    return 0; /* libnbd says why when it reads the file */
+  if (fgets (line, sizeof line, fp) && (colon = strchr (line, ':')) != NULL) {
+    *colon = '\0';
+    r = nbd_set_tls_username (h, line);
+  }
+  fclose (fp);
+  return r;
+}
+
 /* A connection to the volume's server, as its config says it listens. */
 static struct nbd_handle *
 connect_volume (const struct stripe_config *cfg)
 {
   struct nbd_handle *h = nbd_create ();
-  char port[16];
+  char port[16], where[300];
   int r;
 
   if (h == NULL)
@@ -90,7 +110,8 @@ connect_volume (const struct stripe_config *cfg)
   if (cfg->serve.tls != TLS_OFF) {
     if (nbd_set_tls (h, LIBNBD_TLS_REQUIRE) == -1
         || (cfg->serve.tls_psk
-            && nbd_set_tls_psk_file (h, cfg->serve.tls_psk) == -1)
+            && (nbd_set_tls_psk_file (h, cfg->serve.tls_psk) == -1
+                || psk_username (h, cfg->serve.tls_psk) == -1))
         || (cfg->serve.tls_certificates
             && nbd_set_tls_certificates (h, cfg->serve.tls_certificates)
                  == -1))
@@ -107,10 +128,15 @@ connect_volume (const struct stripe_config *cfg)
   return h;
 
 fail:
+  if (cfg->serve.socket)
+    snprintf (where, sizeof where, "%s", cfg->serve.socket);
+  else
+    snprintf (where, sizeof where, "%s:%d", cfg->serve.address,
+              cfg->serve.port);
   fprintf (stderr,
            "nbdstripe: %s: cannot read it through its server (%s): %s; "
            "lost-files needs it served: nbdstripe serve %s\n",
-           cfg->name, cfg->serve.socket ? cfg->serve.socket : "TCP",
+           cfg->name, where,
            nbd_get_error () ? nbd_get_error () : "out of memory", cfg->path);
   nbd_close (h);
   return NULL;
