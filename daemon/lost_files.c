@@ -207,10 +207,17 @@ print_text (const struct result *s)
 
   for (size_t i = 0; i < r->nr_files; ++i) {
     const struct lost_file *f = &r->files[i];
+    /* A name is whatever bytes the file system holds: escaped for the
+     * terminal (safe_text), at most 6 bytes ("\\u009b") for each.
+     */
+    size_t n = strlen (f->path), len = 6 * n + 8;
+    char *safe = malloc (len);
 
-    printf ("%s  inode %u  %" PRIu64 " of %" PRIu64 " bytes lost%s\n", f->path,
-            f->ino, f->lost_bytes, f->bytes,
+    printf ("%s  inode %u  %" PRIu64 " of %" PRIu64 " bytes lost%s\n",
+            safe ? safe_text (f->path, n, safe, len) : "?", f->ino,
+            f->lost_bytes, f->bytes,
             f->metadata_lost ? ", metadata lost" : "");
+    free (safe);
   }
   if (r->dir_blocks_lost)
     printf ("directory blocks are among the losses: the names in them go "

@@ -36,6 +36,8 @@ for dir in "$tree" "$tree"/wide* "$tree"/deep1 "$tree"/deep1/deep2/deep3 "$d"; d
     n=$((n + 1))
   done
 done
+# A name that would drive a terminal: escaped in the text.
+for k in 1 2 3 4 5 6; do head -c 3000 /dev/urandom >"$tree/esc$k"$'\e[31mred'; done
 ln -s f1 "$tree/short-link"
 ln -s "$(printf 'x%.0s' $(seq 1 80))/a/target/longer/than/sixty/bytes" \
   "$tree/long-link"
@@ -97,6 +99,11 @@ volume ()
   [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files --member 1: exit $D_RC"
   grep -E -q "^[0-9]+ files of [0-9]+ touch member 1, [0-9]+ bytes lost$" \
     "$D_TMP/$name.text.out" || d_bad "$name: no summary line"
+  ! grep -q $'\e' "$D_TMP/$name.text.out" ||
+    d_bad "$name: an escape sequence reached the terminal"
+  jq -r '.files[].path' "$D_TMP/$name.1.out" | grep -q $'\e' &&
+    ! grep -q -F 'esc' "$D_TMP/$name.text.out" &&
+    d_bad "$name: the name with an escape sequence not in the text"
   [[ $(grep -c " bytes lost" "$D_TMP/$name.text.out") -eq \
      $(($(jq '.files | length' "$D_TMP/$name.1.out") + 1)) ]] ||
     d_bad "$name: text and --json list different files"
