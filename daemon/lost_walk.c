@@ -234,7 +234,11 @@ fs_metadata (struct walk *w)
       w->r->backup_super = ext2fs_group_first_block2 (fs, g);
 }
 
-/* Inodes in use that no name reached. */
+/* Inodes in use that no name reached.  In use: linked, not deleted, and
+ * marked in the inode bitmap when it can be read -- the tables of a file
+ * system made with lazy_itable_init hold garbage past each group's used
+ * inodes, which the scan skips (EXT2_SF_DO_LAZY) and the bitmap denies.
+ */
 static void
 unnamed_inodes (struct walk *w)
 {
@@ -243,12 +247,16 @@ unnamed_inodes (struct walk *w)
   struct ext2_inode inode;
   ext2_ino_t ino;
   size_t alloc = 0;
+  bool bitmap = ext2fs_read_inode_bitmap (fs) == 0;
 
+  if (!bitmap)
+    w->r->unreadable = true;
   if (ext2fs_open_inode_scan (fs, 0, &scan) != 0) {
     w->r->unreadable = true;
     return;
   }
-  ext2fs_inode_scan_flags (scan, EXT2_SF_SKIP_MISSING_ITABLE, 0);
+  ext2fs_inode_scan_flags (scan, EXT2_SF_SKIP_MISSING_ITABLE | EXT2_SF_DO_LAZY,
+                           0);
   for (;;) {
     if (ext2fs_get_next_inode (scan, &ino, &inode) != 0) {
       w->r->unreadable = true;
@@ -257,7 +265,8 @@ unnamed_inodes (struct walk *w)
     if (ino == 0)
       break;
     if (ino < EXT2_FIRST_INO (fs->super) || inode.i_links_count == 0
-        || inode.i_dtime != 0 || ext2fs_test_inode_bitmap2 (w->reached, ino))
+        || inode.i_dtime != 0 || ext2fs_test_inode_bitmap2 (w->reached, ino)
+        || (bitmap && !ext2fs_test_inode_bitmap2 (fs->inode_map, ino)))
       continue;
     if (w->r->nr_unnamed == alloc) {
       size_t n = alloc ? 2 * alloc : 16;
