@@ -8,7 +8,9 @@
 # on a served 3-member volume with a 96K chunk (not a power of two), a
 # 4-member one with 64K, and 3 members of two sizes in md's original
 # layout (two zones, the second rotated), read back through the server,
-# then every member in turn.  Before the file system is there: "cannot name files", exit 1.
+# then every member in turn; an inode whose entry was unlinked is
+# listed in unnamed_inodes.  Before the file system is there: "cannot
+# name files", exit 1.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
 d_init jq mkfs.ext4 debugfs nbdcopy python3
 
@@ -45,6 +47,14 @@ ln -s "$(printf 'x%.0s' $(seq 1 80))/a/target/longer/than/sixty/bytes" \
 d_log "$n files, $(du -sh "$tree" | cut -f1)"
 mkfs.ext4 -q -F -b 4096 -d "$tree" "$D_TMP/fs.img" 64M ||
   d_fail "mkfs.ext4 -d"
+# An inode in use that no name reaches: its entry unlinked (debugfs's
+# unlink leaves the inode and its link count): an unnamed inode.
+unnamed=$(debugfs -R "imap /wide1/f1" "$D_TMP/fs.img" 2>/dev/null |
+          sed -n 's/^Inode \([0-9]*\) is part.*/\1/p')
+[[ -n $unnamed ]] || d_fail "debugfs imap /wide1/f1"
+debugfs -w -R "unlink /wide1/f1" "$D_TMP/fs.img" 2>/dev/null ||
+  d_fail "debugfs unlink"
+sed -i '/ wide1\/f1$/d' "$D_TMP/list"
 
 # volume NAME CHUNK "SIZE..." [LAYOUT]: lost-files on every member,
 # against the oracle; with LAYOUT (md's number), the members' sizes
@@ -87,6 +97,8 @@ volume ()
   for ((i = 0; i < n; i++)); do
     d_run "$name.$i" d_ns lost-files --json --member "$i" "$name"
     [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files --member $i: exit $D_RC"
+    jq -e ".unnamed_inodes == [$unnamed]" "$D_TMP/$name.$i.out" >/dev/null ||
+      d_bad "$name: --member $i: unnamed_inodes is not [$unnamed]"
   done
   d_run "$name.oracle" python3 "$ORACLE" "$D_TMP/$name.back" "$D_TMP/list" \
     "$bytes" "$n" "$D_TMP/$name" \
