@@ -345,6 +345,30 @@ const struct command commands[] = {
             "                    with --wait, JSON Lines\n",
     .usage_status = 2,
   },
+  {
+    .name = "lost-files",
+    .run = cmd_lost_files,
+    .synopsis = "[--member INDEX] [--json] VOLUME",
+    .summary = "the files a lost member or range takes (ext2/3/4)",
+    .help = "List the files of the ext2, ext3 or ext4 file system on a "
+            "served volume\n"
+            "whose data or metadata lie in the volume's lost ranges (its "
+            "headers keep\n"
+            "them) or, with --member, on member INDEX: what its death "
+            "would take.\n"
+            "Reads through the server, never mounts, writes nothing.  "
+            "Exit status 0\n"
+            "when the files could be named, 1 otherwise (a file system it "
+            "does not\n"
+            "know: the lost byte ranges and why).\n"
+            "  -m, --member INDEX  every chunk of member INDEX counts as "
+            "lost\n"
+            "  -j, --json        {\"files\": [{\"path\", \"inode\", "
+            "\"bytes\", \"lost_bytes\",\n"
+            "                    \"metadata_lost\"}...], "
+            "\"unnamed_inodes\": [...], ...}\n",
+    .usage_status = 2,
+  },
   { .name = NULL },
 };
 

@@ -10,7 +10,7 @@
 # The option lists are the ones `nbdstripe COMMAND --help` prints (the
 # test tests/daemon/completion.sh compares them).
 
-_nbdstripe_commands="create serve check status list stop accept inspect import replace grow shrink scrub"
+_nbdstripe_commands="create serve check status list stop accept inspect import replace grow shrink scrub lost-files"
 
 # _nbdstripe_options COMMAND: its options, long forms.
 _nbdstripe_options ()
@@ -28,6 +28,7 @@ _nbdstripe_options ()
     echo "--rate --size --wait --force --offline --dry-run --cancel --json"
     ;;
   scrub) echo "--rate --wait --cancel --json" ;;
+  lost-files) echo "--member --json" ;;
   esac
 }
 
@@ -35,7 +36,8 @@ _nbdstripe_options ()
 _nbdstripe_takes_arg ()
 {
   case $1 in
-  --out | -o | --name | --layout | --timeout | -t | --rate | --size)
+  --out | -o | --name | --layout | --timeout | -t | --rate | --size | \
+    --member | -m)
     return 0
     ;;
   esac
@@ -107,7 +109,7 @@ _nbdstripe ()
     COMPREPLY=($(compgen -W "original alternate" -- "$cur"))
     return 0
     ;;
-  --name | --timeout | -t | --rate) return 0 ;;
+  --name | --timeout | -t | --rate | --member | -m) return 0 ;;
   esac
 
   if [[ $cur == -* ]]; then
@@ -130,7 +132,7 @@ _nbdstripe ()
   done
 
   case $cmd in
-  create | serve | check | status | stop | accept | scrub)
+  create | serve | check | status | stop | accept | scrub | lost-files)
     # VOLUME (accept: then INDEX, a number: nothing to offer).
     if ((n == 0)); then
       while IFS= read -r line; do

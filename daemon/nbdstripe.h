@@ -43,6 +43,7 @@ extern int cmd_replace (const struct command *, int argc, char **argv);
 extern int cmd_grow (const struct command *, int argc, char **argv);
 extern int cmd_shrink (const struct command *, int argc, char **argv);
 extern int cmd_scrub (const struct command *, int argc, char **argv);
+extern int cmd_lost_files (const struct command *, int argc, char **argv);
 
 /* nbdstripe --help. */
 extern void usage (FILE *fp);

@@ -54,10 +54,11 @@ print_state (const struct view *w, struct json_object *vol)
 }
 
 /* The volume's lost ranges (the status's "lost"), when there are any:
- * the first few, coalesced as the server keeps them.
+ * the first few, coalesced as the server keeps them, and the command
+ * that names the files in them (as zpool status points to -v).
  */
 static void
-print_lost (struct json_object *lost)
+print_lost (struct json_object *lost, const struct stripe_config *cfg)
 {
   struct json_object *r = field (lost, "ranges", json_type_array);
   size_t n = r ? json_object_array_length (r) : 0;
@@ -80,6 +81,8 @@ print_lost (struct json_object *lost)
   }
   if (n > 8)
     printf ("%15s   ... %zu more (status --json)\n", "", n - 8);
+  printf ("%15s   the files they hold: nbdstripe lost-files %s\n", "",
+          cfg->path);
 }
 
 void
@@ -130,7 +133,7 @@ print_volume (const struct view *w, const struct stripe_config *cfg,
     printf ("%15s : ?\n", "Chunk");
   printf ("%15s : %s\n", "Members",
           fmt_uint (vol, "members", buf, sizeof buf));
-  print_lost (field (st, "lost", json_type_object));
+  print_lost (field (st, "lost", json_type_object), cfg);
   printf ("%15s : %s\n", "Uptime",
           get_number (vol, "uptime_seconds", &d)
             ? fmt_duration (d, buf, sizeof buf)

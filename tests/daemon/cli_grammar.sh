@@ -67,7 +67,8 @@ squeeze () { tr -s ' \n' '  ' <"$1"; }
 expect top 0 -- --help
 pod=$NBDSTRIPE_SOURCE_DIR/daemon/nbdstripe.pod
 sed -n '/^=head1 SYNOPSIS/,/^=head1/p' "$pod" >"$D_TMP/synopsis"
-for c in create serve check status list stop accept inspect import replace scrub; do
+for c in create serve check status list stop accept inspect import replace scrub \
+         lost-files; do
   expect "$c.help" 0 -- "$c" --help
   # "Usage: nbdstripe CMD SYNOPSIS" and its continuation lines.
   syn=$(awk 'NR == 1 { sub(/^Usage: nbdstripe /, ""); print; next }
@@ -96,6 +97,9 @@ expect u.stop-timeout 2 -- stop -t 0 g0
 expect u.accept-index 2 -- accept g0 x
 d_expect_err u.accept-index "nbdstripe: INDEX 'x': expected a member index" \
   "Usage: nbdstripe accept "
+expect u.lost-member 2 -- lost-files --member x g0
+d_expect_err u.lost-member "nbdstripe: --member: not a member index: 'x'" \
+  "Usage: nbdstripe lost-files "
 expect u.import-layout 2 -- import --layout sideways "$D_TMP/m0"
 d_expect_err u.import-layout "nbdstripe: --layout: expected" \
   "Usage: nbdstripe import "

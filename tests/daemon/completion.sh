@@ -53,7 +53,7 @@ lines () { printf '%s\n' "$@" | sort; }
 
 # Every command --help lists.
 "$NBDSTRIPE" --help >"$D_TMP/help" || d_fail "nbdstripe --help"
-cmds=$(sed -n '/^Commands:/,/^$/s/^  \([a-z]\+\)\( .*\)\?$/\1/p' "$D_TMP/help")
+cmds=$(sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z-]*\)\( .*\)\?$/\1/p' "$D_TMP/help")
 [[ -n $cmds ]] || d_fail "no command found in nbdstripe --help"
 expect commands "$(lines $cmds --help --version)" nbdstripe ""
 expect ch "$(lines check)" nbdstripe ch

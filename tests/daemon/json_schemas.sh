@@ -3,13 +3,13 @@
 # Every command's --json, on success and on failure, matches its schema
 # (daemon/json/COMMAND.json: ok and error always there, the same keys
 # whatever happened) and its ok says its exit status: create, check,
-# status, list, inspect, accept, import, stop, replace, scrub, grow and
-# shrink, each refused for what it can be refused for (no such volume, a
-# missing member, a bad config, the volume not served, a bad argument)
-# and run to its end (--wait: JSON Lines, the progress lines matching
+# status, list, inspect, accept, import, stop, replace, scrub, grow,
+# shrink and lost-files, each refused for what it can be refused for (no
+# such volume, a missing member, a bad config, the volume not served, a
+# bad argument, no file system on it) and run to its end (--wait: JSON Lines, the progress lines matching
 # daemon/json/progress.json).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
-d_init jq
+d_init jq mkfs.ext4 nbdcopy
 python3 -c 'import jsonschema' 2>/dev/null ||
   d_skip "python3-jsonschema is not installed"
 
@@ -79,10 +79,17 @@ case_ grow.nosuch 1 -- grow --json nosuch "$D_TMP/m2"
 case_ shrink.dry-down 0 -- shrink --json --dry-run v 1
 case_ shrink.down 1 -- shrink --json v 1 --size 4096
 case_ shrink.bad 1 -- shrink --json --dry-run bad 1
+case_ lost-files.down 1 -- lost-files --json --member 0 v
+case_ lost-files.nosuch 1 -- lost-files --json nosuch
+case_ lost-files.index 2 -- lost-files --json --member 5 v
 
 # ---- served ----------------------------------------------------------------
 d_serve serve "$NBDSTRIPE_CONFDIR/v.conf" "$D_TMP/v.pid" || d_fail "serve v"
 case_ status 0 -- status --json v
+case_ lost-files.nofs 1 -- lost-files --json --member 1 v
+mkfs.ext4 -q -F -b 4096 "$D_TMP/fs.img" 8M || d_fail "mkfs.ext4"
+nbdcopy "$D_TMP/fs.img" "nbd+unix:///?socket=$sock" || d_fail "nbdcopy"
+case_ lost-files 0 -- lost-files --json --member 1 v
 case_ list.served 0 -- list --json
 case_ replace.index 2 -- replace --json v 7 "$D_TMP/n0"
 case_ replace.member 1 -- replace --json v 1 "$D_TMP/m0"

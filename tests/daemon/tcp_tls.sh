@@ -97,6 +97,12 @@ nobody_cannot rootkey.read nbdinfo --size "$key_uri"
 own_uri="nbds://alice@127.0.0.1:$port/?tls-psk-file=$D_TMP/nobody/own.psk"
 nobody_cannot ownkey.read nbdcopy "$own_uri" "$D_TMP/nobody/out"
 nobody_cannot ownkey.write nbdcopy "$D_TMP/nobody/junk" "$own_uri"
+# lost-files reads through the server with the config's key (no file
+# system here: it got that far).
+d_run lost-files.tls "$NBDSTRIPE" lost-files --member 0 "$D_TMP/tls.conf"
+d_expect_fail lost-files.tls &&
+  grep -q "cannot name files on this file system" "$D_TMP/lost-files.tls.err" ||
+  d_bad "lost-files did not read the volume over TLS"
 d_run root.reread nbdcopy "$key_uri" "$D_TMP/after"
 if [[ $D_RC -eq 0 ]] && cmp -s "$D_TMP/before" "$D_TMP/after"; then
   d_ok "the volume is what it was"

@@ -213,6 +213,64 @@ else
   cat "$D_TMP/lost.table"
   d_bad "nbdstripe status does not show the lost ranges (above)"
 fi
+grep -q "the files they hold: nbdstripe lost-files $RP_CONF" \
+  "$D_TMP/lost.table" || d_bad "nbdstripe status does not point to lost-files"
+# lost-files: no file system here (a pattern), so the lost byte ranges,
+# the headers' (exit 1); --json's lost_ranges are the same ranges.
+d_run lost-files "$NBDSTRIPE" lost-files "$RP_CONF"
+d_expect_fail lost-files
+grep -q "cannot name files on this file system" "$D_TMP/lost-files.err" ||
+  d_bad "lost-files: 'cannot name files' not said"
+grep -q "^lost ranges of the volume (24576 bytes): $(
+  sed 's/ /+/' <<<"$exp_sorted" | paste -sd, | sed 's/,/, /g')\$" \
+  "$D_TMP/lost-files.out" || d_bad "lost-files: not the 3 lost ranges"
+d_run lost-files.json "$NBDSTRIPE" lost-files --json "$RP_CONF"
+[[ $(jq -r '.lost_ranges[] | "\(.offset) \(.length)"' \
+       "$D_TMP/lost-files.json.out") == "$exp_sorted" ]] ||
+  d_bad "lost-files --json: lost_ranges are not the 3 lost ranges"
+# Then an ext4 written around the lost ranges (everywhere else: they stay
+# lost): lost-files names exactly the files debugfs says own blocks there
+# (icheck, ncheck).
+mkdir -p "$D_TMP/tree"
+for k in $(seq 1 50); do d_random "$D_TMP/tree/f$k" $((300000 + k * 5000)); done
+truncate -s "$vsize" "$D_TMP/fs.img"
+mkfs.ext4 -q -F -b 4096 -O ^has_journal -d "$D_TMP/tree" "$D_TMP/fs.img" ||
+  d_fail "mkfs.ext4 -d"
+"$RP_PY" - "$RP_URI" "$D_TMP/fs.img" "$exp_sorted" <<'PY' || d_fail "writing the ext4"
+import nbd, sys
+uri, img, ranges = sys.argv[1:4]
+lost = sorted(tuple(map(int, l.split())) for l in ranges.splitlines())
+data = open(img, "rb").read()
+h = nbd.NBD()
+h.connect_uri(uri)
+pos = 0
+for off, ln in lost + [(len(data), 0)]:
+    while pos < off:
+        n = min(1 << 20, off - pos)
+        h.pwrite(data[pos:pos + n], pos)
+        pos += n
+    pos = max(pos, off + ln)
+h.flush()
+PY
+cp "$D_TMP/fs.img" "$D_TMP/pattern"
+lost_check ext4 "$exp_sorted"
+blocks=$(while read -r off len; do
+           seq $((off / 4096)) $(((off + len - 1) / 4096))
+         done <<<"$exp_sorted")
+inodes=$(debugfs -R "icheck $(echo $blocks)" "$D_TMP/fs.img" 2>/dev/null |
+         awk 'NR > 1 && $2 ~ /^[0-9]+$/ { print $2 }' | sort -u)
+want=$(debugfs -R "ncheck $(echo $inodes)" "$D_TMP/fs.img" 2>/dev/null |
+       awk 'NR > 1 { print $2 }' | sed 's|^//|/|' | sort)
+d_run lost-files.ext4 "$NBDSTRIPE" lost-files --json "$RP_CONF"
+[[ $D_RC -eq 0 ]] || d_bad "lost-files on the ext4: exit $D_RC"
+got=$(jq -r '.files[].path' "$D_TMP/lost-files.ext4.out" | sort)
+if [[ -n $want && $got == "$want" ]] &&
+   jq -e '[.files[].lost_bytes] | add > 0 and add <= 24576' \
+     "$D_TMP/lost-files.ext4.out" >/dev/null; then
+  d_ok "lost-files names the files of the lost ranges: $(echo $got)"
+else
+  d_bad "lost-files names [$(echo $got)], debugfs says [$(echo $want)]"
+fi
 # A write over the first range: good again, and no longer lost.
 read -r off1 len1 <<<"$(head -1 <<<"$exp_sorted")"
 d_random "$D_TMP/w1" "$len1"

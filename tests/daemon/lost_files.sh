@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# nbdstripe lost-files --member I names exactly the files a member's death
+# would take, checked against an independent oracle
+# (lost_files_oracle.py: debugfs's block lists and a RAID-0 model of its
+# own): a real ext4 (mkfs.ext4 -d: a few hundred files, some smaller than
+# a chunk, some larger than N chunks, directories 6 deep, symlinks) put
+# on a served 3-member volume with a 96K chunk (not a power of two), a
+# 4-member one with 64K, and 3 members of two sizes in md's original
+# layout (two zones, the second rotated), read back through the server,
+# then every member in turn; an inode whose entry was unlinked is
+# listed in unnamed_inodes.  Before the file system is there: "cannot
+# name files", exit 1.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
+d_init jq mkfs.ext4 debugfs nbdcopy python3
+
+ORACLE=$NBDSTRIPE_SOURCE_DIR/tests/daemon/lost_files_oracle.py
+export NBDSTRIPE_CONFDIR=$D_TMP/conf NBDSTRIPE_RUNDIR=$D_TMP/run
+mkdir -p "$NBDSTRIPE_CONFDIR" "$NBDSTRIPE_RUNDIR"
+
+# The tree: the same for both volumes (RANDOM seeded).
+RANDOM=37
+tree=$D_TMP/tree
+d=$tree
+for depth in 1 2 3 4 5 6; do
+  d=$d/deep$depth
+  mkdir -p "$d" "$tree/wide$depth"
+done
+n=0
+for dir in "$tree" "$tree"/wide* "$tree"/deep1 "$tree"/deep1/deep2/deep3 "$d"; do
+  for k in $(seq 1 30); do
+    case $((RANDOM % 10)) in
+    0 | 1 | 2 | 3 | 4) size=$((RANDOM % 6000)) ;;          # < a chunk
+    5 | 6 | 7) size=$((20000 + RANDOM * 4)) ;;              # 20K-150K
+    *) size=$((400000 + RANDOM * 8)) ;;                     # > N chunks
+    esac
+    head -c "$size" /dev/urandom >"$dir/f$k"
+    n=$((n + 1))
+  done
+done
+# A name that would drive a terminal: escaped in the text.
+for k in 1 2 3 4 5 6; do head -c 3000 /dev/urandom >"$tree/esc$k"$'\e[31mred'; done
+ln -s f1 "$tree/short-link"
+ln -s "$(printf 'x%.0s' $(seq 1 80))/a/target/longer/than/sixty/bytes" \
+  "$tree/long-link"
+(cd "$tree" && find . -mindepth 1 -printf '%y %s %P\n') >"$D_TMP/list"
+d_log "$n files, $(du -sh "$tree" | cut -f1)"
+mkfs.ext4 -q -F -b 4096 -d "$tree" "$D_TMP/fs.img" 64M ||
+  d_fail "mkfs.ext4 -d"
+# An inode in use that no name reaches: its entry unlinked (debugfs's
+# unlink leaves the inode and its link count): an unnamed inode.
+unnamed=$(debugfs -R "imap /wide1/f1" "$D_TMP/fs.img" 2>/dev/null |
+          sed -n 's/^Inode \([0-9]*\) is part.*/\1/p')
+[[ -n $unnamed ]] || d_fail "debugfs imap /wide1/f1"
+debugfs -w -R "unlink /wide1/f1" "$D_TMP/fs.img" 2>/dev/null ||
+  d_fail "debugfs unlink"
+sed -i '/ wide1\/f1$/d' "$D_TMP/list"
+
+# volume NAME CHUNK "SIZE..." [LAYOUT]: lost-files on every member,
+# against the oracle; with LAYOUT (md's number), the members' sizes
+# differ and the oracle places chunks through md's zones.
+volume ()
+{
+  local name=$1 chunk=$2 sizes=($3) layout=${4-} members=() i
+  local sock=$D_TMP/$1.sock n=${#sizes[@]} chunks=()
+  local bytes=$(( ${chunk%K} * 1024 ))
+  for ((i = 0; i < n; i++)); do
+    truncate -s "${sizes[i]}" "$D_TMP/$name.m$i"
+    members+=("$D_TMP/$name.m$i")
+    # Its data area (from 1 MiB) in whole chunks.
+    chunks+=($((($(stat -c %s "$D_TMP/$name.m$i") - 1048576) / bytes)))
+  done
+  d_conf "$NBDSTRIPE_CONFDIR/$name.conf" "$name" "$chunk" \
+    "socket = \"$sock\"; pidfile = \"$D_TMP/$name.pid\";" "${members[@]}"
+  [[ -z $layout ]] ||
+    printf 'layout = "%s";\n' "$layout" >>"$NBDSTRIPE_CONFDIR/$name.conf"
+  d_run "$name.create" d_ns create "$name" || :
+  [[ $D_RC -eq 0 ]] || d_fail "$name: create"
+  d_serve "$name.serve" "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
+    d_fail "$name: serve"
+
+  d_run "$name.nofs" d_ns lost-files --member 0 "$name"
+  d_expect_fail "$name.nofs" &&
+    grep -q "cannot name files on this file system" "$D_TMP/$name.nofs.err" ||
+    d_bad "$name: a volume without a file system: not said"
+  grep -q "member 0: every chunk" "$D_TMP/$name.nofs.out" ||
+    d_bad "$name: a volume without a file system: the lost bytes not said"
+
+  nbdcopy "$D_TMP/fs.img" "nbd+unix:///?socket=$sock" ||
+    d_fail "$name: nbdcopy onto the volume"
+  # The oracle reads the volume's bytes as its server gives them.
+  nbdcopy "nbd+unix:///?socket=$sock" "$D_TMP/$name.back" ||
+    d_fail "$name: nbdcopy from the volume"
+  cmp -n "$(stat -c %s "$D_TMP/fs.img")" "$D_TMP/fs.img" "$D_TMP/$name.back" ||
+    d_fail "$name: the file system did not come back"
+
+  for ((i = 0; i < n; i++)); do
+    d_run "$name.$i" d_ns lost-files --json --member "$i" "$name"
+    [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files --member $i: exit $D_RC"
+    jq -e ".unnamed_inodes == [$unnamed]" "$D_TMP/$name.$i.out" >/dev/null ||
+      d_bad "$name: --member $i: unnamed_inodes is not [$unnamed]"
+  done
+  d_run "$name.oracle" python3 "$ORACLE" "$D_TMP/$name.back" "$D_TMP/list" \
+    "$bytes" "$n" "$D_TMP/$name" \
+    ${layout:+"$(IFS=,; echo "${chunks[*]}")"} \
+    ${layout:+$([[ $layout == original ]] && echo 1 || echo 2)}
+  [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files and the oracle disagree"
+
+  # People's text: a line a file and the summary.
+  d_run "$name.text" d_ns lost-files --member 1 "$name"
+  [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files --member 1: exit $D_RC"
+  grep -E -q "^[0-9]+ files of [0-9]+ touch member 1, [0-9]+ bytes lost$" \
+    "$D_TMP/$name.text.out" || d_bad "$name: no summary line"
+  ! grep -q $'\e' "$D_TMP/$name.text.out" ||
+    d_bad "$name: an escape sequence reached the terminal"
+  jq -r '.files[].path' "$D_TMP/$name.1.out" | grep -q $'\e' &&
+    ! grep -q -F 'esc' "$D_TMP/$name.text.out" &&
+    d_bad "$name: the name with an escape sequence not in the text"
+  [[ $(grep -c " bytes lost" "$D_TMP/$name.text.out") -eq \
+     $(($(jq '.files | length' "$D_TMP/$name.1.out") + 1)) ]] ||
+    d_bad "$name: text and --json list different files"
+  # No member, no lost range: nothing lost.
+  d_run "$name.none" d_ns lost-files --json "$name"
+  [[ $D_RC -eq 0 && $(jq '.files | length' "$D_TMP/$name.none.out") == 0 ]] ||
+    d_bad "$name: a healthy volume without lost ranges lists files"
+  d_run "$name.index" d_ns lost-files --member "$n" "$name"
+  [[ $D_RC -eq 2 ]] || d_bad "$name: --member $n: exit $D_RC, expected 2"
+  d_stop "$D_SERVER_PID"
+  d_run "$name.down" d_ns lost-files --member 0 "$name"
+  d_expect_fail "$name.down" && grep -q "nbdstripe serve" "$D_TMP/$name.down.err" ||
+    d_bad "$name: not served: the way out not said"
+}
+
+volume three 96K "26M 26M 26M"
+volume four 64K "20M 20M 20M 20M"
+# Zone 0 ends at volume chunk 435 (3 x 145: odd), 27 MiB in: the rest of
+# the file system is in zone 1 (members 1 and 2), where md's original
+# layout rotates them.
+volume zones 64K "10304K 30M 30M" original
+d_done
