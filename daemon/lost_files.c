@@ -27,14 +27,20 @@
 #include "nbdstripe.h"
 
 /* What the headers say: the layout and the lost ranges.  member is the
- * config's index, turned into the layout's.  0, or -1 (said).
+ * config's index, turned into the layout's; a member that cannot be
+ * read is the member asked about (*missing: its config index).  0, or
+ * -1 (said).
  */
 static int
 read_volume (const struct stripe_config *cfg, struct layout *l,
-             struct lost *lost, int *member)
+             struct lost *lost, int *member, int *missing)
 {
   const struct volume_options o = { .readonly = true, .raw = true };
-  const struct array_options ao = { .volume = o, .cfg = cfg };
+  /* degraded: a member that cannot be read (a volume served without
+   * it) is left out, and is the member whose files are asked for.
+   */
+  const struct array_options ao = { .volume = o, .cfg = cfg,
+                                    .degraded = true };
   struct array *a = calloc (1, sizeof *a);
   int r = -1;
 
@@ -53,6 +59,27 @@ read_volume (const struct stripe_config *cfg, struct layout *l,
   }
   *l = a->volume.layout;
   *lost = a->volume.meta.lost;
+  if (a->volume.missing) {
+    uint64_t m = a->volume.missing;
+    int gone = __builtin_ctzll (m);
+
+    if (m & (m - 1)) {
+      fprintf (stderr,
+               "nbdstripe: %s: more than one member is missing: lost-files "
+               "names the files of one member at a time\n",
+               cfg->name);
+      goto out;
+    }
+    if (*member >= 0 && *member != gone) {
+      fprintf (stderr,
+               "nbdstripe: %s: member %d is missing: what member %d would "
+               "take besides cannot be told apart\n",
+               cfg->name, gone, *member);
+      goto out;
+    }
+    *member = gone;
+    *missing = gone;
+  }
   if (*member >= 0) {
     int j = -1;
 
@@ -151,11 +178,21 @@ open_fs (struct nbd_handle *h, const char *name)
   static const struct {
     blk64_t super;
     unsigned block_size;
-  } tries[] = { { 0, 0 }, { 8193, 1024 }, { 16384, 2048 }, { 32768, 4096 } };
+  } tries[] = {
+    /* the primary; then the first backup, in group 1, for the default
+     * group of 8 x block size blocks, and for smaller groups (mke2fs
+     * -g) of 4 KiB blocks
+     */
+    { 0, 0 },          { 8193, 1024 },    { 16384, 2048 }, { 32768, 4096 },
+    { 16384, 4096 },   { 8192, 4096 },
+  };
   ext2_filsys fs;
 
   for (size_t i = 0; i < sizeof tries / sizeof tries[0]; ++i)
-    if (ext2fs_open2 (name, NULL, EXT2_FLAG_64BITS, tries[i].super,
+    if (ext2fs_open2 (name, NULL,
+                      EXT2_FLAG_64BITS
+                        | (i ? EXT2_FLAG_IGNORE_CSUM_ERRORS : 0),
+                      tries[i].super,
                       tries[i].block_size, nbdio_manager (h), &fs)
         == 0)
       return fs;
@@ -174,7 +211,8 @@ fs_kind (ext2_filsys fs)
 
 struct result {
   const struct stripe_config *cfg;
-  int member; /* the config's index, -1: none */
+  int member;  /* the config's index, -1: none */
+  int missing; /* the config's index of a member missing, -1: none */
   struct lost lost;
   uint64_t member_bytes; /* of the volume, on the member */
   const char *kind;      /* NULL: not a file system we know */
@@ -247,7 +285,8 @@ print_text (const struct result *s)
   if (s->member >= 0 && s->lost.nr)
     snprintf (what, sizeof what, "member %d or the lost ranges", s->member);
   else if (s->member >= 0)
-    snprintf (what, sizeof what, "member %d", s->member);
+    snprintf (what, sizeof what, "member %d%s", s->member,
+              s->missing >= 0 ? " (missing)" : "");
   else
     snprintf (what, sizeof what, "the volume's lost ranges");
   printf ("%zu file%s of %zu touch %s, %" PRIu64 " bytes lost\n", r->nr_files,
@@ -323,8 +362,12 @@ lost_files (struct result *s, bool json)
   char why[256];
   int r = 1;
 
-  if (read_volume (s->cfg, &l, &s->lost, &x.member) == -1)
+  if (read_volume (s->cfg, &l, &s->lost, &x.member, &s->missing) == -1)
     return 1;
+  if (s->missing >= 0) {
+    s->member = s->missing;
+    x.member_gone = true;
+  }
   whole.member = x.member;
   if (x.member >= 0)
     s->member_bytes = loss_bytes (&whole, 0, l.size);
@@ -365,7 +408,7 @@ cmd_lost_files (const struct command *cmd, int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
-  struct result s = { .member = -1 };
+  struct result s = { .member = -1, .missing = -1 };
   char err[1024] = "", *end;
   bool json = false;
   int c, r;

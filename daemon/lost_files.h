@@ -29,6 +29,8 @@ struct loss {
   const struct layout *layout;
   int member;
   const struct lost *lost;
+  bool member_gone; /* member cannot be read (served degraded), not
+                     * only asked about */
 };
 
 /* Bytes of the volume's [offset, offset + length) that the loss takes. */

@@ -248,17 +248,51 @@ unnamed_inodes (struct walk *w)
   ext2_ino_t ino;
   size_t alloc = 0;
   bool bitmap = ext2fs_read_inode_bitmap (fs) == 0;
+  ext2_badblocks_list bad = NULL, old = fs->badblocks;
+  errcode_t err;
 
   if (!bitmap)
     w->r->unreadable = true;
+  /* The inode table blocks that cannot be read (a member served
+   * degraded, the lost ranges), as bad blocks: the scan skips them and
+   * goes on (EXT2_ET_BAD_BLOCK_IN_INODE_TABLE), where a read error
+   * would stop it for good -- e2fsck's way past a bad inode table.
+   */
+  if (ext2fs_badblocks_list_create (&bad, 0) != 0) {
+    w->err = ENOMEM;
+    return;
+  }
+  {
+    struct loss real = *w->x;
+
+    if (!real.member_gone)
+      real.member = -1;
+    for (dgrp_t g = 0; g < fs->group_desc_count; ++g) {
+      blk64_t t = ext2fs_inode_table_loc (fs, g);
+
+      for (blk64_t b = t; t && b < t + fs->inode_blocks_per_group; ++b)
+        if (loss_bytes (&real, b * (uint64_t) fs->blocksize, fs->blocksize)
+            && ext2fs_badblocks_list_add (bad, (blk_t) b) != 0) {
+          w->err = ENOMEM;
+          ext2fs_badblocks_list_free (bad);
+          return;
+        }
+    }
+  }
+  fs->badblocks = bad;
   if (ext2fs_open_inode_scan (fs, 0, &scan) != 0) {
     w->r->unreadable = true;
+    fs->badblocks = old;
+    ext2fs_badblocks_list_free (bad);
     return;
   }
   ext2fs_inode_scan_flags (scan, EXT2_SF_SKIP_MISSING_ITABLE | EXT2_SF_DO_LAZY,
                            0);
   for (;;) {
-    if (ext2fs_get_next_inode (scan, &ino, &inode) != 0) {
+    err = ext2fs_get_next_inode (scan, &ino, &inode);
+    if (err == EXT2_ET_BAD_BLOCK_IN_INODE_TABLE)
+      continue; /* lost with its table block */
+    if (err) {
       w->r->unreadable = true;
       break;
     }
@@ -282,6 +316,8 @@ unnamed_inodes (struct walk *w)
     w->r->unnamed[w->r->nr_unnamed++] = ino;
   }
   ext2fs_close_inode_scan (scan);
+  fs->badblocks = old;
+  ext2fs_badblocks_list_free (bad);
 }
 
 static int

@@ -45,7 +45,7 @@ ln -s "$(printf 'x%.0s' $(seq 1 80))/a/target/longer/than/sixty/bytes" \
   "$tree/long-link"
 (cd "$tree" && find . -mindepth 1 -printf '%y %s %P\n') >"$D_TMP/list"
 d_log "$n files, $(du -sh "$tree" | cut -f1)"
-mkfs.ext4 -q -F -b 4096 -d "$tree" "$D_TMP/fs.img" 64M ||
+mkfs.ext4 -q -F -b 4096 -g 8192 -d "$tree" "$D_TMP/fs.img" 64M ||
   d_fail "mkfs.ext4 -d"
 # An inode in use that no name reaches: its entry unlinked (debugfs's
 # unlink leaves the inode and its link count): an unnamed inode.
@@ -131,8 +131,75 @@ volume ()
     d_bad "$name: not served: the way out not said"
 }
 
+# degraded NAME I: member I's file moved away, the volume served
+# --degraded (its chunks read EIO): lost-files without --member names
+# member I's files.  Each file it names is in the list of --member I
+# that the oracle checked above, with the same inode and lost bytes;
+# each file of that list is named, or its inode is unnamed (its name
+# went with a directory block), or its inode went with the member; when
+# no directory or inode table block went with it, the lists are the
+# same.  Member 0 holds the primary superblock: the file system is
+# opened from its first backup (mkfs -g 8192: two groups, a backup
+# superblock in group 1).
+degraded ()
+{
+  local name=$1 i=$2
+  mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
+  rm -f "$D_TMP/$name.pid"
+  d_run "$name.deg" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
+  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
+    d_fail "$name: serve --degraded without member $i"
+  D_SERVER_PID=$(<"$D_TMP/$name.pid")
+  D_PIDS+=("$D_SERVER_PID")
+  d_run "$name.deg.lost" d_ns lost-files --json "$name"
+  [[ $D_RC -eq 0 ]] ||
+    d_bad "$name: lost-files on the volume served without member $i: exit $D_RC"
+  cat >"$D_TMP/deg_cmp.py" <<'PY'
+import json, sys
+deg = json.load(open(sys.argv[1]))
+full = json.load(open(sys.argv[2]))
+bad = []
+if deg["member"] != int(sys.argv[3]):
+    bad.append("member is %r, not %s" % (deg["member"], sys.argv[3]))
+want = {f["path"]: f for f in full["files"]}
+for f in deg["files"]:
+    w = want.get(f["path"])
+    # Metadata lost (the inode's block, an extent block): what the file
+    # held cannot all be read back, so neither can its lost bytes.
+    if w is None or w["inode"] != f["inode"] or \
+       w["metadata_lost"] != f["metadata_lost"] or \
+       (not f["metadata_lost"] and w["lost_bytes"] != f["lost_bytes"]):
+        bad.append("degraded: %s, --member: %s" % (f, w))
+if not deg["directory_blocks_lost"] and not deg["inode_tables_lost"]:
+    if sorted(want) != sorted(f["path"] for f in deg["files"]):
+        bad.append("no directory or inode table lost, yet the lists differ")
+# Every file the member takes is named, or its inode is among the
+# unnamed ones (its name went with a directory), or its inode went with
+# an inode table block (metadata lost in the --member list).
+named = {f["path"] for f in deg["files"]}
+unnamed = set(deg["unnamed_inodes"])
+for p, f in want.items():
+    if p not in named and f["inode"] not in unnamed and not f["metadata_lost"]:
+        bad.append("%s (inode %d): neither named nor unnamed" % (p, f["inode"]))
+for b in bad:
+    print(b)
+print("%d files named, %d unnamed inodes, --member named %d" % (
+    len(deg["files"]), len(deg["unnamed_inodes"]), len(full["files"])))
+sys.exit(1 if bad else 0)
+PY
+  d_run "$name.deg.cmp" python3 "$D_TMP/deg_cmp.py" "$D_TMP/$name.deg.lost.out" \
+    "$D_TMP/$name.$i.out" "$i"
+  [[ $D_RC -eq 0 ]] &&
+    d_ok "$name: served without member $i, lost-files names its files" ||
+    d_bad "$name: served without member $i: lost-files and --member $i disagree (above)"
+  d_stop "$D_SERVER_PID"
+  mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
+}
+
 volume three 96K "26M 26M 26M"
+degraded three 0
 volume four 64K "20M 20M 20M 20M"
+degraded four 2
 # Zone 0 ends at volume chunk 435 (3 x 145: odd), 27 MiB in: the rest of
 # the file system is in zone 1 (members 1 and 2), where md's original
 # layout rotates them.
