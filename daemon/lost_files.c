@@ -37,10 +37,12 @@ read_volume (const struct stripe_config *cfg, struct layout *l,
 {
   const struct volume_options o = { .readonly = true, .raw = true };
   /* degraded: a member that cannot be read (a volume served without
-   * it) is left out, and is the member whose files are asked for.
+   * it) is left out, and is the member whose files are asked for; only
+   * volumes with nbdstripe headers can be served so.
    */
-  const struct array_options ao = { .volume = o, .cfg = cfg,
-                                    .degraded = true };
+  const struct array_options ao = {
+    .volume = o, .cfg = cfg, .degraded = cfg->metadata == METADATA_HEADER
+  };
   struct array *a = calloc (1, sizeof *a);
   int r = -1;
 
