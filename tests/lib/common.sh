@@ -59,6 +59,27 @@ t_server_env ()
   fi
 }
 
+# t_ours PID DIR: 0 unless PID is a live process that is not this
+# test's -- neither its environment nor its command line names DIR (the
+# test's directory, in NBDSTRIPE_RUNDIR of everything it starts, see
+# t_server_env), and it is not a zombie child of this shell.  Pids are
+# reused (pid_max is 32768, and the suite starts hundreds of thousands
+# of processes): a cleanup that signals a pid, or a process group, gone
+# minutes ago can kill another test's process, or ctest itself (a CI
+# run's wrapper once got a SIGTERM that way).  A group whose leader has
+# gone is still this test's: Linux reuses no pid that is a live group's
+# id.
+t_ours ()
+{
+  local pid=$1 dir=$2 stat
+  stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0
+  if [[ $stat =~ ^[0-9]+\ \(.*\)\ Z\ ([0-9]+)\  ]]; then
+    [[ ${BASH_REMATCH[1]} == "$$" ]]
+    return
+  fi
+  grep -qaF -- "$dir" "/proc/$pid/environ" "/proc/$pid/cmdline" 2>/dev/null
+}
+
 # t_asan_reports DIR: show and remove the sanitizer reports t_server_env
 # sent to DIR/asan; sets T_REPORTS to how many there were.
 t_asan_reports ()

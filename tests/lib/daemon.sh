@@ -68,21 +68,24 @@ d_cleanup ()
 {
   local rc=$? pid m
   trap - EXIT INT TERM
+  # Only our own (t_ours): a pid that has gone may be another's by now.
   for pid in "${D_PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || :
+    t_ours "$pid" "$D_TMP" && kill -TERM "$pid" 2>/dev/null || :
   done
   for pid in "${D_PIDS[@]}"; do
-    d_wait_gone "$pid" 10 || kill -KILL "$pid" 2>/dev/null || :
+    d_wait_gone "$pid" 10 ||
+      { t_ours "$pid" "$D_TMP" && kill -KILL "$pid" 2>/dev/null; } || :
   done
   # FUSE daemons first: a mount whose daemon is alive but not serving
   # (e.g. blocked before its loop) would hang umount's stat; once the
   # daemon has gone, the connection is aborted and umount works.
   for pid in "${D_BGPIDS[@]}"; do
     # Our background children run in process groups of their own.
-    kill -TERM -- "-$pid" 2>/dev/null || :
+    t_ours "$pid" "$D_TMP" && kill -TERM -- "-$pid" 2>/dev/null || :
   done
   for pid in "${D_BGPIDS[@]}"; do
-    d_wait_gone "$pid" 10 || kill -KILL -- "-$pid" 2>/dev/null || :
+    d_wait_gone "$pid" 10 ||
+      { t_ours "$pid" "$D_TMP" && kill -KILL -- "-$pid" 2>/dev/null; } || :
   done
   for m in "${D_MOUNTS[@]}"; do
     if grep -q -F " $m " /proc/mounts 2>/dev/null; then
