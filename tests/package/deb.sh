@@ -37,8 +37,11 @@
 # already installed (it is not ours to remove).  Without a running systemd
 # (a container) the stop on removal and the daemon-reload cannot be seen
 # and are not checked; the links are (systemctl enable works offline).
-# Takes about a minute on two cores (DEB_BUILD_OPTIONS="nocheck
-# parallel=2").
+# Takes about 35 s on two cores (DEB_BUILD_OPTIONS="nocheck noopt
+# parallel=2"; without noopt the -O2 build with link-time optimisation
+# took 69 s against 37 s measured side by side: the package's contents,
+# scripts and units are what this test checks, and the optimised build
+# is the plain build of tests/run.sh).
 set -euo pipefail
 src=$(realpath "${1:?usage: deb.sh SOURCE_DIR}")
 
@@ -151,7 +154,7 @@ fi
 echo "== dpkg-buildpackage -b -us -uc"
 start=$SECONDS
 if ! (cd "$tmp/src" &&
-      DEB_BUILD_OPTIONS="nocheck parallel=${NBDSTRIPE_DEB_JOBS:-2}" \
+      DEB_BUILD_OPTIONS="nocheck noopt parallel=${NBDSTRIPE_DEB_JOBS:-2}" \
         dpkg-buildpackage -b -us -uc) >"$tmp/build.log" 2>&1; then
   tail -40 "$tmp/build.log"
   fail "dpkg-buildpackage failed (log above)"
