@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# What `nbdstripe lost-files` says of a volume served degraded, checked
+# against what the kernel can read (issue 37): a real ext4 holding 2,000
+# files of mixed sizes (most smaller than a chunk, some larger than a
+# stripe) in directories 8 deep and 40 wide (mkfs.ext4 -d), on a
+# 3-member volume with a 96K chunk (not a power of two).  Then each
+# member in turn moved away, the volume served --degraded, lost-files
+# --json run, and the file system mounted read-only by the kernel
+# (nbdfuse -> loop device -> ext4, ro,noload; from the backup superblock
+# when member 0, which holds the primary, is the one missing):
+# lost_files_readback.py reads every file 4 KiB at a time with O_DIRECT
+# and compares it with the tree it was made from.  A file not named
+# reads back byte-identical; a named one reads its own bytes or EIO,
+# never other bytes, and exactly its lost_bytes fail.  First the same
+# check on the whole volume, nothing named: every file identical.
+# Needs root (loop devices, mount) and FUSE; skipped (77) without them.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
+d_init jq mkfs.ext4 nbdcopy nbdfuse losetup mount umount python3
+[[ $(id -u) -eq 0 ]] || d_skip "not root: loop devices and mounting need root"
+[[ -e /dev/fuse ]] || d_skip "no /dev/fuse"
+
+CHECK=$NBDSTRIPE_SOURCE_DIR/tests/daemon/lost_files_readback.py
+export NBDSTRIPE_CONFDIR=$D_TMP/conf NBDSTRIPE_RUNDIR=$D_TMP/run
+mkdir -p "$NBDSTRIPE_CONFDIR" "$NBDSTRIPE_RUNDIR"
+
+tree=$D_TMP/tree
+python3 "$CHECK" tree "$tree" 2000 37 || d_fail "making the tree"
+d_log "tree: $(find "$tree" -type f | wc -l) files, $(du -sh "$tree" | cut -f1)"
+# 4 KiB blocks, groups of 8192 blocks: the first backup superblock is
+# block 8192 (sb=32768 in mount's 1 KiB units), 32 MiB into the volume,
+# on member 2 (volume chunk 341 of 96K).
+mkfs.ext4 -q -F -b 4096 -g 8192 -d "$tree" "$D_TMP/fs.img" 112M ||
+  d_fail "mkfs.ext4 -d"
+
+name=rb
+sock=$D_TMP/$name.sock
+members=()
+for i in 0 1 2; do
+  truncate -s 40M "$D_TMP/$name.m$i"
+  members+=("$D_TMP/$name.m$i")
+done
+d_conf "$NBDSTRIPE_CONFDIR/$name.conf" "$name" 96K \
+  "socket = \"$sock\"; pidfile = \"$D_TMP/$name.pid\";" "${members[@]}"
+d_run create d_ns create "$name"
+[[ $D_RC -eq 0 ]] || d_fail "create"
+d_serve serve "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
+  d_fail "serve"
+nbdcopy "$D_TMP/fs.img" "nbd+unix:///?socket=$sock" ||
+  d_fail "nbdcopy onto the volume"
+d_stop "$D_SERVER_PID"
+
+# readback LABEL LOST.json [MOUNT-OPTION]: nbdfuse, the loop device,
+# the mount, the check, and all of it taken down again.
+readback ()
+{
+  local label=$1 lost=$2 opt=${3-} fuse=$D_TMP/fuse.$1 mnt=$D_TMP/mnt.$1
+  local loop ready try
+  mkdir -p "$fuse" "$mnt"
+  # nbdfuse's pidfile is a FIFO it writes once the mount is ready (or,
+  # through the wrapper, its exit status if it fails first).
+  mkfifo "$D_TMP/fuse.$label.pid"
+  setsid bash -c 'nbdfuse -r -P "$1" "$2" "$3" || echo "exit $?" >"$1"' \
+    nbdfuse-wrapper "$D_TMP/fuse.$label.pid" "$fuse/volume" \
+    "nbd+unix:///?socket=$sock" \
+    >"$D_TMP/fuse.$label.out" 2>"$D_TMP/fuse.$label.err" </dev/null &
+  D_BGPIDS+=($!)
+  ready=$(timeout 60 cat "$D_TMP/fuse.$label.pid") || ready="timed out"
+  [[ $ready =~ ^[0-9]+$ ]] ||
+    d_skip "cannot mount with nbdfuse ($ready): $(head -c 300 "$D_TMP/fuse.$label.err")"
+  D_MOUNTS+=("$fuse")
+  loop=$(losetup --find --show --read-only "$fuse/volume") ||
+    d_fail "$label: losetup"
+  D_LOOPS+=("$loop")
+  # The root directory's inode lost (its inode table block on the
+  # missing member): the kernel cannot mount the file system, and
+  # lost-files must say so; and the other way round.
+  root_lost=$(jq '[.files[] | select(.path == "/" and .metadata_lost)] | length' "$lost")
+  if mount -t ext4 -o "ro,noload,errors=continue${opt:+,$opt}" "$loop" "$mnt" \
+       2>"$D_TMP/mount.$label.err"; then
+    D_MOUNTS=("$mnt" "${D_MOUNTS[@]}")
+    [[ $root_lost -eq 0 ]] ||
+      d_bad "$label: lost-files says the root's inode is lost, the kernel mounts it"
+    d_run "$label.check" python3 "$CHECK" check "$mnt" "$tree" "$lost"
+    [[ $D_RC -eq 0 ]] &&
+      d_ok "$label: every file read back as lost-files says" ||
+      d_bad "$label: the kernel reads what lost-files does not say (above)"
+    umount "$mnt" || d_fail "$label: umount $mnt"
+  elif [[ $root_lost -eq 1 ]]; then
+    d_ok "$label: the root's inode lost, as lost-files says: the kernel cannot mount it ($(head -n 1 "$D_TMP/mount.$label.err"))"
+  else
+    d_bad "$label: mount -o ro,noload${opt:+,$opt} $loop failed, lost-files does not name the root's inode: $(cat "$D_TMP/mount.$label.err")"
+  fi
+  losetup -d "$loop" || d_fail "$label: losetup -d $loop"
+  # The loop device lets go of the FUSE file asynchronously: umount may
+  # be busy for a moment; that case only, a bounded number of times.
+  for ((try = 1; try <= 100; try++)); do
+    umount "$fuse" 2>"$D_TMP/umount.err" && break
+    grep -q -i busy "$D_TMP/umount.err" && ((try < 100)) ||
+      d_fail "$label: umount $fuse: $(cat "$D_TMP/umount.err")"
+    sleep 0.05
+  done
+  D_MOUNTS=() D_LOOPS=()
+}
+
+# The whole volume: lost-files names nothing, the kernel reads it all.
+d_serve serve.whole "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
+  d_fail "serve"
+d_run whole.lost d_ns lost-files --json "$name"
+[[ $D_RC -eq 0 && $(jq '.files | length' "$D_TMP/whole.lost.out") == 0 ]] ||
+  d_fail "lost-files on the whole volume: exit $D_RC or files named"
+readback whole "$D_TMP/whole.lost.out"
+d_stop "$D_SERVER_PID"
+
+for i in 0 1 2; do
+  mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
+  rm -f "$D_TMP/$name.pid"
+  d_run "deg$i" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
+  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
+    d_fail "serve --degraded without member $i"
+  D_SERVER_PID=$(<"$D_TMP/$name.pid")
+  D_PIDS+=("$D_SERVER_PID")
+  d_run "deg$i.lost" d_ns lost-files --json "$name"
+  [[ $D_RC -eq 0 ]] || d_bad "lost-files without member $i: exit $D_RC"
+  d_log "member $i missing: $(jq '.files | length' "$D_TMP/deg$i.lost.out") files named, $(jq '.unnamed_inodes | length' "$D_TMP/deg$i.lost.out") unnamed inodes"
+  readback "deg$i" "$D_TMP/deg$i.lost.out" $([[ $i -eq 0 ]] && echo sb=32768)
+  d_stop "$D_SERVER_PID"
+  mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
+done
+d_done
