@@ -31,6 +31,7 @@ struct run {
   const struct command *cmd;
   struct reshape_params p;
   bool wait, off;
+  bool offline; /* the job runs here, not in a server (offline ()) */
   bool cont, cancel; /* VOLUME alone: go on; --cancel: pause */
   struct stripe_config cfg;
   struct json_object *plan; /* what it does */
@@ -56,10 +57,14 @@ show_plan (struct run *r)
           human_size (from, a, sizeof a), human_size (to, b, sizeof b), from,
           to,
           human_size (json_u64_or_0 (r->plan, "bytes_to_move"), m, sizeof m));
+  /* Not served (the plan made here, offline): the command to run is
+   * the offline one.
+   */
   if (r->p.kind == RESHAPE_SHRINK && r->p.dry_run)
     printf ("shrink the file system to at most %" PRIu64 " bytes and fstrim "
-            "it, then: nbdstripe shrink %s %u --size %" PRIu64 "\n",
-            to, r->cfg.path, r->p.index, to);
+            "it, then: nbdstripe shrink %s %u --size %" PRIu64 "%s\n",
+            to, r->cfg.path, r->p.index, to,
+            r->offline ? " --offline" : "");
   if (r->p.kind != RESHAPE_SHRINK && !r->p.dry_run)
     printf ("clients see the new size when they connect again (NBD has no "
             "resize notice): nbd-client -d, attach again, resize2fs\n");
@@ -105,6 +110,7 @@ offline (struct run *r)
   char why[1024];
   int status = 1;
 
+  r->offline = true;
   if (ar == NULL) {
     outcome_fail (&r->o, "%s", strerror (ENOMEM));
     return 1;

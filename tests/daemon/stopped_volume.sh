@@ -5,13 +5,15 @@
 #   grow, shrink, replace without --offline: exit 1, the error says the
 #     volume is not served and names the way on, "nbdstripe CMD --offline"
 #   grow --dry-run, shrink --dry-run: the plan, exit 0, read from the
-#     members' headers and the config with no server
+#     members' headers and the config with no server; the shrink's
+#     command to run ends in --offline (served, it does not)
 #   replace --dry-run: which member, onto which device, the bytes to copy
 #     and the checks passed, exit 0; NEW too small, or one of the members:
 #     refused, exit 1
 #   none of them writes: the members, NEW and the config are
 #     byte-identical afterwards
-#   served, replace --dry-run and grow --dry-run work the same
+#   served, replace --dry-run, grow --dry-run and shrink --dry-run work
+#     the same
 source "$(dirname "$0")/../lib/daemon.sh" || exit 1
 d_init
 
@@ -48,8 +50,8 @@ expect grow.dry 0 -- grow --dry-run "$conf" "$D_TMP/n0"
 grep -q -F "would grow 'v0': " "$D_TMP/grow.dry.out" ||
   d_bad "grow --dry-run: no 'would grow' line"
 expect shrink.dry 0 -- shrink --dry-run "$conf" 1
-grep -q -E "then: nbdstripe shrink .* 1 --size [0-9]+" "$D_TMP/shrink.dry.out" ||
-  d_bad "shrink --dry-run: no size to shrink to"
+grep -q -E "then: nbdstripe shrink .* 1 --size [0-9]+ --offline$" "$D_TMP/shrink.dry.out" ||
+  d_bad "shrink --dry-run: no size to shrink to, or not the offline command"
 d_ok "grow --dry-run and shrink --dry-run work on a stopped volume"
 
 expect replace.dry 0 -- replace --dry-run "$conf" 1 "$D_TMP/n1"
@@ -76,6 +78,9 @@ grep -q -F "would replace member 1 of volume 'v0' ($D_TMP/m1) by $D_TMP/n1: " \
   "$D_TMP/replace.dry-served.out" ||
   d_bad "replace --dry-run, served: does not say what it would do"
 expect grow.dry-served 0 -- grow --dry-run "$conf" "$D_TMP/n0"
+expect shrink.dry-served 0 -- shrink --dry-run "$conf" 1
+grep -q -E "then: nbdstripe shrink .* 1 --size [0-9]+$" "$D_TMP/shrink.dry-served.out" ||
+  d_bad "shrink --dry-run, served: not the served volume's command"
 d_stop "$D_SERVER_PID"
 d_same_sums "served: NEW untouched" "$new_sum" "$D_TMP/n1" &&
   d_ok "replace --dry-run and grow --dry-run on the served volume"
