@@ -204,7 +204,7 @@ check_new (struct outcome *o, const struct stripe_config *cfg,
  */
 static int
 dry_run (struct outcome *o, const struct stripe_config *cfg, unsigned index,
-         const char *new_path)
+         const char *new_path, uint64_t *to_copy)
 {
   const struct array_options ao = {
     .volume = { .readonly = true, .raw = true },
@@ -244,8 +244,10 @@ dry_run (struct outcome *o, const struct stripe_config *cfg, unsigned index,
                   new_path, d.size, index, old->need);
   else
     status = 0;
+  copy = old->need > old->data_offset ? old->need - old->data_offset : 0;
+  if (status == 0)
+    *to_copy = copy;
   if (status == 0 && !o->json) {
-    copy = old->need > old->data_offset ? old->need - old->data_offset : 0;
     printf ("would replace member %u of volume '%s' (%s) by %s: %s to copy "
             "(%" PRIu64 " bytes)\n"
             "checks passed: %s opens; is none of the volume's members, "
@@ -333,7 +335,8 @@ out:
 static void
 replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
               bool cancel, long idx, const char *new_path, bool off,
-              bool started, bool waited, int status, struct outcome *o)
+              bool dry, int64_t to_copy, bool started, bool waited,
+              int status, struct outcome *o)
 {
   struct json_object *j = json_object_new_object ();
 
@@ -345,6 +348,10 @@ replace_json (const char *arg, const struct stripe_config *cfg, bool loaded,
             !cancel && idx >= 0 ? json_object_new_int64 (idx) : NULL);
   json_put (j, "new", cancel ? NULL : json_text (new_path));
   json_put (j, "offline", cancel ? NULL : json_object_new_boolean (off));
+  json_put (j, "dry_run", cancel ? NULL : json_object_new_boolean (dry));
+  /* --dry-run: what it would copy, once every check has passed */
+  json_put (j, "bytes_to_copy",
+            dry && to_copy >= 0 ? json_u64 ((uint64_t) to_copy) : NULL);
   json_put (j, "started", cancel ? NULL : json_object_new_boolean (started));
   /* null: not followed to its end (no --wait) */
   json_put (j, "replaced",
@@ -528,6 +535,7 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
   struct outcome o = { 0 };
   struct jobctl j;
   bool loaded = false, started = false, waited = false;
+  int64_t to_copy = -1; /* --dry-run: the bytes it would copy */
   char *abs = NULL;
   int status = 1;
 
@@ -571,7 +579,11 @@ cmd_replace (const struct command *cmd, int argc, char **argv)
     goto out;
   p->force = true; /* checked here, with libblkid too */
   if (ra.dry_run) {
-    status = dry_run (&o, &cfg, p->index, p->new_path);
+    uint64_t copy = 0;
+
+    status = dry_run (&o, &cfg, p->index, p->new_path, &copy);
+    if (status == 0)
+      to_copy = (int64_t) copy;
     goto out;
   }
 
@@ -590,7 +602,8 @@ out:
   if (o.json)
     replace_json (ra.volume, &cfg, loaded, ra.cancel,
                   ra.cancel ? -1 : (long) ra.idx, abs ? abs : ra.new_arg,
-                  ra.off, started, waited, status, &o);
+                  ra.off, ra.dry_run, to_copy, started, waited, status,
+                  &o);
   json_object_put (o.last);
   free (abs);
   config_free (&cfg);

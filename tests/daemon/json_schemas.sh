@@ -72,6 +72,14 @@ case_ stop.down-strict 1 -- stop --json --strict v
 case_ replace.down 1 -- replace --json v 1 "$D_TMP/n0"
 case_ replace.nosuch 1 -- replace --json nosuch 1 "$D_TMP/n0"
 case_ replace.cancel-down 1 -- replace --cancel --json v
+case_ replace.dry-down 0 -- replace --json --dry-run v 1 "$D_TMP/n0"
+jq -e '.dry_run == true and .bytes_to_copy > 0 and .started == false' \
+  "$D_TMP/replace.dry-down.out" >/dev/null ||
+  d_bad "replace --dry-run --json: no dry_run true, or no bytes_to_copy"
+case_ replace.dry-member 1 -- replace --json --dry-run v 1 "$D_TMP/m0"
+jq -e '.dry_run == true and .bytes_to_copy == null' \
+  "$D_TMP/replace.dry-member.out" >/dev/null ||
+  d_bad "replace --dry-run --json refused: bytes_to_copy not null"
 case_ scrub.down 1 --lines -- scrub --wait --json v
 case_ scrub.cancel-down 1 -- scrub --cancel --json v
 case_ grow.down 1 -- grow --json v "$D_TMP/m2"
