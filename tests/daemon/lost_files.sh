@@ -131,37 +131,28 @@ volume ()
     d_bad "$name: not served: the way out not said"
 }
 
-# degraded NAME I: member I's file moved away, the volume served
-# --degraded (its chunks read EIO): lost-files without --member names
-# member I's files.  Each file it names is in the list of --member I
-# that the oracle checked above, with the same inode and lost bytes;
-# each file of that list is named, or its inode is unnamed (its name
-# went with a directory block), or its inode went with the member; when
-# no directory or inode table block went with it, the lists are the
-# same.  Member 0 holds the primary superblock: the file system is
-# opened from its first backup (mkfs -g 8192: two groups, a backup
-# superblock in group 1).
-degraded ()
-{
-  local name=$1 i=$2
-  mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
-  rm -f "$D_TMP/$name.pid"
-  d_run "$name.deg" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
-  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
-    d_fail "$name: serve --degraded without member $i"
-  D_SERVER_PID=$(<"$D_TMP/$name.pid")
-  D_PIDS+=("$D_SERVER_PID")
-  d_run "$name.deg.lost" d_ns lost-files --json "$name"
-  [[ $D_RC -eq 0 ]] ||
-    d_bad "$name: lost-files on the volume served without member $i: exit $D_RC"
-  cat >"$D_TMP/deg_cmp.py" <<'PY'
+# The check of a list against the --member lists the oracle checked:
+# deg_cmp.py DEGRADED MEMBERS FULL...: DEGRADED (lost-files --json on
+# the volume served degraded) counts exactly MEMBERS ("0,2") and names
+# files of their --member lists FULL... (merged: the bytes of one file
+# on two members add up), with the same inode and lost bytes; each file
+# of those lists is named, or its inode is unnamed (its name went with a
+# directory block), or its inode went with a member; when no directory
+# or inode table block went, the lists are the same.
+cat >"$D_TMP/deg_cmp.py" <<'PY'
 import json, sys
 deg = json.load(open(sys.argv[1]))
-full = json.load(open(sys.argv[2]))
+members = [int(m) for m in sys.argv[2].split(",")]
+want = {}
+for path in sys.argv[3:]:
+    for f in json.load(open(path))["files"]:
+        w = want.setdefault(f["path"], dict(f, lost_bytes=0,
+                                            metadata_lost=False))
+        w["lost_bytes"] += f["lost_bytes"]
+        w["metadata_lost"] |= f["metadata_lost"]
 bad = []
-if deg["member"] != int(sys.argv[3]):
-    bad.append("member is %r, not %s" % (deg["member"], sys.argv[3]))
-want = {f["path"]: f for f in full["files"]}
+if deg["members"] != members:
+    bad.append("members is %r, not %r" % (deg["members"], members))
 for f in deg["files"]:
     w = want.get(f["path"])
     # Metadata lost (the inode's block, an extent block): what the file
@@ -173,9 +164,6 @@ for f in deg["files"]:
 if not deg["directory_blocks_lost"] and not deg["inode_tables_lost"]:
     if sorted(want) != sorted(f["path"] for f in deg["files"]):
         bad.append("no directory or inode table lost, yet the lists differ")
-# Every file the member takes is named, or its inode is among the
-# unnamed ones (its name went with a directory), or its inode went with
-# an inode table block (metadata lost in the --member list).
 named = {f["path"] for f in deg["files"]}
 unnamed = set(deg["unnamed_inodes"])
 for p, f in want.items():
@@ -184,22 +172,52 @@ for p, f in want.items():
 for b in bad:
     print(b)
 print("%d files named, %d unnamed inodes, --member named %d" % (
-    len(deg["files"]), len(deg["unnamed_inodes"]), len(full["files"])))
+    len(deg["files"]), len(deg["unnamed_inodes"]), len(want)))
 sys.exit(1 if bad else 0)
 PY
+
+# degraded NAME I [J] [--member K]: members I (and J) moved away, the
+# volume served --degraded (their chunks read EIO): lost-files without
+# --member names the files of I and J (deg_cmp.py); with --member K, of
+# K too ("what if it died too").  Member 0 holds the primary superblock:
+# the file system is then opened from its first backup (mkfs -g 8192:
+# two groups, a backup superblock in group 1).
+degraded ()
+{
+  local name=$1 gone=() ask=() want i
+  shift
+  while [[ $# -gt 0 && $1 != --member ]]; do gone+=("$1"); shift; done
+  [[ $# -eq 0 ]] || ask=("$1" "$2")
+  want=$(printf '%s\n' "${gone[@]}" ${ask[1]:+"${ask[1]}"} | sort -n | paste -sd,)
+  for i in "${gone[@]}"; do mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"; done
+  rm -f "$D_TMP/$name.pid"
+  d_run "$name.deg" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
+  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
+    d_fail "$name: serve --degraded without members ${gone[*]}"
+  D_SERVER_PID=$(<"$D_TMP/$name.pid")
+  D_PIDS+=("$D_SERVER_PID")
+  d_run "$name.deg.lost" d_ns lost-files --json "${ask[@]}" "$name"
+  [[ $D_RC -eq 0 ]] ||
+    d_bad "$name: lost-files ${ask[*]} without members ${gone[*]}: exit $D_RC"
+  jq -e --argjson m "[$(IFS=,; echo "${gone[*]}")]" '.missing == $m' \
+    "$D_TMP/$name.deg.lost.out" >/dev/null ||
+    d_bad "$name: missing is not [${gone[*]}]"
   d_run "$name.deg.cmp" python3 "$D_TMP/deg_cmp.py" "$D_TMP/$name.deg.lost.out" \
-    "$D_TMP/$name.$i.out" "$i"
+    "$want" $(for i in ${want//,/ }; do echo "$D_TMP/$name.$i.out"; done)
   [[ $D_RC -eq 0 ]] &&
-    d_ok "$name: served without member $i, lost-files names its files" ||
-    d_bad "$name: served without member $i: lost-files and --member $i disagree (above)"
+    d_ok "$name: served without members ${gone[*]}, lost-files ${ask[*]} names the files of $want" ||
+    d_bad "$name: served without members ${gone[*]}: lost-files ${ask[*]} and --member $want disagree (above)"
   d_stop "$D_SERVER_PID"
-  mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
+  for i in "${gone[@]}"; do mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"; done
 }
 
 volume three 96K "26M 26M 26M"
 degraded three 0
+degraded three 0 --member 2
 volume four 64K "20M 20M 20M 20M"
 degraded four 2
+degraded four 1 3
+
 # Zone 0 ends at volume chunk 435 (3 x 145: odd), 27 MiB in: the rest of
 # the file system is in zone 1 (members 1 and 2), where md's original
 # layout rotates them.
