@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdstripe lost-files: the files of an ext2/3/4 file system on a served
- * volume that a loss takes -- every byte of member INDEX (--member:
- * "what if it died") and the volume's lost ranges (lost.h, as its
- * headers keep them).
+ * volume that a loss takes -- every byte of the members the volume is
+ * served without (serve --degraded) and of member INDEX (--member: "what
+ * if it died", too), the volume's lost ranges (lost.h, as its headers
+ * keep them) and what the server's last scrub found unreadable (the
+ * "scrub" of its status).
  *
  * The layout and the lost ranges come from the members' headers, opened
  * read-only as check opens them; the file system is read through the
@@ -11,6 +13,7 @@
  * byte ranges and "cannot name files on this file system".
  */
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,23 +24,27 @@
 #include <libnbd.h>
 
 #include "array.h"
+#include "control.h"
 #include "json.h"
 #include "jsonout.h"
 #include "lost_files.h"
 #include "nbdstripe.h"
+#include "status.h"
+#include "util.h"
 
-/* What the headers say: the layout and the lost ranges.  member is the
- * config's index, turned into the layout's; a member that cannot be
- * read is the member asked about (*missing: its config index).  0, or
- * -1 (said).
+/* What the headers say: the layout, its map (the layout's member j is
+ * the config's map[j]) and the lost ranges.  *members (bit i: the
+ * config's member i, the one --member asked about) gets the members
+ * that cannot be read (a volume served without them), which *missing
+ * says too.  0, or -1 (said).
  */
 static int
-read_volume (const struct stripe_config *cfg, struct layout *l,
-             struct lost *lost, int *member, int *missing)
+read_volume (const struct stripe_config *cfg, struct layout *l, uint8_t *map,
+             struct lost *lost, uint64_t *members, uint64_t *missing)
 {
   const struct volume_options o = { .readonly = true, .raw = true };
-  /* degraded: a member that cannot be read (a volume served without
-   * it) is left out, and is the member whose files are asked for; only
+  /* degraded: the members that cannot be read (a volume served without
+   * them) are left out, and are members whose files are asked for; only
    * volumes with nbdstripe headers can be served so.
    */
   const struct array_options ao = {
@@ -61,40 +68,25 @@ read_volume (const struct stripe_config *cfg, struct layout *l,
   }
   *l = a->volume.layout;
   *lost = a->volume.meta.lost;
-  if (a->volume.missing) {
-    uint64_t m = a->volume.missing;
-    int gone = __builtin_ctzll (m);
+  memcpy (map, a->volume.map, sizeof a->volume.map);
+  *missing = a->volume.missing;
+  /* The member asked about must hold data; a missing one holds some,
+   * or the volume could not have been served without it.
+   */
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i) {
+    bool placed = false;
 
-    if (m & (m - 1)) {
-      fprintf (stderr,
-               "nbdstripe: %s: more than one member is missing: lost-files "
-               "names the files of one member at a time\n",
-               cfg->name);
+    if (!(*members >> i & 1))
+      continue;
+    for (unsigned j = 0; j < a->volume.layout.nr_members; ++j)
+      placed |= a->volume.map[j] == i;
+    if (!placed) {
+      fprintf (stderr, "nbdstripe: %s: member %u holds no data\n", cfg->name,
+               i);
       goto out;
     }
-    if (*member >= 0 && *member != gone) {
-      fprintf (stderr,
-               "nbdstripe: %s: member %d is missing: what member %d would "
-               "take besides cannot be told apart\n",
-               cfg->name, gone, *member);
-      goto out;
-    }
-    *member = gone;
-    *missing = gone;
   }
-  if (*member >= 0) {
-    int j = -1;
-
-    for (unsigned i = 0; i < a->volume.layout.nr_members; ++i)
-      if (a->volume.map[i] == (unsigned) *member)
-        j = (int) i;
-    if (j < 0) {
-      fprintf (stderr, "nbdstripe: %s: member %d holds no data\n", cfg->name,
-               *member);
-      goto out;
-    }
-    *member = j;
-  }
+  *members |= *missing;
   r = 0;
 out:
   array_close (a);
@@ -213,37 +205,103 @@ fs_kind (ext2_filsys fs)
 
 struct result {
   const struct stripe_config *cfg;
-  int member;  /* the config's index, -1: none */
-  int missing; /* the config's index of a member missing, -1: none */
+  uint64_t members; /* bit i: the config's member i, asked about or missing */
+  uint64_t missing; /* bit i: the config's member i is missing */
+  uint64_t member_bytes[LAYOUT_MAX_MEMBERS]; /* of the volume, on each */
   struct lost lost;
-  uint64_t member_bytes; /* of the volume, on the member */
-  const char *kind;      /* NULL: not a file system we know */
+  /* What the last scrub found unreadable, sorted, apart (scrub_known:
+   * the server's status could be read).
+   */
+  struct lost_range *scrub;
+  size_t nr_scrub;
+  bool scrub_known, scrub_truncated;
+  struct lost_range *ranges; /* the lost and the scrub's, merged */
+  size_t nr_ranges;
+  const char *kind; /* NULL: not a file system we know */
   struct lost_files_report r;
   uint64_t lost_bytes; /* the files' */
 };
+
+static uint64_t
+ranges_total (const struct lost_range *r, size_t n)
+{
+  uint64_t t = 0;
+
+  for (size_t i = 0; i < n; ++i)
+    t += r[i].length;
+  return t;
+}
+
+/* The last scrub's findings: the first few ranges. */
+static void
+print_scrub (const struct result *s)
+{
+  char buf[1024];
+  size_t n = 0;
+
+  if (s->nr_scrub == 0)
+    return;
+  for (size_t i = 0; i < s->nr_scrub && n < sizeof buf - 64; ++i) {
+    if (i == 16) {
+      n += snprintf (buf + n, sizeof buf - n, ", ... %zu more",
+                     s->nr_scrub - i);
+      break;
+    }
+    n += snprintf (buf + n, sizeof buf - n, "%s%" PRIu64 "+%" PRIu64,
+                   i ? ", " : "", s->scrub[i].offset, s->scrub[i].length);
+  }
+  printf ("unreadable where the last scrub read: %" PRIu64 " bytes: %s%s\n",
+          ranges_total (s->scrub, s->nr_scrub), buf,
+          s->scrub_truncated ? " (the scrub kept only the first it found)"
+                             : "");
+}
 
 static void
 print_ranges (const struct result *s)
 {
   char buf[8192];
 
-  if (s->member >= 0)
-    printf ("member %d: every chunk of it, %" PRIu64 " bytes of the volume\n",
-            s->member, s->member_bytes);
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    if (s->members >> i & 1)
+      printf ("member %u%s: every chunk of it, %" PRIu64
+              " bytes of the volume\n",
+              i, s->missing >> i & 1 ? " (missing)" : "", s->member_bytes[i]);
   if (s->lost.nr) {
     lost_format (&s->lost, buf, sizeof buf);
     printf ("lost ranges of the volume (%" PRIu64 " bytes): %s\n",
             lost_bytes (&s->lost), buf);
   }
-  else if (s->member < 0)
+  else if (s->members == 0)
     printf ("the volume has no lost ranges\n");
+  print_scrub (s);
+}
+
+/* "member 1 (missing) or member 2 or the lost ranges" */
+static void
+loss_name (const struct result *s, char *buf, size_t len)
+{
+  size_t n = 0;
+
+  buf[0] = '\0';
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS && n < len; ++i)
+    if (s->members >> i & 1)
+      n += snprintf (buf + n, len - n, "%smember %u%s", n ? " or " : "", i,
+                     s->missing >> i & 1 ? " (missing)" : "");
+  if (s->lost.nr && n < len)
+    n += snprintf (buf + n, len - n, "%s", n ? " or the lost ranges"
+                                             : "the volume's lost ranges");
+  if (s->nr_scrub && n < len)
+    n += snprintf (buf + n, len - n, "%sthe scrub's unreadable ranges",
+                   n ? " or " : "");
+  if (n == 0)
+    snprintf (buf, len, "the volume's lost ranges");
 }
 
 static void
 print_text (const struct result *s)
 {
   const struct lost_files_report *r = &s->r;
-  char what[64];
+  char what[1024];
 
   for (size_t i = 0; i < r->nr_files; ++i) {
     const struct lost_file *f = &r->files[i];
@@ -284,38 +342,61 @@ print_text (const struct result *s)
   }
   if (r->unreadable)
     printf ("some blocks could not be read: the list may be incomplete\n");
-  if (s->member >= 0 && s->lost.nr)
-    snprintf (what, sizeof what, "member %d or the lost ranges", s->member);
-  else if (s->member >= 0)
-    snprintf (what, sizeof what, "member %d%s", s->member,
-              s->missing >= 0 ? " (missing)" : "");
-  else
-    snprintf (what, sizeof what, "the volume's lost ranges");
+  print_scrub (s);
+  loss_name (s, what, sizeof what);
   printf ("%zu file%s of %zu touch %s, %" PRIu64 " bytes lost\n", r->nr_files,
           r->nr_files == 1 ? "" : "s", r->nr_seen, what, s->lost_bytes);
+}
+
+static struct json_object *
+members_json (uint64_t mask)
+{
+  struct json_object *a = json_object_new_array ();
+
+  for (unsigned i = 0; i < LAYOUT_MAX_MEMBERS; ++i)
+    if (mask >> i & 1)
+      json_object_array_add (a, json_object_new_int ((int) i));
+  return a;
+}
+
+static struct json_object *
+ranges_json (const struct lost_range *r, size_t n)
+{
+  struct json_object *a = json_object_new_array ();
+
+  for (size_t i = 0; i < n; ++i) {
+    struct json_object *x = json_object_new_object ();
+
+    json_put (x, "offset", json_u64 (r[i].offset));
+    json_put (x, "length", json_u64 (r[i].length));
+    json_object_array_add (a, x);
+  }
+  return a;
 }
 
 static void
 print_result_json (const struct result *s, bool ok, const char *err)
 {
   struct json_object *o = json_object_new_object ();
-  struct json_object *ranges = json_object_new_array ();
   struct json_object *files = NULL, *unnamed = NULL;
   const struct lost_files_report *r = &s->r;
   bool named = ok && s->kind;
 
   json_put (o, "config", s->cfg ? json_text (s->cfg->path) : NULL);
   json_put (o, "name", s->cfg ? json_text (s->cfg->name) : NULL);
+  /* member: the one member counted, as before there could be several */
   json_put (o, "member",
-            s->member >= 0 ? json_object_new_int (s->member) : NULL);
-  for (unsigned i = 0; i < s->lost.nr; ++i) {
-    struct json_object *x = json_object_new_object ();
-
-    json_put (x, "offset", json_u64 (s->lost.r[i].offset));
-    json_put (x, "length", json_u64 (s->lost.r[i].length));
-    json_object_array_add (ranges, x);
-  }
-  json_put (o, "lost_ranges", ranges);
+            s->members && !(s->members & (s->members - 1))
+              ? json_object_new_int (__builtin_ctzll (s->members))
+              : NULL);
+  json_put (o, "members", members_json (s->members));
+  json_put (o, "missing", members_json (s->missing));
+  json_put (o, "lost_ranges", ranges_json (s->lost.r, s->lost.nr));
+  json_put (o, "scrub_ranges",
+            s->scrub_known ? ranges_json (s->scrub, s->nr_scrub) : NULL);
+  json_put (o, "scrub_truncated",
+            s->scrub_known ? json_object_new_boolean (s->scrub_truncated)
+                           : NULL);
   json_put (o, "filesystem", s->kind ? json_text (s->kind) : NULL);
   if (named) {
     files = json_object_new_array ();
@@ -352,30 +433,138 @@ print_result_json (const struct result *s, bool ok, const char *err)
   jsonout_result (o, ok, err, false);
 }
 
+static int
+by_offset (const void *a, const void *b)
+{
+  const struct lost_range *x = a, *y = b;
+
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* r[0..n) sorted, and overlapping or touching ranges merged: the new n. */
+static size_t
+ranges_merge (struct lost_range *r, size_t n)
+{
+  size_t k = 0;
+
+  if (n > 1)
+    qsort (r, n, sizeof *r, by_offset);
+  for (size_t i = 0; i < n; ++i) {
+    if (k && r[k - 1].offset + r[k - 1].length >= r[i].offset) {
+      uint64_t end = r[i].offset + r[i].length;
+
+      if (end > r[k - 1].offset + r[k - 1].length)
+        r[k - 1].length = end - r[k - 1].offset;
+    }
+    else
+      r[k++] = r[i];
+  }
+  return k;
+}
+
+/* What the last scrub of the server found unreadable, in the volume's
+ * byte ranges: the "scrub" object of its live status (the control
+ * socket), else of the status file it keeps.  A scrub's findings live
+ * as long as the server (and until the next scrub), as its status says
+ * them.  0, or -1 (out of memory); a status that cannot be read is
+ * said, and leaves the findings unknown.
+ */
+static int
+read_scrub (struct result *s)
+{
+  const struct stripe_config *cfg = s->cfg;
+  struct json_object *scrub, *list;
+  char ctl[4096];
+  struct view w;
+  size_t n;
+
+  control_path (cfg->health.status_file, ctl, sizeof ctl);
+  if (!judge_live (ctl, cfg->name, cfg->health.set.interval, now_unix (),
+                   false, &w))
+    judge (cfg->health.status_file, cfg->name, cfg->health.set.interval,
+           now_unix (), false, &w);
+  if (!w.format_ok) {
+    fprintf (stderr,
+             "nbdstripe: %s: what the last scrub found is not known: %s\n",
+             cfg->name, w.reason[0] ? w.reason : "no status");
+    view_free (&w);
+    return 0;
+  }
+  s->scrub_known = true;
+  scrub = field (w.st, "scrub", json_type_object);
+  list = field (scrub, "unreadable", json_type_array);
+  n = list ? json_object_array_length (list) : 0;
+  s->scrub_truncated =
+    json_object_get_boolean (field (scrub, "truncated", json_type_boolean));
+  if (n && (s->scrub = calloc (n, sizeof *s->scrub)) == NULL) {
+    view_free (&w);
+    return -1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    struct json_object *x = json_object_array_get_idx (list, i);
+    uint64_t off, len;
+
+    if (get_uint (x, "offset", &off) && get_uint (x, "length", &len) && len
+        && off + len > off)
+      s->scrub[s->nr_scrub++] = (struct lost_range){ off, len };
+  }
+  s->nr_scrub = ranges_merge (s->scrub, s->nr_scrub);
+  view_free (&w);
+  return 0;
+}
+
+/* The loss's ranges: the lost ones and the scrub's, merged. */
+static int
+merge_ranges (struct result *s)
+{
+  size_t n = s->lost.nr + s->nr_scrub;
+
+  if (n == 0)
+    return 0;
+  s->ranges = malloc (n * sizeof *s->ranges);
+  if (s->ranges == NULL)
+    return -1;
+  memcpy (s->ranges, s->lost.r, s->lost.nr * sizeof *s->ranges);
+  if (s->nr_scrub)
+    memcpy (s->ranges + s->lost.nr, s->scrub, s->nr_scrub * sizeof *s->ranges);
+  s->nr_ranges = ranges_merge (s->ranges, n);
+  return 0;
+}
+
 /* Open, walk, say.  0 (listed), or 1 (said why). */
 static int
 lost_files (struct result *s, bool json)
 {
   struct layout l;
-  struct loss x = { .layout = &l, .member = s->member, .lost = &s->lost };
-  struct loss whole = { .layout = &l, .member = -1 };
+  struct loss x = { .layout = &l };
   struct nbd_handle *h;
   ext2_filsys fs;
+  uint8_t map[LAYOUT_MAX_MEMBERS];
   char why[256];
   int r = 1;
 
-  if (read_volume (s->cfg, &l, &s->lost, &x.member, &s->missing) == -1)
+  if (read_volume (s->cfg, &l, map, &s->lost, &s->members, &s->missing) == -1)
     return 1;
-  if (s->missing >= 0) {
-    s->member = s->missing;
-    x.member_gone = true;
-  }
-  whole.member = x.member;
-  if (x.member >= 0)
-    s->member_bytes = loss_bytes (&whole, 0, l.size);
   h = connect_volume (s->cfg);
   if (h == NULL)
     return 1;
+  if (read_scrub (s) == -1 || merge_ranges (s) == -1) {
+    fprintf (stderr, "nbdstripe: %s: %s\n", s->cfg->name, strerror (ENOMEM));
+    goto out;
+  }
+  x.ranges = s->ranges;
+  x.nr_ranges = s->nr_ranges;
+  for (unsigned j = 0; j < l.nr_members; ++j) {
+    const struct loss one = { .layout = &l, .members = UINT64_C (1) << j };
+    unsigned i = map[j];
+
+    if (s->members >> i & 1) {
+      x.members |= one.members;
+      s->member_bytes[i] = loss_bytes (&one, 0, l.size);
+    }
+    if (s->missing >> i & 1)
+      x.gone |= one.members;
+  }
   fs = open_fs (h, s->cfg->name);
   if (fs == NULL) {
     if (!json)
@@ -410,17 +599,17 @@ cmd_lost_files (const struct command *cmd, int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct stripe_config cfg;
-  struct result s = { .member = -1, .missing = -1 };
+  struct result s = { 0 };
   char err[1024] = "", *end;
   bool json = false;
-  int c, r;
+  int c, r, member = -1;
 
   while ((c = getopt_long (argc, argv, "m:jhV", opts, NULL)) != -1) {
     switch (c) {
     case 'm':
-      s.member = (int) strtol (optarg, &end, 10);
-      if (*optarg < '0' || *optarg > '9' || *end || s.member < 0
-          || s.member >= LAYOUT_MAX_MEMBERS)
+      member = (int) strtol (optarg, &end, 10);
+      if (*optarg < '0' || *optarg > '9' || *end || member < 0
+          || member >= LAYOUT_MAX_MEMBERS)
         return cli_usage_error (cmd, "--member: not a member index: '%s'",
                                 optarg);
       break;
@@ -437,10 +626,12 @@ cmd_lost_files (const struct command *cmd, int argc, char **argv)
     r = 1;
   else {
     s.cfg = &cfg;
-    if (s.member >= (int) cfg.nr_members)
+    if (member >= (int) cfg.nr_members)
       r = cli_usage_error (cmd, "%s has no member %d (0 to %u)", argv[optind],
-                           s.member, cfg.nr_members - 1);
+                           member, cfg.nr_members - 1);
     else {
+      if (member >= 0)
+        s.members = UINT64_C (1) << member;
       r = lost_files (&s, json);
       if (r == 0 && !json)
         print_text (&s);
@@ -449,6 +640,8 @@ cmd_lost_files (const struct command *cmd, int argc, char **argv)
   if (json)
     print_result_json (&s, r == 0, err);
   lost_files_report_free (&s.r);
+  free (s.scrub);
+  free (s.ranges);
   if (s.cfg)
     config_free (&cfg);
   return r;

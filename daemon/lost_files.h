@@ -22,15 +22,20 @@
  */
 extern io_manager nbdio_manager (struct nbd_handle *h);
 
-/* What is (or would be) gone: every byte of member `member` (-1: none)
- * and the ranges of `lost`, through the volume's layout.
+/* What is (or would be) gone: every byte of the layout's members in
+ * `members` (bit j: the layout's member j), and the volume's byte
+ * ranges `ranges` (sorted, apart from one another: the lost ranges the
+ * headers keep and what the last scrub found unreadable), through the
+ * volume's layout.  `gone`: the members of `members` that cannot be
+ * read (the volume served degraded without them), not only asked
+ * about; the ranges cannot be read either (reads there fail with EIO).
  */
 struct loss {
   const struct layout *layout;
-  int member;
-  const struct lost *lost;
-  bool member_gone; /* member cannot be read (served degraded), not
-                     * only asked about */
+  uint64_t members;
+  uint64_t gone;
+  const struct lost_range *ranges;
+  size_t nr_ranges;
 };
 
 /* Bytes of the volume's [offset, offset + length) that the loss takes. */

@@ -21,6 +21,34 @@
 #include "lost.h"
 #include "lost_files.h"
 
+/* Bytes of [offset, offset + length) in the sorted, disjoint ranges:
+ * the first that ends past offset found by bisection (a scrub may keep
+ * thousands).
+ */
+static uint64_t
+ranges_bytes (const struct loss *x, uint64_t offset, uint64_t length)
+{
+  size_t lo = 0, hi = x->nr_ranges;
+  uint64_t n = 0, end = offset + length;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+
+    if (x->ranges[mid].offset + x->ranges[mid].length <= offset)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (size_t i = lo; i < x->nr_ranges && x->ranges[i].offset < end; ++i) {
+    const struct lost_range *r = &x->ranges[i];
+    uint64_t a = r->offset > offset ? r->offset : offset;
+    uint64_t b = r->offset + r->length < end ? r->offset + r->length : end;
+
+    n += b - a;
+  }
+  return n;
+}
+
 uint64_t
 loss_bytes (const struct loss *x, uint64_t offset, uint64_t length)
 {
@@ -36,19 +64,10 @@ loss_bytes (const struct loss *x, uint64_t offset, uint64_t length)
     return 0;
   layout_iter_init (&it, x->layout, offset, length);
   while (layout_iter_next (&it, &p)) {
-    if (x->member >= 0 && p.member == (unsigned) x->member) {
+    if (p.member < 64 && (x->members >> p.member & 1))
       n += p.length;
-      continue;
-    }
-    for (unsigned i = 0; x->lost && i < x->lost->nr; ++i) {
-      const struct lost_range *r = &x->lost->r[i];
-      uint64_t a = r->offset > p.offset ? r->offset : p.offset;
-      uint64_t b = r->offset + r->length < p.offset + p.length
-                     ? r->offset + r->length
-                     : p.offset + p.length;
-      if (a < b)
-        n += b - a;
-    }
+    else if (x->nr_ranges)
+      n += ranges_bytes (x, p.offset, p.length);
   }
   return n;
 }
@@ -265,8 +284,7 @@ unnamed_inodes (struct walk *w)
   {
     struct loss real = *w->x;
 
-    if (!real.member_gone)
-      real.member = -1;
+    real.members = real.gone;
     for (dgrp_t g = 0; g < fs->group_desc_count; ++g) {
       blk64_t t = ext2fs_inode_table_loc (fs, g);
 

@@ -54,11 +54,10 @@ print_state (const struct view *w, struct json_object *vol)
 }
 
 /* The volume's lost ranges (the status's "lost"), when there are any:
- * the first few, coalesced as the server keeps them, and the command
- * that names the files in them (as zpool status points to -v).
+ * the first few, coalesced as the server keeps them.
  */
 static void
-print_lost (struct json_object *lost, const struct stripe_config *cfg)
+print_lost (struct json_object *lost)
 {
   struct json_object *r = field (lost, "ranges", json_type_array);
   size_t n = r ? json_object_array_length (r) : 0;
@@ -81,8 +80,25 @@ print_lost (struct json_object *lost, const struct stripe_config *cfg)
   }
   if (n > 8)
     printf ("%15s   ... %zu more (status --json)\n", "", n - 8);
-  printf ("%15s   the files they hold: nbdstripe lost-files %s\n", "",
-          cfg->path);
+}
+
+/* Whether a read can fail where data was: a member missing (served
+ * degraded), lost ranges, or what the last scrub found unreadable.
+ */
+static bool
+anything_lost (struct json_object *st)
+{
+  struct json_object *members = field (st, "members", json_type_array);
+  struct json_object *lost = field (st, "lost", json_type_object);
+  struct json_object *ranges = field (lost, "ranges", json_type_array);
+  struct json_object *scrub = field (st, "scrub", json_type_object);
+  struct json_object *bad = field (scrub, "unreadable", json_type_array);
+
+  for (size_t i = 0; members && i < json_object_array_length (members); ++i)
+    if (text_is (json_object_array_get_idx (members, i), "state", "missing"))
+      return true;
+  return (ranges && json_object_array_length (ranges))
+         || (bad && json_object_array_length (bad));
 }
 
 void
@@ -133,7 +149,10 @@ print_volume (const struct view *w, const struct stripe_config *cfg,
     printf ("%15s : ?\n", "Chunk");
   printf ("%15s : %s\n", "Members",
           fmt_uint (vol, "members", buf, sizeof buf));
-  print_lost (field (st, "lost", json_type_object), cfg);
+  print_lost (field (st, "lost", json_type_object));
+  /* The command that names the files, as zpool status points to -v. */
+  if (anything_lost (st))
+    printf ("%15s : nbdstripe lost-files %s\n", "Files touched", cfg->name);
   printf ("%15s : %s\n", "Uptime",
           get_number (vol, "uptime_seconds", &d)
             ? fmt_duration (d, buf, sizeof buf)

@@ -10,8 +10,13 @@
 # layout (two zones, the second rotated), read back through the server,
 # then every member in turn; an inode whose entry was unlinked is
 # listed in unnamed_inodes.  Before the file system is there: "cannot
-# name files", exit 1.
+# name files", exit 1.  Served degraded without one member or two, and
+# asked --member about one more, it names the files of all of them
+# (degraded); after a scrub found unreadable blocks, the files holding
+# them (scrubbed, checked with debugfs's icheck and ncheck); status
+# points to lost-files when a read can fail.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/remote.sh" || exit 1
 d_init jq mkfs.ext4 debugfs nbdcopy python3
 
 ORACLE=$NBDSTRIPE_SOURCE_DIR/tests/daemon/lost_files_oracle.py
@@ -123,6 +128,9 @@ volume ()
   d_run "$name.none" d_ns lost-files --json "$name"
   [[ $D_RC -eq 0 && $(jq '.files | length' "$D_TMP/$name.none.out") == 0 ]] ||
     d_bad "$name: a healthy volume without lost ranges lists files"
+  d_run "$name.status" d_ns status "$name"
+  [[ $D_RC -eq 0 ]] && ! grep -q "Files touched" "$D_TMP/$name.status.out" ||
+    d_bad "$name: status of a healthy volume: exit $D_RC, or points to lost-files"
   d_run "$name.index" d_ns lost-files --member "$n" "$name"
   [[ $D_RC -eq 2 ]] || d_bad "$name: --member $n: exit $D_RC, expected 2"
   d_stop "$D_SERVER_PID"
@@ -131,37 +139,28 @@ volume ()
     d_bad "$name: not served: the way out not said"
 }
 
-# degraded NAME I: member I's file moved away, the volume served
-# --degraded (its chunks read EIO): lost-files without --member names
-# member I's files.  Each file it names is in the list of --member I
-# that the oracle checked above, with the same inode and lost bytes;
-# each file of that list is named, or its inode is unnamed (its name
-# went with a directory block), or its inode went with the member; when
-# no directory or inode table block went with it, the lists are the
-# same.  Member 0 holds the primary superblock: the file system is
-# opened from its first backup (mkfs -g 8192: two groups, a backup
-# superblock in group 1).
-degraded ()
-{
-  local name=$1 i=$2
-  mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
-  rm -f "$D_TMP/$name.pid"
-  d_run "$name.deg" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
-  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
-    d_fail "$name: serve --degraded without member $i"
-  D_SERVER_PID=$(<"$D_TMP/$name.pid")
-  D_PIDS+=("$D_SERVER_PID")
-  d_run "$name.deg.lost" d_ns lost-files --json "$name"
-  [[ $D_RC -eq 0 ]] ||
-    d_bad "$name: lost-files on the volume served without member $i: exit $D_RC"
-  cat >"$D_TMP/deg_cmp.py" <<'PY'
+# The check of a list against the --member lists the oracle checked:
+# deg_cmp.py DEGRADED MEMBERS FULL...: DEGRADED (lost-files --json on
+# the volume served degraded) counts exactly MEMBERS ("0,2") and names
+# files of their --member lists FULL... (merged: the bytes of one file
+# on two members add up), with the same inode and lost bytes; each file
+# of those lists is named, or its inode is unnamed (its name went with a
+# directory block), or its inode went with a member; when no directory
+# or inode table block went, the lists are the same.
+cat >"$D_TMP/deg_cmp.py" <<'PY'
 import json, sys
 deg = json.load(open(sys.argv[1]))
-full = json.load(open(sys.argv[2]))
+members = [int(m) for m in sys.argv[2].split(",")]
+want = {}
+for path in sys.argv[3:]:
+    for f in json.load(open(path))["files"]:
+        w = want.setdefault(f["path"], dict(f, lost_bytes=0,
+                                            metadata_lost=False))
+        w["lost_bytes"] += f["lost_bytes"]
+        w["metadata_lost"] |= f["metadata_lost"]
 bad = []
-if deg["member"] != int(sys.argv[3]):
-    bad.append("member is %r, not %s" % (deg["member"], sys.argv[3]))
-want = {f["path"]: f for f in full["files"]}
+if deg["members"] != members:
+    bad.append("members is %r, not %r" % (deg["members"], members))
 for f in deg["files"]:
     w = want.get(f["path"])
     # Metadata lost (the inode's block, an extent block): what the file
@@ -173,9 +172,6 @@ for f in deg["files"]:
 if not deg["directory_blocks_lost"] and not deg["inode_tables_lost"]:
     if sorted(want) != sorted(f["path"] for f in deg["files"]):
         bad.append("no directory or inode table lost, yet the lists differ")
-# Every file the member takes is named, or its inode is among the
-# unnamed ones (its name went with a directory), or its inode went with
-# an inode table block (metadata lost in the --member list).
 named = {f["path"] for f in deg["files"]}
 unnamed = set(deg["unnamed_inodes"])
 for p, f in want.items():
@@ -184,22 +180,155 @@ for p, f in want.items():
 for b in bad:
     print(b)
 print("%d files named, %d unnamed inodes, --member named %d" % (
-    len(deg["files"]), len(deg["unnamed_inodes"]), len(full["files"])))
+    len(deg["files"]), len(deg["unnamed_inodes"]), len(want)))
 sys.exit(1 if bad else 0)
 PY
+
+# degraded NAME I [J] [--member K]: members I (and J) moved away, the
+# volume served --degraded (their chunks read EIO): lost-files without
+# --member names the files of I and J (deg_cmp.py); with --member K, of
+# K too ("what if it died too").  Member 0 holds the primary superblock:
+# the file system is then opened from its first backup (mkfs -g 8192:
+# two groups, a backup superblock in group 1).
+degraded ()
+{
+  local name=$1 gone=() ask=() want i
+  shift
+  while [[ $# -gt 0 && $1 != --member ]]; do gone+=("$1"); shift; done
+  [[ $# -eq 0 ]] || ask=("$1" "$2")
+  want=$(printf '%s\n' "${gone[@]}" ${ask[1]:+"${ask[1]}"} | sort -n | paste -sd,)
+  for i in "${gone[@]}"; do mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"; done
+  rm -f "$D_TMP/$name.pid"
+  d_run "$name.deg" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
+  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
+    d_fail "$name: serve --degraded without members ${gone[*]}"
+  D_SERVER_PID=$(<"$D_TMP/$name.pid")
+  D_PIDS+=("$D_SERVER_PID")
+  d_run "$name.deg.lost" d_ns lost-files --json "${ask[@]}" "$name"
+  [[ $D_RC -eq 0 ]] ||
+    d_bad "$name: lost-files${ask:+ ${ask[*]}} without members ${gone[*]}: exit $D_RC"
+  jq -e --argjson m "[$(IFS=,; echo "${gone[*]}")]" '.missing == $m' \
+    "$D_TMP/$name.deg.lost.out" >/dev/null ||
+    d_bad "$name: missing is not [${gone[*]}]"
   d_run "$name.deg.cmp" python3 "$D_TMP/deg_cmp.py" "$D_TMP/$name.deg.lost.out" \
-    "$D_TMP/$name.$i.out" "$i"
+    "$want" $(for i in ${want//,/ }; do echo "$D_TMP/$name.$i.out"; done)
   [[ $D_RC -eq 0 ]] &&
-    d_ok "$name: served without member $i, lost-files names its files" ||
-    d_bad "$name: served without member $i: lost-files and --member $i disagree (above)"
+    d_ok "$name: served without members ${gone[*]}, lost-files${ask:+ ${ask[*]}} names the files of $want" ||
+    d_bad "$name: served without members ${gone[*]}: lost-files${ask:+ ${ask[*]}} and --member $want disagree (above)"
+  d_run "$name.deg.status" d_ns status "$name"
+  [[ $D_RC -eq 1 ]] && grep -q -x " *Files touched : nbdstripe lost-files $name" \
+    "$D_TMP/$name.deg.status.out" ||
+    d_bad "$name: status without members ${gone[*]}: exit $D_RC (expected 1), or no pointer to lost-files"
   d_stop "$D_SERVER_PID"
-  mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
+  for i in "${gone[@]}"; do mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"; done
+}
+
+# scrubbed: a scrub's findings are a loss.  Two members, 64K chunks:
+# m0 a file, m1 an NBD export of stock nbdkit.  The file system put on
+# the volume, m1 is served again behind nbdkit's ddrescue filter, whose
+# mapfile makes one 4K block of each of two files unreadable (a data
+# block of each on m1); the volume served --read-only, a scrub finds
+# them.  lost-files says the two logical ranges and names exactly the
+# files debugfs's icheck and ncheck say hold those blocks; status points
+# to lost-files ("Files touched"), as it does for a volume served
+# degraded (degraded) and does not for a healthy one (volume).
+scrubbed ()
+{
+  local name=scrubbed sock=$D_TMP/scrubbed.sock C=65536 M=1048576
+  local size=$((33 * M)) files=() bad=() f b off ranges=() map
+
+  truncate -s "$size" "$D_TMP/$name.m0" "$D_TMP/$name.m1.back"
+  r_unix "$name.m1" file "$D_TMP/$name.m1.back"
+  local m1_pid=$R_PID m1_uri=$R_URI
+  d_conf "$NBDSTRIPE_CONFDIR/$name.conf" "$name" 64K \
+    "socket = \"$sock\"; pidfile = \"$D_TMP/$name.pid\";" \
+    "$D_TMP/$name.m0" "$m1_uri"
+  d_run "$name.create" d_ns create "$name" || :
+  [[ $D_RC -eq 0 ]] || d_fail "$name: create"
+  d_serve "$name.serve" "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
+    d_fail "$name: serve"
+  nbdcopy "$D_TMP/fs.img" "nbd+unix:///?socket=$sock" ||
+    d_fail "$name: nbdcopy onto the volume"
+  d_stop "$D_SERVER_PID"
+  # Two files larger than 4 chunks: the first data block of each in a
+  # chunk of m1 (odd chunks), at volume offset OFF; on m1 at 1 MiB (its
+  # data offset) + OFF's stripe's chunk + OFF within the chunk.
+  files=($(awk '$1 == "f" && $2 > 400000 { print "/" $3 }' "$D_TMP/list" | head -2))
+  for f in "${files[@]}"; do
+    for b in $(debugfs -R "blocks \"$f\"" "$D_TMP/fs.img" 2>/dev/null); do
+      (( b * 4096 / C % 2 == 1 )) && break
+    done
+    off=$((b * 4096))
+    bad+=("$b")
+    ranges+=("{\"offset\": $off, \"length\": 4096}")
+    map+=$(printf '%d %d\n' $((M + off / C / 2 * C + off % C)) 4096)$'\n'
+  done
+  [[ ${#bad[@]} -eq 2 ]] || d_fail "$name: no two files of more than 400000 bytes"
+  {
+    echo "# Mapfile. Created by GNU ddrescue version 1.23"
+    echo "0x00000000     +               1"
+    local at=0 x n
+    while read -r x n; do
+      [[ -n $x ]] || continue
+      printf '0x%08x  0x%08x  +\n0x%08x  0x%08x  -\n' "$at" $((x - at)) "$x" "$n"
+      at=$((x + n))
+    done < <(sort -n <<<"$map")
+    printf '0x%08x  0x%08x  +\n' "$at" $((size - at))
+  } >"$D_TMP/$name.map"
+  d_stop "$m1_pid"
+  r_unix "$name.m1" --filter=ddrescue file "$D_TMP/$name.m1.back" \
+    ddrescue-mapfile="$D_TMP/$name.map"
+  rm -f "$D_TMP/$name.pid"
+  d_run "$name.ro" d_ns_serve --read-only "$NBDSTRIPE_CONFDIR/$name.conf"
+  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] || d_fail "$name: serve --read-only"
+  D_SERVER_PID=$(<"$D_TMP/$name.pid")
+  D_PIDS+=("$D_SERVER_PID")
+  d_run "$name.scrub" d_ns scrub --wait --rate 1G "$name"
+  d_expect_fail "$name.scrub"
+
+  d_run "$name.lost" d_ns lost-files --json "$name"
+  [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files after the scrub: exit $D_RC"
+  jq -e --argjson want "[$(IFS=,; echo "${ranges[*]}")]" \
+    '.scrub_ranges == ($want | sort_by(.offset)) and .members == []' \
+    "$D_TMP/$name.lost.out" >/dev/null &&
+    d_ok "$name: scrub_ranges are the two blocks the scrub found" ||
+    d_bad "$name: scrub_ranges are not ${ranges[*]}"
+  # The oracle: the inodes holding the blocks, and their names.
+  local inodes names got
+  inodes=$(debugfs -R "icheck ${bad[*]}" "$D_TMP/fs.img" 2>/dev/null |
+           awk 'NR > 1 { print $2 }' | sort -un)
+  names=$(debugfs -R "ncheck $(echo $inodes)" "$D_TMP/fs.img" 2>/dev/null |
+          awk 'NR > 1 { print $2 }' | sort)
+  got=$(jq -r '.files[].path' "$D_TMP/$name.lost.out" | sort)
+  [[ -n $names && $got == "$names" ]] &&
+    printf '%s\n' "${files[@]}" | sort | cmp -s - <(echo "$names") &&
+    d_ok "$name: lost-files names $(echo $got), as debugfs says" ||
+    d_bad "$name: lost-files names '$(echo $got)', debugfs '$(echo $names)', the files '${files[*]}'"
+  d_run "$name.text" d_ns lost-files "$name"
+  grep -q "^unreadable where the last scrub read: 8192 bytes: " \
+    "$D_TMP/$name.text.out" &&
+    grep -q "^2 files of [0-9]* touch the scrub's unreadable ranges, 8192 bytes lost$" \
+      "$D_TMP/$name.text.out" ||
+    d_bad "$name: the text does not say the scrub's findings"
+  d_run "$name.status" d_ns status "$name"
+  [[ $D_RC -eq 1 ]] && grep -q -x " *Files touched : nbdstripe lost-files $name" \
+    "$D_TMP/$name.status.out" ||
+    d_bad "$name: status after the scrub: exit $D_RC (expected 1), or no pointer to lost-files"
+  d_stop "$D_SERVER_PID"
 }
 
 volume three 96K "26M 26M 26M"
 degraded three 0
+degraded three 0 --member 2
+if nbdkit --filter=ddrescue null --dump-plugin >/dev/null 2>&1; then
+  scrubbed
+else
+  d_log "a scrub's findings: not tested, nbdkit has no ddrescue filter"
+fi
 volume four 64K "20M 20M 20M 20M"
 degraded four 2
+degraded four 1 3
+
 # Zone 0 ends at volume chunk 435 (3 x 145: odd), 27 MiB in: the rest of
 # the file system is in zone 1 (members 1 and 2), where md's original
 # layout rotates them.
