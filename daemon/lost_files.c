@@ -37,12 +37,13 @@ read_volume (const struct stripe_config *cfg, struct layout *l,
 {
   const struct volume_options o = { .readonly = true, .raw = true };
   /* degraded: a member that cannot be read (a volume served without
-   * it) is left out, and is the member whose files are asked for; only
-   * volumes with nbdstripe headers can be served so.
+   * it) is left out, and is the member whose files are asked for.
+   * Assembly places it as the volume served degraded did, or refuses
+   * as serve --degraded does, saying why (meta.h, places_missing).
    */
-  const struct array_options ao = {
-    .volume = o, .cfg = cfg, .degraded = cfg->metadata == METADATA_HEADER
-  };
+  const struct array_options ao = { .volume = o,
+                                    .cfg = cfg,
+                                    .degraded = true };
   struct array *a = calloc (1, sizeof *a);
   int r = -1;
 
