@@ -65,7 +65,11 @@ const struct command commands[] = {
             "reaches a member\n"
             "      --degraded    serve read-only without the members that "
             "cannot be opened\n"
-            "                    or read; nothing is written to any member\n",
+            "                    or read; nothing is written to any member.  "
+            "Only where the\n"
+            "                    others' records place them (headers do; md "
+            "and none do\n"
+            "                    not: refused, saying why)\n",
     .usage_status = 2,
   },
   {

@@ -44,12 +44,13 @@ read_volume (const struct stripe_config *cfg, struct layout *l, uint8_t *map,
 {
   const struct volume_options o = { .readonly = true, .raw = true };
   /* degraded: the members that cannot be read (a volume served without
-   * them) are left out, and are members whose files are asked for; only
-   * volumes with nbdstripe headers can be served so.
+   * them) are left out, and are members whose files are asked for.
+   * Assembly places them as the volume served degraded did, or refuses
+   * as serve --degraded does, saying why (meta.h, places_missing).
    */
-  const struct array_options ao = {
-    .volume = o, .cfg = cfg, .degraded = cfg->metadata == METADATA_HEADER
-  };
+  const struct array_options ao = { .volume = o,
+                                    .cfg = cfg,
+                                    .degraded = true };
   struct array *a = calloc (1, sizeof *a);
   int r = -1;
 

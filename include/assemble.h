@@ -79,10 +79,13 @@ extern int assemble (const struct stripe_config *cfg, struct assembly *a);
 
 /* The same, except that members that cannot be opened or whose record
  * cannot be read are left out (a->missing), so long as one member that
- * can be read speaks for the volume: a volume served degraded, read-only
- * (nothing is ever written to a member by assembly).  Headers only
- * (metadata "header": it records every member's size and data offset);
- * md and none are refused, saying so.
+ * can be read speaks for the volume and the records read place each
+ * one left out exactly (meta.h, places_missing): a volume served
+ * degraded, read-only (nothing is ever written to a member by
+ * assembly).  Headers place every member (each records every member's
+ * size and data offset); md superblocks and none never do (a member's
+ * data size is on that member alone, or nowhere): refused, naming the
+ * member, its file and what is not recorded.
  */
 extern int assemble_degraded (const struct stripe_config *cfg,
                               struct assembly *a);

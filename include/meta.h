@@ -158,6 +158,18 @@ struct meta_ops {
    */
   int (*finish) (const struct stripe_config *cfg, struct assembly *a,
                  char *why, size_t len);
+  /* Member i could not be opened or its record read, and the volume is
+   * assembled degraded (assemble_degraded): whether the records read
+   * (a->members, a->ref speaking for them) fix its place in the layout
+   * exactly -- its slot, and the data size on which the zones and the
+   * volume's size depend -- so that finish fills in its data area as
+   * for the others.  False, with why (lines naming the member, its
+   * file and what no record holds), when they do not: a place is never
+   * guessed, since a wrong one serves other members' bytes.
+   */
+  bool (*places_missing) (const struct stripe_config *cfg,
+                          const struct assembly *a, unsigned i, char *why,
+                          size_t len);
 
   /* ---- create (nbdstripe create) ---- */
 

@@ -338,11 +338,22 @@ report_unreadable (struct run *r, unsigned ref)
   if (!missing)
     return;
   for (unsigned i = 0; i < r->n; ++i) {
+    char place[1024] = "";
+    bool placed;
+
     if (r->p[i].readable)
       continue;
+    placed = ref < r->n
+             && r->ops->places_missing (r->cfg, r->a, i, place, sizeof place);
     /* Degraded: left out, so long as a member speaks for the volume
-     * (check_all refuses when none does).
+     * (check_all refuses when none does) and the records place it.
      */
+    if (r->degraded && ref < r->n && !placed) {
+      stripe_error ("member %u (%s): %s", i, r->cfg->members[i], r->p[i].why);
+      log_lines (place);
+      r->ok = false;
+      continue;
+    }
     if (r->degraded && ref < r->n) {
       r->a->missing |= UINT64_C (1) << i;
       snprintf (r->a->missing_why[i], sizeof r->a->missing_why[i], "%.*s",
@@ -352,10 +363,10 @@ report_unreadable (struct run *r, unsigned ref)
                       i, r->cfg->members[i], r->p[i].why);
       continue;
     }
-    /* Others agree on the volume: it can be served without this one
-     * (assemble_config says which formats can).
+    /* Others agree on the volume and place this one: it can be served
+     * without it.
      */
-    if (ref < r->n && r->cfg->metadata == METADATA_HEADER)
+    if (placed)
       stripe_error ("member %u (%s): %s; the volume can be served "
                     "read-only without it: nbdstripe serve --degraded %s",
                     i, r->cfg->members[i], r->p[i].why, r->cfg->path);
@@ -487,6 +498,33 @@ narrow (struct run *r, struct stripe_config *use, const bool *keep)
   use->nr_members = r->a->nr = r->n = k;
 }
 
+/* Degraded, with nothing on the members (metadata "none"): a member
+ * that cannot be opened is refused, saying why the format cannot place
+ * it; with every member there the volume is served as it is.
+ */
+static int
+refuse_absent (const struct stripe_config *cfg, const struct assembly *a)
+{
+  const struct member_open_params params = { .readonly = true, .raw = true };
+  int ret = 0;
+
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    char why[512], place[1024] = "";
+    struct member d;
+
+    if (member_open (&d, i, cfg->members[i], &params, why, sizeof why) == 0) {
+      member_close (&d);
+      continue;
+    }
+    /* No format without records places a member: its words why. */
+    a->meta->places_missing (cfg, a, i, place, sizeof place);
+    stripe_error ("member %u (%s): %s", i, cfg->members[i], why);
+    log_lines (place);
+    ret = -1;
+  }
+  return ret;
+}
+
 /* The config as the members say it is (reshape_config), assembled. */
 static int
 assemble_config (const struct stripe_config *cfg, struct assembly *a,
@@ -511,19 +549,11 @@ assemble_config (const struct stripe_config *cfg, struct assembly *a,
   a->meta = r.ops = meta_ops_for (cfg->metadata);
   a->nr = r.n;
   r.w = &r.ops->words;
-  /* Only a header records every member's size and data offset: a
-   * member missing under another format leaves its place unknown.
-   */
-  if (degraded && cfg->metadata != METADATA_HEADER) {
-    stripe_error ("%s: metadata \"%s\": a volume can be served degraded "
-                  "(--degraded, degraded=1) only with metadata \"header\" "
-                  "for now",
-                  cfg->path, cfg->metadata == METADATA_MD ? "md" : "none");
-    return -1;
-  }
   if (r.ops->load == NULL) { /* nothing on the members: the config says it */
     for (unsigned i = 0; i < cfg->nr_members; ++i)
       a->paths[i] = cfg->members[i];
+    if (degraded && refuse_absent (cfg, a) == -1)
+      return -1;
     char why[1024] = "";
     if (r.ops->finish (cfg, a, why, sizeof why) == -1) {
       log_lines (why);

@@ -353,6 +353,23 @@ header_finish (const struct stripe_config *cfg, struct assembly *a,
   return 0;
 }
 
+/* Every header records every member's data size (member_sizes) and
+ * the volume's one data offset: a member missing is placed by any other
+ * (header_finish).
+ */
+static bool
+header_places_missing (const struct stripe_config *cfg,
+                       const struct assembly *a, unsigned i, char *why,
+                       size_t len)
+{
+  (void) cfg;
+  (void) a;
+  (void) i;
+  (void) why;
+  (void) len;
+  return true;
+}
+
 static int
 header_create_check (const struct stripe_config *cfg, char *why, size_t len)
 {
@@ -634,6 +651,7 @@ const struct meta_ops meta_header_ops = {
   .check_member      = header_check_member,
   .say_stale         = header_say_stale,
   .finish            = header_finish,
+  .places_missing    = header_places_missing,
   .create_check      = header_create_check,
   .create_array      = header_create_array,
   .create_member     = header_create_member,

@@ -351,6 +351,62 @@ md_finish (const struct stripe_config *cfg, struct assembly *a, char *why,
   return 0;
 }
 
+/* What the md v1.x superblocks of the other members say of a missing
+ * one (struct mdp_superblock_1, <linux/raid/md_p.h>):
+ *
+ * - its role: raid_disks (the config's count, md_check_array), and
+ *   every other member's role its index in the config (check_member):
+ *   the missing member's role is its own index.  Known.
+ * - its data area: data_offset and data_size are fields of one
+ *   device's own superblock ("sectors in this device that can be used
+ *   for data"); no superblock holds another member's.  md raid0 places
+ *   data by each member's data_size rounded down to whole chunks
+ *   (raid0.c create_strip_zones: rdev->sectors, which super_1_load
+ *   takes from data_size): the zones' extents and the array's size
+ *   (raid0_size, computed, never stored: v1 has no array-size field)
+ *   depend on the missing member's.
+ * - the one array-wide size, size ("used size of component devices"):
+ *   mdadm --create writes 0 for raid0 (Create.c: a size "is meaningful"
+ *   only for level > 0), and so does nbdstripe create.  Once Linux md
+ *   has run the array it holds mddev->dev_sectors, which
+ *   bind_rdev_to_array lowers to any member's data size below it: at
+ *   most the smallest member's -- a lower bound, not a size.  Even
+ *   when every member read holds more, the missing one is not thereby
+ *   the smallest: an array taken over from raid10 keeps raid10's
+ *   component size, which may be below every member's data size.
+ *
+ * So no md raid0 member's data size is recorded anywhere but on the
+ * member, and a missing member's place is never fixed: the volume is
+ * not served degraded (header, which records every member's size, is).
+ */
+static bool
+md_places_missing (const struct stripe_config *cfg, const struct assembly *a,
+                   unsigned i, char *why, size_t len)
+{
+  const struct md_super *r = rec_as_md_super (&a->members[a->ref]);
+
+  if (r->size == 0)
+    why_line (why, len,
+              "member %u (%s): an md superblock records a member's data "
+              "size (data_size) only on that member, and the others' "
+              "component size is 0 (as mdadm --create and nbdstripe "
+              "create write it for raid0): its size, on which md raid0's "
+              "zones and the array's size depend, is recorded nowhere "
+              "else, so the array cannot be served degraded without it",
+              i, cfg->members[i]);
+  else
+    why_line (why, len,
+              "member %u (%s): an md superblock records a member's data "
+              "size (data_size) only on that member, and the others' "
+              "component size (%" PRIu64 " sectors, at most the smallest "
+              "member's data size, as Linux md records it) says only that "
+              "it holds at least that much: its size, on which md raid0's "
+              "zones and the array's size depend, is recorded nowhere "
+              "else, so the array cannot be served degraded without it",
+              i, cfg->members[i], r->size);
+  return false;
+}
+
 static int
 md_create_check (const struct stripe_config *cfg, char *why, size_t len)
 {
@@ -580,6 +636,7 @@ const struct meta_ops meta_md_ops = {
   .check_member      = md_check_member,
   .say_stale         = md_say_stale,
   .finish            = md_finish,
+  .places_missing    = md_places_missing,
   .create_check      = md_create_check,
   .create_array      = md_create_array,
   .create_member     = md_create_member,

@@ -13,6 +13,7 @@
 
 #include "assemble.h"
 #include "meta.h"
+#include "util.h"
 
 static int
 none_finish (const struct stripe_config *cfg, struct assembly *a, char *why,
@@ -27,6 +28,27 @@ none_finish (const struct stripe_config *cfg, struct assembly *a, char *why,
     a->data_sizes[i] = 0; /* all of it */
   }
   return 0;
+}
+
+/* Nothing on the members, and the config gives their order but no
+ * size: each member is used whole (md's zones over every member's size,
+ * layout.h), so a missing member's size -- on which the zones' extents
+ * and the volume's size depend -- is known only from the device itself.
+ * Never placed.
+ */
+static bool
+none_places_missing (const struct stripe_config *cfg, const struct assembly *a,
+                     unsigned i, char *why, size_t len)
+{
+  (void) a;
+  why_line (why, len,
+            "member %u (%s): metadata \"none\" records nothing on the "
+            "members, and the config gives no member's size: its size, "
+            "on which the volume's zones and size depend, is known only "
+            "from the device itself, so the volume cannot be served "
+            "degraded without it",
+            i, cfg->members[i]);
+  return false;
 }
 
 static int
@@ -47,5 +69,6 @@ const struct meta_ops meta_none_ops = {
                        "reshape has got, and a crash half-way would leave "
                        "data nobody can find",
   .finish            = none_finish,
+  .places_missing    = none_places_missing,
   .create_check      = none_create_check,
 };

@@ -645,15 +645,120 @@ header_degraded_refuses_a_member_of_another_array (void **state)
   assert_error_logged ("member 1 (mem:b)", "belongs to another");
 }
 
+/* md: a missing member's data size is on it alone (meta_md.c,
+ * md_places_missing): refused, naming the member, its file and what no
+ * other superblock records; nothing is left out as missing.
+ */
 static void
-md_degraded_is_refused_saying_why (void **state)
+md_degraded_without_a_component_size_is_refused_naming_the_member (
+  void **state)
 {
   (void) state;
   make_volume3 (METADATA_MD);
   load_config (METADATA_MD, 0, "a b gone", NULL);
   assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
-  assert_error_logged (CONF, "metadata \"md\"",
-                       "only with metadata \"header\"");
+  assert_error_logged ("member 2 (mem:gone)", "no in-memory device");
+  assert_error_logged ("member 2 (mem:gone)",
+                       "records a member's data size (data_size) only on "
+                       "that member",
+                       "component size is 0",
+                       "cannot be served degraded without it");
+  assert_int_equal (asm_.missing, 0);
+  assert_not_logged ("served degraded without it (what it holds");
+}
+
+/* Every member read holds more than the component size Linux md
+ * records (at most the smallest member's): the missing one need not be
+ * that smallest (raid10 taken over keeps raid10's), so its size is
+ * still not known, and a guess would move every later zone.
+ */
+static void
+md_degraded_with_a_component_size_below_every_member_read_is_refused (
+  void **state)
+{
+  const uint64_t sizes[] = { DATA_OFFSET + 1024 * KIB, DATA_OFFSET + 512 * KIB,
+                             DATA_OFFSET + 768 * KIB };
+
+  (void) state;
+  make_volume (METADATA_MD, 3, sizes);
+  for (unsigned i = 0; i < 3; ++i) {
+    vol.md[i].size = 512 * KIB / 512;
+    write_meta (i);
+  }
+  load_config (METADATA_MD, 0, "a gone c", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
+  assert_error_logged ("member 1 (mem:gone)",
+                       "component size (1024 sectors, at most the smallest "
+                       "member's data size",
+                       "at least that much",
+                       "cannot be served degraded without it");
+  assert_int_equal (asm_.missing, 0);
+}
+
+/* A member whose superblock cannot be read is missing too. */
+static void
+md_degraded_with_a_corrupt_superblock_is_refused (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_MD);
+  mem_corrupt ("b", md_at (1) + 200);
+  load_config (METADATA_MD, 0, "a b c", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
+  assert_error_logged ("member 1 (mem:b)", "checksum");
+  assert_error_logged ("member 1 (mem:b)", "data_size",
+                       "cannot be served degraded");
+}
+
+/* Not degraded: the way out named for headers is not offered for md. */
+static void
+md_missing_member_is_refused_without_naming_serve_degraded (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_MD);
+  assert_int_equal (assemble_these ("a gone c", NULL), -1);
+  assert_error_logged ("member 1 (mem:gone)", "no in-memory device");
+  assert_not_logged ("--degraded");
+}
+
+/* Degraded with every member there: the volume as it is. */
+static void
+md_degraded_with_every_member_there_assembles (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_MD);
+  load_config (METADATA_MD, 0, "a b c", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), 0);
+  assert_int_equal (asm_.missing, 0);
+  assert_nothing_logged ();
+}
+
+/* none: the config gives no size; a member that cannot be opened is
+ * refused, naming it and saying why.
+ */
+static void
+none_degraded_missing_member_is_refused_saying_why (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_NONE);
+  load_config (METADATA_NONE, 0, "a gone c", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), -1);
+  assert_error_logged ("member 1 (mem:gone)", "no in-memory device");
+  assert_error_logged ("member 1 (mem:gone)",
+                       "metadata \"none\" records nothing",
+                       "no member's size",
+                       "cannot be served degraded without it");
+  assert_int_equal (asm_.missing, 0);
+}
+
+static void
+none_degraded_with_every_member_there_assembles (void **state)
+{
+  (void) state;
+  make_volume3 (METADATA_NONE);
+  load_config (METADATA_NONE, 0, "a b c", NULL);
+  assert_int_equal (assemble_degraded (&cfg, &asm_), 0);
+  assert_int_equal (asm_.missing, 0);
+  assert_nothing_logged ();
 }
 
 static void
@@ -1348,7 +1453,15 @@ main (int argc, char **argv)
     fixture_test (header_degraded_leaves_a_member_with_a_corrupt_header_out),
     fixture_test (header_degraded_with_every_member_missing_is_refused),
     fixture_test (header_degraded_refuses_a_member_of_another_array),
-    fixture_test (md_degraded_is_refused_saying_why),
+    fixture_test (
+      md_degraded_without_a_component_size_is_refused_naming_the_member),
+    fixture_test (
+      md_degraded_with_a_component_size_below_every_member_read_is_refused),
+    fixture_test (md_degraded_with_a_corrupt_superblock_is_refused),
+    fixture_test (md_missing_member_is_refused_without_naming_serve_degraded),
+    fixture_test (md_degraded_with_every_member_there_assembles),
+    fixture_test (none_degraded_missing_member_is_refused_saying_why),
+    fixture_test (none_degraded_with_every_member_there_assembles),
     fixture_test (header_member_marked_replaced_is_refused),
     fixture_test (header_member_smaller_than_its_header_says_is_refused),
     fixture_test (header_config_chunk_other_than_the_headers_is_refused),
