@@ -164,33 +164,50 @@ fail:
   return NULL;
 }
 
-/* The file system through h: the primary superblock, else the backups
- * where mke2fs puts them for each block size.
+/* The file system through h: the primary superblock, else a backup,
+ * where mke2fs puts them.  With sparse_super (every ext4 mke2fs
+ * makes) the backups are in groups 1 and the powers of 3, 5 and 7; a
+ * group holds 8 x block size blocks unless mke2fs -g made it smaller.
+ * A member can hold the primary and the first backups together (on a
+ * volume of 4 members, group 1 of 4 KiB blocks and 8192-block groups
+ * is chunk 512 of 64K: member 0, as block 0 is), so the others are
+ * tried too: most likely first, and none past the end of the volume.
+ * A try costs one read of a superblock.
  */
 static ext2_filsys
 open_fs (struct nbd_handle *h, const char *name)
 {
-  static const struct {
-    blk64_t super;
-    unsigned block_size;
-  } tries[] = {
-    /* the primary; then the first backup, in group 1, for the default
-     * group of 8 x block size blocks, and for smaller groups (mke2fs
-     * -g) of 4 KiB blocks
-     */
-    { 0, 0 },          { 8193, 1024 },    { 16384, 2048 }, { 32768, 4096 },
-    { 16384, 4096 },   { 8192, 4096 },
-  };
+  static const unsigned groups[] = { 1, 3, 5, 7, 9, 25, 27, 49, 81, 125 };
+  static const unsigned sizes[] = { 4096, 1024, 2048 };
+  int64_t bytes = nbd_get_size (h);
   ext2_filsys fs;
 
-  for (size_t i = 0; i < sizeof tries / sizeof tries[0]; ++i)
-    if (ext2fs_open2 (name, NULL,
-                      EXT2_FLAG_64BITS
-                        | (i ? EXT2_FLAG_IGNORE_CSUM_ERRORS : 0),
-                      tries[i].super,
-                      tries[i].block_size, nbdio_manager (h), &fs)
-        == 0)
-      return fs;
+  if (ext2fs_open2 (name, NULL, EXT2_FLAG_64BITS, 0, 0, nbdio_manager (h),
+                    &fs)
+      == 0)
+    return fs;
+  /* per_group = 8 x block size >> shift: the default first, then the
+   * smaller groups mke2fs -g makes, down to 1024 blocks.
+   */
+  for (unsigned shift = 0; shift < 6; ++shift)
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
+      uint64_t bs = sizes[k], per_group = 8 * bs >> shift;
+
+      if (per_group < 1024)
+        continue;
+      for (size_t g = 0; g < sizeof groups / sizeof groups[0]; ++g) {
+        /* 1 KiB blocks: block 0 is the boot block, groups start at 1 */
+        blk64_t super = groups[g] * per_group + (bs == 1024);
+
+        if (bytes >= 0 && (super + 1) * bs > (uint64_t) bytes)
+          break;
+        if (ext2fs_open2 (name, NULL,
+                          EXT2_FLAG_64BITS | EXT2_FLAG_IGNORE_CSUM_ERRORS,
+                          super, (unsigned) bs, nbdio_manager (h), &fs)
+            == 0)
+          return fs;
+      }
+    }
   return NULL;
 }
 
@@ -327,13 +344,13 @@ print_text (const struct result *s)
   if (r->super_lost) {
     if (r->backup_super)
       printf ("the primary superblock or group descriptors are among the "
-              "losses; backups exist (the first at block %llu: e2fsck -b "
-              "%llu)\n",
+              "losses; the first backup the loss leaves is at block %llu "
+              "(e2fsck -b %llu)\n",
               (unsigned long long) r->backup_super,
               (unsigned long long) r->backup_super);
     else
       printf ("the primary superblock or group descriptors are among the "
-              "losses, and the file system has no backup\n");
+              "losses, and no backup of them survives it\n");
   }
   if (r->nr_unnamed) {
     printf ("unnamed inodes (in use, reached by no name):");

@@ -248,9 +248,16 @@ fs_metadata (struct walk *w)
                        (uint64_t) fs->inode_blocks_per_group * fs->blocksize))
       w->r->inode_tables_lost = true;
   }
-  for (dgrp_t g = 1; g < fs->group_desc_count && !w->r->backup_super; ++g)
-    if (ext2fs_bg_has_super (fs, g))
-      w->r->backup_super = ext2fs_group_first_block2 (fs, g);
+  /* The first backup the loss leaves: its superblock and descriptor
+   * blocks, which follow it.
+   */
+  for (dgrp_t g = 1; g < fs->group_desc_count && !w->r->backup_super; ++g) {
+    blk64_t b = ext2fs_group_first_block2 (fs, g);
+
+    if (ext2fs_bg_has_super (fs, g)
+        && !block_loss (w, b, (1 + (uint64_t) fs->desc_blocks) * fs->blocksize))
+      w->r->backup_super = b;
+  }
 }
 
 /* Inodes in use that no name reached.  In use: linked, not deleted, and

@@ -4,15 +4,20 @@
 # against what the kernel can read (issue 37): a real ext4 holding 2,000
 # files of mixed sizes (most smaller than a chunk, some larger than a
 # stripe) in directories 8 deep and 40 wide (mkfs.ext4 -d), on a
-# 3-member volume with a 96K chunk (not a power of two).  Then each
-# member in turn moved away, the volume served --degraded, lost-files
-# --json run, and the file system mounted read-only by the kernel
-# (nbdfuse -> loop device -> ext4, ro,noload; from the backup superblock
-# when member 0, which holds the primary, is the one missing):
+# 3-member volume with a 96K chunk (not a power of two) and on 4
+# members of two sizes in md's alternate layout (two zones, the file
+# system's end in the second).  Then each member in turn moved away,
+# the volume served --degraded, lost-files --json run, and the file
+# system mounted read-only by the kernel (nbdfuse -> loop device ->
+# ext4, ro,noload; when lost-files says the primary superblock is lost,
+# from the backup it names: on the 4-member volume member 0 holds the
+# primary and the first backup, so that is group 3's):
 # lost_files_readback.py reads every file 4 KiB at a time with O_DIRECT
 # and compares it with the tree it was made from.  A file not named
 # reads back byte-identical; a named one reads its own bytes or EIO,
-# never other bytes, and exactly its lost_bytes fail.  First the same
+# never other bytes, and exactly its lost_bytes fail.  Where the root's
+# inode is lost the kernel cannot mount it, and lost-files must name /
+# with its metadata lost (and the other way round).  First the same
 # check on the whole volume, nothing named: every file identical.
 # Needs root (loop devices, mount) and FUSE; skipped (77) without them.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh" || exit 1
@@ -32,23 +37,6 @@ d_log "tree: $(find "$tree" -type f | wc -l) files, $(du -sh "$tree" | cut -f1)"
 # on member 2 (volume chunk 341 of 96K).
 mkfs.ext4 -q -F -b 4096 -g 8192 -d "$tree" "$D_TMP/fs.img" 112M ||
   d_fail "mkfs.ext4 -d"
-
-name=rb
-sock=$D_TMP/$name.sock
-members=()
-for i in 0 1 2; do
-  truncate -s 40M "$D_TMP/$name.m$i"
-  members+=("$D_TMP/$name.m$i")
-done
-d_conf "$NBDSTRIPE_CONFDIR/$name.conf" "$name" 96K \
-  "socket = \"$sock\"; pidfile = \"$D_TMP/$name.pid\";" "${members[@]}"
-d_run create d_ns create "$name"
-[[ $D_RC -eq 0 ]] || d_fail "create"
-d_serve serve "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
-  d_fail "serve"
-nbdcopy "$D_TMP/fs.img" "nbd+unix:///?socket=$sock" ||
-  d_fail "nbdcopy onto the volume"
-d_stop "$D_SERVER_PID"
 
 # readback LABEL LOST.json [MOUNT-OPTION]: nbdfuse, the loop device,
 # the mount, the check, and all of it taken down again.
@@ -103,28 +91,65 @@ readback ()
   D_MOUNTS=() D_LOOPS=()
 }
 
-# The whole volume: lost-files names nothing, the kernel reads it all.
-d_serve serve.whole "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
-  d_fail "serve"
-d_run whole.lost d_ns lost-files --json "$name"
-[[ $D_RC -eq 0 && $(jq '.files | length' "$D_TMP/whole.lost.out") == 0 ]] ||
-  d_fail "lost-files on the whole volume: exit $D_RC or files named"
-readback whole "$D_TMP/whole.lost.out"
-d_stop "$D_SERVER_PID"
+# volume NAME CHUNK "SIZE..." [LAYOUT]: the file system put on a new
+# volume, read back whole, then each member missing in turn.
+volume ()
+{
+  local name=$1 chunk=$2 sizes=($3) layout=${4-} members=() i opt
+  local n=${#sizes[@]}
+  sock=$D_TMP/$name.sock
+  for ((i = 0; i < n; i++)); do
+    truncate -s "${sizes[i]}" "$D_TMP/$name.m$i"
+    members+=("$D_TMP/$name.m$i")
+  done
+  d_conf "$NBDSTRIPE_CONFDIR/$name.conf" "$name" "$chunk" \
+    "socket = \"$sock\"; pidfile = \"$D_TMP/$name.pid\";" "${members[@]}"
+  [[ -z $layout ]] ||
+    printf 'layout = "%s";\n' "$layout" >>"$NBDSTRIPE_CONFDIR/$name.conf"
+  d_run "$name.create" d_ns create "$name"
+  [[ $D_RC -eq 0 ]] || d_fail "$name: create"
+  d_serve "$name.serve" "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" ||
+    d_fail "$name: serve"
+  nbdcopy "$D_TMP/fs.img" "nbd+unix:///?socket=$sock" ||
+    d_fail "$name: nbdcopy onto the volume"
 
-for i in 0 1 2; do
-  mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
-  rm -f "$D_TMP/$name.pid"
-  d_run "deg$i" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
-  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
-    d_fail "serve --degraded without member $i"
-  D_SERVER_PID=$(<"$D_TMP/$name.pid")
-  D_PIDS+=("$D_SERVER_PID")
-  d_run "deg$i.lost" d_ns lost-files --json "$name"
-  [[ $D_RC -eq 0 ]] || d_bad "lost-files without member $i: exit $D_RC"
-  d_log "member $i missing: $(jq '.files | length' "$D_TMP/deg$i.lost.out") files named, $(jq '.unnamed_inodes | length' "$D_TMP/deg$i.lost.out") unnamed inodes"
-  readback "deg$i" "$D_TMP/deg$i.lost.out" $([[ $i -eq 0 ]] && echo sb=32768)
+  # The whole volume: lost-files names nothing, the kernel reads it all.
+  d_run "$name.whole.lost" d_ns lost-files --json "$name"
+  [[ $D_RC -eq 0 && $(jq '.files | length' "$D_TMP/$name.whole.lost.out") == 0 ]] ||
+    d_fail "$name: lost-files on the whole volume: exit $D_RC or files named"
+  readback "$name.whole" "$D_TMP/$name.whole.lost.out"
   d_stop "$D_SERVER_PID"
-  mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
-done
+
+  for ((i = 0; i < n; i++)); do
+    mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
+    rm -f "$D_TMP/$name.pid"
+    d_run "$name.deg$i" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
+    [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
+      d_fail "$name: serve --degraded without member $i"
+    D_SERVER_PID=$(<"$D_TMP/$name.pid")
+    D_PIDS+=("$D_SERVER_PID")
+    local lost=$D_TMP/$name.deg$i.lost.out
+    d_run "$name.deg$i.lost" d_ns lost-files --json "$name"
+    [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files without member $i: exit $D_RC"
+    d_log "$name: member $i missing: $(jq '.files | length' "$lost") files named, $(jq '.unnamed_inodes | length' "$lost") unnamed inodes, superblock lost: $(jq .superblock_lost "$lost"), backup $(jq .backup_superblock "$lost")"
+    # The primary lost: the backup lost-files names (4 KiB blocks; mount's
+    # sb= counts 1 KiB).
+    opt=
+    if [[ $(jq .superblock_lost "$lost") == true ]]; then
+      [[ $(jq .backup_superblock "$lost") =~ ^[0-9]+$ ]] ||
+        d_fail "$name: without member $i the superblock is lost, and no backup named"
+      opt=sb=$(($(jq .backup_superblock "$lost") * 4))
+    fi
+    readback "$name.deg$i" "$lost" $opt
+    d_stop "$D_SERVER_PID"
+    mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
+  done
+}
+
+volume three 96K "40M 40M 40M"
+# Zone 0: 4 x 21 MiB of data (84 MiB), then members 1-3 (54 MiB more):
+# the file system's last 28 MiB, group 3's backup superblock among them
+# (96 MiB in), lie in the second zone.  Group 1's (32 MiB in, chunk 512)
+# is on member 0 with the primary.
+volume four 64K "22M 40M 40M 40M" alternate
 d_done
