@@ -480,15 +480,52 @@ ranges_merge (struct lost_range *r, size_t n)
   return k;
 }
 
-/* What the last scrub of the server found unreadable, in the volume's
- * byte ranges: the "scrub" object of its live status (the control
- * socket), else of the status file it keeps.  A scrub's findings live
- * as long as the server (and until the next scrub), as its status says
- * them.  0, or -1 (out of memory); a status that cannot be read is
- * said, and leaves the findings unknown.
+/* The members the server runs without ("missing" in its status), as
+ * a mask of config indices; those this command could not open must be
+ * the same.  One it cannot open that the server reads (a file this
+ * user may not read, a remote export that takes one client) is not
+ * lost: -1, said.  One the server runs without that opens here again
+ * (put back after a degraded serve) is lost to the server's clients,
+ * whose reads of it fail: added.
  */
 static int
-read_scrub (struct result *s)
+check_missing (struct result *s, struct json_object *st)
+{
+  struct json_object *members = field (st, "members", json_type_array);
+  uint64_t served = 0, idx;
+
+  for (size_t k = 0; members && k < json_object_array_length (members);
+       ++k) {
+    struct json_object *m = json_object_array_get_idx (members, k);
+
+    if (text_is (m, "state", "missing") && get_uint (m, "index", &idx)
+        && idx < s->cfg->nr_members)
+      served |= UINT64_C (1) << idx;
+  }
+  for (unsigned i = 0; i < s->cfg->nr_members; ++i)
+    if ((s->missing & ~served) >> i & 1) {
+      fprintf (stderr,
+               "nbdstripe: %s: member %u (%s) cannot be read here, but its "
+               "server reads it: run lost-files as a user that can read "
+               "every member, as the server does\n",
+               s->cfg->name, i, s->cfg->members[i]);
+      return -1;
+    }
+  s->missing |= served;
+  s->members |= served;
+  return 0;
+}
+
+/* What the server says: the members it runs without (check_missing),
+ * and what its last scrub found unreadable, in the volume's byte
+ * ranges: its live status (the control socket), else the status file
+ * it keeps.  A scrub's findings live as long as the server (and until
+ * the next scrub), as its status says them.  0; -1 (out of memory);
+ * -2 (said); a status that cannot be read is said, and leaves the
+ * findings unknown.
+ */
+static int
+read_server (struct result *s)
 {
   const struct stripe_config *cfg = s->cfg;
   struct json_object *scrub, *list;
@@ -503,10 +540,15 @@ read_scrub (struct result *s)
            now_unix (), false, &w);
   if (!w.format_ok) {
     fprintf (stderr,
-             "nbdstripe: %s: what the last scrub found is not known: %s\n",
+             "nbdstripe: warning: %s: what the last scrub found, and which "
+             "members the server runs without, is not known: %s\n",
              cfg->name, w.reason[0] ? w.reason : "no status");
     view_free (&w);
     return 0;
+  }
+  if (check_missing (s, w.st) == -1) {
+    view_free (&w);
+    return -2;
   }
   s->scrub_known = true;
   scrub = field (w.st, "scrub", json_type_object);
@@ -566,7 +608,13 @@ lost_files (struct result *s, bool json)
   h = connect_volume (s->cfg);
   if (h == NULL)
     return 1;
-  if (read_scrub (s) == -1 || merge_ranges (s) == -1) {
+  switch (read_server (s)) {
+  case -2: goto out;
+  case -1:
+    fprintf (stderr, "nbdstripe: %s: %s\n", s->cfg->name, strerror (ENOMEM));
+    goto out;
+  }
+  if (merge_ranges (s) == -1) {
     fprintf (stderr, "nbdstripe: %s: %s\n", s->cfg->name, strerror (ENOMEM));
     goto out;
   }

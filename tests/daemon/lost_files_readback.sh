@@ -29,6 +29,7 @@ CHECK=$NBDSTRIPE_SOURCE_DIR/tests/daemon/lost_files_readback.py
 export NBDSTRIPE_CONFDIR=$D_TMP/conf NBDSTRIPE_RUNDIR=$D_TMP/run
 mkdir -p "$NBDSTRIPE_CONFDIR" "$NBDSTRIPE_RUNDIR"
 
+FUSE_WORKED=     # set once nbdfuse has mounted: a later failure fails
 tree=$D_TMP/tree
 python3 "$CHECK" tree "$tree" 2000 37 || d_fail "making the tree"
 d_log "tree: $(find "$tree" -type f | wc -l) files, $(du -sh "$tree" | cut -f1)"
@@ -55,7 +56,12 @@ readback ()
   D_BGPIDS+=($!)
   ready=$(timeout 60 cat "$D_TMP/fuse.$label.pid") || ready="timed out"
   [[ $ready =~ ^[0-9]+$ ]] ||
-    d_skip "cannot mount with nbdfuse ($ready): $(head -c 300 "$D_TMP/fuse.$label.err")"
+    if [[ -z $FUSE_WORKED ]]; then
+      d_skip "cannot mount with nbdfuse ($ready): $(head -c 300 "$D_TMP/fuse.$label.err")"
+    else
+      d_fail "$label: nbdfuse failed ($ready), as it did not before: $(head -c 300 "$D_TMP/fuse.$label.err")"
+    fi
+  FUSE_WORKED=1
   D_MOUNTS+=("$fuse")
   loop=$(losetup --find --show --read-only "$fuse/volume") ||
     d_fail "$label: losetup"
@@ -63,7 +69,9 @@ readback ()
   # The root directory's inode lost (its inode table block on the
   # missing member): the kernel cannot mount the file system, and
   # lost-files must say so; and the other way round.
-  root_lost=$(jq '[.files[] | select(.path == "/" and .metadata_lost)] | length' "$lost")
+  root_lost=$(jq -e '[.files[] | select(.path == "/" and .metadata_lost)] | length' "$lost") ||
+    d_fail "$label: $lost has no list of files"
+
   if mount -t ext4 -o "ro,noload,errors=continue${opt:+,$opt}" "$loop" "$mnt" \
        2>"$D_TMP/mount.$label.err"; then
     D_MOUNTS=("$mnt" "${D_MOUNTS[@]}")
@@ -80,11 +88,12 @@ readback ()
     d_bad "$label: mount -o ro,noload${opt:+,$opt} $loop failed, lost-files does not name the root's inode: $(cat "$D_TMP/mount.$label.err")"
   fi
   losetup -d "$loop" || d_fail "$label: losetup -d $loop"
-  # The loop device lets go of the FUSE file asynchronously: umount may
-  # be busy for a moment; that case only, a bounded number of times.
-  for ((try = 1; try <= 100; try++)); do
+  # The loop device lets go of the FUSE file asynchronously (later still
+  # while udev probes it, on a busy machine): umount may be busy for a
+  # while; that case only, for at most 60 s.
+  for ((try = 1; try <= 1200; try++)); do
     umount "$fuse" 2>"$D_TMP/umount.err" && break
-    grep -q -i busy "$D_TMP/umount.err" && ((try < 100)) ||
+    grep -q -i busy "$D_TMP/umount.err" && ((try < 1200)) ||
       d_fail "$label: umount $fuse: $(cat "$D_TMP/umount.err")"
     sleep 0.05
   done
@@ -118,6 +127,15 @@ volume ()
   [[ $D_RC -eq 0 && $(jq '.files | length' "$D_TMP/$name.whole.lost.out") == 0 ]] ||
     d_fail "$name: lost-files on the whole volume: exit $D_RC or files named"
   readback "$name.whole" "$D_TMP/$name.whole.lost.out"
+  # A member this command cannot open, which the server reads (it holds
+  # the file open): not lost, and lost-files must not say it is.
+  mv "$D_TMP/$name.m1" "$D_TMP/$name.m1.away"
+  d_run "$name.notlost" d_ns lost-files --json "$name"
+  mv "$D_TMP/$name.m1.away" "$D_TMP/$name.m1"
+  d_expect_fail "$name.notlost" &&
+    grep -q "member 1 (.*) cannot be read here, but its server reads it" \
+      "$D_TMP/$name.notlost.err" ||
+    d_bad "$name: a member only this command cannot open called lost"
   d_stop "$D_SERVER_PID"
 
   for ((i = 0; i < n; i++)); do
@@ -128,6 +146,9 @@ volume ()
       d_fail "$name: serve --degraded without member $i"
     D_SERVER_PID=$(<"$D_TMP/$name.pid")
     D_PIDS+=("$D_SERVER_PID")
+    # Put back while served without it: still missing to the server's
+    # clients, and to lost-files, which asks the server.
+    mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
     local lost=$D_TMP/$name.deg$i.lost.out
     d_run "$name.deg$i.lost" d_ns lost-files --json "$name"
     [[ $D_RC -eq 0 ]] || d_bad "$name: lost-files without member $i: exit $D_RC"
@@ -140,9 +161,10 @@ volume ()
         d_fail "$name: without member $i the superblock is lost, and no backup named"
       opt=sb=$(($(jq .backup_superblock "$lost") * 4))
     fi
+    [[ $(jq -c .missing "$lost") == "[$i]" ]] ||
+      d_bad "$name: member $i, put back, is missing to its server; lost-files says missing $(jq -c .missing "$lost")"
     readback "$name.deg$i" "$lost" $opt
     d_stop "$D_SERVER_PID"
-    mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"
   done
 }
 
