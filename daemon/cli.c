@@ -547,6 +547,23 @@ volume_config_path (const char *arg)
   return path;
 }
 
+/* How to name cfg's volume in a command to run: its name when the name
+ * leads to this config (CONFDIR/NAME.conf is its file), else its path
+ * -- another config of that name in the config directory, or two
+ * served volumes of one name, would take a name elsewhere.
+ */
+const char *
+volume_operand (const struct stripe_config *cfg)
+{
+  char *named = volume_config_path (cfg->name);
+  struct stat a, b;
+  bool same = named && stat (named, &a) == 0 && stat (cfg->path, &b) == 0
+              && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+
+  free (named);
+  return same ? cfg->name : cfg->path;
+}
+
 /* The config of the one volume served on this host under name and not
  * configured in the config directory (a demo's, a config kept
  * elsewhere: served.c finds them), malloc'd; NULL when there is none,

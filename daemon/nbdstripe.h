@@ -86,6 +86,10 @@ extern const char *run_dir (void);
  */
 extern bool volume_is_path (const char *arg);
 extern char *volume_config_path (const char *arg);
+/* cfg's volume as a command's operand: its name when that leads to
+ * cfg, else its config's path.
+ */
+extern const char *volume_operand (const struct stripe_config *cfg);
 
 /* Load the config VOLUME names -- a path, CONFDIR/NAME.conf, else the
  * config of the volume served here under that name (served.c) --

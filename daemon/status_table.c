@@ -152,7 +152,8 @@ print_volume (const struct view *w, const struct stripe_config *cfg,
   print_lost (field (st, "lost", json_type_object));
   /* The command that names the files, as zpool status points to -v. */
   if (anything_lost (st))
-    printf ("%15s : nbdstripe lost-files %s\n", "Files touched", cfg->name);
+    printf ("%15s : nbdstripe lost-files %s\n", "Files touched",
+            volume_operand (cfg));
   printf ("%15s : %s\n", "Uptime",
           get_number (vol, "uptime_seconds", &d)
             ? fmt_duration (d, buf, sizeof buf)
