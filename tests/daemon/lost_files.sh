@@ -255,9 +255,11 @@ scrubbed ()
   # data offset) + OFF's stripe's chunk + OFF within the chunk.
   files=($(awk '$1 == "f" && $2 > 400000 { print "/" $3 }' "$D_TMP/list" | head -2))
   for f in "${files[@]}"; do
-    for b in $(debugfs -R "blocks \"$f\"" "$D_TMP/fs.img" 2>/dev/null); do
-      (( b * 4096 / C % 2 == 1 )) && break
+    b=
+    for x in $(debugfs -R "blocks \"$f\"" "$D_TMP/fs.img" 2>/dev/null); do
+      (( x * 4096 / C % 2 == 1 )) && { b=$x; break; }
     done
+    [[ -n $b ]] || d_fail "$name: $f has no block on member 1"
     off=$((b * 4096))
     bad+=("$b")
     ranges+=("{\"offset\": $off, \"length\": 4096}")
