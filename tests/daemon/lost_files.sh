@@ -198,12 +198,8 @@ degraded ()
   [[ $# -eq 0 ]] || ask=("$1" "$2")
   want=$(printf '%s\n' "${gone[@]}" ${ask[1]:+"${ask[1]}"} | sort -n | paste -sd,)
   for i in "${gone[@]}"; do mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"; done
-  rm -f "$D_TMP/$name.pid"
-  d_run "$name.deg" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
-  [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
-    d_fail "$name: serve --degraded without members ${gone[*]}"
-  D_SERVER_PID=$(<"$D_TMP/$name.pid")
-  D_PIDS+=("$D_SERVER_PID")
+  d_serve "$name.deg" "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" \
+    --degraded || d_fail "$name: serve --degraded without members ${gone[*]}"
   d_run "$name.deg.lost" d_ns lost-files --json "${ask[@]}" "$name"
   [[ $D_RC -eq 0 ]] ||
     d_bad "$name: lost-files${ask:+ ${ask[*]}} without members ${gone[*]}: exit $D_RC"

@@ -140,12 +140,8 @@ volume ()
 
   for ((i = 0; i < n; i++)); do
     mv "$D_TMP/$name.m$i" "$D_TMP/$name.m$i.away"
-    rm -f "$D_TMP/$name.pid"
-    d_run "$name.deg$i" d_ns_serve --degraded "$NBDSTRIPE_CONFDIR/$name.conf"
-    [[ $D_RC -eq 0 && -s $D_TMP/$name.pid ]] ||
-      d_fail "$name: serve --degraded without member $i"
-    D_SERVER_PID=$(<"$D_TMP/$name.pid")
-    D_PIDS+=("$D_SERVER_PID")
+    d_serve "$name.deg$i" "$NBDSTRIPE_CONFDIR/$name.conf" "$D_TMP/$name.pid" \
+      --degraded || d_fail "$name: serve --degraded without member $i"
     # Put back while served without it: still missing to the server's
     # clients, and to lost-files, which asks the server.
     mv "$D_TMP/$name.m$i.away" "$D_TMP/$name.m$i"

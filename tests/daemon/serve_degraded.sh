@@ -69,11 +69,8 @@ one ()
     d_serve_refused serve.$n.$i "$conf" "$pid"
     d_expect_err serve.$n.$i "$why"
 
-    rm -f "$pid"
-    d_run deg.$n.$i d_ns_serve --degraded "$conf"
-    [[ $D_RC -eq 0 ]] || d_fail "serve --degraded without member $i"
-    D_SERVER_PID=$(<"$pid")
-    D_PIDS+=("$D_SERVER_PID")
+    d_serve deg.$n.$i "$conf" "$pid" --degraded ||
+      d_fail "serve --degraded without member $i"
     d_expect_err deg.$n.$i "serving 'deg$n' read-only and degraded"
     [[ $(nbdinfo --json "$uri" | jq '.exports[0]."is_read_only"') == true ]] ||
       d_bad "$n/$i: the export is not read-only"
@@ -256,11 +253,8 @@ d_random "$nd/image" "$(d_nbd_size "$nuri")"
 nbdcopy "$nd/image" "$nuri" || d_fail "nbdcopy into the none volume"
 d_stop "$D_SERVER_PID"
 before=$(d_sums "${nm[@]}")
-rm -f "$nd/vol.pid"
-d_run deg.none d_ns_serve --degraded "$nd/vol.conf"
-[[ $D_RC -eq 0 ]] || d_fail "none: serve --degraded with every member there"
-D_SERVER_PID=$(<"$nd/vol.pid")
-D_PIDS+=("$D_SERVER_PID")
+d_serve deg.none "$nd/vol.conf" "$nd/vol.pid" --degraded ||
+  d_fail "none: serve --degraded with every member there"
 [[ $(nbdinfo --json "$nuri" | jq '.exports[0]."is_read_only"') == true ]] ||
   d_bad "none: the export is not read-only"
 nbdcopy "$nuri" "$nd/back" || d_bad "none: nbdcopy out of the volume"

@@ -212,15 +212,16 @@ d_expect_fail ()
   return 0
 }
 
-# d_serve NAME CONFIG PIDFILE [--no-check]: start `nbdstripe serve CONFIG`
-# (daemonizing); it returns once nbdkit listens.  Remembers the server's
-# pid (from PIDFILE) for d_stop and cleanup; sets D_SERVER_PID.  Returns
-# non-zero if serve failed (D_RC is its status).
+# d_serve NAME CONFIG PIDFILE [OPTION...]: start `nbdstripe serve
+# [OPTION...] CONFIG` (daemonizing; --degraded, --read-only); it returns
+# once nbdkit listens.  Remembers the server's pid (from PIDFILE) for
+# d_stop and cleanup; sets D_SERVER_PID.  Returns non-zero if serve
+# failed (D_RC is its status).
 d_serve ()
 {
   local name=$1 conf=$2 pidfile=$3
   rm -f "$pidfile"
-  d_run "$name" d_ns_serve "$conf"
+  d_run "$name" d_ns_serve "${@:4}" "$conf"
   if [[ $D_RC -ne 0 ]]; then
     return 1
   fi
