@@ -57,6 +57,11 @@ struct target {
   bool has_tail;
   uint64_t tail_at;
   uint8_t old_tail[TAIL_BYTES];
+  /* What the allocation map's place held (restored if creation fails),
+   * and whether the map was written there (map_written).
+   */
+  uint8_t *old_map;
+  bool map_written;
 };
 
 /* What libblkid (or our own magic, in first: the member's first 4 KiB)
@@ -409,6 +414,119 @@ write_one (struct target *t, unsigned i, const uint8_t *buf, const char *what,
  * not finish, one in the second a volume whose every member has its
  * header, which assembles.  0/-1 (said).
  */
+/* What the allocation map's place held, back on every member whose
+ * bytes were read (create failed).
+ */
+static void
+restore_maps (const struct meta_ops *ops, const void *array,
+              const struct stripe_config *cfg, struct target *t)
+{
+  uint64_t off, bytes;
+  char why[512];
+
+  if (ops->create_map == NULL || !ops->create_map (array, &off, &bytes))
+    return;
+  for (unsigned i = cfg->nr_members; i-- > 0;) {
+    if (!t[i].map_written)
+      continue;
+    if (member_pwrite (&t[i].dev, t[i].old_map, bytes, off, why, sizeof why)
+        == -1)
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): could not restore the %" PRIu64
+               " bytes at %" PRIu64 " (%s)\n",
+               i, t[i].path, bytes, off, why);
+    else if (member_sync (&t[i].dev, why, sizeof why) == -1)
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): the %" PRIu64 " bytes at %" PRIu64
+               " were rewritten but the device failed to sync them (%s)\n",
+               i, t[i].path, bytes, off, why);
+  }
+}
+
+/* Member i's allocation map, all "in use" (nothing is known of what the
+ * members hold: a trim or fstrim through the volume frees what it
+ * covers), synced, before its header says there is one.  Its old bytes
+ * are kept for restore_maps: every member's read before any is written,
+ * so that two names for one device (refused later, by the read-back)
+ * give back what it held.  0/-1 (said).
+ */
+static int
+write_map (const struct meta_ops *ops, const void *array,
+           const struct stripe_config *cfg, struct target *t, unsigned i)
+{
+  uint64_t off, bytes;
+  uint8_t *ones;
+  char why[512];
+  int r = 0;
+
+  if (ops->create_map == NULL || !ops->create_map (array, &off, &bytes))
+    return 0;
+  for (unsigned j = 0; i == 0 && j < cfg->nr_members; ++j) {
+    t[j].old_map = malloc (bytes);
+    if (t[j].old_map == NULL) {
+      perror ("nbdstripe: malloc");
+      return -1;
+    }
+    if (member_pread (&t[j].dev, t[j].old_map, bytes, off, true, why,
+                      sizeof why)
+        != (ssize_t) bytes) {
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): reading %" PRIu64 " bytes at %"
+               PRIu64 ": %s\n",
+               j, t[j].path, bytes, off, why);
+      return -1;
+    }
+  }
+  ones = malloc (bytes);
+  if (ones == NULL) {
+    perror ("nbdstripe: malloc");
+    return -1;
+  }
+  memset (ones, 0xff, bytes);
+  t[i].map_written =
+    member_pwrite (&t[i].dev, ones, bytes, off, why, sizeof why) == 0;
+  if (!t[i].map_written || member_sync (&t[i].dev, why, sizeof why) == -1) {
+    fprintf (stderr,
+             "nbdstripe: member %u (%s): writing the allocation map "
+             "(%" PRIu64 " bytes at %" PRIu64 "): %s\n",
+             i, t[i].path, bytes, off, why);
+    r = -1;
+  }
+  free (ones);
+  return r;
+}
+
+/* A data offset with room for the allocation map of the largest
+ * volume the members can make (meta.h), when the config names none:
+ * the members' data sizes again.  False (said) when a member is then
+ * too small.
+ */
+static bool
+grow_data_offset (const struct meta_ops *ops, struct stripe_config *cfg,
+                  struct target *t, uint64_t *sizes)
+{
+  uint64_t dev[LAYOUT_MAX_MEMBERS], off;
+
+  for (unsigned i = 0; i < cfg->nr_members; ++i)
+    dev[i] = t[i].dev.size;
+  off = ops->create_data_offset (cfg, dev, cfg->nr_members);
+  if (off == cfg->data_offset)
+    return true;
+  cfg->data_offset = off;
+  for (unsigned i = 0; i < cfg->nr_members; ++i) {
+    if (dev[i] < off + cfg->chunk) {
+      fprintf (stderr,
+               "nbdstripe: member %u (%s): %" PRIu64 " bytes is too small: "
+               "it needs the data offset (%" PRIu64 ", with room for the "
+               "allocation map) and at least one chunk (%" PRIu64 ")\n",
+               i, t[i].path, dev[i], off, cfg->chunk);
+      return false;
+    }
+    sizes[i] = (dev[i] - off) / cfg->chunk * cfg->chunk;
+  }
+  return true;
+}
+
 static int
 write_headers (const struct meta_ops *ops, void *array,
                const struct stripe_config *cfg, struct target *t,
@@ -423,11 +541,19 @@ write_headers (const struct meta_ops *ops, void *array,
     return -1;
   }
   for (unsigned i = 0; i < n; ++i) {
+    if (write_map (ops, array, cfg, t, i) == -1) {
+      restore (t, i);
+      restore_maps (ops, array, cfg, t);
+      fprintf (stderr, "nbdstripe: %s: volume not created\n", cfg->path);
+      goto out;
+    }
     make_meta (ops, array, &t[i], i, buf[i], member_uuid[i]);
     if (write_one (t, i, buf[i], ops->create_final ? "creating" : "created",
                    cfg)
-        == -1)
+        == -1) {
+      restore_maps (ops, array, cfg, t);
       goto out;
+    }
   }
   if (ops->create_final) {
     uint32_t roster = 0;
@@ -437,6 +563,7 @@ write_headers (const struct meta_ops *ops, void *array,
       ops->create_final (buf[i], roster);
       if (write_one (t, i, buf[i], "created", cfg) == -1) {
         restore (t, n);
+        restore_maps (ops, array, cfg, t);
         goto out;
       }
     }
@@ -544,6 +671,8 @@ cmd_create (const struct command *cmd, int argc, char **argv)
   }
   if (!check_targets (&cfg, t, force, sizes))
     goto out;
+  if (ops->create_data_offset && !grow_data_offset (ops, &cfg, t, sizes))
+    goto out;
   if (layout_init_as (l, cfg.layout, LAYOUT_SIZE_MD, cfg.chunk, n, sizes, &bad)
       != LAYOUT_OK) {
     fprintf (stderr, "nbdstripe: %s: cannot lay out the volume\n", cfg.path);
@@ -561,9 +690,12 @@ cmd_create (const struct command *cmd, int argc, char **argv)
     perror ("nbdstripe: calloc");
     goto out;
   }
-  if (write_headers (ops, array, &cfg, t, member_uuid) == -1
-      || verify_read_back (ops, &cfg, t, member_uuid) == -1)
+  if (write_headers (ops, array, &cfg, t, member_uuid) == -1)
     goto out;
+  if (verify_read_back (ops, &cfg, t, member_uuid) == -1) {
+    restore_maps (ops, array, &cfg, t);
+    goto out;
+  }
 
   ops->uuid_shown (array_uuid, uuid);
   if (!json) {
@@ -577,9 +709,11 @@ out:
   if (json)
     create_json (argv[optind], &cfg, loaded, err, status == 0, uuid, l);
   if (t)
-    for (unsigned i = n; i-- > 0;)
+    for (unsigned i = n; i-- > 0;) {
       if (t[i].opened)
         member_close (&t[i].dev);
+      free (t[i].old_map);
+    }
   free (t);
   free (l);
   free (array);

@@ -175,6 +175,16 @@ header_json (const struct header *sb, struct json_object *o)
   for (uint32_t k = 0; k < sb->member_count; ++k)
     json_object_array_add (sizes, json_u64 (sb->member_sizes[k]));
   json_put (o, "member_sizes", sizes);
+  /* The allocation map (header.h): null when the volume has none. */
+  if (sb->map_shift) {
+    struct json_object *m = json_object_new_object ();
+    json_put (m, "region", json_u64 (UINT64_C (1) << sb->map_shift));
+    json_put (m, "offset", json_u64 (sb->map_offset));
+    json_put (m, "bytes", json_u64 (sb->map_bytes));
+    json_put (o, "allocation_map", m);
+  }
+  else
+    json_put (o, "allocation_map", NULL);
 }
 
 /* An nbdstripe header, for people. */
@@ -226,6 +236,13 @@ show_header (const char *path, const struct header *sb)
   for (uint32_t k = 0; k < sb->member_count; ++k)
     printf ("  member %-3" PRIu32 "   %" PRIu64 " data bytes\n", k,
             sb->member_sizes[k]);
+  if (sb->map_shift)
+    printf ("  allocation map: regions of %" PRIu64 " bytes, %" PRIu64
+            " bytes at %" PRIu64 " (covers %" PRIu64 " bytes)\n",
+            UINT64_C (1) << sb->map_shift, sb->map_bytes, sb->map_offset,
+            sb->map_bytes * 8 << sb->map_shift);
+  else
+    printf ("  allocation map: none (moves and scrubs cover every byte)\n");
 }
 
 /* One member's header or md superblock, shown or (all not NULL) added to

@@ -214,8 +214,8 @@ dry_run (struct outcome *o, const struct stripe_config *cfg, unsigned index,
   struct array *a = malloc (sizeof *a);
   const struct member *old;
   struct member d;
-  char why[512], hs[32], hn[32];
-  uint64_t copy;
+  char why[512], hs[32], hn[32], hf[32], ha[32];
+  uint64_t copy, all;
   int status = 1;
 
   if (a == NULL) {
@@ -244,10 +244,20 @@ dry_run (struct outcome *o, const struct stripe_config *cfg, unsigned index,
                   new_path, d.size, index, old->need);
   else
     status = 0;
-  copy = old->need > old->data_offset ? old->need - old->data_offset : 0;
+  all = old->need > old->data_offset ? old->need - old->data_offset : 0;
+  /* What the allocation map says is in use: the rest is made to read
+   * zeros on NEW, not copied.
+   */
+  copy = volume_member_used_bytes (&a->volume, index);
   if (status == 0)
     *to_copy = copy;
   if (status == 0 && !o->json) {
+    if (copy < all)
+      printf ("%s of member %u's %s %s free in the allocation map: not "
+              "copied\n",
+              human_size (all - copy, hf, sizeof hf), index,
+              human_size (all, ha, sizeof ha),
+              all - copy == 1 ? "is" : "are");
     printf ("would replace member %u of volume '%s' (%s) by %s: %s to copy "
             "(%" PRIu64 " bytes)\n"
             "checks passed: %s opens; is none of the volume's members, "

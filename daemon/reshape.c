@@ -45,18 +45,23 @@ struct run {
 static void
 show_plan (struct run *r)
 {
-  char a[32], b[32], m[32];
+  char a[32], b[32], m[32], fb[32], f[96] = "";
   uint64_t from = json_u64_or_0 (r->plan, "size_from"),
            to = json_u64_or_0 (r->plan, "size_to");
 
   if (r->o.json || r->plan == NULL)
     return;
+  if (json_u64_or_0 (r->plan, "bytes_free") > 0)
+    snprintf (f, sizeof f, " (%s free in the allocation map: not copied)",
+              human_size (json_u64_or_0 (r->plan, "bytes_free"), fb,
+                          sizeof fb));
   printf ("%s %s '%s': %s -> %s (%" PRIu64 " -> %" PRIu64 " bytes), %s to "
-          "move\n",
+          "move%s\n",
           r->p.dry_run ? "would" : "started:", r->cmd->name, r->cfg.name,
           human_size (from, a, sizeof a), human_size (to, b, sizeof b), from,
           to,
-          human_size (json_u64_or_0 (r->plan, "bytes_to_move"), m, sizeof m));
+          human_size (json_u64_or_0 (r->plan, "bytes_to_move"), m, sizeof m),
+          f);
   /* Not served (the plan made here, offline): the command to run is
    * the offline one.
    */

@@ -144,7 +144,7 @@ static const struct jobctl_kind scrub_job = {
   .gone = " (%s)",
   .under_way = (const char *const[]){ "running", NULL },
   .progress = scrub_progress,
-  .done_key = "bytes_read",
+  .done_key = "bytes_done",
   .started = scrub_started,
   .conclude = conclude,
 };

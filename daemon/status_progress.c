@@ -20,11 +20,23 @@
  * copying, ...".  Untrusted input as the rest: a field missing or of another
  * type is "?".
  */
+/* ", N free" when the allocation map spared N bytes of the work. */
+static void
+free_part (struct json_object *o, char *buf, size_t len)
+{
+  uint64_t n;
+  char nb[32];
+
+  if (get_uint (o, "bytes_free", &n) && n > 0)
+    snprintf (buf, len, ", %s free", human_size (n, nb, sizeof nb));
+}
+
 const char *
 replace_progress (struct json_object *r, char *buf, size_t len)
 {
   char ib[32], nb[1024], sb[64], cb[32], tb[32], rb[32], db[64];
   char eta[64] = "", err[1024] = "", lost[64] = "", pct[32] = "?";
+  char free_[64] = "";
   const char *copied = "?", *total = "?", *rate = "?";
   struct json_object *l = field (r, "unreadable", json_type_array);
   uint64_t c = 0, t = 0;
@@ -56,22 +68,23 @@ replace_progress (struct json_object *r, char *buf, size_t len)
     snprintf (lost, sizeof lost, ", %zu unreadable range%s",
               json_object_array_length (l),
               json_object_array_length (l) == 1 ? "" : "s");
+  free_part (r, free_, sizeof free_);
   if (field (r, "kind", json_type_string)) { /* a reshape */
     char fb[32], tob[32];
     snprintf (nb, sizeof nb, "%s, %s -> %s members",
               get_text (r, "kind", ib, sizeof ib),
               fmt_uint (r, "members_from", fb, sizeof fb),
               fmt_uint (r, "members_to", tob, sizeof tob));
-    snprintf (buf, len, "%s: %s, %s (%s of %s), %s/s%s%s%s", nb,
-              get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
-              eta, lost, err);
+    snprintf (buf, len, "%s: %s, %s (%s of %s%s), %s/s%s%s%s", nb,
+              get_text (r, "state", sb, sizeof sb), pct, copied, total,
+              free_, rate, eta, lost, err);
     return buf;
   }
-  snprintf (buf, len, "member %s -> %s: %s, %s (%s of %s), %s/s%s%s%s",
+  snprintf (buf, len, "member %s -> %s: %s, %s (%s of %s%s), %s/s%s%s%s",
             fmt_uint (r, "member", ib, sizeof ib),
             get_text (r, "new", nb, sizeof nb),
-            get_text (r, "state", sb, sizeof sb), pct, copied, total, rate,
-            eta, lost, err);
+            get_text (r, "state", sb, sizeof sb), pct, copied, total, free_,
+            rate, eta, lost, err);
   return buf;
 }
 
@@ -83,8 +96,11 @@ scrub_progress (struct json_object *s, char *buf, size_t len)
   const char *done = "?", *total = "?", *rate = "?";
   struct json_object *l = field (s, "unreadable", json_type_array);
   uint64_t c = 0, t = 0;
-  bool have_c = get_uint (s, "bytes_read", &c);
+  /* bytes_done: read, free or given up (older servers: bytes_read). */
+  bool have_c = get_uint (s, "bytes_done", &c)
+                || get_uint (s, "bytes_read", &c);
   bool have_t = get_uint (s, "bytes_total", &t);
+  char free_[64] = "";
   double d;
 
   if (have_c)
@@ -110,8 +126,9 @@ scrub_progress (struct json_object *s, char *buf, size_t len)
     char e[900];
     snprintf (err, sizeof err, ": %s", get_text (s, "error", e, sizeof e));
   }
-  snprintf (buf, len, "%s, %s (%s of %s), %s/s%s%s%s",
-            get_text (s, "state", sb, sizeof sb), pct, done, total, rate, eta,
-            lost, err);
+  free_part (s, free_, sizeof free_);
+  snprintf (buf, len, "%s, %s (%s of %s%s), %s/s%s%s%s",
+            get_text (s, "state", sb, sizeof sb), pct, done, total, free_,
+            rate, eta, lost, err);
   return buf;
 }

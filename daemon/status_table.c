@@ -56,6 +56,30 @@ print_state (const struct view *w, struct json_object *vol)
 /* The volume's lost ranges (the status's "lost"), when there are any:
  * the first few, coalesced as the server keeps them.
  */
+/* What the allocation map says is in use (moves and scrubs touch only
+ * that), or why the volume has none.
+ */
+static void
+print_map (struct json_object *m)
+{
+  char a[32], b[32], r[32], why[256];
+  uint64_t used, free_, region;
+
+  if (m == NULL)
+    return;
+  if (get_uint (m, "region", &region) && get_uint (m, "bytes_in_use", &used)
+      && get_uint (m, "bytes_free", &free_))
+    printf ("%15s : %s in use, %s free (regions of %s): moves and scrubs "
+            "touch only what is in use\n",
+            "Allocation map", human_size (used, a, sizeof a),
+            human_size (free_, b, sizeof b),
+            exact_size (region, r, sizeof r));
+  else if (field (m, "none", json_type_string))
+    printf ("%15s : none, %s: moves and scrubs skip only what members "
+            "report as holes\n",
+            "Allocation map", get_text (m, "none", why, sizeof why));
+}
+
 static void
 print_lost (struct json_object *lost)
 {
@@ -149,6 +173,7 @@ print_volume (const struct view *w, const struct stripe_config *cfg,
     printf ("%15s : ?\n", "Chunk");
   printf ("%15s : %s\n", "Members",
           fmt_uint (vol, "members", buf, sizeof buf));
+  print_map (field (st, "allocation_map", json_type_object));
   print_lost (field (st, "lost", json_type_object));
   /* The command that names the files, as zpool status points to -v. */
   if (anything_lost (st))

@@ -62,6 +62,9 @@ struct assembly {
    */
   uint64_t missing;
   char missing_why[LAYOUT_MAX_MEMBERS][256];
+  /* The allocation map (header.h; map_shift 0: none). */
+  unsigned map_shift;
+  uint64_t map_offset, map_bytes;
 };
 
 /* Free what an assembly holds (the members' records); a zeroed or freed

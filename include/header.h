@@ -58,11 +58,29 @@
  *              (a copy could not read them); sorted, neither overlapping
  *              nor touching, lengths > 0, multiples of 512; unused
  *              entries zero.  The same on every member
- *  4056    36  reserved, zero
+ *  4056     4  allocation map (header_map below): log2 of the region
+ *              size; 0: the volume has no map
+ *  4060     4  reserved, zero
+ *  4064     8  allocation map: where it starts on every member, bytes
+ *              (a multiple of 4096, after the header, before the data)
+ *  4072     8  allocation map: its length on every member, bytes (a
+ *              multiple of 4096): one bit per region, 1 "may hold data"
+ *  4080    12  reserved, zero
  *  4092     4  CRC32C (Castagnoli) of bytes 0..4091
  *
- * A header that uses none of behind, roster, the lost-range list and
- * HEADER_FLAG_CREATING is byte for byte what nbdstripe wrote before they
+ * The allocation map (alloc.h) is a bitmap in logical space, a full copy
+ * on every member at [map_offset, map_offset + map_bytes): bit r of byte
+ * r / 8 (least significant first) is region r, the volume's bytes
+ * [r << map_shift, (r + 1) << map_shift).  A set bit means the region
+ * may hold data; a clear one that it reads as zeros and every member
+ * reads zeros where the region lies.  The copies need not agree: the
+ * volume's map is their union (a stale "in use" costs a copy, never
+ * data), so a crash between the members' copies is harmless.  Older
+ * versions refuse a header with a map ("reserved"): they would write
+ * without marking it.
+ *
+ * A header that uses none of behind, roster, the lost-range list, the
+ * allocation map and HEADER_FLAG_CREATING is byte for byte what nbdstripe wrote before they
  * existed, and older versions still read it; one that does is refused by
  * them ("reserved" or "flags"), which is as well.
  *
@@ -154,7 +172,14 @@ struct header {
   struct header_range {
     uint64_t offset, length;
   } lost[HEADER_LOST_MAX];
+  /* The allocation map (0, 0, 0: none). */
+  uint32_t map_shift;
+  uint64_t map_offset, map_bytes;
 };
+
+/* Region sizes a map may have: 4 KiB to 1 GiB. */
+#define HEADER_MAP_SHIFT_MIN 12u
+#define HEADER_MAP_SHIFT_MAX 30u
 
 enum header_error {
   HEADER_OK = 0,
@@ -171,8 +196,8 @@ extern void header_encode (const struct header *sb, uint8_t *buf);
 /* Parse and verify a header (the first HEADER_SIZE bytes of buf), version 1
  * or 2.  On HEADER_ERR_FIELD, *field (if field is not NULL) names the
  * offending field: header_size, name, member_count, member_index, chunk,
- * layout, flags, data_offset, member_sizes, events, behind, lost or
- * reserved; otherwise
+ * layout, flags, data_offset, member_sizes, events, behind, lost,
+ * map or reserved; otherwise
  * it is set to NULL.  Nothing in sb is meaningful unless HEADER_OK.
  * header_encode of what was decoded gives the same bytes back (the version
  * included).

@@ -176,6 +176,17 @@ struct meta_ops {
   /* A config this format cannot create (why: a whole line). */
   int (*create_check) (const struct stripe_config *cfg, char *why,
                        size_t len);
+  /* Optional: the data offset create gives members of these device
+   * sizes when the config names none (room for the allocation map of
+   * the largest volume they can make); the config's when it does.
+   */
+  uint64_t (*create_data_offset) (const struct stripe_config *cfg,
+                                  const uint64_t *device_sizes, unsigned n);
+  /* Optional: where the array's allocation map lies on every member
+   * (false: it has none); create writes it, all "in use", before any
+   * record.
+   */
+  bool (*create_map) (const void *array, uint64_t *offset, uint64_t *bytes);
   /* The array's records for the layout l (heap, free()d by the caller). */
   void *(*create_array) (const struct stripe_config *cfg,
                          const struct layout *l, const uint8_t uuid[16],
@@ -230,6 +241,16 @@ struct meta_ops {
    */
   int (*fits) (const struct meta *m, unsigned i, uint64_t size, uint64_t need,
                char *why, size_t len);
+  /* Optional: an allocation map (alloc.h) for a volume made before
+   * maps existed, in the room its records leave: where and of which
+   * region (false: none fits), for a volume of size bytes whose members
+   * may make one of max_size.  set_map: the records say so from the
+   * next update on (the map written on every member first).
+   */
+  bool (*map_room) (const struct meta *m, uint64_t size, uint64_t max_size,
+                    unsigned *shift, uint64_t *offset, uint64_t *bytes);
+  void (*set_map) (struct meta *m, unsigned shift, uint64_t offset,
+                   uint64_t bytes);
   /* Bytes on every member where nothing lives (learning zero methods). */
   bool (*scratch) (const struct meta *m, uint64_t *offset, uint64_t *len);
 };

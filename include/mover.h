@@ -96,6 +96,28 @@ struct mover_job {
   unsigned (*write_ops) (struct mover *mv, uint8_t *buf, uint64_t pos,
                          uint64_t len, struct member_op *ops,
                          struct iovec *iov);
+  /* Optional (a volume with an allocation map, alloc.h): from pos on
+   * (< end), how far the positions all may hold data or all are free
+   * (*used says which).  A free window is never read: the mover makes
+   * it read zeros where it goes instead (zero_ops), and passes its
+   * hooks (before_write: a journal) a window of zeros -- what a read of
+   * it returns.
+   */
+  uint64_t (*used) (struct mover *mv, uint64_t pos, uint64_t end,
+                    bool *used);
+  /* Optional, with used: where in a window's buffer (window [pos, pos +
+   * w)) the bytes of positions [at, at + len) inside it are (default at
+   * - pos: a restripe running backward keeps its buffer in logical
+   * order).
+   */
+  uint64_t (*buf_at) (struct mover *mv, uint64_t pos, uint64_t w,
+                      uint64_t at, uint64_t len);
+  /* Optional, with used: the ops that make [pos, pos + len) read zeros
+   * where it goes, without writing them where the devices can (a zero
+   * that may trim).  0: some device cannot; the mover writes zeros.
+   */
+  unsigned (*zero_ops) (struct mover *mv, uint64_t pos, uint64_t len,
+                        struct member_op *ops);
   /* Optional: the window at pos (default MOVER_WINDOW), and whether it
    * is exclusive (client reads of it wait too).
    */
@@ -171,6 +193,8 @@ struct mover {
   /* Under lock. */
   enum mover_state state;
   uint64_t watermark;          /* copied up to here */
+  uint64_t skipped;            /* of which free (alloc.h): zeroed, not
+                                * copied */
   uint64_t recorded;           /* durably recorded as moved up to here
                                 * (a restripe's checkpoints) */
   struct mover_window win[2];  /* the pipeline: the one written, the one read */

@@ -246,7 +246,43 @@ struct volume {
    * volume itself may be malloc'd).
    */
   struct dirty *dirty;
+  /* Which regions may hold data (alloc.h); NULL: the volume has no map
+   * (metadata "md" or "none", or a header without room for one), and
+   * every region is taken to hold data.
+   */
+  struct alloc *alloc;
 };
+
+/* Without an allocation map (md, none, an old volume): what member i
+ * itself says of [off, off + len) from off on -- its block status (a
+ * file's holes, an NBD export's): how far it reads as zeros, or holds
+ * data (*used), the run's length.  A device that cannot tell holds data
+ * everywhere.
+ */
+extern uint64_t volume_member_holes (struct volume *v, unsigned i,
+                                     uint64_t off, uint64_t len, bool *used);
+
+/* From rel on (bytes after member i's data offset), how many of len
+ * bytes hold logical bytes the allocation map says are all in use, or
+ * all free (*used): the run's length.  Without a map, what the member
+ * says (volume_member_holes).
+ */
+extern uint64_t volume_member_run (struct volume *v, unsigned i,
+                                   uint64_t rel, uint64_t len, bool *used);
+
+/* The bytes of member i's data a replace copies: those in use. */
+extern uint64_t volume_member_used_bytes (struct volume *v, unsigned i);
+
+/* A writable volume whose format can keep an allocation map and which
+ * has none (made before maps): one, every region in use, written on
+ * every member; the next update of the records (the generation bump of
+ * the serve) says so.  Call before any request.  -1: logged, and the
+ * volume goes on without.
+ */
+extern int volume_adopt_map (struct volume *v);
+
+/* Write the allocation map's changes out to the members (alloc.h). */
+extern int volume_alloc_sync (struct volume *v);
 
 /* Wait until every request that started before this call has ended
  * (requests that start meanwhile go on).  Not on the I/O path.

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "array.h"
 #include "config.h"
 #include "health.h"
@@ -205,6 +206,7 @@ array_start (struct array *a)
    * half-way switched from, or to -- is stale from now on, whatever it
    * held when it was left.
    */
+  volume_adopt_map (v);
   volume_bump_generation (v, -1, "served");
   if (a->assembly.config_stale && !v->readonly
       && reshape_fix_config (a->config_file, &a->assembly, why, sizeof why)
@@ -269,6 +271,31 @@ array_close (struct array *a)
   pthread_mutex_destroy (&a->scrub_lock);
 }
 
+/* What the allocation map says (alloc.h), or why there is none: then
+ * moves and scrubs cover every byte.
+ */
+static struct json_object *
+alloc_json (struct volume *v)
+{
+  struct json_object *o = json_object_new_object ();
+  uint64_t used;
+
+  if (v->alloc == NULL) {
+    json_put (o, "region", NULL);
+    json_put (o, "none",
+              json_text (strcmp (meta_format (&v->meta), "header") == 0
+                           ? "no room before its data offset, or made "
+                             "before maps and not yet served writable"
+                           : "its metadata keeps none"));
+    return o;
+  }
+  used = alloc_used_bytes (v->alloc, v->layout.size);
+  json_put (o, "region", json_u64 (UINT64_C (1) << v->alloc->shift));
+  json_put (o, "bytes_in_use", json_u64 (used));
+  json_put (o, "bytes_free", json_u64 (v->layout.size - used));
+  return o;
+}
+
 void
 array_status_extra (void *opaque, struct json_object *root)
 {
@@ -288,4 +315,5 @@ array_status_extra (void *opaque, struct json_object *root)
     json_put (root, "on_failing", spare_policy_json (a->policy));
   if (meta_on_members (&v->meta))
     json_put (root, "lost", volume_lost_json (v));
+  json_put (root, "allocation_map", alloc_json (v));
 }

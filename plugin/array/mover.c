@@ -203,6 +203,8 @@ status_json (struct mover *mv)
   json_put (o, "state", json_text (state_names[mv->state]));
   json_put (o, "bytes_copied", json_u64 (copied));
   json_put (o, "bytes_total", json_u64 (total));
+  /* Of bytes_copied, free in the allocation map: zeroed, not copied. */
+  json_put (o, "bytes_free", json_u64 (mv->skipped));
   json_put (o, "rate", json_object_new_double (rate));
   if (mv->state == MOVER_COPYING && rate > 0)
     json_put (o, "eta_seconds",

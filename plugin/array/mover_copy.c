@@ -320,33 +320,160 @@ window_at (struct mover *mv, uint64_t pos, bool *exclusive)
   return mv->end - pos < w ? mv->end - pos : w;
 }
 
-/* Write window [pos, pos + w) from wbuf while [next, next + nw) is read
- * into rbuf (nw 0: nothing read).  False if the copy must stop; *read_ok
- * whether the read-ahead read all.
+/* What a window holds (mover.h, used): all in use, all free, or runs of
+ * both.  The windows stay the job's (a restripe's records and journal
+ * depend on them); a mixed one is read and written run by run.
+ */
+enum kind { K_USED, K_FREE, K_MIXED };
+
+/* Asked once the window is locked, when no client write can be under
+ * way in it: each marks its regions before it goes, and one that marked
+ * them before the window was announced has ended.  One that marks them
+ * later waits for the window: a run found free then may be in use when
+ * it is written, and is written as the zeros it read as.
+ */
+static enum kind
+window_kind (struct mover *mv, uint64_t pos, uint64_t w)
+{
+  bool used;
+
+  if (mv->job->used == NULL)
+    return K_USED;
+  if (mv->job->used (mv, pos, pos + w, &used) < pos + w)
+    return K_MIXED;
+  return used ? K_USED : K_FREE;
+}
+
+/* Where positions [at, at + len) of window [pos, pos + w) are in its
+ * buffer.
+ */
+static uint8_t *
+run_buf (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t w,
+         uint64_t at, uint64_t len)
+{
+  return buf + (mv->job->buf_at ? mv->job->buf_at (mv, pos, w, at, len)
+                                : at - pos);
+}
+
+/* Read window [pos, pos + w) into buf: the zeros a read returns where
+ * it is free.  True if all read.
  */
 static bool
-write_and_read (struct mover *mv, uint8_t *wbuf, uint64_t pos, uint64_t w,
-                uint8_t *rbuf, uint64_t next, uint64_t nw, bool *read_ok)
+read_window (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t w,
+             enum kind kind)
 {
-  struct member_op ops[2 * MOVER_MAX_OPS];
-  struct iovec iov[2 * MOVER_MAX_OPS];
-  unsigned nwr, nrd = 0;
+  bool ok = true, used;
 
-  if (mv->job->before_write
-      && mv->job->before_write (mv, wbuf, pos, w) == -1)
-    return false;
-  nwr = mv->job->write_ops (mv, wbuf, pos, w, ops, iov);
-  if (nw > 0)
-    nrd = mv->job->read_ops (mv, rbuf, next, nw, ops + nwr, iov + nwr);
-  ioexec_run (ops, nwr + nrd, mv->v->uring);
-  *read_ok = all_ok (ops + nwr, nrd);
-  for (unsigned i = 0; i < nwr; ++i)
+  switch (kind) {
+  case K_USED: return read_range (mv, buf, pos, w);
+  case K_FREE: memset (buf, 0, w); return true;
+  case K_MIXED: break;
+  }
+  for (uint64_t at = pos, e; at < pos + w; at = e) {
+    uint8_t *b;
+
+    e = mv->job->used (mv, at, pos + w, &used);
+    b = run_buf (mv, buf, pos, w, at, e - at);
+    if (!used)
+      memset (b, 0, e - at);
+    else if (!read_range (mv, b, at, e - at))
+      ok = false;
+  }
+  return ok;
+}
+
+/* The ops that put [pos, pos + len) (its bytes in buf) where it goes:
+ * free, a zero that may trim (or, where the job has none, the zeros in
+ * buf written), counted free; else written.
+ */
+static unsigned
+place_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
+           bool free_, struct member_op *ops, struct iovec *iov)
+{
+  unsigned n = 0;
+
+  if (free_) {
+    if (mv->job->zero_ops)
+      n = mv->job->zero_ops (mv, pos, len, ops);
+    pthread_mutex_lock (&mv->lock);
+    mv->skipped += len;
+    pthread_mutex_unlock (&mv->lock);
+  }
+  return n ? n : mv->job->write_ops (mv, buf, pos, len, ops, iov);
+}
+
+/* The first of ops[0 .. n) that failed, said in the job's words: false. */
+static bool
+writes_ok (struct mover *mv, const struct member_op *ops, unsigned n)
+{
+  for (unsigned i = 0; i < n; ++i)
     if (ops[i].err) {
       pthread_mutex_lock (&mv->lock);
       mv->job->write_failed (mv, &ops[i]);
       pthread_mutex_unlock (&mv->lock);
       return false;
     }
+  return true;
+}
+
+/* A mixed window, run after run (each run's ops done before the next's
+ * are made: a job may keep one plan at a time).
+ */
+static bool
+write_runs (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t w)
+{
+  struct member_op ops[MOVER_MAX_OPS];
+  struct iovec iov[MOVER_MAX_OPS];
+  bool used;
+
+  for (uint64_t at = pos, e; at < pos + w; at = e) {
+    unsigned n;
+
+    e = mv->job->used (mv, at, pos + w, &used);
+    n = place_ops (mv, run_buf (mv, buf, pos, w, at, e - at), at, e - at,
+                   !used, ops, iov);
+    ioexec_run (ops, n, mv->v->uring);
+    if (!writes_ok (mv, ops, n))
+      return false;
+  }
+  return true;
+}
+
+/* Write window [pos, pos + w) (kind) from wbuf while [next, next + nw)
+ * (next_kind) is read into rbuf (nw 0: nothing read); a mixed window
+ * is written, or read, on its own.  False if the copy must stop;
+ * *read_ok whether the read-ahead read all.
+ */
+static bool
+write_and_read (struct mover *mv, uint8_t *wbuf, uint64_t pos, uint64_t w,
+                enum kind kind, uint8_t *rbuf, uint64_t next, uint64_t nw,
+                enum kind next_kind, bool *read_ok)
+{
+  struct member_op ops[2 * MOVER_MAX_OPS];
+  struct iovec iov[2 * MOVER_MAX_OPS];
+  unsigned nwr = 0, nrd = 0;
+  bool ahead = nw > 0 && kind != K_MIXED && next_kind != K_MIXED;
+
+  *read_ok = true;
+  if (mv->job->before_write
+      && mv->job->before_write (mv, wbuf, pos, w) == -1)
+    return false;
+  if (kind == K_MIXED) {
+    if (!write_runs (mv, wbuf, pos, w))
+      return false;
+  }
+  else
+    nwr = place_ops (mv, wbuf, pos, w, kind == K_FREE, ops, iov);
+  if (ahead && next_kind == K_FREE)
+    memset (rbuf, 0, nw);
+  else if (ahead)
+    nrd = mv->job->read_ops (mv, rbuf, next, nw, ops + nwr, iov + nwr);
+  ioexec_run (ops, nwr + nrd, mv->v->uring);
+  *read_ok = all_ok (ops + nwr, nrd);
+  if (!writes_ok (mv, ops, nwr))
+    return false;
+  if (nw > 0 && !ahead)
+    *read_ok = read_window (mv, rbuf, next, nw, next_kind);
   return mv->job->after_write == NULL
          || mv->job->after_write (mv, pos, w) == 0;
 }
@@ -358,6 +485,7 @@ static bool
 copy (struct mover *mv, uint8_t *buf[2])
 {
   bool excl, next_excl;
+  enum kind kind, next_kind = K_USED;
   uint64_t pos = mv->start, w = window_at (mv, pos, &excl);
   unsigned k = 0, id = 0, next_id = 0;
   bool read_ok;
@@ -367,7 +495,9 @@ copy (struct mover *mv, uint8_t *buf[2])
   if (lock_window (mv, pos, pos + w, excl, false, &id) != LOCKED)
     return false;
   mover_phase (mv, "locked");
-  if (!settle_read (mv, buf[0], pos, w, read_range (mv, buf[0], pos, w)))
+  kind = window_kind (mv, pos, w);
+  if (!settle_read (mv, buf[0], pos, w,
+                    read_window (mv, buf[0], pos, w, kind)))
     return false;
   for (;;) {
     uint64_t next = pos + w, nw = window_at (mv, next, &next_excl);
@@ -379,11 +509,13 @@ copy (struct mover *mv, uint8_t *buf[2])
       if (l == STOPPED)
         return false;
       ahead = l == LOCKED;
-      if (ahead)
+      if (ahead) {
         mover_phase (mv, "locked");
+        next_kind = window_kind (mv, next, nw);
+      }
     }
-    if (!write_and_read (mv, buf[k], pos, w, buf[k ^ 1], next,
-                         ahead ? nw : 0, &read_ok))
+    if (!write_and_read (mv, buf[k], pos, w, kind, buf[k ^ 1], next,
+                         ahead ? nw : 0, next_kind, &read_ok))
       return false;
     /* Window written: released, and below the watermark from now on, in
      * one step.
@@ -396,18 +528,20 @@ copy (struct mover *mv, uint8_t *buf[2])
     pos = next;
     w = nw;
     excl = next_excl;
+    kind = next_kind;
     k ^= 1;
     id = next_id;
     if (w == 0)
       return true;
     if (!ahead) {
-      throttle (mv, pos - mv->start);
+      throttle (mv, pos - mv->start - mv->skipped);
       /* Decided again: what is safe may have changed since. */
       w = window_at (mv, pos, &excl);
       if (lock_window (mv, pos, pos + w, excl, false, &id) != LOCKED)
         return false;
       mover_phase (mv, "locked");
-      read_ok = read_range (mv, buf[k], pos, w);
+      kind = window_kind (mv, pos, w);
+      read_ok = read_window (mv, buf[k], pos, w, kind);
     }
     if (!settle_read (mv, buf[k], pos, w, read_ok))
       return false;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "array.h"
 #include "config.h"
 #include "health.h"
@@ -213,6 +214,71 @@ replace_logical (struct mover *mv, uint64_t pos, uint64_t *logical)
                        pos - old_member (r)->data_offset, logical);
 }
 
+/* Member offsets [pos, end) of the member replaced, cut where its
+ * chunks' logical bytes change from free to in use or back.  What is
+ * not the volume's data (the metadata area, mid-reshape the journal and
+ * two layouts) is copied.
+ */
+static uint64_t
+replace_used (struct mover *mv, uint64_t pos, uint64_t end, bool *used)
+{
+  struct replace *r = replace_of_mover (mv);
+  struct volume *v = mv->v;
+  const uint64_t base = old_member (r)->data_offset;
+  const uint64_t chunk = v->layout.chunk;
+  uint64_t at = pos;
+
+  *used = true;
+  if (r->reshaping || pos < base)
+    return end;
+  /* No map: the member's own holes (files, NBD block status), which a
+   * client write cannot fill under the mover (the window is locked).
+   */
+  if (v->alloc == NULL)
+    return pos + volume_member_holes (v, r->index, pos, end - pos, used);
+  while (at < end) {
+    uint64_t rel = at - base, logical, lim, run;
+    bool u;
+
+    if (!volume_view_unmap (&v->view, r->index, rel, &logical))
+      u = true, run = end - at;
+    else {
+      lim = chunk - rel % chunk;
+      if (lim > end - at)
+        lim = end - at;
+      run = alloc_run (v->alloc, logical, logical + lim, &u) - logical;
+    }
+    if (at == pos)
+      *used = u;
+    else if (u != *used)
+      return at;
+    at += run;
+  }
+  return end;
+}
+
+/* NEW's [pos, pos + len) made to read zeros: a zero that may trim --
+ * on a file a hole punched, on a block device a write-zeroes that
+ * unmaps (or BLKZEROOUT, which writes where the device has nothing
+ * better), on an NBD export WRITE_ZEROES -- never a plain discard,
+ * whose read-back is the device's business (deterministic zeroing after
+ * discard is a promise few drives make and none states through a
+ * file).  Where NEW is known not to zero, none: the mover writes zeros.
+ */
+static unsigned
+replace_zero_ops (struct mover *mv, uint64_t pos, uint64_t len,
+                  struct member_op *ops)
+{
+  struct member *n = &replace_of_mover (mv)->newm;
+
+  if (n->ops->zero_known_unsupported (n, pos, len, true, false))
+    return 0;
+  ops[0] = (struct member_op){ .m = n, .kind = OP_ZERO, .offset = pos,
+                               .length = len, .may_trim = true,
+                               .shadow = true };
+  return 1;
+}
+
 static void
 replace_write_failed (struct mover *mv, const struct member_op *op)
 {
@@ -346,6 +412,16 @@ replace_finish (struct mover *mv)
   if (mover_io (mv, &r->newm, OP_FLUSH, NULL, 0, 0) == -1) {
     new_failed (r);
     mover_fail (mv, "flushing the new member (%s): %m", r->new_path);
+    goto release;
+  }
+  /* NEW's copy of the allocation map before its record: with nothing
+   * in flight, the map as it is now (a 1-member volume has no other).
+   */
+  if (v->alloc != NULL
+      && alloc_write_copy (v->alloc, &r->newm, why, sizeof why) == -1) {
+    new_failed (r);
+    mover_fail (mv, "writing the allocation map on the new member (%s): %s",
+                r->new_path, why);
     goto release;
   }
   old_slot = meta_member_slot (&v->meta, r->index);
@@ -492,6 +568,8 @@ const struct mover_job replace_job = {
   .read_ops     = replace_read_ops,
   .write_ops    = replace_write_ops,
   .logical      = replace_logical,
+  .used         = replace_used,
+  .zero_ops     = replace_zero_ops,
   .write_failed = replace_write_failed,
   .unreadable   = replace_unreadable,
   .finish       = replace_finish,

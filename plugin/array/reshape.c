@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "assemble.h"
 #include "config.h"
 #include "header.h"
@@ -87,6 +88,9 @@ zero_room (struct reshape *rs)
       return -1;
     }
   }
+  /* It reads as zeros: free in the allocation map (alloc.h). */
+  if (rs->mv.v->alloc && rs->to.size > rs->rs.size)
+    alloc_clear (rs->mv.v->alloc, rs->rs.size, rs->to.size - rs->rs.size);
   return 0;
 }
 
@@ -319,6 +323,9 @@ static const struct mover_job reshape_job = {
   .before_write = reshape_before_write,
   .after_write  = reshape_after_write,
   .logical      = reshape_logical,
+  .used         = reshape_used,
+  .zero_ops     = reshape_zero_ops,
+  .buf_at       = reshape_buf_at,
   .write_failed = reshape_write_failed,
   .unreadable   = reshape_unreadable,
   .finish       = reshape_finish,

@@ -96,6 +96,16 @@ extern bool reshape_locate (struct volume_mover *vm, struct volume *v,
 extern int reshape_sync_all (struct reshape *rs);
 extern int reshape_record (struct reshape *rs);
 extern int reshape_checkpoint (struct reshape *rs, uint64_t pos);
+extern uint64_t reshape_used (struct mover *mv, uint64_t pos, uint64_t end,
+                              bool *used);
+extern uint64_t reshape_buf_at (struct mover *mv, uint64_t pos, uint64_t w,
+                                uint64_t at, uint64_t len);
+extern unsigned reshape_zero_ops (struct mover *mv, uint64_t pos,
+                                  uint64_t len, struct member_op *ops);
+/* Where the journal starts on every member: after the metadata area and
+ * the allocation map (alloc.h).
+ */
+extern uint64_t reshape_journal_start (const struct volume *v);
 extern int reshape_journal_io (struct reshape *rs, enum op_kind kind,
                                uint8_t *buf, uint64_t len);
 extern uint64_t reshape_journal_room (const struct volume *v,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "assemble.h"
 #include "config.h"
 #include "header.h"
@@ -234,6 +235,98 @@ reshape_write_ops (struct mover *mv, uint8_t *buf, uint64_t pos, uint64_t len,
                    OP_WRITE, buf, lo, hi, ops);
 }
 
+/* Whether positions [pos, pos + n) hold a region in use. */
+static bool
+positions_used (struct reshape *rs, uint64_t pos, uint64_t n)
+{
+  uint64_t lo, hi;
+  bool all;
+
+  restripe_logical (&rs->rs, pos, n, &lo, &hi);
+  return alloc_any (rs->mv.v->alloc, lo, hi - lo, &all);
+}
+
+/* Positions [pos, end) (at most a window), cut where their logical
+ * bytes change from free to in use or back, a region's worth of
+ * positions at a time (positions run through logical bytes one way or
+ * the other: a step that straddles two regions is in use if either is).
+ * A window cut short is still a window: the journal and the records
+ * take any size.
+ */
+uint64_t
+reshape_used (struct mover *mv, uint64_t pos, uint64_t end, bool *used)
+{
+  struct reshape *rs = reshape_of_mover (mv);
+  uint64_t step, at;
+
+  *used = true;
+  if (mv->v->alloc == NULL)
+    return end;
+  step = UINT64_C (1) << mv->v->alloc->shift;
+  at = (pos / step + 1) * step;
+  if (at > end)
+    at = end;
+  *used = positions_used (rs, pos, at - pos);
+  for (; at < end; at += step) {
+    uint64_t n = end - at < step ? end - at : step;
+    if (positions_used (rs, at, n) != *used)
+      return at;
+  }
+  return end;
+}
+
+/* The window's buffer holds its logical bytes in order (plan_ops):
+ * backward, positions run down through them.
+ */
+uint64_t
+reshape_buf_at (struct mover *mv, uint64_t pos, uint64_t w, uint64_t at,
+                uint64_t len)
+{
+  struct reshape *rs = reshape_of_mover (mv);
+  uint64_t lo, hi, run_lo, run_hi;
+
+  restripe_logical (&rs->rs, pos, w, &lo, &hi);
+  restripe_logical (&rs->rs, at, len, &run_lo, &run_hi);
+  return run_lo - lo;
+}
+
+/* The new places of positions [pos, pos + len), made to read zeros:
+ * one zero that may trim a member, over its one contiguous range
+ * (replace.c's replace_zero_ops says why not a discard).  What a
+ * restripe moves away from is left behind in the old places; every
+ * member's place in the new layout is some position's new place, so
+ * the free ones are trimmed as they are passed.  None when a member
+ * cannot zero: the mover writes zeros.
+ */
+unsigned
+reshape_zero_ops (struct mover *mv, uint64_t pos, uint64_t len,
+                  struct member_op *ops)
+{
+  struct reshape *rs = reshape_of_mover (mv);
+  struct layout_span spans[LAYOUT_MAX_MEMBERS];
+  uint64_t lo, hi;
+  unsigned nr = 0;
+
+  restripe_logical (&rs->rs, pos, len, &lo, &hi);
+  layout_spans (&rs->to, lo, hi - lo, spans);
+  for (unsigned j = 0; j < rs->to.nr_members; ++j) {
+    struct member *m;
+
+    if (!spans[j].touched)
+      continue;
+    m = &mv->v->members[rs->to_map[j]];
+    ops[nr] = (struct member_op){
+      .m = m, .kind = OP_ZERO,
+      .offset = m->data_offset + spans[j].member_offset,
+      .length = spans[j].length, .may_trim = true, .shadow = true };
+    if (m->ops->zero_known_unsupported (m, ops[nr].offset, ops[nr].length,
+                                        true, false))
+      return 0;
+    ++nr;
+  }
+  return nr;
+}
+
 uint64_t
 reshape_window_size (struct mover *mv, uint64_t pos, bool *exclusive)
 {
@@ -320,8 +413,17 @@ reshape_checkpoint (struct reshape *rs, uint64_t pos)
   return 0;
 }
 
-/* Where the journal keeps its bytes: after each member's metadata area,
- * up to its data, member after member.
+/* Where the journal starts on every member: after the metadata area
+ * and the allocation map.
+ */
+uint64_t
+reshape_journal_start (const struct volume *v)
+{
+  return v->alloc ? v->alloc->map_offset + v->alloc->map_bytes : META_AREA;
+}
+
+/* Where the journal keeps its bytes: after each member's metadata area
+ * and allocation map, up to its data, member after member.
  */
 int
 reshape_journal_io (struct reshape *rs, enum op_kind kind, uint8_t *buf, uint64_t len)
@@ -331,11 +433,12 @@ reshape_journal_io (struct reshape *rs, enum op_kind kind, uint8_t *buf, uint64_
 
   for (unsigned u = 0; u < rs->nr_union && done < len; ++u) {
     struct member *m = &v->members[u];
-    uint64_t room = m->data_offset > META_AREA
-                      ? (m->data_offset - META_AREA) / 4096 * 4096
+    uint64_t at = reshape_journal_start (v);
+    uint64_t room = m->data_offset > at
+                      ? (m->data_offset - at) / 4096 * 4096
                       : 0;
     uint64_t n = len - done < room ? len - done : room;
-    if (n && mover_io (&rs->mv, m, kind, buf + done, n, META_AREA) == -1)
+    if (n && mover_io (&rs->mv, m, kind, buf + done, n, at) == -1)
       return -1;
     done += n;
   }
@@ -349,8 +452,8 @@ reshape_journal_room (const struct volume *v, unsigned nr_union)
 
   for (unsigned u = 0; u < nr_union; ++u) {
     const struct member *m = &v->members[u];
-    if (m->data_offset > META_AREA)
-      room += (m->data_offset - META_AREA) / 4096 * 4096;
+    if (m->data_offset > reshape_journal_start (v))
+      room += (m->data_offset - reshape_journal_start (v)) / 4096 * 4096;
   }
   return room < MOVER_WINDOW ? room : MOVER_WINDOW;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "assemble.h"
 #include "config.h"
 #include "header.h"
@@ -212,21 +213,31 @@ plan_layout (struct reshape *rs, struct volume *v,
 }
 
 static struct json_object *
-plan_json (const struct reshape *rs, const struct volume *v, bool moves)
+plan_json (const struct reshape *rs, struct volume *v, bool moves)
 {
   struct json_object *o = json_object_new_object (), *m;
 
   json_put (o, "kind", json_text (reshape_kind_names[rs->kind]));
   json_put (o, "size_from", json_u64 (rs->from.size));
   json_put (o, "size_to", json_u64 (rs->to.size));
-  json_put (o, "bytes_to_move", json_u64 (moves ? rs->rs.size : 0));
+  /* What the allocation map says is in use: the rest is made to read
+   * zeros in its new place, not copied.
+   */
+  json_put (o, "bytes_to_move",
+            json_u64 (!moves ? 0
+                      : v->alloc ? alloc_used_bytes (v->alloc, rs->rs.size)
+                                 : rs->rs.size));
+  json_put (o, "bytes_free",
+            json_u64 (moves && v->alloc
+                        ? rs->rs.size
+                            - alloc_used_bytes (v->alloc, rs->rs.size)
+                        : 0));
   json_put (o, "direction", json_text (rs->rs.backward ? "backward"
                                                         : "forward"));
   m = json_object_new_array ();
   for (unsigned j = 0; j < rs->to.nr_members; ++j)
     json_object_array_add (m, json_object_new_int64 (rs->to_map[j]));
   json_put (o, "members_to", m);
-  (void) v;
   return o;
 }
 
@@ -289,7 +300,11 @@ add_members (struct volume *v, struct member *nm, unsigned n, char *why,
   volume_switch_begin (v);
   for (unsigned k = 0; k < n && r == 0; ++k) {
     nm[k].data_offset = v->members[0].data_offset;
-    r = volume_add_member (v, &nm[k], why, len);
+    /* Its copy of the allocation map before any record names it. */
+    if (v->alloc != NULL)
+      r = alloc_write_copy (v->alloc, &nm[k], why, len);
+    if (r == 0)
+      r = volume_add_member (v, &nm[k], why, len);
     if (r == 0)
       meta_add_member (&v->meta, v->nr_members - 1);
   }
@@ -363,6 +378,16 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
   }
   if (plan_layout (rs, v, p, nm, why, len) == -1)
     return -1;
+  if (v->alloc != NULL
+      && ((rs->to.size - 1) >> v->alloc->shift) >= v->alloc->nr_regions) {
+    snprintf (why, len, "the volume's allocation map covers %" PRIu64
+              " bytes (%" PRIu64 " regions of %" PRIu64 " bytes), the new "
+              "layout would be %" PRIu64 ": a volume this large needs a "
+              "new one (create it with a larger data_offset)",
+              v->alloc->nr_regions << v->alloc->shift, v->alloc->nr_regions,
+              UINT64_C (1) << v->alloc->shift, rs->to.size);
+    return -1;
+  }
   if (p->kind == RESHAPE_SHRINK && !p->dry_run
       && check_shrink (v, p, &rs->to, why, len) == -1)
     return -1;
@@ -374,8 +399,9 @@ start_ (struct reshape *rs, struct volume *v, const struct reshape_params *p,
   }
   moves = !restripe_nothing_moves (&rs->rs);
   rs->journal_cap = (uint64_t) rs->nr_union
-                    * ((v->members[0].data_offset > META_AREA
-                          ? v->members[0].data_offset - META_AREA
+                    * ((v->members[0].data_offset > reshape_journal_start (v)
+                          ? v->members[0].data_offset
+                              - reshape_journal_start (v)
                           : 0) / 4096 * 4096);
   if (rs->journal_cap > MOVER_WINDOW)
     rs->journal_cap = MOVER_WINDOW;

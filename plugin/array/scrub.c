@@ -55,6 +55,7 @@ struct scrub_member {
   uint64_t start, end;    /* member offsets of its data area */
   uint64_t done;          /* bytes of it read */
   uint64_t skipped_bytes; /* not read (it could not be read any more) */
+  uint64_t free_bytes;    /* not read: free in the allocation map */
   uint64_t bad;           /* unreadable bytes */
   struct ranges member_ranges;
   char skipped[256]; /* "" or why it was not (all) read */
@@ -76,6 +77,7 @@ struct scrub {
   uint64_t t_start, t_end; /* monotonic ns */
   uint64_t total, read;    /* bytes; read: read or given up (progress) */
   uint64_t skipped;        /* bytes given up */
+  uint64_t free_bytes;     /* bytes free in the allocation map, not read */
   struct ranges logical;
   struct scrub_member m[LAYOUT_MAX_MEMBERS];
 };
@@ -226,6 +228,31 @@ read_piece (struct scrub *s, unsigned i, uint8_t *buf, uint64_t pos,
   return true;
 }
 
+/* [pos, pos + len) of member i, but what the allocation map calls free
+ * (alloc.h: it holds nothing, a read there would only wear the device
+ * and take the clients' time): *unused bytes of it.  False as
+ * read_piece.
+ */
+static bool
+read_used (struct scrub *s, unsigned i, uint8_t *buf, uint64_t pos,
+           uint64_t len, uint64_t *unused)
+{
+  const uint64_t base = s->v->members[i].data_offset;
+
+  *unused = 0;
+  for (uint64_t at = pos; at < pos + len;) {
+    bool used;
+    uint64_t n = volume_member_run (s->v, i, at - base, pos + len - at,
+                                    &used);
+    if (!used)
+      *unused += n;
+    else if (!read_piece (s, i, buf, at, n))
+      return false;
+    at += n;
+  }
+  return true;
+}
+
 /* The same member offsets of every member in turn, a piece at a time:
  * every member's area is read alike, the load spread over them.
  */
@@ -235,7 +262,7 @@ scrubber (void *arg)
   struct scrub *s = arg;
   struct volume *v = s->v;
   uint8_t *buf = NULL;
-  uint64_t rel = 0, longest = 0, clients;
+  uint64_t rel = 0, longest = 0, clients, unused;
   /* Members that join after the start (a grow) are not read. */
   bool live[LAYOUT_MAX_MEMBERS] = { false };
 
@@ -261,10 +288,12 @@ scrubber (void *arg)
         continue;
       len = sm->end - pos < PIECE ? sm->end - pos : PIECE;
       pace (s, &clients);
-      live[i] = read_piece (s, i, buf, pos, len);
+      live[i] = read_used (s, i, buf, pos, len, &unused);
       pthread_mutex_lock (&s->lock);
+      sm->free_bytes += unused;
+      s->free_bytes += unused;
       if (live[i])
-        sm->done += len;
+        sm->done += len - unused;
       else {
         /* Not read any further: given up, said in "skipped". */
         sm->skipped_bytes += sm->end - pos;
@@ -292,10 +321,11 @@ end:
   stripe_log (s->state == S_DONE && s->logical.nr == 0 && s->skipped == 0
                 ? LOG_NOTICE
                 : LOG_WARNING,
-              "scrub: %s: %" PRIu64 " bytes read, %" PRIu64 " not read, %u "
-              "unreadable range%s",
-              state_names[s->state], s->read - s->skipped, s->skipped,
-              s->logical.nr, s->logical.nr == 1 ? "" : "s");
+              "scrub: %s: %" PRIu64 " bytes read, %" PRIu64 " free (not "
+              "read), %" PRIu64 " not read, %u unreadable range%s",
+              state_names[s->state],
+              s->read - s->skipped - s->free_bytes, s->free_bytes,
+              s->skipped, s->logical.nr, s->logical.nr == 1 ? "" : "s");
   return NULL;
 }
 
@@ -483,8 +513,12 @@ scrub_status (struct array *a)
   json_put (o, "finished_unix",
             s->t_end ? json_number (s->finished_unix, "%.3f") : NULL);
   json_put (o, "elapsed_seconds", json_number (elapsed, "%.3f"));
-  json_put (o, "bytes_read", json_u64 (s->read - s->skipped));
+  json_put (o, "bytes_read",
+            json_u64 (s->read - s->skipped - s->free_bytes));
   json_put (o, "bytes_skipped", json_u64 (s->skipped));
+  json_put (o, "bytes_free", json_u64 (s->free_bytes));
+  /* Progress: read, free or given up. */
+  json_put (o, "bytes_done", json_u64 (s->read));
   json_put (o, "bytes_total", json_u64 (s->total));
   json_put (o, "rate", json_number (rate, "%.0f"));
   if (s->state == S_RUNNING && rate > 0)
@@ -498,6 +532,7 @@ scrub_status (struct array *a)
     json_put (m, "path", json_text (v->members[i].path));
     json_put (m, "bytes_read", json_u64 (sm->done));
     json_put (m, "bytes_skipped", json_u64 (sm->skipped_bytes));
+    json_put (m, "bytes_free", json_u64 (sm->free_bytes));
     json_put (m, "bytes_total", json_u64 (sm->end - sm->start));
     json_put (m, "unreadable_bytes", json_u64 (sm->bad));
     json_put (m, "unreadable",

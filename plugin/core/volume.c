@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "assemble.h"
 #include "health_record.h"
 #include "identity.h"
@@ -233,6 +234,122 @@ set_needs (struct volume *v, const char *const *paths,
   return 0;
 }
 
+/* The allocation map: the union of every member's copy (header.h), or
+ * of those that can be read when the volume is served degraded.  It
+ * must cover the volume (a grow is refused past it).
+ */
+static int
+load_map (struct volume *v, const struct assembly *a)
+{
+  struct alloc *m = malloc (sizeof *m);
+  uint8_t *copy = NULL;
+  uint64_t size = v->layout.size;
+  char why[256];
+
+  if (m == NULL || alloc_init (m, a->map_shift, a->map_offset, a->map_bytes)
+                     == -1
+      || (copy = malloc (a->map_bytes)) == NULL) {
+    stripe_error ("allocation map: %m");
+    free (m);
+    return -1;
+  }
+  v->alloc = m;
+  if (a->reshape.active) {
+    uint64_t n = 0;
+    for (unsigned i = 0; i < v->nr_members; ++i)
+      n += a->reshape.new_sizes[i];
+    if (n > size)
+      size = n;
+  }
+  if (((size - 1) >> m->shift) >= m->nr_regions) {
+    stripe_error ("the allocation map (%" PRIu64 " regions of %" PRIu64
+                  " bytes) does not cover the volume (%" PRIu64 " bytes)",
+                  m->nr_regions, UINT64_C (1) << m->shift, size);
+    free (copy);
+    errno = EINVAL;
+    return -1;
+  }
+  alloc_load_begin (m);
+  for (unsigned i = 0; i < v->nr_members; ++i) {
+    struct member *d = &v->members[i];
+    ssize_t n;
+
+    if (v->missing >> i & 1)
+      continue;
+    n = member_pread (d, copy, a->map_bytes, a->map_offset, false, why,
+                      sizeof why);
+    if (n != (ssize_t) a->map_bytes) {
+      stripe_error ("member %u (%s): reading the allocation map (%" PRIu64
+                    " bytes at %" PRIu64 "): %s",
+                    i, d->path, a->map_bytes, a->map_offset,
+                    n == -1 ? why : "short read");
+      free (copy);
+      errno = EIO;
+      return -1;
+    }
+    alloc_merge (m, copy);
+  }
+  alloc_loaded (m);
+  free (copy);
+  stripe_debug ("allocation map: regions of %" PRIu64 " bytes, %" PRIu64
+                " of %" PRIu64 " bytes in use",
+                UINT64_C (1) << m->shift, alloc_used_bytes (m, size), size);
+  return 0;
+}
+
+int
+volume_adopt_map (struct volume *v)
+{
+  const struct meta_ops *ops = v->meta.ops;
+  uint64_t largest = 0, off, bytes, size = v->layout.size;
+  uint64_t skip = v->missing | atomic_load (&v->removed)
+                  | health_failed_mask (v->health);
+  struct alloc *m;
+  uint8_t *ones;
+  unsigned shift;
+  char why[256];
+
+  if (v->alloc != NULL || v->readonly || ops->map_room == NULL
+      || meta_reshape_recorded (&v->meta) || skip != 0)
+    return 0;
+  for (unsigned j = 0; j < v->layout.nr_members; ++j)
+    if (v->layout.member_size[j] > largest)
+      largest = v->layout.member_size[j];
+  if (!ops->map_room (&v->meta, size, largest * LAYOUT_MAX_MEMBERS, &shift,
+                      &off, &bytes))
+    return 0;
+  m = malloc (sizeof *m);
+  ones = malloc (bytes);
+  if (m == NULL || ones == NULL || alloc_init (m, shift, off, bytes) == -1) {
+    free (m);
+    free (ones);
+    return -1;
+  }
+  /* Every region in use (nothing is known), on every member, synced,
+   * before a record says there is a map.
+   */
+  memset (ones, 0xff, bytes);
+  for (unsigned i = 0; i < v->nr_members; ++i)
+    if (member_pwrite (&v->members[i], ones, bytes, off, why, sizeof why)
+          == -1
+        || member_sync (&v->members[i], why, sizeof why) == -1) {
+      stripe_error ("member %u (%s): writing the allocation map: %s; the "
+                    "volume goes on without one",
+                    i, v->members[i].path, why);
+      alloc_free (m);
+      free (m);
+      free (ones);
+      return -1;
+    }
+  free (ones);
+  ops->set_map (&v->meta, shift, off, bytes);
+  v->alloc = m;
+  stripe_info ("volume '%s': an allocation map now (regions of %" PRIu64
+               " bytes), every region in use until a trim frees it",
+               v->meta.name, UINT64_C (1) << shift);
+  return 0;
+}
+
 int
 volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
              const struct volume_options *o)
@@ -281,6 +398,8 @@ volume_open (struct volume *v, unsigned nr_members, const char *const *paths,
     goto err;
   }
   volume_lost_init (v);
+  if (a != NULL && a->map_shift != 0 && load_map (v, a) == -1)
+    goto err;
   /* What zeroing methods work, learnt where nothing lives (the gap
    * between a header and the data), so that a fast zero (known to work,
    * or refused) works from the first request.
@@ -314,6 +433,11 @@ volume_close (struct volume *v)
     member_close (&v->members[i]);
   v->nr_members = 0;
   meta_free (&v->meta);
+  if (v->alloc) {
+    alloc_free (v->alloc);
+    free (v->alloc);
+    v->alloc = NULL;
+  }
   pthread_mutex_destroy (&v->mover_lock);
   pthread_mutex_destroy (&v->swap_lock);
   pthread_mutex_destroy (&v->gate.lock);

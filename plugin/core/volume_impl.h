@@ -111,6 +111,21 @@ spans_mask (const struct volume_view *vw, const struct layout_span *spans)
 /* The block status of [offset, offset + count) through view vw, run by
  * run to add (volume_extents.c).
  */
+/* One request through the job moving data, or the volume's own view,
+ * then its lost ranges (volume_io.c).
+ */
+extern int volume_request_rq (struct volume *v,
+                              const struct volume_request *rq);
+/* What the allocation map changes (volume_map.c): a read that reaches
+ * a free region; a trim or zero that covers whole regions; block
+ * status.
+ */
+extern int volume_read_free (struct volume *v, void *buf, uint64_t count,
+                             uint64_t offset);
+extern int volume_map_trim_zero (struct volume *v,
+                                 const struct volume_request *rq);
+extern int volume_map_extents (struct volume *v,
+                               const struct volume_request *rq);
 extern int volume_view_extents (struct volume *v, const struct volume_view *vw,
                                 uint64_t count, uint64_t offset, bool req_one,
                                 volume_extent_fn add, void *opaque);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "health_record.h"
 #include "ioexec.h"
 #include "log.h"
@@ -344,8 +345,8 @@ static int flush_ (struct volume *v);
 static int lost_after (struct volume *v, enum op_kind kind, uint64_t count,
                        uint64_t offset);
 
-static int
-request (struct volume *v, const struct volume_request *rq)
+int
+volume_request_rq (struct volume *v, const struct volume_request *rq)
 {
   struct volume_mover *vm;
   int r;
@@ -417,6 +418,15 @@ request_rw (struct volume *v, enum op_kind kind, void *buf, uint64_t count,
 
   if (check_request (v, count, offset) == -1)
     return -1;
+  if (v->alloc != NULL && count > 0) {
+    if (kind == OP_WRITE) {
+      if (!alloc_mark (v->alloc, offset, count) && fua
+          && volume_alloc_sync (v) == -1)
+        return -1;
+    }
+    else if (!alloc_in_use (v->alloc, offset, count))
+      return volume_read_free (v, buf, count, offset);
+  }
   /* Read after the request was counted (gate_enter): see the gate. */
   vm = atomic_load (&v->mover);
   if (vm != NULL && vm->request != NULL)
@@ -475,6 +485,11 @@ flush_ (struct volume *v)
   struct volume_mover *vm;
   int err = 0;
 
+  /* The map first: the regions of every write completed before this
+   * flush started are on the members when it returns (alloc.h).
+   */
+  if (v->alloc != NULL && volume_alloc_sync (v) == -1)
+    return -1;
   for (unsigned i = 0; i < v->nr_members; ++i)
     if (!dirty_clean (&v->dirty[i]))
       held |= UINT64_C (1) << i;
@@ -569,12 +584,26 @@ trim_ (struct volume *v, const struct volume_view *vw,
   return r;
 }
 
+/* Whether a trim or zero covers a whole region of the map. */
+static inline bool
+map_whole (const struct volume *v, uint64_t count, uint64_t offset)
+{
+  uint64_t region;
+
+  if (v->alloc == NULL || count == 0 || check_request (v, count, offset))
+    return false;
+  region = UINT64_C (1) << v->alloc->shift;
+  return (offset + region - 1) / region * region + region <= offset + count;
+}
+
 int
 volume_trim (struct volume *v, uint64_t count, uint64_t offset, bool fua)
 {
   const struct volume_request rq = { .kind = OP_TRIM, .count = count,
                                      .offset = offset, .fua = fua };
-  GATED (v, request (v, &rq));
+  if (map_whole (v, count, offset))
+    GATED (v, volume_map_trim_zero (v, &rq));
+  GATED (v, volume_request_rq (v, &rq));
 }
 
 static int
@@ -647,7 +676,9 @@ volume_zero (struct volume *v, uint64_t count, uint64_t offset, bool may_trim,
   const struct volume_request rq = { .kind = OP_ZERO, .count = count,
                                      .offset = offset, .may_trim = may_trim,
                                      .fast = fast, .fua = fua };
-  GATED (v, request (v, &rq));
+  if (map_whole (v, count, offset))
+    GATED (v, volume_map_trim_zero (v, &rq));
+  GATED (v, volume_request_rq (v, &rq));
 }
 
 static int
@@ -686,7 +717,12 @@ volume_extents (struct volume *v, uint64_t count, uint64_t offset,
   const struct volume_request rq = { .kind = OP_EXTENTS, .count = count,
                                      .offset = offset, .req_one = req_one,
                                      .add = add, .opaque = opaque };
-  GATED (v, request (v, &rq));
+  if (v->alloc != NULL && count > 0) {
+    if (check_request (v, count, offset) == -1)
+      return -1;
+    GATED (v, volume_map_extents (v, &rq));
+  }
+  GATED (v, volume_request_rq (v, &rq));
 }
 
 

@@ -43,6 +43,10 @@
 #define OFF_ROSTER (OFF_NR_LOST + 4)
 #define OFF_LOST (OFF_NR_LOST + 8)
 #define OFF_RESERVED (OFF_LOST + 16 * HEADER_LOST_MAX)
+#define OFF_MAP_SHIFT OFF_RESERVED
+#define OFF_MAP_OFFSET (OFF_MAP_SHIFT + 8)
+#define OFF_MAP_BYTES (OFF_MAP_OFFSET + 8)
+#define OFF_RESERVED_2 (OFF_MAP_BYTES + 8)
 #define OFF_CRC (HEADER_SIZE - 4)
 
 _Static_assert(OFF_EVENTS == 664, "member_sizes must end at 664");
@@ -50,6 +54,8 @@ _Static_assert(OFF_NEW_SIZES == 712 && OFF_BEHIND == 1224,
                "the reshape fields are where header.h says");
 _Static_assert(OFF_LOST == 1240 && OFF_RESERVED == 4056,
                "the lost-range list is where header.h says");
+_Static_assert(OFF_MAP_OFFSET == 4064 && OFF_RESERVED_2 == 4080,
+               "the allocation map's fields are where header.h says");
 _Static_assert(sizeof HEADER_MAGIC - 1 == 8, "the magic is 8 bytes");
 _Static_assert(sizeof ((struct header *) 0)->name == OFF_CTIME - OFF_NAME,
                "struct header's name is the whole 64-byte field");
@@ -186,6 +192,9 @@ header_encode (const struct header *sb, uint8_t *buf)
       put_le64 (buf + OFF_LOST + 16 * i, sb->lost[i].offset);
       put_le64 (buf + OFF_LOST + 16 * i + 8, sb->lost[i].length);
     }
+    put_le32 (buf + OFF_MAP_SHIFT, sb->map_shift);
+    put_le64 (buf + OFF_MAP_OFFSET, sb->map_offset);
+    put_le64 (buf + OFF_MAP_BYTES, sb->map_bytes);
   }
   put_le32 (buf + OFF_CRC, crc32c (0, buf, OFF_CRC));
 }
@@ -260,6 +269,22 @@ lost_ok (const struct header *sb)
   return true;
 }
 
+/* No map (all three zero), or a region size we know and a map of whole
+ * 4 KiB blocks between the header and the data.
+ */
+static bool
+map_ok (const struct header *sb)
+{
+  if (sb->map_shift == 0)
+    return sb->map_offset == 0 && sb->map_bytes == 0;
+  return sb->map_shift >= HEADER_MAP_SHIFT_MIN
+         && sb->map_shift <= HEADER_MAP_SHIFT_MAX
+         && sb->map_offset >= HEADER_SIZE && sb->map_offset % 4096 == 0
+         && sb->map_bytes > 0 && sb->map_bytes % 4096 == 0
+         && sb->map_bytes <= sb->data_offset
+         && sb->map_offset <= sb->data_offset - sb->map_bytes;
+}
+
 /* Checks run in a fixed order (magic, version, CRC, then each field in
  * header order) so that a header with several faults always reports the
  * same one.  The version is checked before the CRC so that a header written
@@ -321,6 +346,9 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
       sb->lost[i].offset = get_le64 (buf + OFF_LOST + 16 * i);
       sb->lost[i].length = get_le64 (buf + OFF_LOST + 16 * i + 8);
     }
+    sb->map_shift = get_le32 (buf + OFF_MAP_SHIFT);
+    sb->map_offset = get_le64 (buf + OFF_MAP_OFFSET);
+    sb->map_bytes = get_le64 (buf + OFF_MAP_BYTES);
   }
 
   if (header_size != HEADER_SIZE)
@@ -374,6 +402,8 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
                  || !all_zero (buf + OFF_LOST + 16 * sb->nr_lost,
                                16 * (HEADER_LOST_MAX - sb->nr_lost))))
       bad = "lost";
+    else if (!bad && version != HEADER_VERSION_1 && !map_ok (sb))
+      bad = "map";
     else if (!bad && version == HEADER_VERSION_1
              && !all_zero (buf + OFF_RESERVED_1, OFF_CRC - OFF_RESERVED_1))
       bad = "reserved";
@@ -383,7 +413,8 @@ header_decode (const uint8_t *buf, size_t len, struct header *sb,
     else if (!bad
              && (!all_zero (buf + OFF_RESHAPE_FLAGS + 4, 4)
                  || !all_zero (buf + OFF_JOURNAL_CRC + 4, 4)
-                 || !all_zero (buf + OFF_RESERVED, OFF_CRC - OFF_RESERVED)))
+                 || !all_zero (buf + OFF_MAP_SHIFT + 4, 4)
+                 || !all_zero (buf + OFF_RESERVED_2, OFF_CRC - OFF_RESERVED_2)))
       bad = "reserved";
   }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "assemble.h"
 #include "header.h"
 #include "log.h"
@@ -348,6 +349,9 @@ header_finish (const struct stripe_config *cfg, struct assembly *a,
   }
   a->lost.nr = h->nr_lost;
   memcpy (a->lost.r, h->lost, h->nr_lost * sizeof h->lost[0]);
+  a->map_shift = h->map_shift;
+  a->map_offset = h->map_offset;
+  a->map_bytes = h->map_bytes;
   if (h->flags & HEADER_FLAG_RESHAPE)
     finish_reshape (cfg, a);
   return 0;
@@ -379,6 +383,66 @@ header_create_check (const struct stripe_config *cfg, char *why, size_t len)
   return 0;
 }
 
+/* The allocation map of a new volume (alloc.h) lies after the header
+ * area (META_AREA), and leaves the reshape's journal, which follows it,
+ * at least HEADER_JOURNAL_MIN a member.  It covers the largest volume
+ * the members can make (LAYOUT_MAX_MEMBERS of the largest, as a grow
+ * can): the data offset of a volume of large members grows to make room
+ * (map_data_offset), so that its regions stay at most 4 MiB.
+ */
+#define HEADER_JOURNAL_MIN (512u * 1024)
+
+static uint64_t
+map_room (uint64_t data_offset)
+{
+  return data_offset > META_AREA + HEADER_JOURNAL_MIN
+           ? data_offset - META_AREA - HEADER_JOURNAL_MIN
+           : 0;
+}
+
+static uint64_t
+largest_volume (const uint64_t *sizes, unsigned n)
+{
+  uint64_t largest = 0;
+
+  for (unsigned i = 0; i < n; ++i)
+    if (sizes[i] > largest)
+      largest = sizes[i];
+  return largest > UINT64_MAX / LAYOUT_MAX_MEMBERS
+           ? UINT64_MAX
+           : largest * LAYOUT_MAX_MEMBERS;
+}
+
+static uint64_t
+header_create_data_offset (const struct stripe_config *cfg,
+                           const uint64_t *device_sizes, unsigned n)
+{
+  uint64_t total = 0, max = largest_volume (device_sizes, n), need;
+  unsigned shift;
+  const uint64_t mib = 1024 * 1024;
+
+  if (cfg->data_offset_given)
+    return cfg->data_offset;
+  for (unsigned i = 0; i < n; ++i)
+    total += device_sizes[i];
+  /* The map of the largest volume, in the regions this one would get. */
+  if (!alloc_plan (total, total, UINT64_MAX / 16, &shift, &need))
+    return cfg->data_offset;
+  need = ((max - 1) >> shift) / ALLOC_BLOCK_BITS * ALLOC_BLOCK + ALLOC_BLOCK;
+  need = (META_AREA + need + HEADER_JOURNAL_MIN + mib - 1) / mib * mib;
+  return need > cfg->data_offset ? need : cfg->data_offset;
+}
+
+static bool
+header_create_map (const void *array, uint64_t *offset, uint64_t *bytes)
+{
+  const struct header *sb = array;
+
+  *offset = sb->map_offset;
+  *bytes = sb->map_bytes;
+  return sb->map_shift != 0;
+}
+
 static void *
 header_create_array (const struct stripe_config *cfg, const struct layout *l,
                      const uint8_t uuid[16], uint64_t now)
@@ -399,6 +463,10 @@ header_create_array (const struct stripe_config *cfg, const struct layout *l,
   sb->flags = HEADER_FLAG_CREATING; /* header_create_final clears it */
   memcpy (sb->member_sizes, l->member_size,
           l->nr_members * sizeof sb->member_sizes[0]);
+  if (alloc_plan (l->size, largest_volume (l->member_size, l->nr_members),
+                  map_room (sb->data_offset), &sb->map_shift,
+                  &sb->map_bytes))
+    sb->map_offset = META_AREA;
   return sb;
 }
 
@@ -617,6 +685,38 @@ header_end_reshape (struct meta *m, unsigned count, const uint64_t *sizes)
   memcpy (t->member_sizes, sizes, count * sizeof t->member_sizes[0]);
 }
 
+/* A volume made before maps: the map after the header area, with the
+ * journal's room left after it as for a new volume (HEADER_JOURNAL_MIN).
+ * The journal is empty: no reshape is under way.
+ */
+static bool
+header_map_room (const struct meta *m, uint64_t size, uint64_t max_size,
+                 unsigned *shift, uint64_t *offset, uint64_t *bytes)
+{
+  const struct header *h = m->state;
+
+  if (h == NULL || h->version != HEADER_VERSION || h->map_shift != 0
+      || (h->flags & HEADER_FLAG_RESHAPE)
+      || !alloc_plan (size, max_size, map_room (h->data_offset), shift,
+                      bytes))
+    return false;
+  *offset = META_AREA;
+  return true;
+}
+
+static void
+header_set_map (struct meta *m, unsigned shift, uint64_t offset,
+                uint64_t bytes)
+{
+  struct header *h = m->state;
+
+  pthread_mutex_lock (&m->lock);
+  h->map_shift = shift;
+  h->map_offset = offset;
+  h->map_bytes = bytes;
+  pthread_mutex_unlock (&m->lock);
+}
+
 /* The gap between the header and the data holds nothing. */
 static bool
 header_scratch (const struct meta *m, uint64_t *offset, uint64_t *len)
@@ -653,6 +753,8 @@ const struct meta_ops meta_header_ops = {
   .finish            = header_finish,
   .places_missing    = header_places_missing,
   .create_check      = header_create_check,
+  .create_data_offset = header_create_data_offset,
+  .create_map        = header_create_map,
   .create_array      = header_create_array,
   .create_member     = header_create_member,
   .create_final      = header_create_final,
@@ -663,5 +765,7 @@ const struct meta_ops meta_header_ops = {
   .clear             = header_clear,
   .check_probed      = header_check_probed,
   .scratch           = header_scratch,
+  .map_room          = header_map_room,
+  .set_map           = header_set_map,
   .end_reshape       = header_end_reshape,
 };

@@ -91,13 +91,15 @@ for ((i = 0; i < N; i++)); do
     "$(od -An -v --endian=little -t u8 -j 152 -N 512 -- "$f" | tr -s ' ' '\n' | sed '/^$/d')" \
     "$want"
   field events "$(d_u64 "$f" 664)" 2 # 1 from create, + 1 once served
-  # 672..4091 zero but the roster at 1236 (header.h), checked below.
+  # 672..4091 zero but the roster at 1236 and the allocation map's
+  # fields at 4056..4079 (header.h), checked below.
   cmp -s -n $((1236 - 672)) -i 672:0 "$f" /dev/zero &&
-    cmp -s -n $((4092 - 1240)) -i 1240:0 "$f" /dev/zero ||
-    d_bad "$mi: reserved bytes 672..1235 or 1240..4091 are not zero"
+    cmp -s -n $((4056 - 1240)) -i 1240:0 "$f" /dev/zero &&
+    cmp -s -n 4 -i 4060:0 "$f" /dev/zero &&
+    cmp -s -n 12 -i 4080:0 "$f" /dev/zero ||
+    d_bad "$mi: reserved bytes 672..1235, 1240..4055, 4060..4063 or 4080..4091 are not zero"
   field crc32c "$(d_u32 "$f" 4092)" "$("$DAEMON_HELPER" crc32c "$f" 0 4092)"
-  cmp -s -n $((data_offset - 4096)) -i 4096:0 "$f" /dev/zero ||
-    d_bad "$mi: bytes between the header and the data offset are not zero"
+  d_map_check "$mi" "$f" $((N * usable)) "$usable" "$data_offset"
 done
 # The roster: the XOR of the CRC32C of every member UUID, the same on
 # every member (the update that wrote them was written for all N).

@@ -73,8 +73,7 @@ for i in 0 1 2 3; do
   [[ -n $uuid ]] || uuid=$R_UUID
   [[ $R_UUID == "$uuid" && ! $uuid =~ ^0+$ ]] ||
     d_bad "member $i: array UUID $R_UUID, member 0 has $uuid"
-  cmp -s -n $((doff - 4096)) -i 4096:0 "${files[i]}" /dev/zero ||
-    d_bad "member $i: bytes between the header and the data offset were written"
+  d_map_check "member $i" "${files[i]}" $((N * usable)) "$usable" "$doff"
 done
 [[ $D_FAILS -eq 0 ]] && d_ok "4 headers as documented, read from the backing files"
 
@@ -83,10 +82,11 @@ if [[ ${#tls[@]} -gt 0 ]]; then
     ! grep -q ' Connect .* tls=0 ' "$D_TMP/s3.nbdlog" ||
     d_bad "member 3's server saw a connection without TLS"
 fi
-# Two writes, each flushed: the header marked creating, then the final
-# one once every member has the first (a create cut short is told).
+# Three writes, each flushed: the allocation map (all in use), the
+# header marked creating, then the final one once every member has the
+# first (a create cut short is told).
 writes=$(grep -c ' Write id=' "$D_TMP/s3.nbdlog")
-[[ $writes -eq 2 ]] || d_bad "member 3's server got $writes writes, expected 2 (the header, creating then final)"
+[[ $writes -eq 3 ]] || d_bad "member 3's server got $writes writes, expected 3 (the allocation map, then the header: creating, final)"
 [[ $(grep -c ' Write id=[0-9]* offset=0x0 count=0x1000 ' "$D_TMP/s3.nbdlog") -eq 2 ]] ||
   d_bad "member 3's server did not get two 4096-byte writes at offset 0"
 [[ $(sed -n '/ Write id=/,$p' "$D_TMP/s3.nbdlog" | grep -c ' Flush id=') -ge 2 ]] &&

@@ -69,7 +69,8 @@ before=$(d_sums "${files[@]}")
 d_log "create: member 3 ($u3): $what"
 d_run create d_ns create vol.conf
 d_expect_fail create
-d_expect_err create "member 3 ($u3): writing the header" "volume not created"
+# Its allocation map is the first thing written to it (tests/lib/daemon.sh).
+d_expect_err create "member 3 ($u3): writing the allocation map" "volume not created"
 ! grep -q -F "could not restore" "$D_TMP/create.err" || d_bad "create could not restore a member"
 
 d_log "every member as before; no member has a header"

@@ -291,6 +291,30 @@ d_u64 () { od -An -v --endian=little -t u8 -j "$2" -N 8 -- "$1" | tr -d ' '; }
 # d_hex FILE OFFSET LEN: bytes as one hex string.
 d_hex () { od -An -v -t x1 -j "$2" -N "$3" -- "$1" | tr -d ' \n'; }
 
+# d_map_check LABEL FILE SIZE LARGEST DATA_OFFSET: the allocation map a
+# header of a volume of SIZE bytes whose largest member holds LARGEST
+# bytes of data must describe (include/alloc.h, computed here on its
+# own): regions of the smallest power of two from 64 KiB that cuts the
+# volume into at most 4096, at most 4 MiB; at 8 KiB, whole 4 KiB blocks
+# for 64 x LARGEST.  The 4 KiB between header and map zero, every bit
+# of the map set (create: all in use; nothing here trims), and zeros
+# from its end to DATA_OFFSET.
+d_map_check ()
+{
+  local label=$1 f=$2 size=$3 largest=$4 doff=$5 shift=16 bytes
+  while ((shift < 22 && (size - 1) >> shift >= 4096)); do ((shift++)); done
+  bytes=$(( ((64 * largest - 1) >> shift) / 32768 * 4096 + 4096 ))
+  [[ $(d_u32 "$f" 4056) == "$shift" && $(d_u64 "$f" 4064) == 8192 &&
+     $(d_u64 "$f" 4072) == "$bytes" ]] ||
+    d_bad "$label: allocation map is shift $(d_u32 "$f" 4056), $(d_u64 "$f" 4072) bytes at $(d_u64 "$f" 4064); expected shift $shift, $bytes bytes at 8192"
+  cmp -s -n 4096 -i 4096:0 "$f" /dev/zero ||
+    d_bad "$label: bytes between the header and the allocation map are not zero"
+  [[ $(od -An -v -t x1 -j 8192 -N "$bytes" -- "$f" | tr -d ' \n' | tr -d f) == "" ]] ||
+    d_bad "$label: the allocation map is not all in use"
+  cmp -s -n $((doff - 8192 - bytes)) -i $((8192 + bytes)):0 "$f" /dev/zero ||
+    d_bad "$label: bytes between the allocation map and the data offset are not zero"
+}
+
 # d_random FILE BYTES
 d_random () { head -c "$2" /dev/urandom >"$1"; }
 

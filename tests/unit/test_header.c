@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "header.h"
+#include "util.h"
 
 #define KiB UINT64_C (1024)
 #define MiB (KiB * KiB)
@@ -836,6 +837,13 @@ header_rejects_member_size_in_an_unused_slot (void **state)
   }
 }
 
+/* Bytes of the allocation map's fields (header.h: 4056..4059, 4064..4079). */
+static bool
+map_field (unsigned i)
+{
+  return (i >= 4056 && i < 4060) || (i >= 4064 && i < 4080);
+}
+
 static void
 header_rejects_any_nonzero_reserved_byte (void **state)
 {
@@ -852,7 +860,8 @@ header_rejects_any_nonzero_reserved_byte (void **state)
     header_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
-    expect_field_error (buf, "reserved");
+    /* The allocation map's fields: "map" when they make no map. */
+    expect_field_error (buf, map_field (i) ? "map" : "reserved");
   }
 }
 
@@ -953,8 +962,58 @@ header_reshape_rejects_any_nonzero_reserved_byte (void **state)
     header_encode (&sb, buf);
     buf[i] = 0x80;
     reseal (buf);
-    expect_field_error (buf, "reserved");
+    expect_field_error (buf, map_field (i) ? "map" : "reserved");
   }
+}
+
+/* ---- The allocation map ---- */
+
+static void
+header_map_fields_read_back_and_bad_ones_are_refused (void **state)
+{
+  struct header sb, back;
+  uint8_t buf[HEADER_SIZE], again[HEADER_SIZE];
+
+  (void) state;
+  plain_header (&sb);
+  sb.map_shift = 16;
+  sb.map_offset = 8192;
+  sb.map_bytes = 4096;
+  header_encode (&sb, buf);
+  assert_int_equal (get_le32 (buf + 4056), 16);
+  assert_int_equal (get_le64 (buf + 4064), 8192);
+  assert_int_equal (get_le64 (buf + 4072), 4096);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  assert_int_equal (back.map_shift, 16);
+  assert_int_equal (back.map_offset, 8192);
+  assert_int_equal (back.map_bytes, 4096);
+  header_encode (&back, again);
+  assert_memory_equal (buf, again, HEADER_SIZE);
+  /* A region we do not know, a map not in whole blocks, one that
+   * overlaps the header or the data, one that is empty.
+   */
+  sb.map_shift = HEADER_MAP_SHIFT_MIN - 1;
+  expect_encoded_field_error (&sb, "map");
+  sb.map_shift = HEADER_MAP_SHIFT_MAX + 1;
+  expect_encoded_field_error (&sb, "map");
+  sb.map_shift = 16;
+  sb.map_bytes = 4095;
+  expect_encoded_field_error (&sb, "map");
+  sb.map_bytes = 4096;
+  sb.map_offset = 0;
+  expect_encoded_field_error (&sb, "map");
+  sb.map_offset = sb.data_offset - 4096;
+  header_encode (&sb, buf);
+  assert_int_equal (header_decode (buf, sizeof buf, &back, NULL), HEADER_OK);
+  sb.map_offset = sb.data_offset;
+  expect_encoded_field_error (&sb, "map");
+  sb.map_offset = 8192;
+  sb.map_bytes = 0;
+  expect_encoded_field_error (&sb, "map");
+  /* No map: all three zero. */
+  sb.map_shift = 0;
+  sb.map_bytes = 4096;
+  expect_encoded_field_error (&sb, "map");
 }
 
 /* ---- Generations: behind, lost ranges, creating ---- */
@@ -1123,6 +1182,7 @@ main (void)
     cmocka_unit_test (header_rejects_member_size_zero_or_not_whole_chunks),
     cmocka_unit_test (header_rejects_member_size_in_an_unused_slot),
     cmocka_unit_test (header_rejects_any_nonzero_reserved_byte),
+    cmocka_unit_test (header_map_fields_read_back_and_bad_ones_are_refused),
     cmocka_unit_test (header_behind_and_lost_ranges_read_back_where_header_h_says),
     cmocka_unit_test (
       header_refuses_behind_past_its_members_and_lost_ranges_not_sorted_apart),
