@@ -18,6 +18,8 @@
 #       after N writes (--ready-after, default 64), for the test to go on.
 #       --trim OFFSET: a trim of the 4 KiB there after every
 #       --trim-every N writes (16); one that fails changes nothing.
+#       --trim-all: the whole volume trimmed (and flushed) before the
+#       first write: every region of its allocation map free.
 #   crash.py trim URI OFFSET
 #       one trim of 4 KiB there, which must fail (a member failing its
 #       trims); exit 0 if it failed.
@@ -84,6 +86,7 @@ def write(uri, path, argv):
     ready_after = int(opt(argv, "--ready-after", "64"))
     count = int(opt(argv, "--count", "0"))
     trim = opt(argv, "--trim")
+    trim_all = "--trim-all" in argv
     trim_every = int(opt(argv, "--trim-every", "16"))
     st = load(path)
     sectors = st["sectors"]  # str(sector) -> [durable id, [ids since]]
@@ -95,6 +98,15 @@ def write(uri, path, argv):
     why = "stopped"
     try:
         h.connect_uri(uri)
+        if trim_all:
+            # Everything free in the allocation map, then the writes
+            # mark their regions: a mark a flush or FUA acknowledged
+            # must survive the cut, or the write reads back as zeros.
+            h.trim(size, 0)
+            h.flush()
+            for e in sectors.values():
+                e[0] = 0
+                e[1] = []
         while ((stop is None or not os.path.exists(stop))
                and (count == 0 or n < count)):
             b = rng.randrange(blocks)

@@ -289,8 +289,10 @@ setup ()
   fi
   rp_create
   serve_log setup || d_fail "setup: the volume's server did not start"
+  # --trim-all: the volume trimmed first, so that its allocation map is
+  # free but where these writes, and those of each run, mark it.
   "${PY[@]}" write "$RP_URI" "$D_TMP/state.json" --size "$wsize" --seed 0 \
-    --count 256 || d_fail "setup: the writer failed"
+    --count 256 --trim-all || d_fail "setup: the writer failed"
   stop_volume
   cut
   mkdir -p "$D_TMP/base"

@@ -9,7 +9,8 @@
  * (a write of zeroes: nbdkit emulates it with writes) is kept in this
  * process's memory, and reaches the plugin below (a file) only when a
  * flush makes it durable, or at once when it carries FUA.  Reads see
- * the newest data, as a drive's cache serves them.
+ * the newest data, as a drive's cache serves them.  A trim, and a zero
+ * that may trim, deallocate: through at once (powercut_zero).
  *
  * The cut is the server's death (kill -9): what was only in memory is
  * gone.  powercut-keep=P (0..100, default 0) lets each write that is not
@@ -234,9 +235,9 @@ powercut_can_multi_conn (nbdkit_next *next, void *handle)
 static int
 powercut_can_zero (nbdkit_next *next, void *handle)
 {
-  (void) next;
   (void) handle;
-  return NBDKIT_ZERO_EMULATE;
+  return next->can_zero (next) > NBDKIT_ZERO_NONE ? NBDKIT_ZERO_NATIVE
+                                                  : NBDKIT_ZERO_EMULATE;
 }
 
 static int
@@ -265,9 +266,8 @@ powercut_can_cache (nbdkit_next *next, void *handle)
 static int
 powercut_can_fast_zero (nbdkit_next *next, void *handle)
 {
-  (void) next;
   (void) handle;
-  return 0;
+  return next->can_zero (next) > NBDKIT_ZERO_NONE;
 }
 
 /* Reads see the cache over the plugin, in whole sectors (a read that is
@@ -384,6 +384,42 @@ powercut_trim (nbdkit_next *next, void *handle, uint32_t count,
   return r;
 }
 
+/* A zero that may trim is a deallocation, as a trim is (the volume's
+ * trims of whole allocation-map regions come as these): the cache
+ * forgets the range and it reaches the plugin at once.  Any other zero
+ * is zeros written, through the cache; a fast one is refused (it would
+ * be writes).
+ */
+static int
+powercut_zero (nbdkit_next *next, void *handle, uint32_t count,
+               uint64_t offset, uint32_t flags, int *err)
+{
+  static const uint8_t zeros[64 * SECTOR];
+  int r = 0;
+
+  if (flags & NBDKIT_FLAG_MAY_TRIM) {
+    pthread_mutex_lock (&lock);
+    r = next->zero (next, count, offset,
+                    flags & ~(NBDKIT_FLAG_FUA | NBDKIT_FLAG_FAST_ZERO), err);
+    if (r == 0 && offset % SECTOR == 0 && count % SECTOR == 0)
+      forget (offset / SECTOR, count / SECTOR);
+    pthread_mutex_unlock (&lock);
+    return r;
+  }
+  if (flags & NBDKIT_FLAG_FAST_ZERO) {
+    *err = ENOTSUP;
+    return -1;
+  }
+  while (r == 0 && count > 0) {
+    uint32_t n = count < sizeof zeros ? count : sizeof zeros;
+    r = powercut_pwrite (next, handle, zeros, n, offset,
+                         flags & NBDKIT_FLAG_FUA, err);
+    offset += n;
+    count -= n;
+  }
+  return r;
+}
+
 static struct nbdkit_filter filter = {
   .name           = "powercut",
   .longname       = "nbdstripe test: a drive that loses unflushed writes",
@@ -402,6 +438,7 @@ static struct nbdkit_filter filter = {
   .pwrite         = powercut_pwrite,
   .flush          = powercut_flush,
   .trim           = powercut_trim,
+  .zero           = powercut_zero,
 };
 
 NBDKIT_REGISTER_FILTER (filter)
