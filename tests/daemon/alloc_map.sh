@@ -14,6 +14,9 @@
 #     CRC made again: what an older nbdstripe wrote) gets one when served
 #     writable: every region in use, on every member, named by inspect,
 #     and the data as it was;
+#   - on loop devices (block devices: no SEEK_DATA), a trimmed volume a
+#     16th written, replaced onto a loop device over a sparse file: the
+#     file ends as sparse as the data;
 #   - an md volume has none: status says so, and a scrub skips the member
 #     files' holes (bytes_free) all the same.
 HERE=$(dirname "$(realpath "$0")")
@@ -141,6 +144,47 @@ sys.exit(0 if all(h.pread(65536, o) == want[i * 65536:(i + 1) * 65536]
                   for i, o in enumerate(offs)) else 1)
 EOF
 d_stop "$D_SERVER_PID"
+
+d_log "loop devices (no SEEK_DATA): a replace leaves NEW as sparse as the data"
+if [[ $(id -u) -ne 0 ]] || ! command -v losetup >/dev/null; then
+  d_log "(skipped: needs root and losetup)"
+else
+  lp=()
+  for f in b0 b1 b2 bnew; do
+    truncate -s $((M + 16 * M)) "$D_TMP/$f"
+    l=$(losetup --find --show "$D_TMP/$f") || d_fail "losetup $D_TMP/$f"
+    D_LOOPS+=("$l")
+    lp+=("$l")
+  done
+  lconf=$D_TMP/loop.conf
+  d_conf "$lconf" loopvol 64K "socket = \"$sock\"; pidfile = \"$pid\";" \
+    "${lp[0]}" "${lp[1]}" "${lp[2]}"
+  printf 'health = { status_file = "%s"; interval = 1; };\n' \
+    "$D_TMP/loop.status.json" >>"$lconf"
+  d_run lcreate d_ns create --force "$lconf"
+  [[ $D_RC -eq 0 ]] || d_fail "create on loop devices"
+  d_serve lserve "$lconf" "$pid" || d_fail "serve on loop devices"
+  "$PY" - "$uri" <<'EOF2' || d_bad "loop: the client failed"
+import nbd, os, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+size = h.get_size()
+h.trim(size, 0)
+for o in range(0, size, 16 * 65536):      # 1 region in 16
+    h.pwrite(os.urandom(65536), o)
+h.flush()
+EOF2
+  d_run lreplace d_ns replace --wait "$lconf" 1 "${lp[3]}"
+  [[ $D_RC -eq 0 ]] || d_bad "loop: the replace failed"
+  # Member 1 holds 16 MiB of data area, a 16th of it written, through a
+  # block device that cannot say where its holes are: NEW's backing
+  # file allocated at most 1.2 x that + the 1 MiB metadata area.
+  a=$(( $(stat -c '%b * %B' "$D_TMP/bnew") ))
+  ((a <= M + 12 * M / 10)) &&
+    d_ok "loop: NEW holds $a bytes (data about 1 MiB + 1 MiB metadata)" ||
+    d_bad "loop: NEW's backing file has $a bytes allocated, expected at most $((M + 12 * M / 10))"
+  d_stop "$D_SERVER_PID"
+fi
 
 d_log "md: no map; a scrub skips the members' holes"
 md=("$D_TMP/d0" "$D_TMP/d1")
