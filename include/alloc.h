@@ -38,7 +38,10 @@
  *    after the bit was set -- and that one holds the lock until its
  *    copy is synced, so the flush, taking the lock after it, starts
  *    only once it is durable.  A writeout that fails marks its blocks
- *    dirty again before it lets go of the lock.
+ *    dirty again before it lets go of the lock.  A flush that finds no
+ *    dirty bit and no writeout under way (writing, set before the first
+ *    dirty bit is cleared and cleared once the copies are durable) has
+ *    nothing to wait for and takes no lock.
  *
  *  - A FUA write (or any write with cache=writethrough) whose regions
  *    are not all durable runs alloc_sync itself before its data goes.
@@ -84,6 +87,7 @@ struct alloc {
   uint64_t nr_blocks;
   pthread_mutex_t lock;    /* writeouts and clears */
   bool inited;             /* lock initialised (alloc_free) */
+  _Atomic unsigned writing; /* a writeout is under way (alloc_sync) */
   uint8_t *buf;            /* one block, for writeouts (under lock) */
   _Atomic uint64_t writeouts; /* blocks written out, for tests */
 };

@@ -280,6 +280,21 @@ write_batch (struct alloc *a, const uint64_t *blks, unsigned n,
  * cleared, THEN its copy taken (alloc.h), batches of ALLOC_BATCH written
  * and synced, and durable set to the copies written.
  */
+/* Nothing to write and no writeout under way: a flush after writes to
+ * regions already durable pays a few loads, no lock.  A writeout sets
+ * writing before it clears the first dirty bit and clears it once its
+ * copies are durable, so a flush that finds a dirty bit gone finds
+ * writing set until then (and takes the lock, waiting for it).
+ */
+static bool
+pending (struct alloc *a)
+{
+  for (uint64_t w = 0; w < (a->nr_blocks + 63) / 64; ++w)
+    if (atomic_load (&a->dirty[w]))
+      return true;
+  return atomic_load (&a->writing) != 0;
+}
+
 int
 alloc_sync (struct alloc *a, struct member *members, unsigned nr,
             uint64_t skip)
@@ -288,7 +303,10 @@ alloc_sync (struct alloc *a, struct member *members, unsigned nr,
   unsigned n = 0;
   int err = 0;
 
+  if (!pending (a))
+    return 0;
   pthread_mutex_lock (&a->lock);
+  atomic_store (&a->writing, 1);
   for (uint64_t blk = 0; blk < a->nr_blocks && err == 0; ++blk) {
     uint64_t bit = UINT64_C (1) << (blk % 64);
 
@@ -309,6 +327,7 @@ alloc_sync (struct alloc *a, struct member *members, unsigned nr,
       n = 0;
     }
   }
+  atomic_store (&a->writing, 0);
   pthread_mutex_unlock (&a->lock);
   if (err) {
     errno = err;
