@@ -250,8 +250,9 @@ positions_used (struct reshape *rs, uint64_t pos, uint64_t n)
  * bytes change from free to in use or back, a region's worth of
  * positions at a time (positions run through logical bytes one way or
  * the other: a step that straddles two regions is in use if either is).
- * A window cut short is still a window: the journal and the records
- * take any size.
+ * The runs of one window: the mover reads and writes a mixed window run
+ * by run, and keeps the window whole for the journal and the records
+ * (mover_copy.c).
  */
 uint64_t
 reshape_used (struct mover *mv, uint64_t pos, uint64_t end, bool *used)

@@ -246,14 +246,18 @@ load_map (struct volume *v, const struct assembly *a)
   uint64_t size = v->layout.size;
   char why[256];
 
-  if (m == NULL || alloc_init (m, a->map_shift, a->map_offset, a->map_bytes)
-                     == -1
-      || (copy = malloc (a->map_bytes)) == NULL) {
+  if (m == NULL
+      || alloc_init (m, a->map_shift, a->map_offset, a->map_bytes) == -1) {
     stripe_error ("allocation map: %m");
     free (m);
     return -1;
   }
-  v->alloc = m;
+  v->alloc = m; /* volume_close frees it from now on */
+  copy = malloc (a->map_bytes);
+  if (copy == NULL) {
+    stripe_error ("allocation map: %m");
+    return -1;
+  }
   if (a->reshape.active) {
     uint64_t n = 0;
     for (unsigned i = 0; i < v->nr_members; ++i)
