@@ -270,6 +270,14 @@ extern uint64_t volume_member_holes (struct volume *v, unsigned i,
 extern uint64_t volume_member_run (struct volume *v, unsigned i,
                                    uint64_t rel, uint64_t len, bool *used);
 
+/* The same through the volume's own layout, not counted in the gate:
+ * for a job that moves data (a replace's copier), which must not wait
+ * behind a switch of its own making.
+ */
+extern uint64_t volume_member_run_view (struct volume *v, unsigned i,
+                                        uint64_t rel, uint64_t len,
+                                        bool *used);
+
 /* The bytes of member i's data a replace copies: those in use. */
 extern uint64_t volume_member_used_bytes (struct volume *v, unsigned i);
 

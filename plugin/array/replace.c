@@ -223,38 +223,16 @@ static uint64_t
 replace_used (struct mover *mv, uint64_t pos, uint64_t end, bool *used)
 {
   struct replace *r = replace_of_mover (mv);
-  struct volume *v = mv->v;
   const uint64_t base = old_member (r)->data_offset;
-  const uint64_t chunk = v->layout.chunk;
-  uint64_t at = pos;
 
   *used = true;
   if (r->reshaping || pos < base)
     return end;
-  /* No map: the member's own holes (files, NBD block status), which a
-   * client write cannot fill under the mover (the window is locked).
+  /* Without a map, the member's own holes: a client write cannot fill
+   * one under the mover (the window is locked).
    */
-  if (v->alloc == NULL)
-    return pos + volume_member_holes (v, r->index, pos, end - pos, used);
-  while (at < end) {
-    uint64_t rel = at - base, logical, lim, run;
-    bool u;
-
-    if (!volume_view_unmap (&v->view, r->index, rel, &logical))
-      u = true, run = end - at;
-    else {
-      lim = chunk - rel % chunk;
-      if (lim > end - at)
-        lim = end - at;
-      run = alloc_run (v->alloc, logical, logical + lim, &u) - logical;
-    }
-    if (at == pos)
-      *used = u;
-    else if (u != *used)
-      return at;
-    at += run;
-  }
-  return end;
+  return pos + volume_member_run_view (mv->v, r->index, pos - base,
+                                       end - pos, used);
 }
 
 /* NEW's [pos, pos + len) made to read zeros: a zero that may trim --

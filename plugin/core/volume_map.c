@@ -189,9 +189,20 @@ volume_member_holes (struct volume *v, unsigned i, uint64_t off, uint64_t len,
   return n;
 }
 
-uint64_t
-volume_member_run (struct volume *v, unsigned i, uint64_t rel, uint64_t len,
-                   bool *used)
+/* Where member i's byte rel lies in the volume's logical bytes. */
+typedef bool (*member_locate_fn) (struct volume *v, unsigned i, uint64_t rel,
+                                  uint64_t *logical);
+
+static bool
+view_locate (struct volume *v, unsigned i, uint64_t rel, uint64_t *logical)
+{
+  return volume_view_unmap (&v->view, i, rel, logical);
+}
+
+/* volume_member_run's walk, chunk by chunk through locate. */
+static uint64_t
+member_run (struct volume *v, unsigned i, uint64_t rel, uint64_t len,
+            bool *used, member_locate_fn locate)
 {
   const uint64_t chunk = v->layout.chunk;
 
@@ -203,7 +214,7 @@ volume_member_run (struct volume *v, unsigned i, uint64_t rel, uint64_t len,
     uint64_t logical, run;
     bool u;
 
-    if (!volume_member_logical (v, i, rel + at, &logical))
+    if (!locate (v, i, rel + at, &logical))
       u = true, run = len - at;
     else {
       uint64_t lim = chunk - (rel + at) % chunk;
@@ -218,6 +229,20 @@ volume_member_run (struct volume *v, unsigned i, uint64_t rel, uint64_t len,
     at += run;
   }
   return len;
+}
+
+uint64_t
+volume_member_run (struct volume *v, unsigned i, uint64_t rel, uint64_t len,
+                   bool *used)
+{
+  return member_run (v, i, rel, len, used, volume_member_logical);
+}
+
+uint64_t
+volume_member_run_view (struct volume *v, unsigned i, uint64_t rel,
+                        uint64_t len, bool *used)
+{
+  return member_run (v, i, rel, len, used, view_locate);
 }
 
 uint64_t
