@@ -222,8 +222,9 @@ clear_stale_socket (const char *path)
 }
 
 /* nbdkit goes to the background by forking: its first process exits at
- * once and the server writes the pidfile a little later, once it is
- * ready.  So that `serve` returns only when the server is there (as the
+ * once and the server writes the pidfile a little later, once it
+ * listens (just before the plugin's .after_fork starts the array and
+ * registers the server, registry.h).  So that `serve` returns only when the server is there (as the
  * man page says, and as systemd and scripts expect), run nbdkit as a
  * child, and after it exits 0 wait for the pidfile to name a live
  * process.  That is also what lets `stop` find a server started a moment

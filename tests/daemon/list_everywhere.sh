@@ -53,12 +53,27 @@ until_json ()
   return 1
 }
 
+# registered DIR PID: wait until the server PID has registered in run
+# directory DIR, at most 20 s.  nbdkit writes its pidfile (where serve
+# returns) before the plugin's .after_fork, which registers the server
+# once the array has started.
+registered ()
+{
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -f $1/far.$2.served ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 volume "$D_TMP/far" far "$D_TMP/f0" "$D_TMP/f1"
 conf=$D_TMP/far/far.conf
 
 d_log "1. served from a directory of its own"
 d_serve serve1 "$conf" "$D_TMP/far/far.pid" || d_fail "serve far"
 pid=$D_SERVER_PID
+registered "$NBDSTRIPE_RUNDIR" "$pid" || true
 reg=("$NBDSTRIPE_RUNDIR"/far.*.served)
 [[ ${#reg[@]} -eq 1 && -f ${reg[0]} ]] ||
   d_bad "no registration far.PID.served in $NBDSTRIPE_RUNDIR: $(ls "$NBDSTRIPE_RUNDIR" 2>&1)"
@@ -99,6 +114,8 @@ d_ok "after a clean stop: not listed, no registration left"
 d_log "2. its registration removed by hand: found by its process"
 d_serve serve2 "$conf" "$D_TMP/far/far.pid" || d_fail "serve far again"
 pid=$D_SERVER_PID
+registered "$NBDSTRIPE_RUNDIR" "$pid" ||
+  d_fail "server $pid did not register in $NBDSTRIPE_RUNDIR"
 rm -f "$NBDSTRIPE_RUNDIR"/far.*.served
 until_json list2 '.volumes[0].state == "ok"' || true
 jq -e --argjson pid "$pid" --arg conf "$conf" \
@@ -133,7 +150,7 @@ d_log "4. a server of another run directory"
 NBDSTRIPE_RUNDIR=$D_TMP/elsewhere-run d_serve serve4 "$conf" \
   "$D_TMP/far/far.pid" || d_fail "serve far with another run directory"
 pid=$D_SERVER_PID
-[[ -n $(ls "$D_TMP/elsewhere-run"/far.*.served 2>/dev/null) ]] ||
+registered "$D_TMP/elsewhere-run" "$pid" ||
   d_bad "the server did not register in its own run directory"
 d_run list4 d_ns list --json
 jq -e '.ok and (.volumes | length) == 0' "$D_TMP/list4.out" >/dev/null &&
