@@ -77,6 +77,13 @@ def default_plugin():
     return None
 
 
+def default_tool(env, rel):
+    for p in (os.environ.get(env), os.path.join(REPO, "build", rel)):
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="stripe-bench", description=DESCRIPTION, epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,6 +197,19 @@ def parse_args(argv):
                         "plugin gets status= (its control socket comes with it); results.json says "
                         "so (parameters.scrub_during) and what each run's scrub read (runs[].scrub)"
                         % (SCRUB_DEFAULT_RATE >> 20))
+    g = ap.add_argument_group("the volume's metadata")
+    g.add_argument("--metadata", choices=("none", "nbdstripe"), default="none",
+                   help="none (default): the plugin serves its members as given (file=, no header, "
+                        "no allocation map); nbdstripe: a volume created afresh with nbdstripe "
+                        "headers (`nbdstripe create --force`, its allocation map all in use) before "
+                        "every start of the plugin, served by its config")
+    g.add_argument("--nbdstripe", default=default_tool("NBDSTRIPE", "daemon/nbdstripe"),
+                   help="the nbdstripe command for --metadata nbdstripe (default: $NBDSTRIPE, else "
+                        "build/daemon/nbdstripe beside the plugin's build)")
+    g.add_argument("--trim-first", action="store_true",
+                   help="with --metadata nbdstripe: TRIM the whole volume before every write run of "
+                        "the plugin, so that its writes mark free regions of the allocation map "
+                        "(use --ramp 0 to measure the marking too)")
     ap.add_argument("--cache", choices=("direct", "writethrough", "writeback"),
                     help="plugin cache= mode when the plugin supports it (default direct = O_DIRECT; "
                          "--fsync: writeback, like the file plugin's default)")
@@ -199,6 +219,13 @@ def parse_args(argv):
 
     def fail(msg):
         ap.error(msg)
+    if a.trim_first and a.metadata != "nbdstripe":
+        fail("--trim-first goes with --metadata nbdstripe")
+    if a.metadata == "nbdstripe":
+        if a.remote or a.members:
+            fail("--metadata nbdstripe writes headers on its own members: not with --remote or --members")
+        if not a.nbdstripe or not os.access(a.nbdstripe, os.X_OK):
+            fail("--metadata nbdstripe needs the nbdstripe command (--nbdstripe or $NBDSTRIPE)")
     if a.ram:
         if a.fsync or a.remote or a.members:
             fail("--ram makes its own members (files in RAM): not with --fsync, --remote or --members")

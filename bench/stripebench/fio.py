@@ -122,6 +122,8 @@ class FioMixin:
         if config == "file" and not self.ref_file:
             self.flushbufs(self.members[:1])
         fio_rw = ("" if seq else "rand") + rw
+        if config == "plugin" and a.trim_first and rw == "write":
+            self.trim_volume(uri)
         # the load of others now, with our servers up and idle, before the
         # scrub and fio start
         load = idle_load(a.load_sample, [p.pid] + list(self.member_pids())) if a.load_sample else None

@@ -113,6 +113,8 @@ class Bench(MembersMixin, FioMixin):
         raise BenchError("nbdkit (%s): no free TCP port" % key)
 
     def plugin_argv(self, n, chunk):
+        if self.a.metadata == "nbdstripe":
+            return self.header_argv(n, chunk)
         argv = [self.a.plugin]
         if self.plugin_cache:
             argv.append("cache=" + self.plugin_cache)
@@ -123,6 +125,35 @@ class Bench(MembersMixin, FioMixin):
         members = self.member_sets[n] if self.member_sets else self.members[:n]
         argv += ["file=" + m["dev"] for m in members]   # a path or an NBD URI
         return argv
+
+    def header_argv(self, n, chunk):
+        """--metadata nbdstripe: a volume with nbdstripe headers (and, where
+        the plugin keeps one, its allocation map) created afresh on the
+        members by `nbdstripe create --force`, served by its config."""
+        a = self.a
+        members = self.member_sets[n] if self.member_sets else self.members[:n]
+        key = self.server_key("plugin", n, chunk)
+        cfg = os.path.join(self.sock_dir, "%s.conf" % key)
+        with open(cfg, "w") as f:
+            f.write('name = "bench%d";\nchunk = "%d";\n' % (n, chunk))
+            if self.plugin_cache:
+                f.write('cache = "%s";\n' % self.plugin_cache)
+            f.write("members = [ %s ];\n" % ", ".join('"%s"' % m["dev"] for m in members))
+            if a.scrub_during:
+                f.write('health = { status_file = "%s"; };\n' % self.status_path(key))
+        r = run([a.nbdstripe, "create", "--force", cfg], check=False)
+        if r.returncode != 0:
+            raise BenchError("%s create --force %s: %s" % (a.nbdstripe, cfg, (r.stderr or r.stdout).strip()))
+        return [a.plugin, "config=" + cfg]
+
+    def trim_volume(self, uri):
+        """--trim-first: one TRIM of the whole volume through NBD, so that
+        the runs write into free regions of the allocation map."""
+        code = ("import nbd, sys\nh = nbd.NBD()\nh.connect_uri(sys.argv[1])\n"
+                "h.trim(h.get_size(), 0)\nh.flush()\nh.shutdown()\n")
+        r = run(["/usr/bin/python3", "-c", code, uri], check=False)
+        if r.returncode != 0:
+            raise BenchError("trim of %s (libnbd's python3-nbd): %s" % (uri, (r.stderr or r.stdout).strip()))
 
     def status_path(self, key):
         return os.path.join(self.sock_dir, "%s.status.json" % key)
@@ -376,6 +407,11 @@ class Bench(MembersMixin, FioMixin):
         if src.returncode == 0 and src.stdout.strip():
             self.notes.append("source tree (harness%s): git commit %s" % (
                 " and plugin" if a.plugin.startswith(REPO + os.sep) else "", src.stdout.strip()))
+        if a.metadata == "nbdstripe":
+            self.notes.append("the stripe plugin serves volumes with nbdstripe headers, created afresh by %s "
+                              "create --force before every start%s" % (
+                                  a.nbdstripe, "; the whole volume trimmed before every write run"
+                                  if a.trim_first else ""))
         help_txt = run(["nbdkit", a.plugin, "--help"], check=False).stdout
         if "cache=" in help_txt:
             self.plugin_cache = a.cache
@@ -490,6 +526,7 @@ class Bench(MembersMixin, FioMixin):
                            "jobs": FSYNC_JOBS if a.fsync else 1,
                            "flush_us": a.flush_us,
                            "scrub_during": a.scrub_during,
+                           "metadata": a.metadata, "trim_first": a.trim_first,
                            "scrub_rate": SCRUB_DEFAULT_RATE if a.scrub_during else None,
                            "drive_interval_s": self.drive_interval},
             "members": {"mode": "real" if a.members else ("remote" if a.remote else (
