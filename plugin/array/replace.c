@@ -236,12 +236,14 @@ replace_used (struct mover *mv, uint64_t pos, uint64_t end, bool *used)
 }
 
 /* NEW's [pos, pos + len) made to read zeros: a zero that may trim --
- * on a file a hole punched, on a block device a write-zeroes that
- * unmaps (or BLKZEROOUT, which writes where the device has nothing
- * better), on an NBD export WRITE_ZEROES -- never a plain discard,
- * whose read-back is the device's business (deterministic zeroing after
- * discard is a promise few drives make and none states through a
- * file).  Where NEW is known not to zero, none: the mover writes zeros.
+ * on a file a hole punched; on a block device a discard where it is
+ * sure to read back as zeros (a loop device over a file that punches
+ * holes, member_local.c), else a write-zeroes that unmaps, which the
+ * kernel makes a deallocation where the drive says it reads zeros after
+ * one (NVMe's deallocate feature, SCSI's LBPRZ) and a write of zeros
+ * where it does not (BLKZEROOUT); on an NBD export WRITE_ZEROES.  Never
+ * a plain discard elsewhere: its read-back is the device's business.
+ * Where NEW is known not to zero, none: the mover writes zeros.
  */
 static unsigned
 replace_zero_ops (struct mover *mv, uint64_t pos, uint64_t len,

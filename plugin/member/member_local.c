@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,52 @@ read_queue_attr (dev_t rdev, const char *attr)
     fclose (fp);
   }
   return -1;
+}
+
+/* Whether a discard on block device rdev reads back as zeros, to be
+ * sure of it: a loop device over a regular file whose file system
+ * punches holes.  The loop driver does a discard as a hole punched in
+ * its backing file (drivers/block/loop.c: "discarded regions read back
+ * as zero"), but the block layer reports a discard the driver could not
+ * do as done (blkdev_issue_discard drops EOPNOTSUPP), so the backing
+ * file is asked first: a hole punched past its end changes nothing, and
+ * fails where the file system cannot punch.  Any other block device:
+ * false.  A drive's zeroing after discard is its own business, and
+ * where a drive states it (NVMe's deallocate feature, SCSI's LBPRZ) the
+ * kernel already does a zero-out that may unmap as a deallocation.
+ */
+static bool
+loop_discard_zeroes (dev_t rdev, const struct identity *id)
+{
+  char sys[128], path[PATH_MAX];
+  struct stat st;
+  bool ok = false;
+  FILE *fp;
+  int fd;
+
+  if (id->extent.base != EXTENT_FILE)
+    return false;
+  snprintf (sys, sizeof sys, "/sys/dev/block/%u:%u/loop/backing_file",
+            major (rdev), minor (rdev));
+  fp = fopen (sys, "re");
+  if (fp == NULL)
+    return false;
+  if (fgets (path, sizeof path, fp) == NULL)
+    path[0] = '\0';
+  fclose (fp);
+  path[strcspn (path, "\n")] = '\0';
+  fd = path[0] ? open (path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+               : -1;
+  if (fd == -1)
+    return false;
+  if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
+      && st.st_dev == id->extent.dev && st.st_ino == id->extent.ino) {
+    off_t end = (st.st_size + 4095) / 4096 * 4096;
+    ok = fallocate (fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, end, 4096)
+         == 0;
+  }
+  close (fd);
+  return ok;
 }
 
 static int
@@ -105,6 +152,8 @@ local_open (struct member *m, char *why, size_t len)
   }
   if (identity_of_fd (l->fd, m->size, &m->id, why, len) == -1)
     return -1;
+  if (m->kind == MEMBER_BLOCK && !p->readonly && l->can_discard == CAP_YES)
+    l->discard_zeroes = loop_discard_zeroes (st.st_rdev, &m->id);
   if (p->direct) {
     struct stat dst;
 

@@ -138,7 +138,9 @@ local_fast_zero_known (const struct member *m, uint64_t offset, uint64_t len,
 
   if (m->kind == MEMBER_BLOCK)
     return offset % m->logical_block == 0 && len % m->logical_block == 0
-           && l->can_punch == CAP_YES;
+           && (l->can_punch == CAP_YES
+               || (may_trim && l->discard_zeroes
+                   && l->can_discard == CAP_YES));
   return (may_trim && l->can_punch == CAP_YES)
          || l->can_zero_range == CAP_YES;
 }
@@ -184,8 +186,8 @@ local_zero_mode (const struct member *m, uint64_t offset, uint64_t len,
   /* local_zero's order of methods, the first one known to work. */
   if (m->kind == MEMBER_BLOCK) {
     uint64_t b = m->logical_block;
-    if (offset % b || len % b)
-      return -1;
+    if (offset % b || len % b || (may_trim && l->discard_zeroes))
+      return -1; /* a discard: local_zero's ioctl */
     return (may_trim || fast) && atomic_load (&l->can_punch) == CAP_YES
              ? punch
              : -1;
@@ -213,8 +215,24 @@ local_zero (struct member *m, uint64_t offset, uint64_t len, bool may_trim,
       errno = EOPNOTSUPP;
       return -1;
     }
+    /* A discard where it is sure to read back as zeros (a loop device
+     * over a file that punches holes, member_local.c): the cheapest
+     * request that does it, for the device and for the block layer
+     * (cgroup throttling charges a discard one sector, a write-zeroes
+     * its length).
+     */
+    if (may_trim && l->discard_zeroes) {
+      if (try_blk_ioctl (m, &l->can_discard, BLKDISCARD, offset, len,
+                         "BLKDISCARD")
+          == 0)
+        return 0;
+      if (errno != EOPNOTSUPP)
+        goto err;
+    }
     /* On a block device, fallocate(PUNCH_HOLE) is a zero-out that may
      * unmap and never falls back to writing zeroes: the fast method.
+     * The kernel makes it a deallocation where the drive says it reads
+     * zeros after one (NVMe's deallocate feature, SCSI's LBPRZ).
      */
     if (may_trim || fast) {
       if (try_fallocate (m, &l->can_punch,

@@ -15,8 +15,10 @@
 #     writable: every region in use, on every member, named by inspect,
 #     and the data as it was;
 #   - on loop devices (block devices: no SEEK_DATA), a trimmed volume a
-#     16th written, replaced onto a loop device over a sparse file: the
-#     file ends as sparse as the data;
+#     16th written, replaced onto a loop device over a file full of 0xaa:
+#     the free places reach NEW as discards, not as writes (the device's
+#     own counters), its file ends as sparse as the data, and every byte
+#     of it, read directly, is the data the layout puts there or zero;
 #   - an md volume has none: status says so, and a scrub skips the member
 #     files' holes (bytes_free) all the same.
 HERE=$(dirname "$(realpath "$0")")
@@ -152,6 +154,9 @@ else
   lp=()
   for f in b0 b1 b2 bnew; do
     truncate -s $((M + 16 * M)) "$D_TMP/$f"
+    # NEW full of bytes that are not zeros: the replace must zero it.
+    [[ $f != bnew ]] ||
+      head -c $((M + 16 * M)) /dev/zero | tr '\0' '\252' >"$D_TMP/$f"
     l=$(losetup --find --show "$D_TMP/$f") || d_fail "losetup $D_TMP/$f"
     D_LOOPS+=("$l")
     lp+=("$l")
@@ -165,17 +170,54 @@ else
   [[ $D_RC -eq 0 ]] || d_fail "create on loop devices"
   d_serve lserve "$lconf" "$pid" || d_fail "serve on loop devices"
   "$PY" - "$uri" <<'EOF2' || d_bad "loop: the client failed"
-import nbd, os, sys
+import nbd, random, sys
 h = nbd.NBD()
 h.connect_uri(sys.argv[1])
 size = h.get_size()
 h.trim(size, 0)
+r = random.Random(36)
 for o in range(0, size, 16 * 65536):      # 1 region in 16
-    h.pwrite(os.urandom(65536), o)
+    h.pwrite(r.randbytes(65536), o)
 h.flush()
 EOF2
+  # /sys/block/loopN/stat: sectors written (7th), discarded (14th).
+  dev=$(basename "${lp[3]}")
+  read -r -a st0 <"/sys/block/$dev/stat"
   d_run lreplace d_ns replace --wait "$lconf" 1 "${lp[3]}"
   [[ $D_RC -eq 0 ]] || d_bad "loop: the replace failed"
+  read -r -a st1 <"/sys/block/$dev/stat"
+  w=$(((st1[6] - st0[6]) * 512)) dc=$(((st1[13] - st0[13]) * 512))
+  # A 16th of member 1's 16 MiB is data; the rest is free.  The header
+  # and map writes are a few KiB.
+  ((w <= 2 * M && dc >= 14 * M)) &&
+    d_ok "loop: NEW got $w bytes written and $dc discarded" ||
+    d_bad "loop: NEW got $w bytes written and $dc discarded, expected at most 2 MiB written and 14 MiB discarded"
+  d_run linspect d_ns inspect --json "${lp[3]}"
+  doff=$(jq '.members[0].data_offset' "$D_TMP/linspect.out")
+  "$PY" - "$D_TMP/bnew" "$doff" <<'EOF2' &&
+import random, sys
+# The volume: 3 members, chunk 64K; member 1's chunk c is logical chunk
+# 3c + 1, written (by the client above) when a multiple of 16.
+import os
+doff = int(sys.argv[2])
+n = (os.path.getsize(sys.argv[1]) - doff) // 65536
+r = random.Random(36)
+data = {}
+for lc in range(0, 3 * n, 16):
+    data[lc] = r.randbytes(65536)
+f = open(sys.argv[1], "rb")
+f.seek(doff)
+bad = []
+for c in range(n):
+    got = f.read(65536)
+    want = data.get(3 * c + 1, bytes(65536))
+    if got != want:
+        bad.append(c)
+print("chunks of NEW not as the layout says:", bad[:10], len(bad))
+sys.exit(1 if bad else 0)
+EOF2
+    d_ok "loop: NEW's file holds the data where the layout puts it, zeros elsewhere" ||
+    d_bad "loop: NEW's file, read directly, differs from the layout"
   # Member 1 holds 16 MiB of data area, a 16th of it written, through a
   # block device that cannot say where its holes are: NEW's backing
   # file allocated at most 1.2 x that + the 1 MiB metadata area.
