@@ -67,16 +67,57 @@ volume_read_free (struct volume *v, void *buf, uint64_t count,
   return r;
 }
 
+/* After a plain trim of [offset, offset + count): whether the members
+ * say the range now reads as zeros (an NBD server that punched a hole
+ * without offering a fast zero, nbdkit's file plugin among them).  A
+ * member that cannot tell says "data": no.
+ */
+struct zero_walk {
+  uint64_t end; /* of the runs seen so far */
+  bool zero;
+};
+
+static int
+zero_add (void *opaque, uint64_t offset, uint64_t length, uint32_t flags)
+{
+  struct zero_walk *z = opaque;
+
+  if (!(flags & MEMBER_EXTENT_ZERO))
+    z->zero = false;
+  z->end = offset + length;
+  return 0;
+}
+
+static bool
+trimmed_to_zeros (struct volume *v, uint64_t offset, uint64_t count)
+{
+  const uint64_t end = offset + count;
+  struct zero_walk z = { offset, true };
+
+  while (z.zero && z.end < end) {
+    const uint64_t from = z.end;
+    const struct volume_request rq = { .kind = OP_EXTENTS, .offset = from,
+                                       .count = end - from, .add = zero_add,
+                                       .opaque = &z };
+
+    if (volume_request_rq (v, &rq) == -1 || z.end <= from)
+      return false;
+  }
+  return z.zero;
+}
+
 /* A trim or a zero on a volume with an allocation map, that covers
  * whole regions.  A zero frees them once it has completed (the members
  * read zeros there).  A trim asks the members for a zero that may trim
  * and must not write (fast) over them: a file punches a hole, a block
- * device gets a write-zeroes that unmaps, an NBD export a fast
+ * device gets a write-zeroes that unmaps (a loop device over a file a
+ * discard, member_local.c says when), an NBD export a fast
  * WRITE_ZEROES -- a discard that is bound to read back as zeros, which
  * a plain discard is not (a drive's zeroing after discard is its own
  * business) -- and frees them when it has; where a member cannot, the
- * trim goes down as a trim and the regions stay "in use".  The parts
- * of regions at either end are trimmed as usual.
+ * trim goes down as a trim, and the regions are freed only if every
+ * member then says they read as zeros (block status).  The parts of
+ * regions at either end are trimmed as usual.
  */
 int
 volume_map_trim_zero (struct volume *v, const struct volume_request *rq)
@@ -110,6 +151,8 @@ volume_map_trim_zero (struct volume *v, const struct volume_request *rq)
     part.offset = a;
     part.count = b - a;
     r = volume_request_rq (v, &part);
+    if (r == 0 && trimmed_to_zeros (v, a, b - a))
+      alloc_clear (v->alloc, a, b - a);
   }
   if (r == 0 && end > b) {
     part = *rq;

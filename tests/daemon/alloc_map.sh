@@ -19,6 +19,9 @@
 #     the free places reach NEW as discards, not as writes (the device's
 #     own counters), its file ends as sparse as the data, and every byte
 #     of it, read directly, is the data the layout puts there or zero;
+#   - on NBD members without a fast zero (nbdkit's file plugin), a trim
+#     of everything frees every region, since block status then says
+#     zeros; behind the noextents filter it frees none;
 #   - an md volume has none: status says so, and a scrub skips the member
 #     files' holes (bytes_free) all the same.
 HERE=$(dirname "$(realpath "$0")")
@@ -227,6 +230,54 @@ EOF2
     d_bad "loop: NEW's backing file has $a bytes allocated, expected at most $((M + 12 * M / 10))"
   d_stop "$D_SERVER_PID"
 fi
+
+d_log "nbd members without a fast zero: a trim frees what they call zeros"
+# nbdkit's file plugin punches a hole for a trim and reports it in block
+# status, but offers no fast zero: the volume's trim goes down as a
+# trim, then asks.  Behind the noextents filter a member says "data"
+# everywhere: nothing is freed.
+for f in n0 n1; do truncate -s $((M + 8 * M)) "$D_TMP/$f"; done
+d_nbdkit_start n0 -U "$D_TMP/n0.sock" file "$D_TMP/n0" || d_fail "nbdkit n0"
+d_nbdkit_start n1 -U "$D_TMP/n1.sock" file "$D_TMP/n1" || d_fail "nbdkit n1"
+d_nbdkit_start n1x -U "$D_TMP/n1x.sock" --filter=noextents file "$D_TMP/n1" ||
+  d_fail "nbdkit n1x"
+nuri () { printf 'nbd+unix:///?socket=%s' "$D_TMP/$1.sock"; }
+# nbd_trim CONF MEMBER1: create on n0 and MEMBER1, serve, write it all,
+# trim it all.
+nbd_trim ()
+{
+  d_conf "$1" nbdvol 64K "socket = \"$sock\"; pidfile = \"$pid\";" \
+    "$(nuri n0)" "$(nuri "$2")"
+  printf 'health = { status_file = "%s"; interval = 1; };\n' \
+    "$1.status.json" >>"$1"
+  d_run "ncreate-$2" d_ns create --force "$1"
+  [[ $D_RC -eq 0 ]] || d_fail "create on nbd members $2"
+  d_serve "nserve-$2" "$1" "$pid" || d_fail "serve on nbd members $2"
+  "$PY" - "$uri" <<'EOF2' || d_bad "nbd $2: the client failed"
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+size = h.get_size()
+h.pwrite(b"\x5a" * size, 0)
+h.flush()
+h.trim(size, 0)
+h.flush()
+sys.exit(0 if h.pread(65536, 65536) == bytes(65536) else 1)
+EOF2
+}
+nconf=$D_TMP/nbd.conf
+nbd_trim "$nconf" n1
+nfree=$(d_ns status --json "$nconf" | jq -r '.status.allocation_map.bytes_free')
+[[ $nfree == $((16 * M)) ]] &&
+  d_ok "nbd: a trim freed every region ($nfree bytes)" ||
+  d_bad "nbd: bytes_free $nfree after a trim of everything, expected $((16 * M))"
+d_stop "$D_SERVER_PID"
+nbd_trim "$nconf" n1x
+nfree=$(d_ns status --json "$nconf" | jq -r '.status.allocation_map.bytes_free')
+[[ $nfree == 0 ]] &&
+  d_ok "nbd: a member that cannot tell keeps every region in use" ||
+  d_bad "nbd behind noextents: bytes_free $nfree after a trim, expected 0"
+d_stop "$D_SERVER_PID"
 
 d_log "md: no map; a scrub skips the members' holes"
 md=("$D_TMP/d0" "$D_TMP/d1")
