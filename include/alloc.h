@@ -31,7 +31,8 @@
  *  - A flush (alloc_sync, before the flush answers) takes the lock and
  *    writes out every dirty block: it clears the block's dirty bit,
  *    THEN reads the block from bits, writes it to every member and
- *    syncs them, and only then sets durable to what it wrote.  A write
+ *    syncs them (all the writes in flight at once, then all the syncs),
+ *    and only then sets durable to what it wrote.  A write
  *    completed before the flush started has set its bit and its block's
  *    dirty bit: either the flush finds the dirty bit and writes a copy
  *    read after it (holding the bit), or another writeout cleared it
@@ -89,6 +90,7 @@ struct alloc {
   bool inited;             /* lock initialised (alloc_free) */
   _Atomic unsigned writing; /* a writeout is under way (alloc_sync) */
   uint8_t *buf;            /* one block, for writeouts (under lock) */
+  bool uring;              /* writeouts through io_uring (ioexec.h) */
   _Atomic uint64_t writeouts; /* blocks written out, for tests */
 };
 

@@ -5,9 +5,11 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "ioexec.h"
 #include "log.h"
 #include "member.h"
 
@@ -239,40 +241,64 @@ set_durable (struct alloc *a, uint64_t blk, const uint8_t *written)
   }
 }
 
+/* The first of ops[0 .. n) that failed, said: its errno. */
+static int
+first_failed (const struct member_op *ops, unsigned n, const char *what)
+{
+  for (unsigned i = 0; i < n; ++i)
+    if (ops[i].err) {
+      stripe_error ("member %u (%s): %s the allocation map: %s",
+                    ops[i].m->index, ops[i].m->path, what,
+                    strerror (ops[i].err));
+      return ops[i].err;
+    }
+  return EIO;
+}
+
 /* Write the blocks in blks (their copies in a->buf, slot by slot) to
- * every member, then sync each.  0, or an errno.
+ * every member, then sync each: all the writes in flight at once, then
+ * all the syncs (ioexec.h), so that a volume of many members pays about
+ * one write and one sync, not one of each per member.  0, or an errno.
  */
 static int
 write_batch (struct alloc *a, const uint64_t *blks, unsigned n,
              struct member *members, unsigned nr, uint64_t skip)
 {
-  char why[256];
+  struct member_op *ops = calloc ((size_t) nr * n, sizeof *ops);
+  struct iovec *iov = calloc (n, sizeof *iov);
+  unsigned nops = 0;
+  int err = 0;
 
+  if (ops == NULL || iov == NULL) {
+    free (ops);
+    free (iov);
+    return ENOMEM;
+  }
+  for (unsigned k = 0; k < n; ++k)
+    iov[k] = (struct iovec){ a->buf + (size_t) k * ALLOC_BLOCK, ALLOC_BLOCK };
   for (unsigned i = 0; i < nr; ++i) {
     if (skip >> i & 1 || member_absent (&members[i]))
       continue;
     for (unsigned k = 0; k < n; ++k)
-      if (member_pwrite (&members[i], a->buf + (size_t) k * ALLOC_BLOCK,
-                         ALLOC_BLOCK, a->map_offset + blks[k] * ALLOC_BLOCK,
-                         why, sizeof why)
-          == -1) {
-        int err = errno ? errno : EIO;
-        stripe_error ("member %u (%s): writing the allocation map: %s", i,
-                      members[i].path, why);
-        return err;
-      }
+      ops[nops++] = (struct member_op){
+        .m = &members[i], .kind = OP_WRITE,
+        .offset = a->map_offset + blks[k] * ALLOC_BLOCK,
+        .length = ALLOC_BLOCK, .iov = &iov[k], .nr_iov = 1, .shadow = true };
   }
-  for (unsigned i = 0; i < nr; ++i) {
-    if (skip >> i & 1 || member_absent (&members[i]))
-      continue;
-    if (member_sync (&members[i], why, sizeof why) == -1) {
-      int err = errno ? errno : EIO;
-      stripe_error ("member %u (%s): syncing the allocation map: %s", i,
-                    members[i].path, why);
-      return err;
-    }
+  if (nops > 0 && ioexec_run (ops, nops, a->uring) == -1)
+    err = first_failed (ops, nops, "writing");
+  if (err == 0) {
+    nops = 0;
+    for (unsigned i = 0; i < nr; ++i)
+      if (!(skip >> i & 1) && !member_absent (&members[i]))
+        ops[nops++] = (struct member_op){ .m = &members[i], .kind = OP_FLUSH,
+                                          .shadow = true };
+    if (nops > 0 && ioexec_run (ops, nops, a->uring) == -1)
+      err = first_failed (ops, nops, "syncing");
   }
-  return 0;
+  free (ops);
+  free (iov);
+  return err;
 }
 
 /* Each block dirty when the writeout reaches it, once (a writer that

@@ -252,6 +252,7 @@ load_map (struct volume *v, const struct assembly *a)
     free (m);
     return -1;
   }
+  m->uring = v->uring;
   v->alloc = m; /* volume_close frees it from now on */
   copy = malloc (a->map_bytes);
   if (copy == NULL) {
@@ -329,6 +330,7 @@ volume_adopt_map (struct volume *v)
     free (ones);
     return -1;
   }
+  m->uring = v->uring;
   /* Every region in use (nothing is known), on every member, synced,
    * before a record says there is a map.
    */

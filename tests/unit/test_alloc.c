@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "ioexec.h"
 #include "member.h"
 #include "member_mem.h"
 #include "unit_log.h"
@@ -640,12 +641,12 @@ sync_writes_each_dirty_block_to_every_member_then_syncs (void **state)
   for (unsigned i = 0; i < 3; ++i) {
     rec = mem_records (dev_name (i), &nr);
     assert_int_equal (nr, 3);
-    assert_int_equal (rec[0].op, MEM_PWRITE);
+    assert_int_equal (rec[0].op, MEM_WRITE);
     assert_int_equal (rec[0].offset, MAP_OFFSET + 1 * ALLOC_BLOCK);
     assert_int_equal (rec[0].length, ALLOC_BLOCK);
-    assert_int_equal (rec[1].op, MEM_PWRITE);
+    assert_int_equal (rec[1].op, MEM_WRITE);
     assert_int_equal (rec[1].offset, MAP_OFFSET + 3 * ALLOC_BLOCK);
-    assert_int_equal (rec[2].op, MEM_SYNC);
+    assert_int_equal (rec[2].op, MEM_FLUSH);
     assert_true (on_member (i, 1 * ALLOC_BLOCK_BITS + 5));
     assert_true (on_member (i, 3 * ALLOC_BLOCK_BITS + 7));
   }
@@ -679,14 +680,14 @@ sync_writes_batches_of_64_blocks_each_synced_before_the_next (void **state)
     rec = mem_records (dev_name (i), &nr);
     assert_int_equal (nr, 2 * ALLOC_BATCH + 2 + 3);
     for (size_t k = 0; k < nr; ++k)
-      if (rec[k].op == MEM_SYNC) {
+      if (rec[k].op == MEM_FLUSH) {
         /* After each full batch and after the last blocks. */
         assert_int_equal (writes, syncs == 2 ? 2 * ALLOC_BATCH + 2
                                              : (syncs + 1) * ALLOC_BATCH);
         ++syncs;
       }
       else {
-        assert_int_equal (rec[k].op, MEM_PWRITE);
+        assert_int_equal (rec[k].op, MEM_WRITE);
         assert_int_equal (rec[k].offset, MAP_OFFSET + writes * ALLOC_BLOCK);
         ++writes;
       }
@@ -704,8 +705,8 @@ sync_leaves_out_the_members_in_skip (void **state)
   assert_int_equal (alloc_sync (&map, members, 3, UINT64_C (1) << 1), 0);
   assert_true (on_member (0, 9) && on_member (2, 9));
   assert_false (on_member (1, 9));
-  assert_int_equal (mem_count ("m1", MEM_PWRITE), 0);
-  assert_int_equal (mem_count ("m1", MEM_SYNC), 0);
+  assert_int_equal (mem_count ("m1", MEM_WRITE), 0);
+  assert_int_equal (mem_count ("m1", MEM_FLUSH), 0);
 }
 
 static void
@@ -715,7 +716,7 @@ sync_failure_returns_the_errno_and_keeps_the_blocks_dirty (void **state)
   open_volume (3, 2);
   alloc_mark (&map, 11 * REGION, 1);
   alloc_mark (&map, (ALLOC_BLOCK_BITS + 11) * REGION, 1);
-  mem_inject ("m1", MEM_PWRITE, MAP_OFFSET + ALLOC_BLOCK, ALLOC_BLOCK, EIO, 0);
+  mem_inject ("m1", MEM_WRITE, MAP_OFFSET + ALLOC_BLOCK, ALLOC_BLOCK, EIO, 0);
   errno = 0;
   assert_int_equal (sync_all (), -1);
   assert_int_equal (errno, EIO);
@@ -741,7 +742,7 @@ sync_failure_of_a_member_sync_keeps_the_blocks_dirty (void **state)
   (void) state;
   open_volume (2, 1);
   alloc_mark (&map, 3 * REGION, 1);
-  mem_inject ("m1", MEM_SYNC, 0, 0, ENOSPC, 1);
+  mem_inject ("m1", MEM_FLUSH, 0, 0, ENOSPC, 1);
   assert_int_equal (sync_all (), -1);
   assert_int_equal (errno, ENOSPC);
   assert_error_logged ("member 1", "m1", "syncing the allocation map");
@@ -997,12 +998,12 @@ step_fault (struct rng *g, struct model *m)
   unsigned i = rng_below (g, nr_members);
 
   if (rng_below (g, 3) == 0) {
-    mem_inject (dev_name (i), MEM_SYNC, 0, 0, EIO, 1);
+    mem_inject (dev_name (i), MEM_FLUSH, 0, 0, EIO, 1);
     note (m, "fault m%u sync; ", i);
   }
   else {
     uint64_t blk = rng_below (g, 2);
-    mem_inject (dev_name (i), MEM_PWRITE, MAP_OFFSET + blk * ALLOC_BLOCK,
+    mem_inject (dev_name (i), MEM_WRITE, MAP_OFFSET + blk * ALLOC_BLOCK,
                 ALLOC_BLOCK, EIO, 1);
     note (m, "fault m%u block %" PRIu64 "; ", i, blk);
   }
@@ -1088,7 +1089,9 @@ a_crash_anywhere_keeps_every_acknowledged_write_in_use (void **state)
 
 /* Interleavings: a writer marking regions while a writeout is under way,
  * from inside the writeout's first write to a member (the lock held;
- * alloc_mark takes none).  The members' ops are wrapped to call it.
+ * alloc_mark takes none).  The members' ops are wrapped to call it: a
+ * writeout's writes go through the executor (start_op, or rw_now for a
+ * lone one).
  */
 
 static const struct member_ops *mem_ops;
@@ -1096,16 +1099,29 @@ static struct member_ops hooked_ops;
 static uint64_t hook_offset; /* the write the hook does, count 1 */
 static bool hook_armed, hook_durable;
 
-static int
-hooked_pwrite (struct member *m, const void *buf, size_t count,
-               uint64_t offset, char *why, size_t len)
+static void
+hook_fire (const struct member_op *op)
 {
-  int r = mem_ops->pwrite (m, buf, count, offset, why, len);
-
-  if (hook_armed) {
+  if (hook_armed && op->kind == OP_WRITE) {
     hook_armed = false;
     hook_durable = alloc_mark (&map, hook_offset, 1);
   }
+}
+
+static void
+hooked_start_op (struct member *m, struct ioexec *x, struct member_op *op)
+{
+  mem_ops->start_op (m, x, op);
+  hook_fire (op);
+}
+
+static bool
+hooked_rw_now (struct member *m, struct member_op *op)
+{
+  bool r = mem_ops->rw_now (m, op);
+
+  if (r)
+    hook_fire (op);
   return r;
 }
 
@@ -1114,7 +1130,8 @@ hook_members (void)
 {
   mem_ops = members[0].ops;
   hooked_ops = *mem_ops;
-  hooked_ops.pwrite = hooked_pwrite;
+  hooked_ops.start_op = hooked_start_op;
+  hooked_ops.rw_now = hooked_rw_now;
   for (unsigned i = 0; i < nr_members; ++i)
     members[i].ops = &hooked_ops;
 }
