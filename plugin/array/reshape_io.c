@@ -293,11 +293,11 @@ reshape_buf_at (struct mover *mv, uint64_t pos, uint64_t w, uint64_t at,
 
 /* The new places of positions [pos, pos + len), made to read zeros:
  * one zero that may trim a member, over its one contiguous range
- * (replace.c's replace_zero_ops says why not a discard).  What a
- * restripe moves away from is left behind in the old places; every
- * member's place in the new layout is some position's new place, so
- * the free ones are trimmed as they are passed.  None when a member
- * cannot zero: the mover writes zeros.
+ * (replace.c's replace_zero_ops says what each kind of member makes of
+ * it).  What a restripe moves away from is left behind in the old
+ * places; every member's place in the new layout is some position's
+ * new place, so the free ones are trimmed as they are passed.  None
+ * when a member cannot zero: the mover writes zeros.
  */
 unsigned
 reshape_zero_ops (struct mover *mv, uint64_t pos, uint64_t len,
