@@ -374,6 +374,8 @@ local_adopt (struct member *m, struct member *fresh)
       && dup3 (f->fd_direct, l->fd_direct, O_CLOEXEC) == -1)
     stripe_error ("member %u (%s): dup3: %m", m->index, m->path);
   m->id = fresh->id;
+  /* What a discard reads back is the new device's. */
+  l->discard_zeroes = f->discard_zeroes;
 }
 
 const struct member_ops member_local_ops = {

@@ -29,7 +29,7 @@ struct local {
   _Atomic int can_discard;    /* blockdev: BLKDISCARD */
   _Atomic int can_zeroout;    /* blockdev: BLKZEROOUT */
   _Atomic int can_seek_data;  /* SEEK_DATA / SEEK_HOLE */
-  bool discard_zeroes;        /* blockdev: a discard reads back as zeros */
+  _Atomic bool discard_zeroes; /* blockdev: a discard reads back as zeros */
 };
 
 #define L(m) ((struct local *) (m)->be)
