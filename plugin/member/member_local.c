@@ -56,13 +56,14 @@ read_queue_attr (dev_t rdev, const char *attr)
  * sure of it: a loop device over a regular file whose file system
  * punches holes.  The loop driver does a discard as a hole punched in
  * its backing file (drivers/block/loop.c: "discarded regions read back
- * as zero"), but the block layer reports a discard the driver could not
- * do as done (blkdev_issue_discard drops EOPNOTSUPP), so the backing
- * file is asked first: a hole punched past its end changes nothing, and
- * fails where the file system cannot punch.  Any other block device:
- * false.  A drive's zeroing after discard is its own business, and
- * where a drive states it (NVMe's deallocate feature, SCSI's LBPRZ) the
- * kernel already does a zero-out that may unmap as a deallocation.
+ * as zero"), but a discard the driver could not do is not reported
+ * failed on every kernel (blkdev_issue_discard has turned EOPNOTSUPP
+ * into success in some), so the backing file is asked first: a hole
+ * punched past its end changes nothing, and fails where the file system
+ * cannot punch.  Any other block device: false.  A drive's zeroing
+ * after discard is its own business, and where a drive states it
+ * (NVMe's deallocate feature, SCSI's LBPRZ) the kernel already does a
+ * zero-out that may unmap as a deallocation.
  */
 static bool
 loop_discard_zeroes (dev_t rdev, const struct identity *id)
