@@ -84,7 +84,12 @@ nobody_cannot ()
 }
 
 d_log "TLS required, pre-shared key: nobody cannot read or write"
-tcp_serve tls "port = PORT; pidfile = \"$pid\"; tls = \"require\"; tls_psk = \"$psk\";" ||
+# threads = 1: with nbdkit 1.32's default threads, nbdcopy's requests in
+# flight on one TLS connection made AddressSanitizer report a heap
+# use-after-free inside nbdkit's send path (gnutls_record_uncork), in
+# about 1 run in 20 (README, "Attach it"); what is tested here is who
+# may connect, not that race.
+tcp_serve tls "port = PORT; pidfile = \"$pid\"; tls = \"require\"; tls_psk = \"$psk\"; threads = 1;" ||
   d_fail "serve with TLS over TCP failed"
 grep -q 'WARNING' "$D_TMP/tls.err" && d_bad "tls: a warning for a key of mode 0600"
 key_uri="nbds://alice@127.0.0.1:$port/?tls-psk-file=$psk"
