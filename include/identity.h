@@ -61,6 +61,12 @@ struct identity {
   char export_name[256];
 };
 
+/* Read /sys/dev/block/MAJ:MIN/REL into buf (its first line, without
+ * the newline): false when there is no such attribute.
+ */
+extern bool identity_sysfs_read (dev_t dev, const char *rel, char *buf,
+                                 size_t len);
+
 /* The identity of an open local member (a regular file or a block
  * device; anything else is EINVAL).  size: the member's size in bytes.
  * Returns 0, or -1 with errno and a reason in why.

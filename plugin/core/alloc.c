@@ -5,8 +5,8 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/uio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "alloc.h"
 #include "ioexec.h"

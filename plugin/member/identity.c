@@ -42,9 +42,8 @@ decode_kernel_dev (uint64_t v)
   return makedev (maj, min);
 }
 
-/* Read /sys/dev/block/MAJ:MIN/REL into buf (first line, no newline). */
-static bool
-sysfs_read (dev_t dev, const char *rel, char *buf, size_t len)
+bool
+identity_sysfs_read (dev_t dev, const char *rel, char *buf, size_t len)
 {
   char path[128];
   FILE *fp;
@@ -68,7 +67,7 @@ sysfs_u64 (dev_t dev, const char *rel, uint64_t *v)
 {
   char buf[64], *end;
 
-  if (!sysfs_read (dev, rel, buf, sizeof buf))
+  if (!identity_sysfs_read (dev, rel, buf, sizeof buf))
     return false;
   errno = 0;
   *v = strtoull (buf, &end, 10);
@@ -120,7 +119,7 @@ resolve_block (struct identity *id, dev_t dev, int fd, uint64_t offset,
                      major (dev), minor (dev));
 
   /* A loop device: the backing file's bytes from lo_offset. */
-  if (sysfs_read (dev, "loop/backing_file", buf, sizeof buf)) {
+  if (identity_sysfs_read (dev, "loop/backing_file", buf, sizeof buf)) {
     struct loop_info64 info;
     struct stat st;
     dev_t bdev = 0, bino_dev = 0;
@@ -172,7 +171,7 @@ resolve_block (struct identity *id, dev_t dev, int fd, uint64_t offset,
     dev_t parent;
     uint64_t start = v * 512;
 
-    if (!sysfs_read (dev, "../dev", buf, sizeof buf)
+    if (!identity_sysfs_read (dev, "../dev", buf, sizeof buf)
         || !parse_devno (buf, &parent))
       return fail_why (why, len, EINVAL,
                        "partition %u:%u: cannot find its disk in sysfs",

@@ -68,25 +68,15 @@ read_queue_attr (dev_t rdev, const char *attr)
 static bool
 loop_discard_zeroes (dev_t rdev, const struct identity *id)
 {
-  char sys[128], path[PATH_MAX];
+  char path[PATH_MAX];
   struct stat st;
   bool ok = false;
-  FILE *fp;
   int fd;
 
-  if (id->extent.base != EXTENT_FILE)
+  if (id->extent.base != EXTENT_FILE
+      || !identity_sysfs_read (rdev, "loop/backing_file", path, sizeof path))
     return false;
-  snprintf (sys, sizeof sys, "/sys/dev/block/%u:%u/loop/backing_file",
-            major (rdev), minor (rdev));
-  fp = fopen (sys, "re");
-  if (fp == NULL)
-    return false;
-  if (fgets (path, sizeof path, fp) == NULL)
-    path[0] = '\0';
-  fclose (fp);
-  path[strcspn (path, "\n")] = '\0';
-  fd = path[0] ? open (path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-               : -1;
+  fd = open (path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd == -1)
     return false;
   if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
