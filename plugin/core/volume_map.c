@@ -151,7 +151,12 @@ volume_map_trim_zero (struct volume *v, const struct volume_request *rq)
     part.offset = a;
     part.count = b - a;
     r = volume_request_rq (v, &part);
-    if (r == 0 && trimmed_to_zeros (v, a, b - a))
+    /* Not while a job moves data: its windows are not this trim's, and
+     * the members' block status is then no proof (regions stay in use,
+     * which is allowed).
+     */
+    if (r == 0 && atomic_load (&v->mover) == NULL
+        && trimmed_to_zeros (v, a, b - a))
       alloc_clear (v->alloc, a, b - a);
   }
   if (r == 0 && end > b) {
